@@ -1,0 +1,49 @@
+"""sparse-ops: sparse-aware operators for Python.
+
+Containers for three storage types (``default``, ``row_sparse``, ``csr``) on cpu and
+gpu, with zero-copy views of their components, conversions, validation and files.
+See README.md for a tour and DESIGN.md for the architecture.
+"""
+import os as _os
+
+if _os.environ.get("SPARSE_OPS_CUDA_SIM", "0") == "1":
+    # Must precede the first import of numba anywhere in the process.
+    _os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+
+from .device import Device, cpu, current_device, gpu, num_gpus  # noqa: E402
+from .dtypes import INDEX_DTYPES, VALUE_DTYPES  # noqa: E402
+from .errors import (  # noqa: E402
+    DeviceUnavailableError,
+    OperatorError,
+    SparseFormatError,
+    StorageFallbackWarning,
+)
+from .ndarray import BaseSparseNDArray, CSRNDArray, NDArray, RowSparseNDArray  # noqa: E402
+from .creation import (  # noqa: E402
+    array,
+    csr_matrix,
+    empty,
+    from_dlpack,
+    full,
+    ones,
+    row_sparse_array,
+    zeros,
+)
+from .storage import cast_storage  # noqa: E402
+from .io import load, save  # noqa: E402
+
+__version__ = "0.1.0"
+
+# MXNet's class names are the class names; these aliases serve readers of the design doc.
+DenseArray = NDArray
+RowSparseArray = RowSparseNDArray
+CSRArray = CSRNDArray
+
+__all__ = [
+    "Device", "cpu", "gpu", "current_device", "num_gpus",
+    "VALUE_DTYPES", "INDEX_DTYPES",
+    "SparseFormatError", "DeviceUnavailableError", "StorageFallbackWarning", "OperatorError",
+    "NDArray", "BaseSparseNDArray", "RowSparseNDArray", "CSRNDArray",
+    "array", "zeros", "ones", "empty", "full", "csr_matrix", "row_sparse_array", "from_dlpack",
+    "cast_storage", "save", "load",
+]

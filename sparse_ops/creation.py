@@ -1,0 +1,294 @@
+"""Creating containers: ``array``, ``zeros``/``ones``/``empty``/``full``, ``csr_matrix``,
+``row_sparse_array`` and ``from_dlpack``.
+
+Components given by the caller are validated (``validation.py``) before any kernel sees
+them. Arrays already of a supported dtype on the target device are used without a copy
+(as ``scipy.sparse.csr_matrix`` does); pass ``copy=True`` for independent storage.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any, Sequence
+
+import numpy as np
+
+from . import device as _dev
+from .device import Device
+from .dtypes import DEFAULT_DTYPE, DEFAULT_INDEX_DTYPE, source_dtype, value_dtype
+from .errors import SparseFormatError
+from .ndarray import STYPES, CSRNDArray, NDArray, RowSparseNDArray
+from .validation import check_csr, csr_is_canonical, normalize_shape
+
+
+def _is_scipy_sparse(obj: Any) -> bool:
+    if "scipy.sparse" not in sys.modules:  # nothing can be a SciPy matrix before SciPy is imported
+        return False
+    import scipy.sparse as sp
+
+    return sp.issparse(obj)
+
+
+def _target_device(device: Any, *arrays: Any) -> Device:
+    if device is not None:
+        return _dev.as_device(device)
+    for a in arrays:
+        dev = _dev.device_of_array(a)
+        if dev is not None:
+            return dev
+    return _dev.current_device()
+
+
+def _values(obj: Any, dtype: Any, device: Device, copy: bool, what: str) -> Any:
+    """``obj`` as a value array of ``device``: its own dtype if it is an array, float32 for
+    Python data, ``dtype`` when given."""
+    if dtype is not None:
+        dt = value_dtype(dtype)
+    elif hasattr(obj, "dtype") and hasattr(obj, "shape"):
+        dt = source_dtype(obj.dtype)
+    else:
+        dt = DEFAULT_DTYPE
+    try:
+        return _dev.on_device(obj, device, dtype=dt, copy=copy)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"cannot make {what} of dtype {dt.name} from {type(obj).__name__}: {exc}") from exc
+
+
+def _indices(obj: Any, device: Device, copy: bool, name: str) -> Any:
+    """An index array kept in its own integer dtype (int64 for Python data); floats are refused."""
+    if not hasattr(obj, "dtype"):
+        obj = np.asarray(obj)
+        if obj.size == 0:
+            obj = obj.astype(DEFAULT_INDEX_DTYPE)
+    if obj.dtype.kind not in "iu":
+        raise SparseFormatError(f"{name} must have an integer dtype, got {obj.dtype}")
+    return _dev.on_device(obj, device, copy=copy)
+
+
+# ---- dense ---------------------------------------------------------------------------------
+def array(obj: Any, dtype: Any = None, device: Device | str | None = None) -> NDArray:
+    """A new container holding a copy of ``obj``.
+
+    Containers keep their storage type and SciPy matrices become csr (as in MXNet);
+    anything else array-like becomes dense. The dtype is ``dtype`` if given, else the
+    source's own for arrays and float32 for Python numbers and lists.
+    """
+    if isinstance(obj, NDArray):
+        dev = _dev.as_device(device) if device is not None else obj.device
+        moved = obj.to(dev)
+        return moved.astype(obj.dtype if dtype is None else dtype, copy=moved is obj)
+    if _is_scipy_sparse(obj):
+        return csr_matrix(obj, dtype=dtype, device=device, copy=True)
+    dev = _target_device(device, obj)
+    return NDArray(_values(obj, dtype, dev, copy=True, what="an array"), dev)
+
+
+def from_dlpack(obj: Any, device: Device | str | None = None) -> NDArray:
+    """A dense container sharing memory with a DLPack producer (NumPy, CuPy, PyTorch, ...)."""
+    kind, dev_id = obj.__dlpack_device__()
+    if kind == 1:  # kDLCPU
+        data = np.from_dlpack(obj)
+        dev = _dev.cpu() if device is None else _dev.as_device(device)
+    elif kind in (2, 3):  # kDLCUDA, kDLCUDAHost
+        import cupy
+
+        data = cupy.from_dlpack(obj)
+        dev = _dev.gpu(dev_id) if device is None else _dev.as_device(device)
+    else:
+        raise TypeError(f"unsupported DLPack device type {kind}")
+    source_dtype(data.dtype)
+    if _dev.array_module(dev) is not (np if kind == 1 else _dev.array_module(_dev.gpu(dev_id))):
+        data = _dev.on_device(data, dev, copy=True)
+    return NDArray(data, dev)
+
+
+# ---- filled arrays ----------------------------------------------------------------------
+def zeros(shape: Any, stype: str = "default", dtype: Any = "float32",
+          device: Device | str | None = None) -> NDArray:
+    """An array of zeros; sparse storage types store nothing."""
+    shape = normalize_shape(shape)
+    dt = value_dtype(dtype)
+    dev = _dev.as_device(device)
+    xp = dev.xp
+    if stype == "default":
+        with _dev.allocating_on(dev):
+            return NDArray(xp.zeros(shape, dtype=dt), dev)
+    _check_stype(stype)
+    if stype == "csr":
+        shape = normalize_shape(shape, ndim=2)
+        with _dev.allocating_on(dev):
+            return CSRNDArray(xp.zeros(0, dt), xp.zeros(0, DEFAULT_INDEX_DTYPE),
+                              xp.zeros(shape[0] + 1, DEFAULT_INDEX_DTYPE), shape, dev, check=False)
+    if len(shape) < 1:
+        raise SparseFormatError("row_sparse arrays have at least one dimension")
+    with _dev.allocating_on(dev):
+        return RowSparseNDArray(xp.zeros((0, *shape[1:]), dt), xp.zeros(0, DEFAULT_INDEX_DTYPE),
+                                shape, dev, check=False)
+
+
+def empty(shape: Any, stype: str = "default", dtype: Any = "float32",
+          device: Device | str | None = None) -> NDArray:
+    """An uninitialised dense array (sparse storage types: an empty sparse array)."""
+    if stype != "default":
+        return zeros(shape, stype=stype, dtype=dtype, device=device)
+    shape = normalize_shape(shape)
+    dev = _dev.as_device(device)
+    with _dev.allocating_on(dev):
+        return NDArray(dev.xp.empty(shape, dtype=value_dtype(dtype)), dev)
+
+
+def full(shape: Any, val: Any, stype: str = "default", dtype: Any = "float32",
+         device: Device | str | None = None) -> NDArray:
+    """An array with every entry equal to ``val`` (sparse storage types store every entry
+    unless ``val`` is 0)."""
+    _check_stype(stype)
+    if stype != "default" and val == 0:
+        return zeros(shape, stype=stype, dtype=dtype, device=device)
+    shape = normalize_shape(shape)
+    dev = _dev.as_device(device)
+    with _dev.allocating_on(dev):
+        dense = NDArray(dev.xp.full(shape, val, dtype=value_dtype(dtype)), dev)
+    return dense if stype == "default" else dense.tostype(stype)
+
+
+def ones(shape: Any, stype: str = "default", dtype: Any = "float32",
+         device: Device | str | None = None) -> NDArray:
+    """An array of ones."""
+    return full(shape, 1, stype=stype, dtype=dtype, device=device)
+
+
+# ---- sparse --------------------------------------------------------------------------------
+def csr_matrix(arg: Any, shape: Any = None, dtype: Any = None,
+               device: Device | str | None = None, copy: bool = False) -> CSRNDArray:
+    """A csr array from ``(data, indices, indptr)``, ``(data, (row, col))`` (duplicates
+    summed), a shape ``(M, N)`` (empty), a SciPy sparse matrix or array (zero-copy when
+    canonical), a dense array-like, or another container.
+
+    Components must be canonical (sorted, unique column indices per row): anything else
+    raises ``SparseFormatError`` naming the broken invariant.
+    """
+    if isinstance(arg, NDArray):
+        out = array(arg, dtype=dtype, device=device)
+        out = out if out.stype == "csr" else out.tostype("csr")
+        return _expect_shape(out, shape)
+    if _is_scipy_sparse(arg):
+        return _expect_shape(_csr_from_scipy(arg, dtype, device, copy), shape)
+    if isinstance(arg, tuple) and _is_shape(arg):
+        return zeros(arg if shape is None else shape, stype="csr",
+                     dtype=DEFAULT_DTYPE if dtype is None else dtype, device=device)
+    if isinstance(arg, tuple) and len(arg) == 3:
+        dev = _target_device(device, *arg)
+        data = _values(arg[0], dtype, dev, copy, "csr data")
+        indices = _indices(arg[1], dev, copy, "csr indices")
+        indptr = _indices(arg[2], dev, copy, "csr indptr")
+        if shape is None:
+            if indptr.ndim != 1 or indptr.shape[0] < 1:
+                raise SparseFormatError("csr indptr must be 1-d with at least one entry")
+            cols = int(indices.max()) + 1 if indices.size and indices.ndim == 1 else 0
+            shape = (indptr.shape[0] - 1, cols)
+        return CSRNDArray(data, indices, indptr, shape, dev)
+    if isinstance(arg, tuple) and len(arg) == 2 and isinstance(arg[1], (tuple, list)) and len(arg[1]) == 2:
+        return _csr_from_coo(arg[0], arg[1][0], arg[1][1], shape, dtype, device)
+    if isinstance(arg, tuple) and len(arg) in (2, 3):
+        raise TypeError("csr_matrix takes (data, indices, indptr), (data, (row, col)) or a shape (M, N)")
+    dense = array(arg, dtype=dtype, device=device)
+    return _expect_shape(dense.tostype("csr"), shape)
+
+
+def row_sparse_array(arg: Any, shape: Any = None, dtype: Any = None,
+                     device: Device | str | None = None, copy: bool = False) -> RowSparseNDArray:
+    """A row_sparse array from ``(data, indices)`` (indices sorted and unique), a shape
+    (empty), a dense array-like, a SciPy matrix, or another container."""
+    if isinstance(arg, NDArray):
+        out = array(arg, dtype=dtype, device=device)
+        out = out if out.stype == "row_sparse" else out.tostype("row_sparse")
+        return _expect_shape(out, shape)
+    if isinstance(arg, tuple) and _is_shape(arg):
+        return zeros(arg if shape is None else shape, stype="row_sparse",
+                     dtype=DEFAULT_DTYPE if dtype is None else dtype, device=device)
+    if isinstance(arg, tuple) and len(arg) == 2:
+        dev = _target_device(device, *arg)
+        data = _values(arg[0], dtype, dev, copy, "row_sparse data")
+        indices = _indices(arg[1], dev, copy, "row_sparse indices")
+        if shape is None:
+            if indices.ndim != 1:
+                raise SparseFormatError(f"row_sparse indices must be 1-d, got shape {tuple(indices.shape)}")
+            rows = int(indices.max()) + 1 if indices.size else 0
+            shape = (rows, *data.shape[1:])
+        return RowSparseNDArray(data, indices, shape, dev)
+    if _is_scipy_sparse(arg):
+        return _expect_shape(csr_matrix(arg, dtype=dtype, device=device).tostype("row_sparse"), shape)
+    dense = array(arg, dtype=dtype, device=device)
+    return _expect_shape(dense.tostype("row_sparse"), shape)
+
+
+def _csr_from_scipy(m: Any, dtype: Any, device: Any, copy: bool) -> CSRNDArray:
+    # SciPy's C conversion routines trust the index arrays, so check them before calling any.
+    if m.format == "csc":
+        check_csr(m.data, m.indices, m.indptr, normalize_shape(m.shape[::-1], ndim=2), canonical=False)
+        m = m.tocsr()
+    elif m.format != "csr":
+        coo = m.tocoo()
+        return _csr_from_coo(coo.data, coo.row, coo.col, coo.shape, dtype, device)
+    dev = _target_device(device)
+    data = _values(m.data, dtype, dev, copy, "csr data")
+    indices = _indices(m.indices, dev, copy, "csr indices")
+    indptr = _indices(m.indptr, dev, copy, "csr indptr")
+    shape = normalize_shape(m.shape, ndim=2)
+    check_csr(data, indices, indptr, shape, full=True, canonical=False)
+    if not csr_is_canonical(indices, indptr):
+        import scipy.sparse as sp
+
+        canon = sp.csr_matrix((_dev.to_host(data), _dev.to_host(indices), _dev.to_host(indptr)),
+                              shape=shape, copy=True)
+        canon.sum_duplicates()
+        return _csr_from_scipy(canon, None, dev, copy=False)
+    return CSRNDArray(data, indices, indptr, shape, dev, check=False)
+
+
+def _csr_from_coo(data: Any, row: Any, col: Any, shape: Any, dtype: Any, device: Any) -> CSRNDArray:
+    """COO triplets to csr on the host (sorting, duplicates summed), then onto the device."""
+    dev = _target_device(device, data, row, col)
+    host = _dev.cpu()
+    values = _values(data, dtype, host, False, "csr data")
+    row = _indices(row, host, False, "coo row")
+    col = _indices(col, host, False, "coo col")
+    if not (values.ndim == row.ndim == col.ndim == 1) or not (values.shape == row.shape == col.shape):
+        raise SparseFormatError(
+            f"coo data, row and col must be 1-d of one length, got {values.shape}, {row.shape}, {col.shape}"
+        )
+    if shape is None:
+        shape = (int(row.max()) + 1 if row.size else 0, int(col.max()) + 1 if col.size else 0)
+    shape = normalize_shape(shape, ndim=2)
+    for name, idx, bound in (("row", row, shape[0]), ("col", col, shape[1])):
+        if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= bound):
+            raise SparseFormatError(f"coo {name} indices must lie in [0, {bound})")
+    row = row.astype(np.int64, copy=False)
+    col = col.astype(np.int64, copy=False)
+    order = np.lexsort((col, row))
+    row, col, values = row[order], col[order], values[order]
+    first = np.ones(row.shape[0], dtype=bool)
+    first[1:] = (row[1:] != row[:-1]) | (col[1:] != col[:-1])
+    starts = np.flatnonzero(first)
+    summed = np.add.reduceat(values, starts) if starts.size else values[:0]
+    counts = np.bincount(row[starts], minlength=shape[0])
+    indptr = np.zeros(shape[0] + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    parts = [_dev.on_device(p, dev) for p in (summed.astype(values.dtype, copy=False), col[starts], indptr)]
+    return CSRNDArray(parts[0], parts[1], parts[2], shape, dev, check=False)
+
+
+# ---- helpers -------------------------------------------------------------------------------
+def _is_shape(arg: tuple) -> bool:
+    return all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in arg)
+
+
+def _check_stype(stype: str) -> None:
+    if stype not in STYPES:
+        raise ValueError(f"unknown storage type {stype!r}; expected one of {STYPES}")
+
+
+def _expect_shape(x: NDArray, shape: Any) -> NDArray:
+    if shape is not None and normalize_shape(shape) != x.shape:
+        raise SparseFormatError(f"shape {tuple(shape)} does not match the input's shape {x.shape}")
+    return x
+

@@ -1,0 +1,38 @@
+"""numba CPU kernels of the built-ins. Imported lazily: ``import sparse_ops`` compiles nothing.
+
+``jit`` is the one decorator our kernels use: nopython, nogil, on-disk cache, and
+bounds checking when ``SPARSE_OPS_BOUNDSCHECK=1``. Importing this package also picks a
+numba threading layer that tolerates parallel kernels launched from several threads at
+once (the default ``workqueue`` layer aborts the process then), unless the user chose
+one with ``NUMBA_THREADING_LAYER``.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+from typing import Any, Callable
+
+import numba
+
+BOUNDSCHECK = os.environ.get("SPARSE_OPS_BOUNDSCHECK", "0") == "1"
+
+
+def _threadsafe_layer() -> str | None:
+    for name, module in (("tbb", "numba.np.ufunc.tbbpool"), ("omp", "numba.np.ufunc.omppool")):
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            continue
+        return name
+    return None
+
+
+if "NUMBA_THREADING_LAYER" not in os.environ:
+    _layer = _threadsafe_layer()
+    if _layer is not None:
+        numba.config.THREADING_LAYER = _layer
+
+
+def jit(parallel: bool = False) -> Callable[[Callable[..., Any]], Any]:
+    """numba.njit with the project's settings (see the module docstring)."""
+    return numba.njit(parallel=parallel, cache=True, nogil=True, boundscheck=BOUNDSCHECK or None)

@@ -1,0 +1,199 @@
+"""The dense container, ``NDArray`` (storage type ``default``), and what all containers share."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import device as _dev
+from ..device import Device
+from ..dtypes import value_dtype
+
+STYPES = ("default", "row_sparse", "csr")
+
+
+class NDArray:
+    """An n-d array of one supported dtype on one device, dense (``stype == "default"``).
+
+    ``RowSparseNDArray`` and ``CSRNDArray`` subclass it, as in MXNet, so
+    ``isinstance(x, NDArray)`` holds for every container. Create arrays with
+    ``sparse_ops.array``, ``zeros``, ``csr_matrix`` and friends rather than this class.
+    """
+
+    __slots__ = ("_data", "_device", "__weakref__")
+    stype = "default"
+
+    def __init__(self, data: Any, device: Device | None = None) -> None:
+        self._data = data
+        self._device = device if device is not None else _dev.current_device()
+
+    # ---- description -------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self._data.shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._data.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def device(self) -> Device:
+        return self._device
+
+    context = device  # MXNet's name
+    ctx = device
+
+    @property
+    def data(self) -> Any:
+        """The values as a writable, zero-copy NumPy (cpu) or CuPy (gpu) array."""
+        return self._data
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d array")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        values = np.array2string(_dev.to_host(self._data), threshold=100, edgeitems=3)
+        return f"{values}\n<{self._describe()}>"
+
+    def _describe(self) -> str:
+        dims = "x".join(str(d) for d in self.shape) or "scalar"
+        return f"{type(self).__name__} {dims} stype={self.stype} dtype={self.dtype.name} @{self._device}"
+
+    # ---- copies and conversions ----------------------------------------------------
+    def asnumpy(self) -> np.ndarray:
+        """A dense NumPy copy of the values."""
+        return np.array(_dev.to_host(self._data), copy=True)
+
+    def item(self) -> Any:
+        """The single value of a one-element array as a Python scalar."""
+        if self.size != 1:
+            raise ValueError(f"item() needs an array of one element, this one has shape {self.shape}")
+        return self.asnumpy().reshape(()).item()
+
+    asscalar = item
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __bool__(self) -> bool:
+        return bool(self.item())
+
+    def tostype(self, stype: str) -> "NDArray":
+        """A new container holding these values in storage type ``stype``."""
+        from ..storage import cast_storage
+
+        return cast_storage(self, stype)
+
+    def copy(self) -> "NDArray":
+        """A deep copy, same storage type, dtype and device."""
+        return self._with_values(self._data.copy(), copy_aux=True)
+
+    def astype(self, dtype: Any, copy: bool = True) -> "NDArray":
+        """These values converted to ``dtype``; with ``copy=False`` returns self when nothing changes."""
+        dt = value_dtype(dtype)
+        if dt == self.dtype and not copy:
+            return self
+        return self._with_values(self._data.astype(dt), copy_aux=copy)
+
+    def _with_values(self, values: Any, copy_aux: bool) -> "NDArray":
+        """A container of the same structure with new values (shape unchanged)."""
+        return NDArray(values, self._device)
+
+    def to(self, device: Device | str, copy: bool = False) -> "NDArray":
+        """This array on ``device``: self when already there (unless ``copy``), else a copy."""
+        dev = _dev.as_device(device)
+        if dev == self._device:
+            return self.copy() if copy else self
+        return self._moved(dev)
+
+    def as_in_context(self, device: Device | str) -> "NDArray":
+        """MXNet's name for ``to``."""
+        return self.to(device)
+
+    def _moved(self, device: Device) -> "NDArray":
+        return NDArray(_dev.on_device(self._data, device, copy=True), device)
+
+    def copyto(self, other: "NDArray | Device | str") -> "NDArray":
+        """Copy into ``other`` (a container, any storage type: ``other[:] = self``) or onto a device."""
+        if isinstance(other, NDArray):
+            if other is self:
+                return other
+            other[:] = self
+            return other
+        return self.to(other, copy=True)
+
+    def wait_to_read(self) -> None:
+        """MXNet compatibility: work here is synchronous on cpu; on gpu this waits for the stream."""
+        if _dev.is_cupy_array(self._data):
+            import cupy
+
+            cupy.cuda.get_current_stream().synchronize()
+
+    # ---- indexing --------------------------------------------------------------------
+    def __getitem__(self, key: Any) -> "NDArray":
+        return NDArray(self._data[_plain_key(key)], self._device)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        if isinstance(value, NDArray):
+            if value._device != self._device:
+                value = value.to(self._device)
+            if value.stype != "default":
+                if _is_full_slice(key) and value.shape == self.shape:
+                    from ..storage import densify_into
+
+                    densify_into(value, self._data)
+                    return
+                value = value.tostype("default")
+            value = value._data
+        self._data[_plain_key(key)] = value
+
+    # ---- interchange -----------------------------------------------------------------
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        if _dev.is_cupy_array(self._data):
+            raise TypeError("this array lives on a gpu; call asnumpy() for a host copy")
+        a = self._data
+        if dtype is not None and np.dtype(dtype) != a.dtype:
+            return a.astype(dtype)
+        return np.array(a, copy=True) if copy else a
+
+    def __dlpack__(self, **kwargs: Any) -> Any:
+        return self._data.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self._data.__dlpack_device__()
+
+    def __reduce__(self):
+        return (_rebuild_dense, (self.asnumpy(), self._device))
+
+
+def _rebuild_dense(values: np.ndarray, device: Device) -> NDArray:
+    return NDArray(_dev.on_device(values, device), device)
+
+
+def _plain_key(key: Any) -> Any:
+    """An indexing key with containers replaced by their dense arrays."""
+    if isinstance(key, NDArray):
+        return key.tostype("default")._data if key.stype != "default" else key._data
+    if isinstance(key, tuple):
+        return tuple(_plain_key(k) for k in key)
+    return key
+
+
+def _is_full_slice(key: Any) -> bool:
+    return (isinstance(key, slice) and key == slice(None)) or key is Ellipsis

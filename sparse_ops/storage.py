@@ -1,0 +1,200 @@
+"""Conversions between the three storage types (MXNet's ``cast_storage``), all 9 pairs.
+
+On the cpu the csr <-> dense hot paths run numba kernels; everything else (and every
+path on a gpu) is vectorised array-module code, so the same function serves NumPy and
+CuPy. Every result is a new container; the input is never modified.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import device as _dev
+from .device import Device
+from .dtypes import DEFAULT_INDEX_DTYPE, value_dtype
+from .ndarray import STYPES, CSRNDArray, NDArray, RowSparseNDArray
+
+_NUMBA_VALUE_DTYPES = frozenset(np.dtype(t) for t in ("float32", "float64", "int32", "int64"))
+
+
+def _numba_ok(xp: Any, *arrays: Any) -> bool:
+    return xp is np and all(a.dtype in _NUMBA_VALUE_DTYPES for a in arrays)
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    """float16 viewed as uint16 (numba has no cpu float16); a plain copy of bits is exact."""
+    return a.view(np.uint16) if a.dtype == np.float16 else a
+
+
+def cast_storage(x: NDArray, stype: str) -> NDArray:
+    """A new container with the values of ``x`` in storage type ``stype``."""
+    if stype not in STYPES:
+        raise ValueError(f"unknown storage type {stype!r}; expected one of {STYPES}")
+    if x.stype == stype:
+        return x.copy()
+    return _CASTS[(x.stype, stype)](x)
+
+
+# ---- to dense ----------------------------------------------------------------------------
+def densify_into(x: NDArray, out: Any) -> None:
+    """Write the dense values of sparse ``x`` into the existing array ``out`` (same shape)."""
+    xp = x.device.xp
+    if x.stype == "csr":
+        if _numba_ok(xp, x._data) or (xp is np and x.dtype == np.float16 and out.dtype == x.dtype):
+            if out.dtype == x.dtype and out.flags.c_contiguous:
+                from .kernels.convert import csr_zero_and_scatter_into
+
+                csr_zero_and_scatter_into(x._indptr, x._indices, _bits(x._data), _bits(out))
+                return
+        out[...] = 0
+        rows = _csr_row_ids(x, xp)
+        out[rows, x._indices] = x._data
+    else:
+        out[...] = 0
+        out[x._indices] = x._data
+
+
+def _csr_to_dense(x: CSRNDArray) -> NDArray:
+    xp = x.device.xp
+    with _dev.allocating_on(x.device):
+        out = xp.zeros(x.shape, dtype=x.dtype)
+    if xp is np:
+        from .kernels.convert import csr_scatter_into
+
+        csr_scatter_into(x._indptr, x._indices, _bits(x._data), _bits(out))
+    else:
+        out[_csr_row_ids(x, xp), x._indices] = x._data
+    return NDArray(out, x.device)
+
+
+def _row_sparse_to_dense(x: RowSparseNDArray) -> NDArray:
+    xp = x.device.xp
+    with _dev.allocating_on(x.device):
+        out = xp.zeros(x.shape, dtype=x.dtype)
+    out[x._indices] = x._data
+    return NDArray(out, x.device)
+
+
+# ---- from dense --------------------------------------------------------------------------
+def _dense_to_csr(x: NDArray) -> CSRNDArray:
+    a = x._data
+    if a.ndim != 2:
+        raise ValueError(f"csr arrays are 2-d; cannot convert an array of shape {x.shape}")
+    xp = x.device.xp
+    rows, cols = a.shape
+    with _dev.allocating_on(x.device):
+        if _numba_ok(xp, a):
+            from .kernels.convert import count_row_nonzeros, fill_csr_from_dense
+
+            a = np.ascontiguousarray(a)
+            counts = np.empty(rows, dtype=DEFAULT_INDEX_DTYPE)
+            count_row_nonzeros(a, counts)
+            indptr = _indptr_from_counts(counts, xp)
+            nnz = int(indptr[-1])
+            indices = np.empty(nnz, dtype=DEFAULT_INDEX_DTYPE)
+            data = np.empty(nnz, dtype=a.dtype)
+            fill_csr_from_dense(a, indptr, indices, data)
+        else:
+            mask = a != 0
+            indptr = _indptr_from_counts(mask.sum(axis=1), xp)
+            _, indices = xp.nonzero(mask)
+            indices = indices.astype(DEFAULT_INDEX_DTYPE, copy=False)
+            data = a[mask]
+    return CSRNDArray(data, indices, indptr, (rows, cols), x.device, check=False)
+
+
+def _dense_to_row_sparse(x: NDArray) -> RowSparseNDArray:
+    a = x._data
+    if a.ndim < 1:
+        raise ValueError("row_sparse arrays have at least one dimension; got a 0-d array")
+    xp = x.device.xp
+    rows = a.shape[0]
+    flat = a.reshape(rows, int(np.prod(a.shape[1:], dtype=np.int64)))
+    with _dev.allocating_on(x.device):
+        keep = xp.nonzero((flat != 0).any(axis=1))[0].astype(DEFAULT_INDEX_DTYPE, copy=False)
+    return RowSparseNDArray(a[keep], keep, x.shape, x.device, check=False)
+
+
+# ---- between sparse types ----------------------------------------------------------------
+def _csr_to_row_sparse(x: CSRNDArray) -> RowSparseNDArray:
+    xp = x.device.xp
+    with _dev.allocating_on(x.device):
+        nonempty = xp.diff(x._indptr) > 0
+        keep = xp.nonzero(nonempty)[0].astype(x._indices.dtype, copy=False)
+        values = xp.zeros((keep.shape[0], x.shape[1]), dtype=x.dtype)
+        slot = xp.cumsum(nonempty) - 1  # position of each kept row in ``keep``
+        values[slot[_csr_row_ids(x, xp)], x._indices] = x._data
+    return RowSparseNDArray(values, keep, x.shape, x.device, check=False)
+
+
+def _row_sparse_to_csr(x: RowSparseNDArray) -> CSRNDArray:
+    if x.ndim != 2:
+        raise ValueError(f"csr arrays are 2-d; cannot convert a row_sparse array of shape {x.shape}")
+    xp = x.device.xp
+    with _dev.allocating_on(x.device):
+        mask = x._data != 0
+        counts = xp.zeros(x.shape[0], dtype=np.int64)
+        counts[x._indices] = mask.sum(axis=1)
+        indptr = _indptr_from_counts(counts, xp)
+        _, cols = xp.nonzero(mask)
+        idx_dtype = _result_index_dtype(x._indices.dtype, int(indptr[-1]), x.shape)
+    return CSRNDArray(x._data[mask], cols.astype(idx_dtype, copy=False),
+                      indptr.astype(idx_dtype, copy=False), x.shape, x.device, check=False)
+
+
+# ---- helpers -------------------------------------------------------------------------------
+def _result_index_dtype(source: np.dtype, nnz: int, shape: tuple[int, ...]) -> np.dtype:
+    """Keep the source's index dtype unless int32 cannot hold the result's indices."""
+    if source == np.int32 and max(nnz, *shape) <= np.iinfo(np.int32).max:
+        return np.dtype(np.int32)
+    return DEFAULT_INDEX_DTYPE
+
+
+def _indptr_from_counts(counts: Any, xp: Any) -> Any:
+    indptr = xp.zeros(counts.shape[0] + 1, dtype=DEFAULT_INDEX_DTYPE)
+    xp.cumsum(counts, out=indptr[1:])
+    return indptr
+
+
+def _csr_row_ids(x: CSRNDArray, xp: Any) -> Any:
+    """The row of each stored value."""
+    if xp is np:
+        return np.repeat(np.arange(x.shape[0], dtype=x._indptr.dtype), np.diff(x._indptr))
+    positions = xp.arange(x._indices.shape[0], dtype=x._indptr.dtype)
+    return xp.searchsorted(x._indptr, positions, side="right") - 1
+
+
+_CASTS = {
+    ("csr", "default"): _csr_to_dense,
+    ("row_sparse", "default"): _row_sparse_to_dense,
+    ("default", "csr"): _dense_to_csr,
+    ("default", "row_sparse"): _dense_to_row_sparse,
+    ("csr", "row_sparse"): _csr_to_row_sparse,
+    ("row_sparse", "csr"): _row_sparse_to_csr,
+}
+
+
+def coerce(value: Any, stype: str, dtype: Any, device: Device, shape: tuple[int, ...]) -> NDArray:
+    """``value`` (container, array-like, SciPy matrix, scalar) as a fresh container of
+    ``stype``/``dtype`` on ``device``: what ``x[:] = value`` stores."""
+    from .creation import array
+
+    dt = value_dtype(dtype)
+    if np.isscalar(value):
+        if value != 0:
+            raise ValueError(f"cannot assign the non-zero scalar {value!r} to a {stype} array")
+        from .creation import zeros
+
+        return zeros(shape, stype=stype, dtype=dt, device=device)
+    if isinstance(value, NDArray):
+        moved = value.to(device)
+        if moved.stype != stype:
+            new = moved.tostype(stype)
+        else:
+            new = value.copy() if moved is value else moved
+    else:
+        new = array(value, device=device)
+        if new.stype != stype:
+            new = new.tostype(stype)
+    return new.astype(dt, copy=False)

@@ -1,0 +1,156 @@
+"""Storage invariants of csr and row_sparse components, checked with vectorised array code.
+
+Pure functions over arrays of one array module (NumPy or CuPy). Each raises
+``SparseFormatError`` naming the first broken invariant. ``full=False`` runs only the
+O(1) checks (lengths, dtypes, endpoints); ``full=True`` adds the O(nnz) ones (index
+ranges, ordering, monotone indptr). See ``CSRNDArray.check_format``.
+"""
+from __future__ import annotations
+
+import operator
+from typing import Any, Sequence
+
+import numpy as np
+
+from .errors import SparseFormatError
+
+
+def normalize_shape(shape: Any, ndim: int | None = None) -> tuple[int, ...]:
+    """A tuple of non-negative Python ints; ``ndim`` (if given) is enforced."""
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, (bool, np.bool_)):
+        shape = (shape,)
+    try:
+        dims = tuple(shape)
+    except TypeError:
+        raise SparseFormatError(f"shape must be an int or a sequence of ints, got {shape!r}") from None
+    out = []
+    for d in dims:
+        if isinstance(d, (bool, np.bool_)):
+            raise SparseFormatError(f"shape entries must be integers, got {shape!r}")
+        try:
+            d = operator.index(d)
+        except TypeError:
+            raise SparseFormatError(f"shape entries must be integers, got {shape!r}") from None
+        if d < 0:
+            raise SparseFormatError(f"shape entries must be non-negative, got {shape!r}")
+        out.append(int(d))
+    if ndim is not None and len(out) != ndim:
+        raise SparseFormatError(f"expected a {ndim}-d shape, got {tuple(out)}")
+    return tuple(out)
+
+
+def _require_index_array(arr: Any, name: str) -> None:
+    if arr.ndim != 1:
+        raise SparseFormatError(f"{name} must be 1-d, got shape {tuple(arr.shape)}")
+    if arr.dtype.kind not in "iu":
+        raise SparseFormatError(f"{name} must have an integer dtype, got {arr.dtype}")
+
+
+def _first_false(mask: Any) -> int:
+    return int(mask.argmin())
+
+
+def check_csr(data: Any, indices: Any, indptr: Any, shape: Sequence[int], full: bool = True,
+              canonical: bool = True) -> None:
+    """Raise SparseFormatError unless (data, indices, indptr) is a csr of ``shape``, canonical
+    (sorted, unique indices per row) unless ``canonical=False``."""
+    if len(shape) != 2:
+        raise SparseFormatError(f"csr arrays are 2-d, got shape {tuple(shape)}")
+    rows, cols = shape
+    _require_index_array(indptr, "csr indptr")
+    _require_index_array(indices, "csr indices")
+    if data.ndim != 1:
+        raise SparseFormatError(f"csr data must be 1-d, got shape {tuple(data.shape)}")
+    if indptr.shape[0] != rows + 1:
+        raise SparseFormatError(
+            f"csr indptr must have rows + 1 = {rows + 1} entries, got {indptr.shape[0]}"
+        )
+    nnz = indices.shape[0]
+    if data.shape[0] != nnz:
+        raise SparseFormatError(
+            f"csr data and indices must have the same length, got {data.shape[0]} and {nnz}"
+        )
+    first, last = int(indptr[0]), int(indptr[-1])
+    if first != 0:
+        raise SparseFormatError(f"csr indptr must start at 0, got {first}")
+    if last != nnz:
+        raise SparseFormatError(f"csr indptr must end at nnz = {nnz}, got {last}")
+    if not full:
+        return
+    if rows > 0:
+        steps = indptr[1:] >= indptr[:-1]
+        if not bool(steps.all()):
+            r = _first_false(steps)
+            raise SparseFormatError(
+                f"csr indptr must be non-decreasing: indptr[{r}] = {int(indptr[r])} > "
+                f"indptr[{r + 1}] = {int(indptr[r + 1])}"
+            )
+    if nnz == 0:
+        return
+    lo, hi = int(indices.min()), int(indices.max())
+    if lo < 0 or hi >= cols:
+        bad = int(((indices < 0) | (indices >= cols)).argmax())
+        raise SparseFormatError(
+            f"csr column index {int(indices[bad])} at position {bad} is out of range [0, {cols})"
+        )
+    if canonical:
+        p = _csr_order_violation(indices, indptr)
+        if p is not None:
+            row = int((indptr <= p).sum()) - 1
+            prev, cur = int(indices[p - 1]), int(indices[p])
+            what = "duplicate" if prev == cur else "unsorted"
+            raise SparseFormatError(
+                f"csr column indices must be sorted and unique within each row: {what} "
+                f"index {cur} after {prev} in row {row}"
+            )
+
+
+def _csr_order_violation(indices: Any, indptr: Any) -> int | None:
+    """Position of the first stored index not above its predecessor in the same row, or None."""
+    nnz = indices.shape[0]
+    if nnz < 2:
+        return None
+    increasing = indices[1:] > indices[:-1]
+    starts = indptr[1:-1]
+    starts = starts[(starts > 0) & (starts < nnz)]
+    increasing[starts - 1] = True  # a row boundary may step down
+    if bool(increasing.all()):
+        return None
+    return _first_false(increasing) + 1
+
+
+def csr_is_canonical(indices: Any, indptr: Any) -> bool:
+    """Whether column indices are sorted and unique within each row (structure already valid)."""
+    return _csr_order_violation(indices, indptr) is None
+
+
+def check_row_sparse(data: Any, indices: Any, shape: Sequence[int], full: bool = True) -> None:
+    """Raise SparseFormatError unless (data, indices) is a canonical row_sparse array of ``shape``."""
+    if len(shape) < 1:
+        raise SparseFormatError("row_sparse arrays have at least one dimension")
+    _require_index_array(indices, "row_sparse indices")
+    expected = (indices.shape[0], *shape[1:])
+    if tuple(data.shape) != expected:
+        raise SparseFormatError(
+            f"row_sparse data must have shape (len(indices), *shape[1:]) = {expected}, "
+            f"got {tuple(data.shape)}"
+        )
+    if not full or indices.shape[0] == 0:
+        return
+    rows = shape[0]
+    lo, hi = int(indices.min()), int(indices.max())
+    if lo < 0 or hi >= rows:
+        bad = int(((indices < 0) | (indices >= rows)).argmax())
+        raise SparseFormatError(
+            f"row_sparse row index {int(indices[bad])} at position {bad} is out of range [0, {rows})"
+        )
+    if indices.shape[0] > 1:
+        increasing = indices[1:] > indices[:-1]
+        if not bool(increasing.all()):
+            p = _first_false(increasing) + 1
+            prev, cur = int(indices[p - 1]), int(indices[p])
+            what = "duplicate" if prev == cur else "unsorted"
+            raise SparseFormatError(
+                f"row_sparse indices must be sorted and unique: {what} index {cur} after {prev} "
+                f"at position {p}"
+            )
