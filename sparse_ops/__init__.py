@@ -31,6 +31,7 @@ from .creation import (  # noqa: E402
 )
 from .storage import cast_storage  # noqa: E402
 from .io import load, save  # noqa: E402
+from . import cuda, sdk  # noqa: E402  (both light: no numba, no CuPy at import)
 
 __version__ = "0.1.0"
 

@@ -150,6 +150,10 @@ class NDArray:
         return NDArray(self._data[_plain_key(key)], self._device)
 
     def __setitem__(self, key: Any, value: Any) -> None:
+        if not isinstance(value, NDArray) and type(value).__module__.startswith("scipy.sparse"):
+            from ..creation import csr_matrix
+
+            value = csr_matrix(value, device=self._device)
         if isinstance(value, NDArray):
             if value._device != self._device:
                 value = value.to(self._device)

@@ -1,0 +1,20 @@
+"""The GPU backend (``sparse_ops.cuda``): CuPy device arrays and numba-CUDA kernels.
+
+Availability is decided in ``sparse_ops.device``; kernels arrive with the GPU issue.
+``SPARSE_OPS_CUDA_SIM=1`` (set before importing sparse_ops) simulates ``gpu(0)`` with
+NumPy memory and numba's CUDA simulator.
+"""
+from ..device import SIMULATED_GPU, num_gpus
+
+
+def is_available() -> bool:
+    """Whether a gpu device (real or simulated) can be used."""
+    return num_gpus() > 0
+
+
+def is_simulator() -> bool:
+    """Whether gpu devices are simulated on the cpu."""
+    return SIMULATED_GPU
+
+
+__all__ = ["is_available", "is_simulator", "SIMULATED_GPU"]

@@ -1,0 +1,64 @@
+"""Shared strategies and helpers: random dense/csr/row_sparse data in every dtype."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+
+settings.register_profile(
+    "default", deadline=None, max_examples=60,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+settings.register_profile("ci", parent=settings.get_profile("default"), max_examples=40)
+settings.load_profile("ci" if os.environ.get("CI") else "default")
+
+VALUE_DTYPES = ["float16", "float32", "float64", "int32", "int64"]
+INDEX_DTYPES = ["int32", "int64"]
+
+
+@st.composite
+def dense_arrays(draw, ndim=2, max_side=9, dtypes=VALUE_DTYPES):
+    """A dense array with random zero pattern: empty, sparse, or fully dense, any side may be 0.
+    ``ndim`` is an int or a strategy of ints."""
+    if not isinstance(ndim, int):
+        ndim = draw(ndim)
+    shape = tuple(draw(st.integers(0, max_side)) for _ in range(ndim))
+    dtype = np.dtype(draw(st.sampled_from(dtypes)))
+    seed = draw(st.integers(0, 2**32 - 1))
+    density = draw(st.sampled_from([0.0, 0.1, 0.4, 1.0]))
+    rng = np.random.default_rng(seed)
+    values = rng.integers(-50, 50, size=shape)  # small integers: exact in every dtype
+    values[values == 0] = 7
+    mask = rng.random(shape) < density
+    return np.where(mask, values, 0).astype(dtype)
+
+
+def scipy_csr(dense: np.ndarray, index_dtype) -> sp.csr_matrix:
+    """SciPy csr of ``dense`` with the given index dtype (float16 values as float32: SciPy has none)."""
+    vals = dense.astype(np.float32) if dense.dtype == np.float16 else dense
+    m = sp.csr_matrix(vals)
+    m.indices = m.indices.astype(index_dtype)
+    m.indptr = m.indptr.astype(index_dtype)
+    return m
+
+
+def csr_parts(dense: np.ndarray, index_dtype):
+    """(data, indices, indptr) of ``dense`` in its own value dtype."""
+    m = scipy_csr(dense, index_dtype)
+    return m.data.astype(dense.dtype), m.indices, m.indptr
+
+
+def row_sparse_parts(dense: np.ndarray, index_dtype):
+    """(data, indices) of ``dense``: the rows holding any non-zero."""
+    flat = dense.reshape(dense.shape[0], int(np.prod(dense.shape[1:])))
+    rows = np.flatnonzero(flat.any(axis=1))
+    return dense[rows], rows.astype(index_dtype)
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)

@@ -1,0 +1,91 @@
+"""Devices: naming, the default-device stack, a missing gpu, and the simulated gpu."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import sparse_ops as so
+
+
+def run_python(code: str, **env_changes) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("SPARSE_OPS_CUDA_SIM", "NUMBA_ENABLE_CUDASIM")}
+    env.update(env_changes)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_device_values():
+    assert so.cpu() == so.Device("cpu", 0) and repr(so.gpu(1)) == "gpu(1)"
+    assert so.gpu(0) != so.cpu(0) and len({so.cpu(), so.cpu(0)}) == 1
+    from sparse_ops.device import as_device
+
+    assert as_device("gpu(2)") == so.gpu(2) and as_device("cuda:1") == so.gpu(1) and as_device("cpu") == so.cpu()
+    with pytest.raises(ValueError, match="not a device"):
+        as_device("tpu")
+    with pytest.raises(ValueError, match="non-negative"):
+        so.gpu(-1)
+
+
+def test_default_device_stack_is_per_block():
+    assert so.current_device() == so.cpu()
+    with so.cpu(0) as d:
+        assert so.current_device() is d
+        assert so.zeros(2).device == so.cpu()
+    assert so.current_device() == so.cpu()
+
+
+@pytest.mark.skipif(so.num_gpus() > 0, reason="a gpu is present")
+def test_missing_gpu_is_a_clear_error():
+    with pytest.raises(so.DeviceUnavailableError, match="CuPy is not installed.*SPARSE_OPS_CUDA_SIM"):
+        so.zeros((2, 2), device=so.gpu(0))
+    x = so.ones((2, 2), stype="csr")
+    with pytest.raises(so.DeviceUnavailableError, match="gpu\\(0\\) is not available"):
+        x.to(so.gpu(0))
+    assert x.to(so.cpu()) is x  # nothing was lost
+
+
+@pytest.mark.gpu
+def test_simulated_gpu_round_trip():
+    result = run_python("""
+        import numpy as np, os, pickle
+        import sparse_ops as so
+        assert os.environ["NUMBA_ENABLE_CUDASIM"] == "1"
+        assert so.num_gpus() == 1 and so.cuda.is_simulator() and so.cuda.is_available()
+        dense = np.array([[0, 1.5], [2, 0], [0, 0]], dtype=np.float32)
+        for stype in ("default", "row_sparse", "csr"):
+            x = so.array(dense).tostype(stype)
+            g = x.to(so.gpu(0))
+            assert g.device == so.gpu(0) and g.stype == stype and not np.shares_memory(g.data, x.data)
+            for dst in ("default", "row_sparse", "csr"):
+                y = g.tostype(dst)
+                assert y.device == so.gpu(0)
+                np.testing.assert_array_equal(y.asnumpy(), dense)
+            back = g.to(so.cpu())
+            assert back.device == so.cpu()
+            np.testing.assert_array_equal(back.asnumpy(), dense)
+            assert pickle.loads(pickle.dumps(g)).device == so.gpu(0)
+        with so.gpu(0):
+            assert so.zeros((2, 2), stype="csr").device == so.gpu(0)
+        try:
+            so.zeros(2, device=so.gpu(1))
+        except so.DeviceUnavailableError as exc:
+            assert "gpu(0) only" in str(exc)
+        else:
+            raise AssertionError("gpu(1) should not exist in the simulator")
+        print("ok")
+    """, SPARSE_OPS_CUDA_SIM="1")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
+
+
+def test_import_is_light():
+    """import sparse_ops loads neither numba (JIT) nor scipy; kernels compile on first use."""
+    result = run_python("""
+        import sys, sparse_ops
+        print("numba" in sys.modules, "scipy" in sys.modules)
+    """)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False", "False"]

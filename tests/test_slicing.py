@@ -1,0 +1,71 @@
+"""csr row slicing and row_sparse retain, against NumPy."""
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import sparse_ops as so
+from conftest import INDEX_DTYPES, csr_parts, dense_arrays, row_sparse_parts
+
+
+@given(dense=dense_arrays(), index_dtype=st.sampled_from(INDEX_DTYPES),
+       start=st.integers(-12, 12), stop=st.integers(-12, 12) | st.none())
+def test_csr_row_slices(dense, index_dtype, start, stop):
+    x = so.csr_matrix(csr_parts(dense, index_dtype), shape=dense.shape)
+    s = x[start:stop]
+    expected = dense[start:stop]
+    assert s.stype == "csr" and s.shape == expected.shape
+    np.testing.assert_array_equal(s.asnumpy(), expected)
+    s.check_format()
+    assert s.indptr[0] == 0 and s.aux_types == x.aux_types
+    if s.nnz:
+        assert np.shares_memory(s.data, x.data) and np.shares_memory(s.indices, x.indices)
+
+
+@given(dense=dense_arrays(), data=st.data())
+def test_csr_single_row(dense, data):
+    rows = dense.shape[0]
+    x = so.csr_matrix(dense)
+    if rows == 0:
+        with pytest.raises(IndexError, match="out of range"):
+            x[0]
+        return
+    i = data.draw(st.integers(-rows, rows - 1))
+    r = x[i]
+    assert r.shape == (1, dense.shape[1])  # a one-row csr, as in MXNet
+    np.testing.assert_array_equal(r.asnumpy(), dense[[i]])
+    with pytest.raises(IndexError, match=f"row {rows} is out of range"):
+        x[rows]
+
+
+def test_csr_slice_errors_and_values_view():
+    x = so.csr_matrix(np.eye(4, dtype=np.float32))
+    with pytest.raises(ValueError, match="step 1"):
+        x[::2]
+    with pytest.raises(TypeError, match="x\\[i\\] and x\\[i:j\\]"):
+        x[1, 2]
+    s = x[1:3]
+    s.data[:] = 5  # a view: the parent sees the write
+    np.testing.assert_array_equal(x.asnumpy().diagonal(), [1, 5, 5, 1])
+
+
+@given(dense=dense_arrays(ndim=st.integers(1, 3), max_side=6), index_dtype=st.sampled_from(INDEX_DTYPES),
+       ids=st.lists(st.integers(-3, 9), max_size=8))
+def test_retain(dense, index_dtype, ids):
+    x = so.row_sparse_array(row_sparse_parts(dense, index_dtype), shape=dense.shape)
+    kept = x.retain(np.array(ids, dtype=np.int64))
+    expected = np.zeros_like(dense)
+    keep = sorted({i for i in ids if 0 <= i < dense.shape[0]})
+    expected[keep] = dense[keep]
+    assert kept.stype == "row_sparse" and kept.shape == dense.shape
+    np.testing.assert_array_equal(kept.asnumpy(), expected)
+    kept.check_format()
+    assert set(kept.indices.tolist()) <= set(keep)
+
+
+def test_retain_accepts_containers_and_refuses_floats():
+    x = so.array(np.arange(12, dtype=np.float32).reshape(4, 3)).tostype("row_sparse")
+    r = x.retain(so.array(np.array([3, 1])))
+    np.testing.assert_array_equal(r.indices, [1, 3])
+    with pytest.raises(TypeError, match="integer row ids"):
+        x.retain(np.array([1.0]))
