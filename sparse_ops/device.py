@@ -27,28 +27,26 @@ class Device:
     as MXNet's ``Context`` is (``with sparse_ops.gpu(0): ...``).
     """
 
-    __slots__ = ("device_type", "device_id")
+    __slots__ = ("device_type", "device_id", "__weakref__")
+    _interned: dict = {}
 
-    def __init__(self, device_type: str = "cpu", device_id: int = 0) -> None:
+    def __new__(cls, device_type: str = "cpu", device_id: int = 0) -> "Device":
+        # One object per device, so identity is equality and hashing is cheap on the dispatch path.
+        key = (device_type, device_id)
+        dev = cls._interned.get(key)
+        if dev is not None:
+            return dev
         if device_type not in _DEVICE_TYPES:
             raise ValueError(f"unknown device type {device_type!r}; expected 'cpu' or 'gpu'")
         if isinstance(device_id, bool) or not isinstance(device_id, (int, np.integer)) or device_id < 0:
             raise ValueError(f"device id must be a non-negative integer, got {device_id!r}")
-        self.device_type = device_type
-        self.device_id = int(device_id)
+        dev = object.__new__(cls)
+        dev.device_type = device_type
+        dev.device_id = int(device_id)
+        return cls._interned.setdefault((device_type, dev.device_id), dev)
 
     def __repr__(self) -> str:
         return f"{self.device_type}({self.device_id})"
-
-    def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, Device)
-            and other.device_type == self.device_type
-            and other.device_id == self.device_id
-        )
-
-    def __hash__(self) -> int:
-        return hash((self.device_type, self.device_id))
 
     def __reduce__(self):
         return (Device, (self.device_type, self.device_id))

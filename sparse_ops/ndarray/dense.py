@@ -30,7 +30,7 @@ class NDArray:
     # ---- description -------------------------------------------------------------
     @property
     def shape(self) -> tuple[int, ...]:
-        return tuple(self._data.shape)
+        return self._data.shape
 
     @property
     def dtype(self) -> np.dtype:

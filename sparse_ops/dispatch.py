@@ -1,0 +1,445 @@
+"""The one invoke path: infer, choose a dispatch mode, allocate, run, record.
+
+``invoke(opdef, inputs, params)`` memoises everything that depends only on the input
+signature (op parameters, storage types, dtypes, shapes, device) in a ``Plan``, so a
+repeated call costs a few dictionary look-ups plus the kernel.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+from typing import Any, Sequence
+
+import numpy as np
+
+from . import autograd as _ag
+from . import device as _dev
+from .device import Device
+from .errors import OperatorError, StorageFallbackWarning
+from .ndarray import STYPES, CSRNDArray, NDArray, RowSparseNDArray
+from .registry import Op, OpDef, get_op
+
+REQS = ("write", "inplace", "add", "null")
+_MAX_PLANS = 2048
+
+
+class InferenceError(OperatorError, ValueError):
+    """An operator's shape, dtype or storage-type rule refused its inputs."""
+
+
+def _op_label(opdef: OpDef) -> str:
+    return f"operator {opdef.name!r}" + (f" (plugin {opdef.plugin})" if opdef.plugin else "")
+
+
+# ---- the op context ------------------------------------------------------------------------------
+class _Workspace(threading.local):
+    def __init__(self) -> None:
+        self.buffers: dict[Device, Any] = {}
+        self.offsets: dict[Device, int] = {}
+
+
+_workspace = _Workspace()
+
+
+class OpContext:
+    """What a kernel may use besides its inputs and outputs.
+
+    ``device``, ``is_train``; ``workspace(shape, dtype)`` temporary memory from a
+    per-thread, per-device pool (valid until the kernel returns); ``rng`` a seeded NumPy
+    generator (``sparse_ops.random.seed``); ``stream`` the CuPy stream on a real gpu;
+    ``alloc_csr`` / ``alloc_row_sparse`` give a sparse output its arrays once the kernel
+    knows how many values it has (MXNet's ``alloc_sparse``), without a later copy.
+    """
+
+    __slots__ = ("device", "is_train", "op")
+
+    def __init__(self, device: Device, is_train: bool, op: OpDef) -> None:
+        self.device, self.is_train, self.op = device, is_train, op
+
+    @property
+    def xp(self) -> Any:
+        return self.device.xp
+
+    @property
+    def stream(self) -> Any:
+        xp = self.device.xp
+        return xp.cuda.get_current_stream() if xp is not np else None
+
+    @property
+    def rng(self) -> np.random.Generator:
+        from .random import generator
+
+        return generator(self.device)
+
+    def workspace(self, shape: Any, dtype: Any = np.float32) -> Any:
+        dtype = np.dtype(dtype)
+        shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        align = 64
+        start = _workspace.offsets.get(self.device, 0)
+        start = (start + align - 1) // align * align
+        buf = _workspace.buffers.get(self.device)
+        if buf is None or buf.shape[0] < start + nbytes:
+            size = max(start + nbytes, 2 * (0 if buf is None else buf.shape[0]), 1 << 16)
+            with _dev.allocating_on(self.device):
+                buf = self.device.xp.empty(size, dtype=np.uint8)
+            _workspace.buffers[self.device] = buf
+        _workspace.offsets[self.device] = start + nbytes
+        return buf[start:start + nbytes].view(dtype).reshape(shape)
+
+    def alloc_csr(self, out: CSRNDArray, nnz: int, index_dtype: Any = np.int64) -> tuple[Any, Any, Any]:
+        """Give csr output ``out`` arrays for ``nnz`` values; returns (data, indices, indptr) to fill."""
+        xp = self.device.xp
+        with _dev.allocating_on(self.device):
+            data = xp.empty(nnz, dtype=out.dtype)
+            indices = xp.empty(nnz, dtype=index_dtype)
+            indptr = xp.empty(out.shape[0] + 1, dtype=index_dtype)
+        out._data, out._indices, out._indptr = data, indices, indptr
+        return data, indices, indptr
+
+    def set_csr(self, out: CSRNDArray, data: Any, indices: Any, indptr: Any) -> None:
+        """Hand arrays the kernel built to csr output ``out`` (no copy; checked cheaply after the kernel)."""
+        out._data, out._indices, out._indptr = data, indices, indptr
+
+    def set_row_sparse(self, out: RowSparseNDArray, data: Any, indices: Any) -> None:
+        """Hand arrays the kernel built to row_sparse output ``out`` (no copy)."""
+        out._data, out._indices = data, indices
+
+    def alloc_row_sparse(self, out: RowSparseNDArray, nnz_rows: int,
+                         index_dtype: Any = np.int64) -> tuple[Any, Any]:
+        """Give row_sparse output ``out`` arrays for ``nnz_rows`` rows; returns (data, indices)."""
+        xp = self.device.xp
+        with _dev.allocating_on(self.device):
+            data = xp.empty((nnz_rows, *out.shape[1:]), dtype=out.dtype)
+            indices = xp.empty(nnz_rows, dtype=index_dtype)
+        out._data, out._indices = data, indices
+        return data, indices
+
+
+# ---- plans -------------------------------------------------------------------------------------
+class Plan:
+    """Everything decided for one input signature."""
+
+    __slots__ = ("opdef", "inst", "device", "in_stypes", "out_shapes", "out_dtypes", "out_stypes",
+                 "mode", "kernel", "contexts")
+
+    def describe(self) -> dict[str, Any]:
+        fn = self.kernel
+        return {
+            "op": self.opdef.name,
+            "in_stypes": list(self.in_stypes),
+            "out_stypes": list(self.out_stypes),
+            "dispatch_mode": self.mode,
+            "kernel": f"{fn.__qualname__}" + (" (on densified inputs)" if self.mode == "fallback" else ""),
+            "device": str(self.device),
+            "out_shapes": [tuple(s) for s in self.out_shapes],
+            "out_dtypes": [np.dtype(d).name for d in self.out_dtypes],
+        }
+
+
+def _infer(opdef: OpDef, inst: Op, what: str, values: list) -> list:
+    rule = getattr(inst, f"infer_{what}")
+    try:
+        result = list(rule(*values))
+    except OperatorError:
+        raise
+    except (TypeError, ValueError, IndexError) as exc:
+        raise InferenceError(f"{_op_label(opdef)}: {what.replace('_', ' ')} inference failed: {exc}") from None
+    if len(result) != len(opdef.outputs):
+        raise InferenceError(
+            f"{_op_label(opdef)}: infer_{what} returned {len(result)} values for {len(opdef.outputs)} outputs"
+        )
+    return result
+
+
+def choose_dispatch(opdef: OpDef, device: Device, in_stypes: tuple[str, ...],
+                    out_stypes: Sequence[str]) -> tuple[str, Any]:
+    """(dispatch mode, kernel) for these storage types: a storage-aware kernel if one
+    matches, the dense kernel when everything is dense, else the dense kernel on densified
+    inputs (fallback)."""
+    dtype_ = device.device_type
+    ex = opdef.fcompute_ex
+    if ex:
+        fn = ex.get((dtype_, in_stypes))
+        if fn is None:
+            for (d, pattern), f in ex.items():
+                if d == dtype_ and len(pattern) == len(in_stypes) and all(
+                        p == "*" or p == s for p, s in zip(pattern, in_stypes)):
+                    fn = f
+                    break
+        if fn is not None:
+            return "fcompute_ex", fn
+    dense = opdef.fcompute.get(dtype_)
+    if dense is not None:
+        if all(s == "default" for s in in_stypes) and all(s == "default" for s in out_stypes):
+            return "fcompute", dense
+        return "fallback", dense
+    raise OperatorError(
+        f"{_op_label(opdef)} has no kernel for device {device} and input storage types "
+        f"{list(in_stypes)} (kernels: {_kernel_list(opdef)})"
+    )
+
+
+def _kernel_list(opdef: OpDef) -> str:
+    items = [f"{d} dense" for d in opdef.fcompute] + [f"{d} {','.join(s)}" for d, s in opdef.fcompute_ex]
+    return "; ".join(items) or "none"
+
+
+_warned: set = set()
+
+
+def _warn_fallback(plan: Plan) -> None:
+    if os.environ.get("SPARSE_OPS_STORAGE_FALLBACK_LOG_VERBOSE", "1") == "0":
+        return
+    key = (plan.opdef.name, plan.in_stypes, tuple(plan.out_stypes), plan.device)
+    if key in _warned:
+        return
+    _warned.add(key)
+    warnings.warn(
+        f"{_op_label(plan.opdef)}: no storage-aware kernel for input storage types "
+        f"{list(plan.in_stypes)} on {plan.device}; densifying the inputs, running the dense kernel "
+        f"and casting the outputs to {list(plan.out_stypes)}. "
+        "Set SPARSE_OPS_STORAGE_FALLBACK_LOG_VERBOSE=0 to silence this.",
+        StorageFallbackWarning, stacklevel=4,
+    )
+
+
+def _device_of(opdef: OpDef, inst: Op, inputs: Sequence[NDArray]) -> Device:
+    if inputs:
+        dev = inputs[0]._device
+        for x in inputs[1:]:
+            if x._device is not dev:
+                raise OperatorError(
+                    f"{_op_label(opdef)}: inputs live on different devices "
+                    f"({', '.join(str(y._device) for y in inputs)}); move them with .to(device)"
+                )
+        return dev
+    dev = getattr(inst, "device", None)
+    return dev if isinstance(dev, Device) else _dev.current_device()
+
+
+def make_plan(opdef: OpDef, inst: Op, inputs: Sequence[NDArray]) -> Plan:
+    if len(inputs) != len(opdef.arguments) and not opdef.variadic:
+        raise OperatorError(
+            f"{_op_label(opdef)} takes {len(opdef.arguments)} input(s) ({', '.join(opdef.arguments)}), "
+            f"got {len(inputs)}"
+        )
+    device = _device_of(opdef, inst, inputs)
+    device.xp  # raises DeviceUnavailableError early
+    in_stypes = tuple(x.stype for x in inputs)
+    plan = Plan()
+    plan.opdef, plan.inst, plan.device, plan.in_stypes = opdef, inst, device, in_stypes
+    plan.out_shapes = [tuple(s) for s in _infer(opdef, inst, "shape", [x.shape for x in inputs])]
+    plan.out_dtypes = [np.dtype(d) for d in _infer(opdef, inst, "type", [x.dtype for x in inputs])]
+    plan.out_stypes = _infer(opdef, inst, "storage_type", list(in_stypes))
+    for s in plan.out_stypes:
+        if s not in STYPES:
+            raise InferenceError(f"{_op_label(opdef)}: infer_storage_type returned unknown storage type {s!r}")
+    plan.mode, plan.kernel = choose_dispatch(opdef, device, in_stypes, plan.out_stypes)
+    plan.contexts = (OpContext(device, False, opdef), OpContext(device, True, opdef))
+    if plan.mode == "fallback":
+        _warn_fallback(plan)
+    return plan
+
+
+def _signature(inst: Op, inputs: Sequence[NDArray]) -> tuple:
+    key = [inst]
+    for x in inputs:
+        key += (x.__class__, x._device, x._data.dtype, x.shape)
+    return tuple(key)
+
+
+def get_plan(opdef: OpDef, inst: Op, inputs: Sequence[NDArray]) -> Plan:
+    key = _signature(inst, inputs)
+    plan = opdef.plans.get(key)
+    if plan is None:
+        plan = make_plan(opdef, inst, inputs)
+        if len(opdef.plans) >= _MAX_PLANS:
+            opdef.plans.clear()
+        opdef.plans[key] = plan
+    return plan
+
+
+# ---- running -----------------------------------------------------------------------------------
+def _empty_output(stype: str, shape: tuple, dtype: np.dtype, device: Device) -> NDArray:
+    xp = device.xp
+    with _dev.allocating_on(device):
+        if stype == "default":
+            return NDArray(xp.empty(shape, dtype=dtype), device)
+        if stype == "csr":
+            return CSRNDArray(xp.empty(0, dtype), xp.empty(0, np.int64), xp.zeros(shape[0] + 1, np.int64),
+                              shape, device, check=False)
+        return RowSparseNDArray(xp.empty((0, *shape[1:]), dtype), xp.empty(0, np.int64), shape, device,
+                                check=False)
+
+
+def _as_list(out: Any, n: int, opdef: OpDef) -> list:
+    outs = list(out) if isinstance(out, (list, tuple)) else [out]
+    if len(outs) != n:
+        raise OperatorError(f"{_op_label(opdef)}: out= needs {n} array(s), got {len(outs)}")
+    for o in outs:
+        if not isinstance(o, NDArray):
+            raise OperatorError(f"{_op_label(opdef)}: out= takes NDArrays, got {type(o).__name__}")
+    return outs
+
+
+def _direct(o: NDArray | None, stype: str, shape: tuple, dtype: np.dtype, device: Device, req: str) -> bool:
+    """Whether a kernel may write straight into the caller's ``out`` container."""
+    if o is None or req not in ("write", "inplace") or o.stype != stype or o._device is not device:
+        return False
+    if o.shape != shape or o.dtype != dtype:
+        return False
+    return stype != "default" or o._data.flags.c_contiguous
+
+
+def run_plan(plan: Plan, inputs: Sequence[NDArray], out: Any = None, req: str = "write") -> list[NDArray]:
+    """Run the planned kernel; returns every output (visible and hidden)."""
+    opdef = plan.opdef
+    device = plan.device
+    ctx = plan.contexts[_ag._state.training]
+    nout = len(plan.out_stypes)
+    targets = [None] * nout
+    if out is not None:
+        targets[:opdef.num_visible_outputs] = _as_list(out, opdef.num_visible_outputs, opdef)
+    mode = plan.mode
+    if mode == "fallback":
+        inputs = [x if x.stype == "default" else x.tostype("default") for x in inputs]
+        stypes = ["default"] * nout
+    else:
+        stypes = plan.out_stypes
+    results = []
+    for i in range(nout):
+        t = targets[i]
+        if t is not None and _direct(t, stypes[i], plan.out_shapes[i], plan.out_dtypes[i], device, req):
+            results.append(t)
+        else:
+            results.append(_empty_output(stypes[i], plan.out_shapes[i], plan.out_dtypes[i], device))
+    ws_mark = _workspace.offsets.get(device, 0)
+    try:
+        if mode == "fcompute_ex":
+            plan.kernel(plan.inst, ctx, *inputs, *results)
+        else:
+            plan.kernel(plan.inst, ctx, *[x._data for x in inputs], *[r._data for r in results])
+    except OperatorError:
+        raise
+    except Exception as exc:
+        raise OperatorError(
+            f"{_op_label(opdef)}: kernel {plan.kernel.__qualname__} failed on {device} with input "
+            f"storage types {list(plan.in_stypes)}: {type(exc).__name__}: {exc}"
+        ) from exc
+    finally:
+        _workspace.offsets[device] = ws_mark
+    if mode == "fcompute_ex":
+        _check_outputs(plan, results)
+    elif mode == "fallback":
+        results = [r if s == "default" else r.tostype(s) for r, s in zip(results, plan.out_stypes)]
+    if out is not None:
+        _store(plan, targets, results, req)
+    return results
+
+
+def _check_outputs(plan: Plan, results: list[NDArray]) -> None:
+    """Cheap structural checks of sparse outputs a storage-aware kernel produced."""
+    from .errors import SparseFormatError
+
+    for r in results:
+        if r.stype != "default":
+            try:
+                r.check_format(full_check=False)
+            except SparseFormatError as exc:
+                raise OperatorError(
+                    f"{_op_label(plan.opdef)}: kernel {plan.kernel.__qualname__} produced a malformed "
+                    f"{r.stype} output: {exc}"
+                ) from None
+
+
+def _store(plan: Plan, targets: list, results: list, req: str) -> None:
+    for i, (t, r) in enumerate(zip(targets, results)):
+        if t is None or t is r or req == "null":
+            continue
+        if req == "add":
+            _accumulate(t, r)
+        else:
+            t[:] = r
+        results[i] = t
+
+
+def _accumulate(t: NDArray, r: NDArray) -> None:
+    """t += r for any pair of storage types; t keeps its storage type and dtype."""
+    r = r.astype(t.dtype, copy=False)
+    if t.stype == "default":
+        if r.stype == "row_sparse":
+            t._data[r._indices] += r._data
+        else:
+            t._data += (r if r.stype == "default" else r.tostype("default"))._data
+        return
+    from .ops.elemwise import elemwise_add
+
+    with _ag.pause(_ag.is_training()):
+        t[:] = elemwise_add(t, r if r.stype == t.stype else r.tostype(t.stype))
+
+
+def invoke(op: OpDef | str, inputs: Sequence[NDArray], params: dict[str, Any] | None = None,
+           out: Any = None, req: str = "write") -> Any:
+    """Run operator ``op`` on ``inputs`` with ``params``; returns the visible output(s).
+
+    ``out`` (an NDArray or a list of them) receives the results according to ``req``:
+    ``write``/``inplace`` overwrite it, ``add`` accumulates into it, ``null`` leaves it.
+    """
+    opdef = get_op(op) if isinstance(op, str) else op
+    inst = opdef.instance(params) if params else (opdef._default_instance or opdef.instance({}))
+    for x in inputs:
+        if not isinstance(x, NDArray):
+            raise OperatorError(f"{_op_label(opdef)}: inputs must be NDArrays, got {type(x).__name__}")
+    if req not in REQS:
+        raise OperatorError(f"{_op_label(opdef)}: req must be one of {REQS}, got {req!r}")
+    plan = get_plan(opdef, inst, inputs)
+    if out is not None and req == "null":
+        return out
+    results = run_plan(plan, inputs, out, req)
+    if _ag._state.recording:
+        _ag._record(plan, inputs, results)
+    nvis = opdef.num_visible_outputs
+    return results[0] if nvis == 1 else results[:nvis]
+
+
+def explain(op_name: str, *inputs: NDArray, **params: Any) -> dict[str, Any]:
+    """How ``op_name`` would run on these inputs: storage types in and out, dispatch mode,
+    the kernel chosen, output shapes and dtypes. Runs nothing."""
+    opdef = get_op(op_name)
+    inst = opdef.instance(params)
+    return make_plan(opdef, inst, inputs).describe()
+
+
+def op_function(name: str) -> Any:
+    """The Python function of a registered operator: ``f(*inputs, out=None, req="write", **params)``.
+
+    Positional values after the inputs fill the parameters in declaration order; a
+    variadic operator takes every positional value as an input.
+    """
+    opdef = get_op(name)
+    nargs = len(opdef.arguments)
+    pnames = list(opdef.params)
+
+    if opdef.variadic:
+        def fn(*inputs: NDArray, out: Any = None, req: str = "write", **params: Any) -> Any:
+            return invoke(opdef, inputs, params, out, req)
+    else:
+        def fn(*args: Any, out: Any = None, req: str = "write", **params: Any) -> Any:
+            if len(args) != nargs:
+                if len(args) < nargs:
+                    raise TypeError(f"{name}() takes {nargs} input(s) ({', '.join(opdef.arguments)}), got {len(args)}")
+                extra = args[nargs:]
+                if len(extra) > len(pnames):
+                    raise TypeError(f"{name}() got {len(args)} positional values; parameters: {', '.join(pnames)}")
+                for pname, v in zip(pnames, extra):
+                    if pname in params:
+                        raise TypeError(f"{name}() got parameter {pname!r} twice")
+                    params[pname] = v
+                args = args[:nargs]
+            return invoke(opdef, args, params, out, req)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = opdef.describe()
+    return fn

@@ -1,0 +1,44 @@
+"""Small helpers shared by the built-in operators' kernels."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..storage import _csr_row_ids, _result_index_dtype  # noqa: F401  (re-exported)
+
+_NUMBA_DTYPES = frozenset(np.dtype(t) for t in ("float32", "float64", "int32", "int64"))
+
+
+def is_host(a: Any) -> bool:
+    """Whether ``a`` is a NumPy array (so numba cpu kernels can take it)."""
+    return isinstance(a, np.ndarray)
+
+
+def numba_values(a: np.ndarray) -> np.ndarray:
+    """Values numba can compute on: float16 (no numba cpu support) widened to float32."""
+    return a.astype(np.float32) if a.dtype == np.float16 else a
+
+
+def row_ids(x: Any) -> Any:
+    """The row of each stored value of csr ``x``."""
+    return _csr_row_ids(x, x.device.xp)
+
+
+def index_dtype_for(*arrays: Any, nnz: int = 0, shape: tuple = ()) -> np.dtype:
+    """int32 when every source index array is int32 and the result fits, else int64."""
+    if all(a.dtype == np.int32 for a in arrays):
+        return _result_index_dtype(np.dtype(np.int32), nnz, shape or (0,))
+    return np.dtype(np.int64)
+
+
+def match_rows(sorted_ids: Any, query: Any, xp: Any) -> tuple[Any, Any]:
+    """Positions (in ``query``, in ``sorted_ids``) of the values of ``query`` found in ``sorted_ids``."""
+    if sorted_ids.shape[0] == 0 or query.shape[0] == 0:
+        empty = xp.zeros(0, dtype=np.int64)
+        return empty, empty
+    pos = xp.searchsorted(sorted_ids, query)
+    pos_c = xp.minimum(pos, sorted_ids.shape[0] - 1)
+    found = sorted_ids[pos_c] == query
+    q = xp.nonzero(found)[0]
+    return q, pos_c[q]

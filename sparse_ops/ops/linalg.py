@@ -1,0 +1,2 @@
+"""(built-in operators: linalg; being written)"""
+__all__: list = []

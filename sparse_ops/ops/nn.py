@@ -1,0 +1,2 @@
+"""(built-in operators: nn; being written)"""
+__all__: list = []

@@ -1,0 +1,2 @@
+"""(built-in operators: optimizer; being written)"""
+__all__: list = []

@@ -1,0 +1,2 @@
+"""(built-in operators: reduce; being written)"""
+__all__: list = []

@@ -1,0 +1,2 @@
+"""(built-in operators: structure; being written)"""
+__all__: list = []

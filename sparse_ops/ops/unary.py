@@ -1,0 +1,2 @@
+"""(built-in operators: unary; being written)"""
+__all__: list = []

@@ -1,0 +1,379 @@
+"""The operator table: one ``OpDef`` record per operator, built-in or plugin.
+
+Operators are declared as subclasses of ``Op`` and registered with
+``@sparse_ops.register(name)``. The class holds the parameters (``Param`` class
+attributes), the pure shape/type/storage rules, the kernels (methods decorated with
+``@kernel``), the gradient and its dependencies. An instance of the class is one parsed
+set of parameters, so rules and kernels read them as ``self.lr`` and so on.
+"""
+from __future__ import annotations
+
+import operator
+import threading
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from .errors import OperatorError
+
+REQUIRED = object()
+DISPATCH_MODES = ("fcompute", "fcompute_ex", "fallback")
+
+
+class ParameterError(OperatorError, ValueError):
+    """An operator got an unknown parameter or a value it cannot take."""
+
+
+# ---- parameters -------------------------------------------------------------------------------
+def _parse_bool(v: Any) -> bool:
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if isinstance(v, (int, np.integer)) and v in (0, 1):
+        return bool(v)
+    if isinstance(v, str) and v.lower() in ("true", "false", "1", "0"):
+        return v.lower() in ("true", "1")
+    raise ValueError(f"expected a bool, got {v!r}")
+
+
+def _parse_int(v: Any) -> int:
+    if isinstance(v, (bool, np.bool_)):
+        raise ValueError(f"expected an int, got {v!r}")
+    if isinstance(v, str):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        if float(v).is_integer():
+            return int(v)
+        raise ValueError(f"expected an int, got {v!r}")
+    return operator.index(v)
+
+
+def _parse_float(v: Any) -> float:
+    if isinstance(v, (bool, np.bool_)):
+        raise ValueError(f"expected a number, got {v!r}")
+    return float(v)
+
+
+def _parse_shape(v: Any) -> tuple[int, ...]:
+    if isinstance(v, str):
+        v = tuple(int(p) for p in v.strip("()[] ").split(",") if p.strip())
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        return (int(v),)
+    return tuple(_parse_int(d) for d in v)
+
+
+def _parse_axis(v: Any) -> int | tuple[int, ...] | None:
+    if v is None or (isinstance(v, str) and v.strip() in ("", "None", "()")):
+        return None
+    if isinstance(v, (tuple, list, str)):
+        t = _parse_shape(v)
+        return t
+    return _parse_int(v)
+
+
+def _parse_dtype(v: Any) -> Any:
+    from .dtypes import value_dtype
+
+    return value_dtype(v)
+
+
+def _parse_device(v: Any) -> Any:
+    from .device import as_device
+
+    return as_device(v)
+
+
+_PARSERS: dict[Any, Callable[[Any], Any]] = {
+    bool: _parse_bool, int: _parse_int, float: _parse_float, str: str,
+    "shape": _parse_shape, "axis": _parse_axis, "dtype": _parse_dtype, "device": _parse_device,
+}
+
+
+class Param:
+    """A declared operator parameter: its type (``bool``, ``int``, ``float``, ``str``,
+    ``"shape"``, ``"axis"``, ``"dtype"``, ``"device"`` or a parsing callable), default (omit for a required
+    parameter), allowed ``choices`` and documentation."""
+
+    def __init__(self, type: Any, default: Any = REQUIRED, doc: str = "",
+                 choices: Sequence[Any] | None = None, optional: bool = False) -> None:
+        self.parse_value = _PARSERS.get(type, type)
+        self.type = type
+        self.default = default
+        self.doc = doc
+        self.choices = tuple(choices) if choices is not None else None
+        self.optional = optional or default is None
+        self.name = ""
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+    def parse(self, value: Any, op_name: str) -> Any:
+        if value is None and self.optional:
+            return None
+        try:
+            parsed = self.parse_value(value)
+        except (TypeError, ValueError) as exc:
+            raise ParameterError(f"{op_name}: bad value {value!r} for parameter {self.name!r}: {exc}") from None
+        if self.choices is not None and parsed not in self.choices:
+            raise ParameterError(
+                f"{op_name}: parameter {self.name!r} must be one of {self.choices}, got {value!r}"
+            )
+        return parsed
+
+    def describe(self) -> str:
+        tname = self.type if isinstance(self.type, str) else getattr(self.type, "__name__", str(self.type))
+        default = "required" if self.required else f"default {self.default!r}"
+        return f"{self.name}: {tname}, {default}" + (f" — {self.doc}" if self.doc else "")
+
+
+# ---- kernels ---------------------------------------------------------------------------------
+class KernelSpec:
+    """A kernel method and where it applies: device type and, for storage-aware kernels,
+    the input storage types (``stypes=None`` declares a dense FCompute kernel)."""
+
+    __slots__ = ("fn", "devices", "stypes")
+
+    def __init__(self, fn: Callable, devices: tuple[str, ...], stypes: tuple[tuple[str, ...], ...] | None) -> None:
+        self.fn, self.devices, self.stypes = fn, devices, stypes
+
+
+def kernel(device: str | Sequence[str] = "cpu", stypes: Sequence[str] | Sequence[Sequence[str]] | None = None):
+    """Mark an ``Op`` method as a kernel.
+
+    Without ``stypes`` it is the dense kernel (FCompute): it receives plain NumPy/CuPy
+    arrays, ``(self, ctx, *inputs, *outputs)``, and writes the outputs in place. With
+    ``stypes`` (one tuple of input storage types, or a list of such tuples) it is a
+    storage-aware kernel (FComputeEx) and receives containers. ``"*"`` matches any
+    storage type. ``device`` is ``"cpu"``, ``"gpu"`` or both, ``("cpu", "gpu")``, for
+    array-module code that runs on NumPy and CuPy alike.
+    """
+    devices = (device,) if isinstance(device, str) else tuple(device)
+    for d in devices:
+        if d not in ("cpu", "gpu"):
+            raise ValueError(f"kernel device must be 'cpu' or 'gpu', got {d!r}")
+    if stypes is not None:
+        stypes = tuple(stypes)
+        if stypes and isinstance(stypes[0], str):
+            stypes = (stypes,)
+        stypes = tuple(tuple(s) for s in stypes)
+
+    def mark(fn: Callable) -> Callable:
+        specs = getattr(fn, "_sparse_ops_kernels", [])
+        fn._sparse_ops_kernels = specs + [KernelSpec(fn, devices, stypes)]
+        return fn
+
+    return mark
+
+
+# ---- the operator base class -------------------------------------------------------------------
+class Op:
+    """Base class of a declared operator; see ``sparse_ops.register``.
+
+    Class attributes: ``arguments`` (input names; ``variadic = True`` allows any number of
+    inputs), ``outputs`` (output names), ``num_visible_outputs`` (outputs returned to the
+    caller; the rest are kept for the backward pass), ``mutate`` (names of inputs the op
+    updates in place, MXNet's aux states), ``resources`` (``"workspace"``, ``"random"``),
+    ``backward_needs_inputs`` / ``backward_needs_outputs`` (what the tape keeps; None means
+    every input), and ``Param`` attributes. Rules receive one value per input; their
+    defaults: all shapes equal and the output takes the first input's shape and dtype,
+    outputs are dense.
+    """
+
+    arguments: tuple[str, ...] = ("data",)
+    outputs: tuple[str, ...] = ("output",)
+    num_visible_outputs: int | None = None
+    variadic: bool = False
+    mutate: tuple[str, ...] = ()
+    resources: tuple[str, ...] = ()
+    backward_needs_inputs: tuple[str, ...] | None = None
+    backward_needs_outputs: tuple[str, ...] = ()
+    differentiable: bool = True
+
+    _opdef: "OpDef"
+
+    def infer_shape(self, *shapes: tuple[int, ...]) -> list[tuple[int, ...]]:
+        first = shapes[0]
+        for s in shapes[1:]:
+            if s != first:
+                raise ValueError(f"inputs must have one shape, got {list(shapes)}")
+        return [first] * len(self.outputs)
+
+    def infer_type(self, *dtypes: np.dtype) -> list[np.dtype]:
+        first = dtypes[0]
+        for d in dtypes[1:]:
+            if d != first:
+                raise TypeError(f"inputs must have one dtype, got {[str(d) for d in dtypes]}")
+        return [first] * len(self.outputs)
+
+    def infer_storage_type(self, *stypes: str) -> list[str]:
+        return ["default"] * len(self.outputs)
+
+    def gradient(self, out_grads: list, inputs: list, outputs: list) -> list:
+        """Gradients w.r.t. the inputs, built from operators (so they can be recorded)."""
+        raise NotImplementedError(f"operator {self._opdef.name} declares no gradient")
+
+    def params_dict(self) -> dict[str, Any]:
+        return {n: getattr(self, n) for n in self._opdef.params}
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.params_dict().items())
+        return f"{self._opdef.name}({args})"
+
+
+class OpDef:
+    """One record of the operator table (NNVM's attribute table, in Python)."""
+
+    def __init__(self, name: str, cls: type, plugin: str | None = None) -> None:
+        self.name = name
+        self.cls = cls
+        self.plugin = plugin
+        self.doc = (cls.__doc__ or "").strip()
+        self.arguments = tuple(cls.arguments)
+        self.outputs = tuple(cls.outputs)
+        self.num_visible_outputs = cls.num_visible_outputs or len(self.outputs)
+        self.variadic = bool(cls.variadic)
+        self.mutate = tuple(cls.mutate)
+        self.resources = tuple(cls.resources)
+        self.differentiable = bool(cls.differentiable) and cls.gradient is not Op.gradient
+        self.params: dict[str, Param] = {}
+        for klass in reversed(cls.__mro__):
+            for attr, value in vars(klass).items():
+                if isinstance(value, Param):
+                    value.name = attr
+                    self.params[attr] = value
+        for m in self.mutate:
+            if m not in self.arguments:
+                raise ValueError(f"{name}: mutated input {m!r} is not an argument")
+        needs_in = cls.backward_needs_inputs
+        # positions the tape keeps for the backward pass; None keeps every input
+        self.backward_inputs = None if needs_in is None else tuple(self.arguments.index(a) for a in needs_in)
+        self.backward_outputs = tuple(self.outputs.index(o) for o in cls.backward_needs_outputs)
+        # kernels: dense ones by device type, storage-aware ones by (device type, input stypes)
+        self.fcompute: dict[str, Callable] = {}
+        self.fcompute_ex: dict[tuple[str, tuple[str, ...]], Callable] = {}
+        for klass in reversed(cls.__mro__):
+            for attr, value in vars(klass).items():
+                for spec in getattr(value, "_sparse_ops_kernels", ()):
+                    for dev in spec.devices:
+                        if spec.stypes is None:
+                            self.fcompute[dev] = value
+                        else:
+                            for st in spec.stypes:
+                                self.fcompute_ex[(dev, st)] = value
+        self._instances: dict[Any, Op] = {}
+        self._default_instance: Op | None = None
+        self._lock = threading.Lock()
+        self.plans: dict[Any, Any] = {}  # filled by dispatch.py
+        if not any(p.required for p in self.params.values()):
+            self._default_instance = self._make_instance({})
+
+    # ---- parameters ---------------------------------------------------------------------------
+    def instance(self, kwargs: dict[str, Any]) -> Op:
+        """The (cached) Op instance holding these parsed parameters."""
+        if not kwargs:
+            inst = self._default_instance
+            if inst is not None:
+                return inst
+            return self._make_instance({})  # raises: a required parameter is missing
+        try:
+            key = tuple(sorted(kwargs.items()))
+            inst = self._instances.get(key)
+        except TypeError:  # unhashable value (a list, say): parse without caching
+            return self._make_instance(kwargs)
+        if inst is None:
+            inst = self._make_instance(kwargs)
+            with self._lock:
+                if len(self._instances) > 4096:
+                    self._instances.clear()
+                inst = self._instances.setdefault(key, inst)
+        return inst
+
+    def _make_instance(self, kwargs: dict[str, Any]) -> Op:
+        unknown = [k for k in kwargs if k not in self.params]
+        if unknown:
+            accepted = ", ".join(self.params) or "none"
+            raise ParameterError(
+                f"{self.name}: unknown parameter(s) {', '.join(map(repr, unknown))}; accepted: {accepted}"
+            )
+        inst = object.__new__(self.cls)
+        for pname, p in self.params.items():
+            if pname in kwargs:
+                value = p.parse(kwargs[pname], self.name)
+            elif p.required:
+                raise ParameterError(f"{self.name}: missing required parameter {pname!r}")
+            else:
+                value = p.default
+            object.__setattr__(inst, pname, value)
+        check = getattr(inst, "check_params", None)
+        if check is not None:
+            try:
+                check()
+            except (TypeError, ValueError) as exc:
+                raise ParameterError(f"{self.name}: {exc}") from None
+        return inst
+
+    def describe(self) -> str:
+        lines = [f"{self.name}({', '.join(self.arguments)}{', ...' if self.variadic else ''})"]
+        if self.plugin:
+            lines.append(f"plugin: {self.plugin}")
+        if self.doc:
+            lines.append(self.doc)
+        if self.params:
+            lines.append("parameters:")
+            lines += [f"  {p.describe()}" for p in self.params.values()]
+        lines.append("kernels:")
+        for dev in sorted(self.fcompute):
+            lines.append(f"  {dev} fcompute (dense)")
+        for (dev, st), fn in sorted(self.fcompute_ex.items()):
+            lines.append(f"  {dev} fcompute_ex {','.join(st)} -> {fn.__name__}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<OpDef {self.name}{' from ' + self.plugin if self.plugin else ''}>"
+
+
+# ---- the table --------------------------------------------------------------------------------
+_TABLE: dict[str, OpDef] = {}
+_TABLE_LOCK = threading.Lock()
+_current_plugin = threading.local()
+
+
+def register(name: str, replace: bool = False, plugin: str | None = None) -> Callable[[type], type]:
+    """Class decorator: add an ``Op`` subclass to the operator table under ``name``.
+
+    Registering a taken name is an error unless ``replace=True``.
+    """
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"operator names are identifiers, got {name!r}")
+
+    def deco(cls: type) -> type:
+        if not (isinstance(cls, type) and issubclass(cls, Op)):
+            raise TypeError(f"@register({name!r}) decorates a subclass of sparse_ops.Op, got {cls!r}")
+        owner = plugin or getattr(_current_plugin, "name", None)
+        opdef = OpDef(name, cls, owner)
+        with _TABLE_LOCK:
+            old = _TABLE.get(name)
+            if old is not None and not replace:
+                who = f" (registered by plugin {old.plugin})" if old.plugin else " (a built-in)"
+                raise OperatorError(f"operator {name!r} is already registered{who}; pass replace=True to replace it")
+            _TABLE[name] = opdef
+        cls._opdef = opdef
+        return cls
+
+    return deco
+
+
+def get_op(name: str) -> OpDef:
+    try:
+        return _TABLE[name]
+    except KeyError:
+        raise OperatorError(f"no operator named {name!r}") from None
+
+
+def list_ops() -> list[str]:
+    """Names of every registered operator, sorted."""
+    return sorted(_TABLE)
+
+
+def all_ops() -> Iterable[OpDef]:
+    return list(_TABLE.values())
