@@ -52,19 +52,15 @@ class OpContext:
     knows how many values it has (MXNet's ``alloc_sparse``), without a later copy.
     """
 
-    __slots__ = ("device", "is_train", "op")
+    __slots__ = ("device", "is_train", "op", "xp")
 
     def __init__(self, device: Device, is_train: bool, op: OpDef) -> None:
         self.device, self.is_train, self.op = device, is_train, op
-
-    @property
-    def xp(self) -> Any:
-        return self.device.xp
+        self.xp = device.xp  # numpy or cupy
 
     @property
     def stream(self) -> Any:
-        xp = self.device.xp
-        return xp.cuda.get_current_stream() if xp is not np else None
+        return self.xp.cuda.get_current_stream() if self.xp is not np else None
 
     @property
     def rng(self) -> np.random.Generator:
@@ -73,6 +69,10 @@ class OpContext:
         return generator(self.device)
 
     def workspace(self, shape: Any, dtype: Any = np.float32) -> Any:
+        """Temporary memory, valid until the kernel returns (declare ``resources = ("workspace",)``)."""
+        if "workspace" not in self.op.resources:
+            raise OperatorError(f"{_op_label(self.op)} uses ctx.workspace but does not declare "
+                                "resources = ('workspace',)")
         dtype = np.dtype(dtype)
         shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
@@ -122,7 +122,8 @@ class Plan:
     """Everything decided for one input signature."""
 
     __slots__ = ("opdef", "inst", "device", "in_stypes", "out_shapes", "out_dtypes", "out_stypes",
-                 "mode", "kernel", "contexts")
+                 "mode", "kernel", "contexts", "nout", "nvis", "kernel_stypes", "uses_workspace",
+                 "host_dense")
 
     def describe(self) -> dict[str, Any]:
         fn = self.kernel
@@ -138,7 +139,7 @@ class Plan:
         }
 
 
-def _infer(opdef: OpDef, inst: Op, what: str, values: list) -> list:
+def _infer(opdef: OpDef, inst: Op, what: str, values: list, nout: int) -> list:
     rule = getattr(inst, f"infer_{what}")
     try:
         result = list(rule(*values))
@@ -146,10 +147,8 @@ def _infer(opdef: OpDef, inst: Op, what: str, values: list) -> list:
         raise
     except (TypeError, ValueError, IndexError) as exc:
         raise InferenceError(f"{_op_label(opdef)}: {what.replace('_', ' ')} inference failed: {exc}") from None
-    if len(result) != len(opdef.outputs):
-        raise InferenceError(
-            f"{_op_label(opdef)}: infer_{what} returned {len(result)} values for {len(opdef.outputs)} outputs"
-        )
+    if len(result) != nout:
+        raise InferenceError(f"{_op_label(opdef)}: infer_{what} returned {len(result)} values for {nout} outputs")
     return result
 
 
@@ -230,14 +229,21 @@ def make_plan(opdef: OpDef, inst: Op, inputs: Sequence[NDArray]) -> Plan:
     in_stypes = tuple(x.stype for x in inputs)
     plan = Plan()
     plan.opdef, plan.inst, plan.device, plan.in_stypes = opdef, inst, device, in_stypes
-    plan.out_shapes = [tuple(s) for s in _infer(opdef, inst, "shape", [x.shape for x in inputs])]
-    plan.out_dtypes = [np.dtype(d) for d in _infer(opdef, inst, "type", [x.dtype for x in inputs])]
-    plan.out_stypes = _infer(opdef, inst, "storage_type", list(in_stypes))
+    plan.nout, plan.nvis = inst.num_outputs(), inst.num_visible_outputs_for()
+    plan.out_shapes = [tuple(s) for s in _infer(opdef, inst, "shape", [x.shape for x in inputs], plan.nout)]
+    plan.out_dtypes = [np.dtype(d) for d in _infer(opdef, inst, "type", [x.dtype for x in inputs], plan.nout)]
+    plan.out_stypes = _infer(opdef, inst, "storage_type", list(in_stypes), plan.nout)
     for s in plan.out_stypes:
         if s not in STYPES:
             raise InferenceError(f"{_op_label(opdef)}: infer_storage_type returned unknown storage type {s!r}")
     plan.mode, plan.kernel = choose_dispatch(opdef, device, in_stypes, plan.out_stypes)
     plan.contexts = (OpContext(device, False, opdef), OpContext(device, True, opdef))
+    # storage types the kernel itself produces: dense ones when it runs on densified inputs
+    plan.kernel_stypes = ["default"] * plan.nout if plan.mode == "fallback" else list(plan.out_stypes)
+    plan.uses_workspace = "workspace" in opdef.resources
+    # the common case, served by invoke's short path: a dense kernel on host memory
+    plan.host_dense = (plan.mode == "fcompute" and device.xp is np and not plan.uses_workspace
+                       and list(zip(plan.out_shapes, plan.out_dtypes)))
     if plan.mode == "fallback":
         _warn_fallback(plan)
     return plan
@@ -250,20 +256,11 @@ def _signature(inst: Op, inputs: Sequence[NDArray]) -> tuple:
     return tuple(key)
 
 
-def get_plan(opdef: OpDef, inst: Op, inputs: Sequence[NDArray]) -> Plan:
-    key = _signature(inst, inputs)
-    plan = opdef.plans.get(key)
-    if plan is None:
-        plan = make_plan(opdef, inst, inputs)
-        if len(opdef.plans) >= _MAX_PLANS:
-            opdef.plans.clear()
-        opdef.plans[key] = plan
-    return plan
-
-
 # ---- running -----------------------------------------------------------------------------------
 def _empty_output(stype: str, shape: tuple, dtype: np.dtype, device: Device) -> NDArray:
     xp = device.xp
+    if stype == "default" and xp is np:
+        return NDArray(np.empty(shape, dtype=dtype), device)
     with _dev.allocating_on(device):
         if stype == "default":
             return NDArray(xp.empty(shape, dtype=dtype), device)
@@ -295,46 +292,37 @@ def _direct(o: NDArray | None, stype: str, shape: tuple, dtype: np.dtype, device
 
 def run_plan(plan: Plan, inputs: Sequence[NDArray], out: Any = None, req: str = "write") -> list[NDArray]:
     """Run the planned kernel; returns every output (visible and hidden)."""
-    opdef = plan.opdef
     device = plan.device
-    ctx = plan.contexts[_ag._state.training]
-    nout = len(plan.out_stypes)
-    targets = [None] * nout
-    if out is not None:
-        targets[:opdef.num_visible_outputs] = _as_list(out, opdef.num_visible_outputs, opdef)
     mode = plan.mode
     if mode == "fallback":
         inputs = [x if x.stype == "default" else x.tostype("default") for x in inputs]
-        stypes = ["default"] * nout
+    if out is None:
+        targets = None
+        results = [_empty_output(s, shape, dt, device)
+                   for s, shape, dt in zip(plan.kernel_stypes, plan.out_shapes, plan.out_dtypes)]
     else:
-        stypes = plan.out_stypes
-    results = []
-    for i in range(nout):
-        t = targets[i]
-        if t is not None and _direct(t, stypes[i], plan.out_shapes[i], plan.out_dtypes[i], device, req):
-            results.append(t)
-        else:
-            results.append(_empty_output(stypes[i], plan.out_shapes[i], plan.out_dtypes[i], device))
-    ws_mark = _workspace.offsets.get(device, 0)
+        targets = [None] * plan.nout
+        targets[:plan.nvis] = _as_list(out, plan.nvis, plan.opdef)
+        results = [t if _direct(t, s, shape, dt, device, req) else _empty_output(s, shape, dt, device)
+                   for t, s, shape, dt in zip(targets, plan.kernel_stypes, plan.out_shapes, plan.out_dtypes)]
+    if plan.uses_workspace:
+        mark = _workspace.offsets.get(device, 0)
+    ctx = plan.contexts[_ag._state.training]
     try:
         if mode == "fcompute_ex":
             plan.kernel(plan.inst, ctx, *inputs, *results)
         else:
             plan.kernel(plan.inst, ctx, *[x._data for x in inputs], *[r._data for r in results])
-    except OperatorError:
-        raise
     except Exception as exc:
-        raise OperatorError(
-            f"{_op_label(opdef)}: kernel {plan.kernel.__qualname__} failed on {device} with input "
-            f"storage types {list(plan.in_stypes)}: {type(exc).__name__}: {exc}"
-        ) from exc
+        raise _kernel_error(plan, exc) from exc
     finally:
-        _workspace.offsets[device] = ws_mark
+        if plan.uses_workspace:
+            _workspace.offsets[device] = mark
     if mode == "fcompute_ex":
         _check_outputs(plan, results)
     elif mode == "fallback":
         results = [r if s == "default" else r.tostype(s) for r, s in zip(results, plan.out_stypes)]
-    if out is not None:
+    if targets is not None:
         _store(plan, targets, results, req)
     return results
 
@@ -389,19 +377,44 @@ def invoke(op: OpDef | str, inputs: Sequence[NDArray], params: dict[str, Any] | 
     """
     opdef = get_op(op) if isinstance(op, str) else op
     inst = opdef.instance(params) if params else (opdef._default_instance or opdef.instance({}))
-    for x in inputs:
-        if not isinstance(x, NDArray):
-            raise OperatorError(f"{_op_label(opdef)}: inputs must be NDArrays, got {type(x).__name__}")
-    if req not in REQS:
-        raise OperatorError(f"{_op_label(opdef)}: req must be one of {REQS}, got {req!r}")
-    plan = get_plan(opdef, inst, inputs)
-    if out is not None and req == "null":
-        return out
-    results = run_plan(plan, inputs, out, req)
-    if _ag._state.recording:
+    try:
+        key = _signature(inst, inputs)
+    except AttributeError:
+        bad = next(x for x in inputs if not isinstance(x, NDArray))
+        raise OperatorError(f"{_op_label(opdef)}: inputs must be NDArrays, got {type(bad).__name__}") from None
+    plan = opdef.plans.get(key)
+    if plan is None:
+        plan = make_plan(opdef, inst, inputs)
+        if len(opdef.plans) >= _MAX_PLANS:
+            opdef.plans.clear()
+        opdef.plans[key] = plan
+    state = _ag._state
+    if out is None and plan.host_dense:
+        arrays = [np.empty(shape, dtype) for shape, dtype in plan.host_dense]
+        try:
+            plan.kernel(plan.inst, plan.contexts[state.training], *[x._data for x in inputs], *arrays)
+        except Exception as exc:
+            raise _kernel_error(plan, exc) from exc
+        device = plan.device
+        results = [NDArray(a, device) for a in arrays]
+    else:
+        if req not in REQS:
+            raise OperatorError(f"{_op_label(opdef)}: req must be one of {REQS}, got {req!r}")
+        if out is not None and req == "null":
+            return out
+        results = run_plan(plan, inputs, out, req)
+    if state.recording:
         _ag._record(plan, inputs, results)
-    nvis = opdef.num_visible_outputs
-    return results[0] if nvis == 1 else results[:nvis]
+    return results[0] if plan.nvis == 1 else results[:plan.nvis]
+
+
+def _kernel_error(plan: Plan, exc: Exception) -> OperatorError:
+    if isinstance(exc, OperatorError):
+        return exc
+    return OperatorError(
+        f"{_op_label(plan.opdef)}: kernel {plan.kernel.__qualname__} failed on {plan.device} with input "
+        f"storage types {list(plan.in_stypes)}: {type(exc).__name__}: {exc}"
+    )
 
 
 def explain(op_name: str, *inputs: NDArray, **params: Any) -> dict[str, Any]:

@@ -191,22 +191,31 @@ class Op:
 
     _opdef: "OpDef"
 
+    def num_outputs(self) -> int:
+        """How many outputs this parameter set gives (override when a parameter decides,
+        e.g. ``split(num_outputs=k)``); the default is ``len(outputs)``."""
+        return len(self.outputs)
+
+    def num_visible_outputs_for(self) -> int:
+        """How many outputs are returned to the caller (the rest serve the backward pass)."""
+        return self._opdef.num_visible_outputs if self.num_outputs() == len(self.outputs) else self.num_outputs()
+
     def infer_shape(self, *shapes: tuple[int, ...]) -> list[tuple[int, ...]]:
         first = shapes[0]
         for s in shapes[1:]:
             if s != first:
                 raise ValueError(f"inputs must have one shape, got {list(shapes)}")
-        return [first] * len(self.outputs)
+        return [first] * self.num_outputs()
 
     def infer_type(self, *dtypes: np.dtype) -> list[np.dtype]:
         first = dtypes[0]
         for d in dtypes[1:]:
             if d != first:
                 raise TypeError(f"inputs must have one dtype, got {[str(d) for d in dtypes]}")
-        return [first] * len(self.outputs)
+        return [first] * self.num_outputs()
 
     def infer_storage_type(self, *stypes: str) -> list[str]:
-        return ["default"] * len(self.outputs)
+        return ["default"] * self.num_outputs()
 
     def gradient(self, out_grads: list, inputs: list, outputs: list) -> list:
         """Gradients w.r.t. the inputs, built from operators (so they can be recorded)."""

@@ -69,13 +69,11 @@ def _dense_plus_sparse(ctx, dense, sparse, sign: int, out, sparse_first: bool) -
 
 class _Binary(Op):
     arguments = ("lhs", "rhs")
-
-    def ufunc(self, xp: Any) -> Any:
-        raise NotImplementedError
+    ufunc: np.ufunc  # NumPy ufuncs also run on CuPy arrays (``__array_ufunc__``)
 
     @kernel(device=_BOTH)
     def dense(self, ctx, lhs, rhs, out):
-        self.ufunc(ctx.xp)(lhs, rhs, out=out)
+        self.ufunc(lhs, rhs, out=out)
 
 
 class _AddSub(_Binary):
@@ -106,8 +104,7 @@ class _AddSub(_Binary):
 class ElemwiseAdd(_AddSub):
     """lhs + rhs, same shapes. r,r -> r; c,c -> c; otherwise dense."""
 
-    def ufunc(self, xp):
-        return xp.add
+    ufunc = np.add
 
     def gradient(self, out_grads, inputs, outputs):
         g = out_grads[0]
@@ -120,8 +117,7 @@ class ElemwiseSub(_AddSub):
 
     sign = -1
 
-    def ufunc(self, xp):
-        return xp.subtract
+    ufunc = np.subtract
 
     def gradient(self, out_grads, inputs, outputs):
         from .unary import negative
@@ -137,8 +133,7 @@ class ElemwiseMul(_Binary):
 
     backward_needs_inputs = ("lhs", "rhs")
 
-    def ufunc(self, xp):
-        return xp.multiply
+    ufunc = np.multiply
 
     def infer_storage_type(self, lhs, rhs):
         pair = {lhs, rhs}
@@ -181,8 +176,7 @@ class ElemwiseDiv(_Binary):
 
     backward_needs_inputs = ("lhs", "rhs")
 
-    def ufunc(self, xp):
-        return xp.divide
+    ufunc = np.divide
 
     @kernel(device=_BOTH)
     def dense(self, ctx, lhs, rhs, out):
@@ -227,8 +221,7 @@ class BroadcastAdd(_Broadcast):
 
     backward_needs_inputs = ()
 
-    def ufunc(self, xp):
-        return xp.add
+    ufunc = np.add
 
     def gradient(self, out_grads, inputs, outputs):
         g = out_grads[0]
@@ -241,8 +234,7 @@ class BroadcastSub(_Broadcast):
 
     backward_needs_inputs = ()
 
-    def ufunc(self, xp):
-        return xp.subtract
+    ufunc = np.subtract
 
     def gradient(self, out_grads, inputs, outputs):
         from .unary import negative
@@ -255,8 +247,7 @@ class BroadcastSub(_Broadcast):
 class BroadcastMul(_Broadcast):
     """lhs * rhs with NumPy broadcasting (dense)."""
 
-    def ufunc(self, xp):
-        return xp.multiply
+    ufunc = np.multiply
 
     def gradient(self, out_grads, inputs, outputs):
         g = out_grads[0]
