@@ -200,7 +200,7 @@ def _warn_fallback(plan: Plan) -> None:
         f"{list(plan.in_stypes)} on {plan.device}; densifying the inputs, running the dense kernel "
         f"and casting the outputs to {list(plan.out_stypes)}. "
         "Set SPARSE_OPS_STORAGE_FALLBACK_LOG_VERBOSE=0 to silence this.",
-        StorageFallbackWarning, stacklevel=4,
+        StorageFallbackWarning, stacklevel=5,
     )
 
 
@@ -278,6 +278,8 @@ def _as_list(out: Any, n: int, opdef: OpDef) -> list:
     for o in outs:
         if not isinstance(o, NDArray):
             raise OperatorError(f"{_op_label(opdef)}: out= takes NDArrays, got {type(o).__name__}")
+        if o._ag is not None:
+            _ag.check_not_in_graph(o)
     return outs
 
 

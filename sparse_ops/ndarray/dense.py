@@ -20,12 +20,13 @@ class NDArray:
     ``sparse_ops.array``, ``zeros``, ``csr_matrix`` and friends rather than this class.
     """
 
-    __slots__ = ("_data", "_device", "__weakref__")
+    __slots__ = ("_data", "_device", "_ag", "__weakref__")
     stype = "default"
 
     def __init__(self, data: Any, device: Device | None = None) -> None:
         self._data = data
         self._device = device if device is not None else _dev.current_device()
+        self._ag = None  # autograd.AGInfo once the array takes part in autograd
 
     # ---- description -------------------------------------------------------------
     @property
@@ -145,11 +146,50 @@ class NDArray:
 
             cupy.cuda.get_current_stream().synchronize()
 
+    # ---- autograd ----------------------------------------------------------------------
+    def attach_grad(self, grad_req: str = "write", stype: str | None = None) -> None:
+        """Make this array a variable: backward writes its gradient into ``self.grad``
+        (a zero buffer of storage type ``stype``, default this array's own) per ``grad_req``
+        (``write``, ``add`` or ``null``). On a recorded intermediate result the gradient is
+        kept as well (MXNet 2's retain-grad semantics)."""
+        from ..autograd import mark_variables
+        from ..creation import zeros
+
+        buf = zeros(self.shape, stype=stype or self.stype, dtype=self.dtype, device=self._device)
+        mark_variables([self], [buf], grad_req)
+
+    @property
+    def grad(self) -> "NDArray | None":
+        """The gradient buffer attached by ``attach_grad`` (None without one)."""
+        info = self._ag
+        return info.grad if info is not None else None
+
+    def drop_grad(self) -> None:
+        """Forget the gradient buffer; the array is no longer a variable."""
+        info = self._ag
+        if info is not None:
+            info.grad, info.grad_req = None, "null"
+
+    def detach(self) -> "NDArray":
+        """The same values (shared, not copied) outside any autograd graph."""
+        return self._with_values(self._data, copy_aux=False)
+
+    def backward(self, out_grad: "NDArray | None" = None, retain_graph: bool = False,
+                 train_mode: bool = True) -> None:
+        """Backpropagate from this array (``autograd.backward([self], [out_grad])``)."""
+        from ..autograd import backward
+
+        backward([self], [out_grad], retain_graph=retain_graph, train_mode=train_mode)
+
     # ---- indexing --------------------------------------------------------------------
     def __getitem__(self, key: Any) -> "NDArray":
         return NDArray(self._data[_plain_key(key)], self._device)
 
     def __setitem__(self, key: Any, value: Any) -> None:
+        if self._ag is not None:
+            from ..autograd import check_not_in_graph
+
+            check_not_in_graph(self)
         if not isinstance(value, NDArray) and type(value).__module__.startswith("scipy.sparse"):
             from ..creation import csr_matrix
 

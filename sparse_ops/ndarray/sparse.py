@@ -96,6 +96,10 @@ class BaseSparseNDArray(NDArray):
     def __setitem__(self, key: Any, value: Any) -> None:
         if not (isinstance(key, slice) and key == slice(None)) and key is not Ellipsis:
             raise TypeError(f"{type(self).__name__} supports only whole assignment, x[:] = value")
+        if self._ag is not None:
+            from ..autograd import check_not_in_graph
+
+            check_not_in_graph(self)
         from ..storage import coerce
 
         new = coerce(value, self.stype, self.dtype, self._device, shape=self._shape)
@@ -148,6 +152,7 @@ class RowSparseNDArray(BaseSparseNDArray):
         self._indices = indices
         self._shape = tuple(shape)
         self._device = device if device is not None else _dev.current_device()
+        self._ag = None
 
     @property
     def indices(self) -> Any:
@@ -218,6 +223,7 @@ class CSRNDArray(BaseSparseNDArray):
         self._indptr = indptr
         self._shape = tuple(shape)
         self._device = device if device is not None else _dev.current_device()
+        self._ag = None
 
     @property
     def indices(self) -> Any:

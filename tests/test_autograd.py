@@ -1,0 +1,265 @@
+"""Imperative autograd: recording state, variables, sparse gradients, grad_req, retain_graph,
+grad()/create_graph, Function, threads and the error cases."""
+import threading
+
+import numpy as np
+import pytest
+
+import sparse_ops as so
+from sparse_ops import autograd as ag
+
+STYPES = ["default", "row_sparse", "csr"]
+
+
+def arr(values, stype="default", dtype="float64"):
+    return so.array(np.asarray(values, dtype=dtype)).tostype(stype)
+
+
+A = np.array([[1.0, 0.0, 2.0], [0.0, 0.0, 0.0], [3.0, 4.0, 0.0]])
+B = np.array([[0.5, 0.0, 0.0], [0.0, 1.0, 0.0], [2.0, 0.0, 3.0]])
+
+
+def test_state_is_scoped_and_per_thread():
+    assert not ag.is_recording() and not ag.is_training()
+    with ag.record():
+        assert ag.is_recording() and ag.is_training()
+        with ag.pause():
+            assert not ag.is_recording() and not ag.is_training()
+        with ag.predict_mode():
+            assert ag.is_recording() and not ag.is_training()
+        seen = {}
+        t = threading.Thread(target=lambda: seen.update(rec=ag.is_recording()))
+        t.start()
+        t.join()
+        assert seen["rec"] is False
+    with ag.record(train_mode=False):
+        assert not ag.is_training()
+    with ag.train_mode():
+        assert ag.is_training() and not ag.is_recording()
+    assert not ag.is_recording() and not ag.is_training()
+
+
+@pytest.mark.parametrize("ls", STYPES)
+@pytest.mark.parametrize("rs", STYPES)
+@pytest.mark.parametrize("op", ["elemwise_add", "elemwise_mul"])
+def test_nine_storage_combinations(op, ls, rs):
+    x, y = arr(A, ls), arr(B, rs)
+    x.attach_grad()
+    y.attach_grad()
+    with ag.record():
+        z = getattr(so, op)(x, y)
+    z.backward()
+    expected_x = np.ones_like(A) if op == "elemwise_add" else B
+    expected_y = np.ones_like(A) if op == "elemwise_add" else A
+    assert x.grad.stype == ls and y.grad.stype == rs  # the buffer keeps its storage type
+    # a sparse buffer holds the gradient's values; positions it cannot hold are where the
+    # gradient is also meaningful only on the stored structure for sparse variables
+    np.testing.assert_allclose(x.grad.asnumpy(), expected_x)
+    np.testing.assert_allclose(y.grad.asnumpy(), expected_y)
+
+
+def test_row_sparse_gradient_stays_sparse():
+    w = arr(np.zeros((6, 2)), "row_sparse")
+    w.attach_grad()
+    g = arr([[1.0, 2.0], [0, 0], [0, 0], [3.0, 4.0], [0, 0], [0, 0]], "row_sparse")
+    with ag.record():
+        y = so.elemwise_mul(w, g)
+        z = so.elemwise_add(y, y)
+    z.backward(out_grad=arr(np.ones((6, 2)), "row_sparse"))
+    assert w.grad.stype == "row_sparse"
+    np.testing.assert_array_equal(w.grad.indices, [0, 3])
+    np.testing.assert_allclose(w.grad.asnumpy(), 2 * g.asnumpy())
+
+
+def test_gradient_cast_into_buffer_of_other_stype():
+    x = arr(A)
+    x.attach_grad(stype="row_sparse")
+    with ag.record():
+        y = so.elemwise_mul(x, arr(B))
+    y.backward()
+    assert x.grad.stype == "row_sparse"
+    np.testing.assert_allclose(x.grad.asnumpy(), B)
+
+
+def test_grad_req_write_add_null():
+    x = arr(A)
+    x.attach_grad(grad_req="add")
+    for i in range(3):
+        with ag.record():
+            y = so.elemwise_mul(x, x)
+        y.backward()
+        np.testing.assert_allclose(x.grad.asnumpy(), 2 * A * (i + 1))
+    x.attach_grad(grad_req="write")
+    for _ in range(2):
+        with ag.record():
+            y = so.elemwise_mul(x, x)
+        y.backward()
+    np.testing.assert_allclose(x.grad.asnumpy(), 2 * A)
+    x.attach_grad(grad_req="null")
+    with ag.record():
+        y = so.elemwise_mul(x, arr(B))
+    with pytest.raises(so.OperatorError, match="not in a computational graph"):
+        y.backward()  # nothing needed a gradient, so nothing was recorded
+
+
+def test_fan_out_contributions_are_summed():
+    x = arr(A)
+    x.attach_grad()
+    with ag.record():
+        y = so.elemwise_mul(x, x)      # 2x
+        z = so.elemwise_add(y, x)      # + 1
+        w = so.elemwise_mul(z, arr(B))  # * B
+    w.backward()
+    np.testing.assert_allclose(x.grad.asnumpy(), (2 * A + 1) * B)
+
+
+def test_retain_graph_allows_a_second_backward():
+    x = arr(A)
+    x.attach_grad(grad_req="add")
+    with ag.record():
+        y = so.elemwise_mul(x, arr(B))
+    y.backward(retain_graph=True)
+    y.backward()
+    np.testing.assert_allclose(x.grad.asnumpy(), 2 * B)
+    with pytest.raises(so.OperatorError, match="retain_graph=True"):
+        y.backward()
+
+
+def test_head_grads_and_multiple_heads():
+    x = arr(A)
+    x.attach_grad()
+    with ag.record():
+        y1 = so.elemwise_mul(x, arr(B))
+        y2 = so.elemwise_add(x, x)
+    ag.backward([y1, y2], [arr(np.full((3, 3), 2.0)), None])
+    np.testing.assert_allclose(x.grad.asnumpy(), 2 * B + 2)
+    with pytest.raises(ValueError, match="head gradient of shape"):
+        with ag.record():
+            y = so.elemwise_mul(x, x)
+        y.backward(arr(np.ones(3)))
+
+
+def test_detach_and_drop_grad():
+    x = arr(A)
+    x.attach_grad()
+    with ag.record():
+        y = so.elemwise_mul(x, x)
+        d = y.detach()
+        z = so.elemwise_mul(d, x)  # d is a constant here
+    z.backward()
+    np.testing.assert_allclose(x.grad.asnumpy(), A * A)
+    assert np.shares_memory(d.data, y.data)
+    x.drop_grad()
+    assert x.grad is None
+
+
+def test_intermediate_attach_grad_keeps_its_gradient():
+    x = arr(A)
+    x.attach_grad()
+    with ag.record():
+        y = so.elemwise_mul(x, arr(B))
+        y.attach_grad()
+        z = so.elemwise_mul(y, y)
+    z.backward()
+    np.testing.assert_allclose(y.grad.asnumpy(), 2 * A * B)
+    np.testing.assert_allclose(x.grad.asnumpy(), 2 * A * B * B)
+
+
+def test_grad_function_and_second_order():
+    x = arr([1.0, 2.0, 3.0])
+    x.attach_grad()
+    with ag.record():
+        y = so.elemwise_mul(so.elemwise_mul(x, x), x)  # x^3
+        (dx,) = ag.grad([y], [x], create_graph=True)
+    np.testing.assert_allclose(dx.asnumpy(), 3 * x.asnumpy() ** 2)
+    assert x.grad.asnumpy().sum() == 0  # grad() leaves .grad alone
+    dx.backward()
+    np.testing.assert_allclose(x.grad.asnumpy(), 6 * x.asnumpy())
+
+
+def test_mark_variables():
+    x = arr(A)
+    buf = so.zeros((3, 3), stype="row_sparse", dtype="float64")
+    ag.mark_variables([x], [buf], "write")
+    with ag.record():
+        y = so.elemwise_mul(x, arr(B))
+    y.backward()
+    assert x.grad is buf and buf.stype == "row_sparse"
+    np.testing.assert_allclose(buf.asnumpy(), B)
+    with pytest.raises(ValueError, match="grad_req"):
+        ag.mark_variables([x], [buf], "sometimes")
+
+
+class Cube(ag.Function):
+    def forward(self, x):
+        self.save_for_backward(x)
+        return so.elemwise_mul(so.elemwise_mul(x, x), x)
+
+    def backward(self, dy):
+        (x,) = self.saved_tensors
+        three_x2 = so.elemwise_mul(so.elemwise_add(so.elemwise_add(x, x), x), x)
+        return so.elemwise_mul(dy, three_x2)
+
+
+def test_function_in_a_chain_whose_first_input_has_no_grad():
+    c = arr([1.0, 2.0])  # no attach_grad
+    w = arr([0.5, -1.0])
+    w.attach_grad()
+    with ag.record():
+        h = so.elemwise_mul(c, c)      # not recorded: nothing needs a gradient yet
+        u = so.elemwise_add(h, w)
+        y = Cube()(u)
+    y.backward()
+    np.testing.assert_allclose(w.grad.asnumpy(), 3 * (np.array([1.0, 4.0]) + [0.5, -1.0]) ** 2)
+
+
+def test_backward_dependency_keeps_only_declared_arrays():
+    x = arr(A)
+    x.attach_grad()
+    with ag.record():
+        y = so.elemwise_add(x, arr(B))
+        z = so.elemwise_mul(y, x)
+    add_node = y._ag.node
+    assert all(isinstance(i, ag.ArrayMeta) for i in add_node.inputs)  # add keeps no inputs
+    assert add_node.inputs[0].shape == (3, 3)
+    assert all(isinstance(i, so.NDArray) for i in z._ag.node.inputs)  # mul keeps both
+    z.backward()
+    np.testing.assert_allclose(x.grad.asnumpy(), 2 * A + B)
+
+
+def test_in_place_write_while_recording_is_refused_and_state_survives():
+    x = arr(A)
+    x.attach_grad()
+    with ag.record():
+        y = so.elemwise_mul(x, x)
+        with pytest.raises(so.OperatorError, match="in-place operations"):
+            y[:] = arr(np.zeros((3, 3)))
+        with pytest.raises(so.OperatorError, match="in-place operations"):
+            so.elemwise_add(x, x, out=x)
+    y.backward()  # the graph is intact
+    np.testing.assert_allclose(x.grad.asnumpy(), 2 * A)
+
+
+def test_gradients_in_eight_threads():
+    results, errors = {}, []
+
+    def work(i):
+        try:
+            for _ in range(20):
+                x = arr(A * (i + 1))
+                x.attach_grad()
+                with ag.record():
+                    y = so.elemwise_mul(so.elemwise_mul(x, x), arr(B).tostype("csr"))
+                y.backward()
+            results[i] = x.grad.asnumpy()
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for i in range(8):
+        np.testing.assert_allclose(results[i], 2 * A * (i + 1) * B)
