@@ -200,7 +200,7 @@ def _warn_fallback(plan: Plan) -> None:
         f"{list(plan.in_stypes)} on {plan.device}; densifying the inputs, running the dense kernel "
         f"and casting the outputs to {list(plan.out_stypes)}. "
         "Set SPARSE_OPS_STORAGE_FALLBACK_LOG_VERBOSE=0 to silence this.",
-        StorageFallbackWarning, stacklevel=5,
+        StorageFallbackWarning, stacklevel=4,
     )
 
 
@@ -244,8 +244,6 @@ def make_plan(opdef: OpDef, inst: Op, inputs: Sequence[NDArray]) -> Plan:
     # the common case, served by invoke's short path: a dense kernel on host memory
     plan.host_dense = (plan.mode == "fcompute" and device.xp is np and not plan.uses_workspace
                        and list(zip(plan.out_shapes, plan.out_dtypes)))
-    if plan.mode == "fallback":
-        _warn_fallback(plan)
     return plan
 
 
@@ -387,6 +385,8 @@ def invoke(op: OpDef | str, inputs: Sequence[NDArray], params: dict[str, Any] | 
     plan = opdef.plans.get(key)
     if plan is None:
         plan = make_plan(opdef, inst, inputs)
+        if plan.mode == "fallback":
+            _warn_fallback(plan)
         if len(opdef.plans) >= _MAX_PLANS:
             opdef.plans.clear()
         opdef.plans[key] = plan

@@ -1,0 +1,225 @@
+"""The operator table and the invoke path: registration, parameters, dispatch modes,
+fallback warnings, explain, out=/req, the op context and kernel failures."""
+import warnings
+
+import numpy as np
+import pytest
+
+import sparse_ops as so
+from sparse_ops.dispatch import InferenceError
+from sparse_ops.registry import ParameterError
+
+
+@so.register("_test_scale", replace=True)
+class _TestScale(so.Op):
+    """y = alpha * x; keeps csr (a storage-aware kernel), row_sparse falls back."""
+
+    alpha = so.Param(float, 1.0, doc="the factor")
+    mode = so.Param(str, "plain", choices=("plain", "fancy"))
+    resources = ("workspace",)
+
+    def infer_storage_type(self, x):
+        return [x if x == "csr" else "default"]
+
+    @so.kernel(device=("cpu", "gpu"))
+    def dense(self, ctx, x, y):
+        tmp = ctx.workspace(x.shape, x.dtype)
+        np.multiply(x, self.alpha, out=tmp)
+        y[...] = tmp
+
+    @so.kernel(device="cpu", stypes=("csr",))
+    def csr(self, ctx, x, y):
+        data, indices, indptr = ctx.alloc_csr(y, x.nnz, index_dtype=x._indices.dtype)
+        data[...] = x._data * self.alpha
+        indices[...] = x._indices
+        indptr[...] = x._indptr
+
+
+scale = so.dispatch.op_function("_test_scale")
+
+
+def dense(values, dtype="float64"):
+    return so.array(np.asarray(values, dtype=dtype))
+
+
+def test_registration_rules():
+    assert "_test_scale" in so.list_ops() and "elemwise_mul" in so.list_ops()
+    with pytest.raises(so.OperatorError, match="already registered"):
+        so.register("_test_scale")(_TestScale)
+    with pytest.raises(TypeError, match="subclass of sparse_ops.Op"):
+        so.register("_test_not_an_op")(object)
+    with pytest.raises(ValueError, match="identifiers"):
+        so.register("bad name")
+    op = so.get_op("_test_scale")
+    assert op.params["alpha"].default == 1.0 and "workspace" in op.resources
+    assert "cpu fcompute_ex csr" in op.describe() and "alpha: float, default 1.0" in op.describe()
+    with pytest.raises(so.OperatorError, match="no operator named"):
+        so.get_op("nope")
+
+
+def test_parameters_parse_and_refuse():
+    x = dense([1.0, 2.0])
+    np.testing.assert_allclose(scale(x, alpha="3").asnumpy(), [3, 6])
+    np.testing.assert_allclose(scale(x, 2.0).asnumpy(), [2, 4])  # positional parameter
+    with pytest.raises(ParameterError, match="unknown parameter.*'beta'.*accepted: alpha, mode"):
+        scale(x, beta=1)
+    with pytest.raises(ParameterError, match="bad value 'abc' for parameter 'alpha'"):
+        scale(x, alpha="abc")
+    with pytest.raises(ParameterError, match="must be one of"):
+        scale(x, mode="weird")
+    with pytest.raises(ValueError):
+        scale(x, alpha=True)  # a bool is not a number here
+    with pytest.raises(TypeError, match="takes 1 input"):
+        scale()
+
+
+def test_dispatch_modes_and_explain():
+    x = dense(np.eye(3))
+    info = so.explain("_test_scale", x, alpha=2.0)
+    assert info["dispatch_mode"] == "fcompute" and info["out_stypes"] == ["default"]
+    c = x.tostype("csr")
+    info = so.explain("_test_scale", c)
+    assert (info["in_stypes"], info["out_stypes"], info["dispatch_mode"]) == (["csr"], ["csr"], "fcompute_ex")
+    assert info["kernel"].endswith("csr")
+    r = x.tostype("row_sparse")
+    info = so.explain("_test_scale", r)
+    assert info["dispatch_mode"] == "fallback" and "densified" in info["kernel"]
+    y = scale(c, alpha=2.0)
+    assert y.stype == "csr" and y.aux_types == c.aux_types
+    np.testing.assert_allclose(y.asnumpy(), 2 * np.eye(3))
+
+
+def test_fallback_warns_once_per_signature_and_can_be_silenced(monkeypatch):
+    r = dense(np.eye(4)).tostype("row_sparse")
+    so.dispatch._warned.clear()
+    so.get_op("_test_scale").plans.clear()
+    with pytest.warns(so.StorageFallbackWarning, match=r"_test_scale.*\['row_sparse'\].*cpu\(0\)"):
+        y = scale(r, alpha=3.0)
+    np.testing.assert_allclose(y.asnumpy(), 3 * np.eye(4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        scale(r, alpha=3.0)  # same signature: no second warning
+    so.dispatch._warned.clear()
+    so.get_op("_test_scale").plans.clear()
+    monkeypatch.setenv("SPARSE_OPS_STORAGE_FALLBACK_LOG_VERBOSE", "0")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        scale(r, alpha=5.0)
+
+
+def test_out_and_req():
+    x = dense([1.0, 2.0])
+    out = dense([10.0, 10.0])
+    assert scale(x, alpha=2.0, out=out) is out
+    np.testing.assert_allclose(out.asnumpy(), [2, 4])
+    scale(x, alpha=1.0, out=out, req="add")
+    np.testing.assert_allclose(out.asnumpy(), [3, 6])
+    scale(x, alpha=100.0, out=out, req="null")
+    np.testing.assert_allclose(out.asnumpy(), [3, 6])
+    f32 = so.zeros(2, dtype="float32")
+    scale(x, alpha=2.0, out=f32)  # dtype differs: computed then cast
+    assert f32.dtype == np.float32 and f32.asnumpy().tolist() == [2, 4]
+    sparse_out = so.zeros((3, 3), stype="row_sparse", dtype="float64")
+    so.elemwise_add(dense(np.eye(3)), dense(np.eye(3)), out=sparse_out)
+    assert sparse_out.stype == "row_sparse"
+    np.testing.assert_allclose(sparse_out.asnumpy(), 2 * np.eye(3))
+    so.elemwise_add(dense(np.eye(3)), dense(np.eye(3)), out=sparse_out, req="add")
+    np.testing.assert_allclose(sparse_out.asnumpy(), 4 * np.eye(3))
+    with pytest.raises(so.OperatorError, match="req must be one of"):
+        scale(x, out=out, req="sometimes")
+    with pytest.raises(so.OperatorError, match="out= takes NDArrays"):
+        scale(x, out=np.zeros(2))
+
+
+def test_inplace_into_an_input():
+    x = dense([1.0, 2.0])
+    so.elemwise_mul(x, x, out=x, req="inplace")
+    np.testing.assert_allclose(x.asnumpy(), [1, 4])
+
+
+def test_inference_errors_and_wrong_inputs():
+    with pytest.raises(InferenceError, match="elemwise_add.*shape inference failed.*one shape"):
+        so.elemwise_add(dense([1.0]), dense([1.0, 2.0]))
+    with pytest.raises(InferenceError, match="dtype"):
+        so.elemwise_add(dense([1.0]), dense([1.0], dtype="float32"))
+    with pytest.raises(so.OperatorError, match="inputs must be NDArrays, got ndarray"):
+        so.elemwise_add(dense([1.0]), np.ones(1))
+
+
+@so.register("_test_cpu_only", replace=True)
+class _TestCpuOnly(so.Op):
+    @so.kernel(device="cpu")
+    def dense(self, ctx, x, y):
+        y[...] = x
+
+
+@so.register("_test_broken", replace=True, plugin="broken-plugin")
+class _TestBroken(so.Op):
+    @so.kernel(device="cpu")
+    def dense(self, ctx, x, y):
+        raise RuntimeError("boom")
+
+    @so.kernel(device="cpu", stypes=("csr",))
+    def bad_csr(self, ctx, x, y):
+        ctx.set_csr(y, x._data, x._indices, x._indptr[:-1])  # indptr one entry short
+
+    def infer_storage_type(self, x):
+        return [x]
+
+
+def test_kernel_failures_name_op_and_plugin_and_leave_state_usable():
+    x = dense([1.0, 2.0])
+    with pytest.raises(so.OperatorError, match="_test_broken.*plugin broken-plugin.*RuntimeError: boom"):
+        so.invoke("_test_broken", [x])
+    c = dense(np.eye(2)).tostype("csr")
+    with pytest.raises(so.OperatorError, match="malformed csr output.*indptr"):
+        so.invoke("_test_broken", [c])
+    np.testing.assert_allclose(so.elemwise_add(x, x).asnumpy(), [2, 4])  # still works
+
+
+def test_no_kernel_for_device_is_a_clear_error():
+    op = so.get_op("_test_cpu_only")
+    from sparse_ops.dispatch import choose_dispatch
+
+    with pytest.raises(so.OperatorError, match="no kernel for device gpu\\(0\\).*cpu dense"):
+        choose_dispatch(op, so.gpu(0), ("default",), ["default"])
+
+
+def test_workspace_must_be_declared():
+    @so.register("_test_ws_undeclared", replace=True)
+    class _Undeclared(so.Op):
+        @so.kernel(device="cpu")
+        def dense(self, ctx, x, y):
+            y[...] = ctx.workspace(3)[0]
+
+    with pytest.raises(so.OperatorError, match="does not declare resources"):
+        so.invoke("_test_ws_undeclared", [dense([1.0, 2.0, 3.0])])
+
+
+def test_plans_are_memoised_per_signature():
+    op = so.get_op("elemwise_mul")
+    op.plans.clear()
+    a, b = dense(np.ones((2, 2))), dense(np.ones((2, 2)))
+    so.elemwise_mul(a, b)
+    so.elemwise_mul(b, a)
+    assert len(op.plans) == 1
+    so.elemwise_mul(dense(np.ones(3)), dense(np.ones(3)))
+    so.elemwise_mul(a.tostype("csr"), b)
+    assert len(op.plans) == 3
+
+
+def test_context_is_train_follows_autograd_mode():
+    seen = []
+
+    @so.register("_test_mode", replace=True)
+    class _Mode(so.Op):
+        @so.kernel(device="cpu")
+        def dense(self, ctx, x, y):
+            seen.append(ctx.is_train)
+            y[...] = x
+
+    x = dense([1.0])
+    so.invoke("_test_mode", [x])
+    with so.autograd.train_mode():
+        so.invoke("_test_mode", [x])
+    assert seen == [False, True]
