@@ -13,8 +13,8 @@ according to their ``grad_req``.
 from __future__ import annotations
 
 import threading
-from contextlib import contextmanager
-from typing import Any, Iterator, Sequence
+import weakref
+from typing import Any, Sequence
 
 from .errors import OperatorError
 
@@ -52,17 +52,24 @@ def set_training(flag: bool) -> bool:
     return prev
 
 
-@contextmanager
-def _scope(recording: bool | None, training: bool | None) -> Iterator[None]:
-    prev_rec, prev_train = _state.recording, _state.training
-    if recording is not None:
-        _state.recording = recording
-    if training is not None:
-        _state.training = training
-    try:
-        yield
-    finally:
-        _state.recording, _state.training = prev_rec, prev_train
+class _scope:
+    """Set recording and/or training (None leaves it) inside a ``with`` block, then restore."""
+
+    __slots__ = ("recording", "training", "saved")
+
+    def __init__(self, recording: bool | None, training: bool | None) -> None:
+        self.recording, self.training = recording, training
+
+    def __enter__(self) -> None:
+        state = _state
+        self.saved = (state.recording, state.training)
+        if self.recording is not None:
+            state.recording = self.recording
+        if self.training is not None:
+            state.training = self.training
+
+    def __exit__(self, *exc: Any) -> None:
+        _state.recording, _state.training = self.saved
 
 
 def record(train_mode: bool = True):
@@ -128,7 +135,9 @@ class ArrayMeta:
 
 class Node:
     """One recorded call: the op (an Op instance or a Function), its parents' AGInfo (None
-    for inputs that need no gradient), the kept inputs/outputs and the outputs' AGInfo."""
+    for inputs that need no gradient), the kept inputs/outputs and weak references to the
+    outputs' AGInfo (weak, so node and outputs form no reference cycle: the graph is freed
+    by reference counting as soon as the arrays go)."""
 
     __slots__ = ("fn", "parents", "inputs", "outputs", "out_infos", "freed")
 
@@ -180,11 +189,11 @@ def _parent(x: Any) -> AGInfo | None:
 
 
 def _attach(fn: Any, parents: list, kept_inputs: list, kept_outputs: list, outputs: list) -> None:
-    infos: list[AGInfo] = []
-    node = Node(fn, parents, kept_inputs, kept_outputs, infos)
+    refs: list = []
+    node = Node(fn, parents, kept_inputs, kept_outputs, refs)
     for i, y in enumerate(outputs):
-        y._ag = AGInfo(node, i)
-        infos.append(y._ag)
+        info = y._ag = AGInfo(node, i)
+        refs.append(weakref.ref(info))
 
 
 def check_not_in_graph(x: Any) -> None:
@@ -254,6 +263,20 @@ def _sum_grads(a: Any, b: Any) -> Any:
     return elemwise_add(a, b)
 
 
+def _ones_like(x: Any) -> Any:
+    from .ndarray import NDArray
+
+    xp = x.device.xp
+    with _device_scope(x.device):
+        return NDArray(xp.ones(x.shape, dtype=x.dtype), x.device)
+
+
+def _device_scope(device: Any) -> Any:
+    from .device import allocating_on
+
+    return allocating_on(device)
+
+
 def _zeros_like_meta(m: Any) -> Any:
     from .creation import zeros
 
@@ -263,7 +286,6 @@ def _zeros_like_meta(m: Any) -> Any:
 def _run_backward(heads: list, head_grads: Any, retain_graph: bool, create_graph: bool,
                   train_mode: bool, wanted: set | None = None) -> dict[AGInfo, Any]:
     """Gradients of the heads for every AGInfo in ``wanted`` (default: those with a buffer)."""
-    from .creation import ones
     from .ndarray import NDArray
 
     infos = []
@@ -281,7 +303,7 @@ def _run_backward(heads: list, head_grads: Any, retain_graph: bool, create_graph
     grads: dict[AGInfo, Any] = {}
     for h, info, g in zip(heads, infos, hgs):
         if g is None:
-            g = ones(h.shape, dtype=h.dtype, device=h.device)
+            g = _ones_like(h)
         elif not isinstance(g, NDArray):
             raise TypeError(f"head gradients must be NDArrays or None, got {type(g).__name__}")
         elif g.shape != h.shape:
@@ -301,8 +323,9 @@ def _run_backward(heads: list, head_grads: Any, retain_graph: bool, create_graph
     with _scope(create_graph, train_mode):
         for node in nodes:
             out_grads = []
-            for info, out in zip(node.out_infos, node.outputs):
-                g = grads.pop(info, None)
+            for ref, out in zip(node.out_infos, node.outputs):
+                info = ref()
+                g = grads.pop(info, None) if info is not None else None
                 if g is not None and want(info):
                     results[info] = g
                 out_grads.append(g if g is not None else _zeros_like_meta(out))
