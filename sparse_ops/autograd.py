@@ -174,10 +174,9 @@ def _record(plan: Any, inputs: Sequence[Any], outputs: list) -> None:
     opdef = plan.opdef
     if not opdef.differentiable:
         return
-    keep_in = opdef.backward_inputs
+    keep_in, keep_out = plan.inst.kept_for_backward()
     kept_inputs = [x if keep_in is None or i in keep_in else ArrayMeta(x, f"input {i} of {opdef.name}")
                    for i, x in enumerate(inputs)]
-    keep_out = opdef.backward_outputs
     kept_outputs = [y if i in keep_out else ArrayMeta(y, f"output {i} of {opdef.name}")
                     for i, y in enumerate(outputs)]
     _attach(plan.inst, parents, kept_inputs, kept_outputs, outputs)

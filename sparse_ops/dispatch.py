@@ -163,8 +163,8 @@ def choose_dispatch(opdef: OpDef, device: Device, in_stypes: tuple[str, ...],
         fn = ex.get((dtype_, in_stypes))
         if fn is None:
             for (d, pattern), f in ex.items():
-                if d == dtype_ and len(pattern) == len(in_stypes) and all(
-                        p == "*" or p == s for p, s in zip(pattern, in_stypes)):
+                if d == dtype_ and (pattern == ("...",) or len(pattern) == len(in_stypes) and all(
+                        p == "*" or p == s for p, s in zip(pattern, in_stypes))):
                     fn = f
                     break
         if fn is not None:

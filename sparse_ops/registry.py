@@ -144,7 +144,7 @@ def kernel(device: str | Sequence[str] = "cpu", stypes: Sequence[str] | Sequence
     arrays, ``(self, ctx, *inputs, *outputs)``, and writes the outputs in place. With
     ``stypes`` (one tuple of input storage types, or a list of such tuples) it is a
     storage-aware kernel (FComputeEx) and receives containers. ``"*"`` matches any
-    storage type. ``device`` is ``"cpu"``, ``"gpu"`` or both, ``("cpu", "gpu")``, for
+    storage type, and ``stypes=("...",)`` any number of inputs of any storage type. ``device`` is ``"cpu"``, ``"gpu"`` or both, ``("cpu", "gpu")``, for
     array-module code that runs on NumPy and CuPy alike.
     """
     devices = (device,) if isinstance(device, str) else tuple(device)
@@ -199,6 +199,11 @@ class Op:
     def num_visible_outputs_for(self) -> int:
         """How many outputs are returned to the caller (the rest serve the backward pass)."""
         return self._opdef.num_visible_outputs if self.num_outputs() == len(self.outputs) else self.num_outputs()
+
+    def kept_for_backward(self) -> tuple[tuple[int, ...] | None, tuple[int, ...]]:
+        """(input positions, output positions) the tape keeps for ``gradient``; None keeps
+        every input. Defaults to the class's ``backward_needs_*`` declarations."""
+        return self._opdef.backward_inputs, self._opdef.backward_outputs
 
     def infer_shape(self, *shapes: tuple[int, ...]) -> list[tuple[int, ...]]:
         first = shapes[0]
@@ -274,7 +279,10 @@ class OpDef:
         self._lock = threading.Lock()
         self.plans: dict[Any, Any] = {}  # filled by dispatch.py
         if not any(p.required for p in self.params.values()):
-            self._default_instance = self._make_instance({})
+            try:
+                self._default_instance = self._make_instance({})
+            except (OperatorError, TypeError, ValueError):
+                self._default_instance = None  # built per call, so the caller sees the error
 
     # ---- parameters ---------------------------------------------------------------------------
     def instance(self, kwargs: dict[str, Any]) -> Op:
@@ -298,6 +306,9 @@ class OpDef:
         return inst
 
     def _make_instance(self, kwargs: dict[str, Any]) -> Op:
+        factory = getattr(self.cls, "from_params", None)
+        if factory is not None:  # the op builds its own instances (MXNet-form custom ops)
+            return factory(self, kwargs)
         unknown = [k for k in kwargs if k not in self.params]
         if unknown:
             accepted = ", ".join(self.params) or "none"
@@ -348,7 +359,8 @@ _current_plugin = threading.local()
 
 
 def register(name: str, replace: bool = False, plugin: str | None = None) -> Callable[[type], type]:
-    """Class decorator: add an ``Op`` subclass to the operator table under ``name``.
+    """Class decorator: add an operator to the table under ``name``: an ``Op`` subclass
+    (kernel-first form) or an MXNet-style ``CustomOpProp`` subclass.
 
     Registering a taken name is an error unless ``replace=True``.
     """
@@ -356,8 +368,14 @@ def register(name: str, replace: bool = False, plugin: str | None = None) -> Cal
         raise ValueError(f"operator names are identifiers, got {name!r}")
 
     def deco(cls: type) -> type:
+        from .custom import CustomOpProp, op_class_for_prop
+
+        if isinstance(cls, type) and issubclass(cls, CustomOpProp):
+            register(name, replace=replace, plugin=plugin)(op_class_for_prop(name, cls))
+            return cls
         if not (isinstance(cls, type) and issubclass(cls, Op)):
-            raise TypeError(f"@register({name!r}) decorates a subclass of sparse_ops.Op, got {cls!r}")
+            raise TypeError(f"@register({name!r}) decorates a subclass of sparse_ops.Op or "
+                            f"sparse_ops.CustomOpProp, got {cls!r}")
         owner = plugin or getattr(_current_plugin, "name", None)
         opdef = OpDef(name, cls, owner)
         with _TABLE_LOCK:
@@ -367,9 +385,21 @@ def register(name: str, replace: bool = False, plugin: str | None = None) -> Cal
                 raise OperatorError(f"operator {name!r} is already registered{who}; pass replace=True to replace it")
             _TABLE[name] = opdef
         cls._opdef = opdef
+        _publish(name)
         return cls
 
     return deco
+
+
+def _publish(name: str) -> None:
+    """Give a newly registered op its generated function in ``sparse_ops.ops``."""
+    import sys
+
+    ops = sys.modules.get("sparse_ops.ops")
+    if ops is not None and not hasattr(ops, name):
+        from .dispatch import op_function
+
+        setattr(ops, name, op_function(name))
 
 
 def get_op(name: str) -> OpDef:
