@@ -225,6 +225,86 @@ class NDArray:
     def __reduce__(self):
         return (_rebuild_dense, (self.asnumpy(), self._device))
 
+    # ---- Python operators (each one operator call; see sparse_ops.ops.unary.python_operator) ----
+    # __eq__ returns an array, which would make the class unhashable: keep identity hashing
+    # so containers can key dicts and sets (autograd relies on that).
+    __hash__ = object.__hash__
+
+    def _operator(self, kind: str, other: Any, reverse: bool = False, out: "NDArray | None" = None) -> Any:
+        from ..ops.unary import python_operator  # the ops import this module: import late
+
+        return python_operator(kind, self, other, reverse, out)
+
+    def __add__(self, other: Any) -> Any:
+        return self._operator("add", other)
+
+    def __radd__(self, other: Any) -> Any:
+        return self._operator("add", other, reverse=True)
+
+    def __iadd__(self, other: Any) -> Any:
+        return self._operator("add", other, out=self)
+
+    def __sub__(self, other: Any) -> Any:
+        return self._operator("sub", other)
+
+    def __rsub__(self, other: Any) -> Any:
+        return self._operator("sub", other, reverse=True)
+
+    def __isub__(self, other: Any) -> Any:
+        return self._operator("sub", other, out=self)
+
+    def __mul__(self, other: Any) -> Any:
+        return self._operator("mul", other)
+
+    def __rmul__(self, other: Any) -> Any:
+        return self._operator("mul", other, reverse=True)
+
+    def __imul__(self, other: Any) -> Any:
+        return self._operator("mul", other, out=self)
+
+    def __truediv__(self, other: Any) -> Any:
+        return self._operator("div", other)
+
+    def __rtruediv__(self, other: Any) -> Any:
+        return self._operator("div", other, reverse=True)
+
+    def __itruediv__(self, other: Any) -> Any:
+        return self._operator("div", other, out=self)
+
+    def __pow__(self, other: Any) -> Any:
+        return self._operator("pow", other)
+
+    def __rpow__(self, other: Any) -> Any:
+        return self._operator("pow", other, reverse=True)
+
+    def __eq__(self, other: Any) -> Any:  # type: ignore[override]
+        return self._operator("eq", other)
+
+    def __ne__(self, other: Any) -> Any:  # type: ignore[override]
+        return self._operator("ne", other)
+
+    def __gt__(self, other: Any) -> Any:
+        return self._operator("gt", other)
+
+    def __ge__(self, other: Any) -> Any:
+        return self._operator("ge", other)
+
+    def __lt__(self, other: Any) -> Any:
+        return self._operator("lt", other)
+
+    def __le__(self, other: Any) -> Any:
+        return self._operator("le", other)
+
+    def __neg__(self) -> "NDArray":
+        from ..ops.unary import negative
+
+        return negative(self)
+
+    def __abs__(self) -> "NDArray":
+        from ..ops.unary import abs as _abs
+
+        return _abs(self)
+
 
 def _rebuild_dense(values: np.ndarray, device: Device) -> NDArray:
     return NDArray(_dev.on_device(values, device), device)
