@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..dispatch import invoke
+from ..dispatch import invoke, make_plan, run_plan
 from ..ndarray import NDArray
 from ..registry import get_op
 
@@ -55,13 +55,14 @@ def check_gradient(op_name: str, inputs: Sequence[NDArray], params: dict[str, An
     params = params or {}
     opdef = get_op(op_name)
     rng = np.random.default_rng(seed)
-    outputs = invoke(opdef, inputs, params)
-    outputs = outputs if isinstance(outputs, list) else [outputs]
-    from ..creation import array
-
-    heads = [array(rng.standard_normal(o.shape), dtype=o.dtype, device=o.device) for o in outputs]
     inst = opdef.instance(params)
-    grads = inst.gradient(heads, list(inputs), outputs)
+    plan = make_plan(opdef, inst, inputs)
+    outputs = run_plan(plan, inputs)  # every output, hidden ones (e.g. Dropout's mask) too
+    from ..creation import array, zeros
+
+    heads = [array(rng.standard_normal(o.shape), dtype=o.dtype, device=o.device) for o in outputs[:plan.nvis]]
+    hidden = [zeros(o.shape, stype=o.stype, dtype=o.dtype, device=o.device) for o in outputs[plan.nvis:]]
+    grads = inst.gradient(heads + hidden, list(inputs), outputs)
     wrt = range(len(inputs)) if wrt is None else wrt
 
     def objective(xs: list) -> float:

@@ -33,7 +33,7 @@ from .storage import cast_storage  # noqa: E402
 from .io import load, save  # noqa: E402
 from .registry import Op, OpDef, Param, get_op, kernel, list_ops, register  # noqa: E402
 from .dispatch import OpContext, explain, invoke  # noqa: E402
-from . import autograd  # noqa: E402
+from . import autograd, random  # noqa: E402
 from .custom import Custom, CustomOp, CustomOpProp  # noqa: E402
 from .ops import *  # noqa: E402,F401,F403
 from .ops import __all__ as _op_names  # noqa: E402
@@ -54,5 +54,5 @@ __all__ = [
     "array", "zeros", "ones", "empty", "full", "csr_matrix", "row_sparse_array", "from_dlpack",
     "cast_storage", "save", "load",
     "Op", "OpDef", "Param", "kernel", "register", "get_op", "list_ops", "OpContext", "explain", "invoke",
-    "autograd", "Custom", "CustomOp", "CustomOpProp", *_op_names,
+    "autograd", "random", "Custom", "CustomOp", "CustomOpProp", *_op_names,
 ]

@@ -248,6 +248,8 @@ def make_plan(opdef: OpDef, inst: Op, inputs: Sequence[NDArray]) -> Plan:
 
 
 def _signature(inst: Op, inputs: Sequence[NDArray]) -> tuple:
+    if not inputs:  # the device then comes from a parameter or the current default
+        return (inst, _dev.current_device())
     key = [inst]
     for x in inputs:
         key += (x.__class__, x._device, x._data.dtype, x.shape)

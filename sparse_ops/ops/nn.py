@@ -1,2 +1,284 @@
-"""(built-in operators: nn; being written)"""
-__all__: list = []
+"""Neural-network operators: ``Embedding`` (with its row_sparse gradient) and ``Dropout``.
+
+``Embedding(data, weight)`` gathers rows of ``weight`` at the ids in ``data``. Its weight
+gradient is the operator ``_embedding_backward``: per-id sums of the head gradient's rows,
+``row_sparse`` when ``sparse_grad=True`` (MXNet 1.9), dense otherwise.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import random as _random  # noqa: F401  (registers the sampling operators with the other built-ins)
+from ..dispatch import op_function
+from ..errors import OperatorError
+from ..registry import Op, Param, kernel, register
+from ._util import index_dtype_for, is_host, match_rows, numba_values
+
+_BOTH = ("cpu", "gpu")
+
+
+class IndexOutOfRangeError(OperatorError, IndexError):
+    """An id given to ``Embedding`` is outside ``[0, input_dim)``."""
+
+
+# ---- ids -----------------------------------------------------------------------------------------
+def _raise_out_of_range(ids, n: int, op: str) -> None:
+    bad = ids[~((ids > -1) & (ids < n))]
+    raise IndexOutOfRangeError(
+        f"{op}: {int(bad.shape[0])} id(s) outside [0, input_dim={n}), the first is {bad[:1].tolist()[0]!r}; "
+        "ids index rows of the weight"
+    )
+
+
+def _kernel_ids(ids):
+    """Host ids as int64 or float64: the two id types the numba kernels are compiled for."""
+    return ids.astype(np.int64 if ids.dtype.kind in "iu" else np.float64, copy=False)
+
+
+def _check_ids(ids, n: int, op: str) -> None:
+    """Raise IndexOutOfRangeError unless every id truncates into [0, n) (NaN never does)."""
+    if is_host(ids):
+        from ..kernels.nn import count_out_of_range
+
+        bad = count_out_of_range(_kernel_ids(ids), n)
+    else:
+        bad = int((~((ids > -1) & (ids < n))).sum())
+    if bad:
+        _raise_out_of_range(ids, n, op)
+
+
+def _as_int_ids(ids):
+    """Checked ids as an integer array (float ids truncate toward zero)."""
+    return ids if ids.dtype.kind in "iu" else ids.astype(np.int64)
+
+
+def _segments(ids):
+    """(order, starts, unique ids) of integer ``ids``: ``order`` groups equal ids, group u
+    spans ``order[starts[u]:starts[u + 1]]`` and holds id ``unique[u]`` (ascending)."""
+    order = np.argsort(ids, kind="stable")
+    ordered = ids[order]
+    if ordered.shape[0] == 0:
+        return order, np.zeros(1, dtype=np.int64), ordered
+    heads = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
+    starts = np.concatenate(([0], heads, [ordered.shape[0]])).astype(np.int64)
+    return order, starts, ordered[starts[:-1]]
+
+
+def _dense(x):
+    return x._data if x.stype == "default" else x.tostype("default")._data
+
+
+def _scatter_add_rows(xp, target, rows, values) -> None:
+    """target[rows[i]] += values[i], repeated rows accumulating."""
+    if xp is np:
+        np.add.at(target, rows, values)
+    else:
+        import cupyx
+
+        cupyx.scatter_add(target, rows, values)
+
+
+# ---- Embedding -----------------------------------------------------------------------------------
+@register("Embedding")
+class EmbeddingOp(Op):
+    """Rows of ``weight`` (input_dim, output_dim) at the ids in ``data`` (any shape, int or
+    float ids; floats truncate); output shape ``data.shape + (output_dim,)``.
+
+    Ids outside [0, input_dim) raise ``IndexOutOfRangeError`` (MXNet clips them silently).
+    ``weight`` may be row_sparse: missing rows read as zeros. The weight gradient is
+    row_sparse with ``sparse_grad=True``; ``data`` gets no gradient.
+    """
+
+    arguments = ("data", "weight")
+    backward_needs_inputs = ("data",)
+    input_dim = Param(int, doc="number of rows of weight (vocabulary size)")
+    output_dim = Param(int, doc="length of each embedding vector")
+    dtype = Param("dtype", "float32", "dtype of weight and of the output")
+    sparse_grad = Param(bool, False, "make the weight gradient row_sparse")
+
+    def check_params(self) -> None:
+        if self.input_dim < 0 or self.output_dim < 0:
+            raise ValueError(f"input_dim and output_dim must be non-negative, "
+                             f"got {self.input_dim}, {self.output_dim}")
+
+    def infer_shape(self, data, weight):
+        if tuple(weight) != (self.input_dim, self.output_dim):
+            raise ValueError(f"weight must have shape (input_dim, output_dim) = "
+                             f"{(self.input_dim, self.output_dim)}, got {tuple(weight)}")
+        return [(*data, self.output_dim)]
+
+    def infer_type(self, data, weight):
+        if weight != np.dtype(self.dtype):
+            raise TypeError(f"weight has dtype {weight.name} but dtype={np.dtype(self.dtype).name}; "
+                            f"pass dtype='{weight.name}'")
+        return [weight]
+
+    @kernel(device="cpu")
+    def dense_cpu(self, ctx, data, weight, out):
+        from ..kernels.nn import gather_rows
+
+        ids = _kernel_ids(data.reshape(-1))
+        rows = out.reshape(ids.shape[0], self.output_dim)
+        # a gather only moves bytes: one compiled kernel for every value dtype (float16 too)
+        weight = np.ascontiguousarray(weight)
+        if gather_rows(ids, weight.view(np.uint8), rows.view(np.uint8)):
+            _raise_out_of_range(ids, self.input_dim, "Embedding")
+
+    @kernel(device="gpu")
+    def dense_xp(self, ctx, data, weight, out):
+        ids = data.reshape(-1)
+        _check_ids(ids, self.input_dim, "Embedding")
+        out.reshape(ids.shape[0], self.output_dim)[...] = weight[_as_int_ids(ids)]
+
+    @kernel(device=_BOTH, stypes=("default", "row_sparse"))
+    def rsp_weight(self, ctx, data, weight, out):
+        ids = data._data.reshape(-1)
+        _check_ids(ids, self.input_dim, "Embedding")
+        rows = out._data.reshape(ids.shape[0], self.output_dim)
+        rows[...] = 0
+        found, pos = match_rows(weight._indices, _as_int_ids(ids), ctx.xp)
+        rows[found] = weight._data[pos]
+
+    def gradient(self, out_grads, inputs, outputs):
+        data = inputs[0]
+        return [None, _embedding_backward(data, out_grads[0], input_dim=self.input_dim,
+                                          sparse_grad=self.sparse_grad)]
+
+
+@register("_embedding_backward")
+class EmbeddingBackward(Op):
+    """The weight gradient of ``Embedding``: row ``i`` is the sum of the ``out_grad`` rows
+    whose id is ``i``; row_sparse (rows = the distinct ids) when ``sparse_grad``."""
+
+    arguments = ("data", "out_grad")
+    backward_needs_inputs = ("data",)
+    input_dim = Param(int, doc="number of rows of the gradient")
+    sparse_grad = Param(bool, False, "row_sparse result")
+
+    def infer_shape(self, data, out_grad):
+        if len(out_grad) != len(data) + 1 or tuple(out_grad[:-1]) != tuple(data):
+            raise ValueError(f"out_grad must have shape data.shape + (output_dim,), got data "
+                             f"{tuple(data)} and out_grad {tuple(out_grad)}")
+        return [(self.input_dim, out_grad[-1])]
+
+    def infer_type(self, data, out_grad):
+        return [out_grad]
+
+    def infer_storage_type(self, data, out_grad):
+        return ["row_sparse" if self.sparse_grad else "default"]
+
+    @kernel(device="cpu", stypes=("*", "*"))
+    def segment_sum_cpu(self, ctx, data, out_grad, out):
+        from ..kernels.nn import segment_sum_rows
+
+        ids = _dense(data).reshape(-1)
+        _check_ids(ids, self.input_dim, "_embedding_backward")
+        width = out.shape[1]
+        values = numba_values(_dense(out_grad).reshape(ids.shape[0], width))
+        int_ids = _as_int_ids(ids)
+        order, starts, unique = _segments(int_ids.astype(np.int64, copy=False))
+        if self.sparse_grad:
+            sums = np.empty((unique.shape[0], width), dtype=values.dtype)
+            segment_sum_rows(order, starts, values, np.arange(unique.shape[0]), sums)
+            idx = unique.astype(index_dtype_for(int_ids, shape=out.shape), copy=False)
+            ctx.set_row_sparse(out, sums.astype(out.dtype, copy=False), idx)
+            return
+        direct = out._data.dtype == values.dtype
+        dest = out._data if direct else np.empty(out.shape, dtype=values.dtype)
+        dest[...] = 0
+        segment_sum_rows(order, starts, values, unique, dest)
+        if not direct:
+            out._data[...] = dest
+
+    @kernel(device="gpu", stypes=("*", "*"))
+    def segment_sum_xp(self, ctx, data, out_grad, out):
+        xp = ctx.xp
+        ids = _dense(data).reshape(-1)
+        _check_ids(ids, self.input_dim, "_embedding_backward")
+        width = out.shape[1]
+        values = _dense(out_grad).reshape(ids.shape[0], width)
+        if values.dtype == np.float16:
+            values = values.astype(np.float32)
+        int_ids = _as_int_ids(ids)
+        unique, inverse = xp.unique(int_ids, return_inverse=True)
+        sums = xp.zeros((unique.shape[0], width), dtype=values.dtype)
+        _scatter_add_rows(xp, sums, inverse.reshape(-1), values)
+        sums = sums.astype(out.dtype, copy=False)
+        if self.sparse_grad:
+            idx = unique.astype(index_dtype_for(int_ids, shape=out.shape), copy=False)
+            ctx.set_row_sparse(out, sums, idx)
+        else:
+            out._data[...] = 0
+            out._data[unique] = sums
+
+    def gradient(self, out_grads, inputs, outputs):
+        # linear in out_grad: its gradient gathers the head rows back
+        head = out_grads[0]
+        data = inputs[0]
+        return [None, Embedding(data, head, input_dim=self.input_dim, output_dim=head.shape[1],
+                                dtype=head.dtype)]
+
+
+# ---- Dropout -------------------------------------------------------------------------------------
+_FLOATS = frozenset(np.dtype(t) for t in ("float16", "float32", "float64"))
+
+
+@register("Dropout")
+class DropoutOp(Op):
+    """In training (``autograd.train_mode()``/``record()``, or ``mode="always"``) each value is
+    kept with probability ``1 - p`` and scaled by ``1 / (1 - p)``, otherwise zeroed; in
+    prediction it is the identity. ``axes`` share one draw along those axes (variational
+    dropout). The hidden second output is the mask the backward pass multiplies by.
+    """
+
+    outputs = ("output", "mask")
+    num_visible_outputs = 1
+    resources = ("random",)
+    backward_needs_inputs = ()
+    backward_needs_outputs = ("mask",)
+    p = Param(float, 0.5, "probability of dropping a value, in [0, 1)")
+    mode = Param(str, "training", "drop in training only, or always", choices=("training", "always"))
+    axes = Param("shape", (), "axes along which one mask value is shared")
+
+    def check_params(self) -> None:
+        if not 0 <= self.p < 1:
+            raise ValueError(f"p must be in [0, 1), got {self.p}")
+
+    def infer_shape(self, data):
+        ndim = len(data)
+        mask = list(data)
+        for a in self.axes:
+            if not -ndim <= a < ndim:
+                raise ValueError(f"axis {a} is out of range for data of {ndim} dimension(s)")
+            mask[a % ndim] = 1
+        return [tuple(data), tuple(mask)]
+
+    def infer_type(self, data):
+        if data not in _FLOATS:
+            raise TypeError(f"Dropout takes float16, float32 or float64 data, got {data.name}")
+        return [data, data]
+
+    @kernel(device=_BOTH)
+    def dense(self, ctx, data, out, mask):
+        xp = ctx.xp
+        if (ctx.is_train or self.mode == "always") and self.p > 0:
+            draws = ctx.rng.random(mask.shape, dtype=np.float32)  # host draws, copied to a gpu
+            scale = mask.dtype.type(1.0 / (1.0 - self.p))
+            mask[...] = xp.asarray(np.where(draws >= self.p, scale, mask.dtype.type(0)))
+            xp.multiply(data, mask, out=out)
+        else:
+            mask[...] = 1
+            out[...] = data
+
+    def gradient(self, out_grads, inputs, outputs):
+        from .elemwise import broadcast_mul, elemwise_mul
+
+        g, mask = out_grads[0], outputs[1]
+        return [elemwise_mul(g, mask) if g.shape == mask.shape else broadcast_mul(g, mask)]
+
+
+Embedding = op_function("Embedding")
+_embedding_backward = op_function("_embedding_backward")
+Dropout = op_function("Dropout")
+
+__all__ = ["Embedding", "Dropout"]

@@ -1,2 +1,241 @@
-"""(built-in operators: optimizer; being written)"""
-__all__: list = []
+"""Optimizer updates with MXNet 1.9 semantics: ``sgd_update``, ``sgd_mom_update``,
+``adam_update``, ``adagrad_update``.
+
+The new weight is the output, so ``sgd_update(w, g, lr=0.1, out=w)`` updates ``w`` in
+place (the dispatcher hands ``w`` itself to the kernel) while a call without ``out=``
+returns a new array and leaves ``w`` alone. The states (``mom``, ``mean``, ``var``,
+``history``) are always updated in place: they are the ops' mutated inputs.
+
+In every update ``g = clip(rescale_grad * grad, clip_gradient)`` (no clipping when
+``clip_gradient < 0``). With a row_sparse ``grad`` and ``lazy_update=True`` only the rows
+the gradient stores change: weight, states and weight decay elsewhere are left alone
+(adagrad is always lazy, as MXNet's sparse adagrad). ``lazy_update=False`` applies the
+dense update, as if the gradient were dense with zeros in the other rows. Weight and states
+are dense; they share one float dtype with the gradient.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..dispatch import op_function
+from ..registry import Op, Param, kernel, register
+
+_BOTH = ("cpu", "gpu")
+_FLOATS = frozenset(np.dtype(t) for t in ("float16", "float32", "float64"))
+_NUMBA_FLOATS = frozenset(np.dtype(t) for t in ("float32", "float64"))
+
+
+# parameters shared by the updates (fresh Param objects per class keep MXNet's order)
+def _lr() -> Param:
+    return Param(float, doc="learning rate")
+
+
+def _wd() -> Param:
+    return Param(float, 0.0, "weight decay: adds wd * weight to the gradient")
+
+
+def _rescale() -> Param:
+    return Param(float, 1.0, "the gradient is multiplied by this first")
+
+
+def _clip_gradient() -> Param:
+    return Param(float, -1.0, "clip the rescaled gradient to [-c, c]; no clipping when negative")
+
+
+def _lazy() -> Param:
+    return Param(bool, True, "with a row_sparse grad, update only the rows it stores")
+
+
+class _Update(Op):
+    """Shared rules and kernels. Subclasses give ``rows`` (the vectorised formula, for dense
+    arrays and for gathered rows), ``numba_rows`` (the lazy cpu kernel) and register
+    ``sparse_update`` as their storage-aware kernel for their number of states."""
+
+    differentiable = False
+    lazy_update = True  # overridden by a Param where the op has one
+
+    # ---- rules --------------------------------------------------------------------------------
+    def infer_shape(self, weight, *others):
+        for name, s in zip(self._opdef.arguments[1:], others):
+            if tuple(s) != tuple(weight):
+                raise ValueError(f"{name} has shape {tuple(s)}, weight {tuple(weight)}")
+        return [tuple(weight)]
+
+    def infer_type(self, weight, *others):
+        if weight not in _FLOATS:
+            raise TypeError(f"weight must be float16, float32 or float64, got {weight.name}")
+        for name, d in zip(self._opdef.arguments[1:], others):
+            if d != weight:
+                raise TypeError(f"{name} has dtype {d.name}, weight {weight.name}")
+        return [weight]
+
+    def infer_storage_type(self, weight, grad, *states):
+        names = self._opdef.arguments
+        for name, st in zip((names[0], *names[2:]), (weight, *states)):
+            if st != "default":
+                raise ValueError(f"{name} must be dense (default storage), got {st}")
+        return ["default"]
+
+    # ---- formulas -----------------------------------------------------------------------------
+    def scaled(self, xp: Any, grad: Any) -> Any:
+        g = grad * self.rescale_grad
+        return xp.clip(g, -self.clip_gradient, self.clip_gradient) if self.clip_gradient >= 0 else g
+
+    def rows(self, xp: Any, w: Any, grad: Any, *states: Any) -> list:
+        """[new weight, *new states] for these rows (new arrays; inputs untouched)."""
+        raise NotImplementedError
+
+    def numba_rows(self, out: Any, idx: Any, grad: Any, *states: Any) -> None:
+        raise NotImplementedError
+
+    # ---- kernels ------------------------------------------------------------------------------
+    @kernel(device=_BOTH)
+    def dense(self, ctx, weight, grad, *rest):
+        *states, out = rest
+        new = self.rows(ctx.xp, weight, grad, *states)
+        for s, v in zip(states, new[1:]):
+            s[...] = v
+        out[...] = new[0]
+
+    def sparse_update(self, ctx, weight, grad, *rest) -> None:
+        """The kernel body for (default weight, row_sparse grad, default states): lazy or
+        dense semantics. Each op registers it for its own arity."""
+        *states, out = rest
+        w, o, st = weight._data, out._data, [s._data for s in states]
+        if not self.lazy_update:
+            self.dense(ctx, w, grad.tostype("default")._data, *st, o)
+            return
+        if o is not w:
+            o[...] = w
+        nnz = grad._indices.shape[0]
+        if nnz == 0:
+            return
+        n = o.shape[0]
+        width = int(np.prod(o.shape[1:], dtype=np.int64))
+        if ctx.xp is np and o.dtype in _NUMBA_FLOATS and all(a.flags.c_contiguous for a in (o, *st)):
+            # int64 rows and contiguous values: one compiled kernel per float dtype
+            idx = grad._indices.astype(np.int64, copy=False)
+            g2 = np.ascontiguousarray(grad._data).reshape(nnz, width)
+            self.numba_rows(o.reshape(n, width), idx, g2, *[s.reshape(n, width) for s in st])
+            return
+        idx = grad._indices
+        new = self.rows(ctx.xp, o[idx], grad._data, *[s[idx] for s in st])
+        for s, v in zip(st, new[1:]):
+            s[idx] = v
+        o[idx] = new[0]
+
+
+@register("sgd_update")
+class SGDUpdate(_Update):
+    """weight = (1 - lr * wd) * weight - lr * g."""
+
+    arguments = ("weight", "grad")
+    lr, wd, rescale_grad, clip_gradient, lazy_update = _lr(), _wd(), _rescale(), _clip_gradient(), _lazy()
+
+    @kernel(device=_BOTH, stypes=("default", "row_sparse"))
+    def rsp_grad(self, ctx, weight, grad, out):
+        self.sparse_update(ctx, weight, grad, out)
+
+    def rows(self, xp, w, grad):
+        return [(1.0 - self.lr * self.wd) * w - self.lr * self.scaled(xp, grad)]
+
+    def numba_rows(self, out, idx, grad):
+        from ..kernels.optimizer import sgd_rows
+
+        sgd_rows(out, idx, grad, self.lr, self.wd, self.rescale_grad, self.clip_gradient)
+
+
+@register("sgd_mom_update")
+class SGDMomUpdate(_Update):
+    """mom = momentum * mom - lr * wd * weight - lr * g; weight = weight + mom."""
+
+    arguments = ("weight", "grad", "mom")
+    mutate = ("mom",)
+    lr = _lr()
+    momentum = Param(float, 0.0, "decay of the momentum")
+    wd, rescale_grad, clip_gradient, lazy_update = _wd(), _rescale(), _clip_gradient(), _lazy()
+
+    @kernel(device=_BOTH, stypes=("default", "row_sparse", "default"))
+    def rsp_grad(self, ctx, weight, grad, mom, out):
+        self.sparse_update(ctx, weight, grad, mom, out)
+
+    def rows(self, xp, w, grad, mom):
+        m = self.momentum * mom - (self.lr * self.wd) * w - self.lr * self.scaled(xp, grad)
+        return [w + m, m]
+
+    def numba_rows(self, out, idx, grad, mom):
+        from ..kernels.optimizer import sgd_mom_rows
+
+        sgd_mom_rows(out, idx, grad, mom, self.lr, self.momentum, self.wd, self.rescale_grad, self.clip_gradient)
+
+
+@register("adam_update")
+class AdamUpdate(_Update):
+    """g = clip(rescale_grad * grad + wd * weight); mean = beta1 * mean + (1 - beta1) * g;
+    var = beta2 * var + (1 - beta2) * g**2; weight -= lr * mean / (sqrt(var) + epsilon).
+    (No bias correction: MXNet's optimizer folds it into lr.)"""
+
+    arguments = ("weight", "grad", "mean", "var")
+    mutate = ("mean", "var")
+    lr = _lr()
+    beta1 = Param(float, 0.9, "decay of the first moment")
+    beta2 = Param(float, 0.999, "decay of the second moment")
+    epsilon = Param(float, 1e-8, "added to sqrt(var)")
+    wd, rescale_grad, clip_gradient, lazy_update = _wd(), _rescale(), _clip_gradient(), _lazy()
+
+    @kernel(device=_BOTH, stypes=("default", "row_sparse", "default", "default"))
+    def rsp_grad(self, ctx, weight, grad, mean, var, out):
+        self.sparse_update(ctx, weight, grad, mean, var, out)
+
+    def rows(self, xp, w, grad, mean, var):
+        g = grad * self.rescale_grad + self.wd * w
+        if self.clip_gradient >= 0:
+            g = xp.clip(g, -self.clip_gradient, self.clip_gradient)
+        m = self.beta1 * mean + (1.0 - self.beta1) * g
+        v = self.beta2 * var + (1.0 - self.beta2) * (g * g)
+        return [w - self.lr * m / (xp.sqrt(v) + self.epsilon), m, v]
+
+    def numba_rows(self, out, idx, grad, mean, var):
+        from ..kernels.optimizer import adam_rows
+
+        adam_rows(out, idx, grad, mean, var, self.lr, self.beta1, self.beta2, self.epsilon,
+                  self.wd, self.rescale_grad, self.clip_gradient)
+
+
+@register("adagrad_update")
+class AdagradUpdate(_Update):
+    """history += g**2; weight -= lr * (g / sqrt(history + epsilon) + wd * weight).
+
+    With a row_sparse grad only its rows change (MXNet's sparse adagrad, which takes only
+    wd=0; a non-zero wd here acts as in MXNet's Python AdaGrad, on those rows)."""
+
+    arguments = ("weight", "grad", "history")
+    mutate = ("history",)
+    lr = _lr()
+    epsilon = Param(float, 1e-7, "added to history under the square root")
+    wd, rescale_grad, clip_gradient = _wd(), _rescale(), _clip_gradient()
+
+    @kernel(device=_BOTH, stypes=("default", "row_sparse", "default"))
+    def rsp_grad(self, ctx, weight, grad, history, out):
+        self.sparse_update(ctx, weight, grad, history, out)
+
+    def rows(self, xp, w, grad, history):
+        g = self.scaled(xp, grad)
+        h = history + g * g
+        return [w - self.lr * (g / xp.sqrt(h + self.epsilon) + self.wd * w), h]
+
+    def numba_rows(self, out, idx, grad, history):
+        from ..kernels.optimizer import adagrad_rows
+
+        adagrad_rows(out, idx, grad, history, self.lr, self.epsilon, self.wd, self.rescale_grad,
+                     self.clip_gradient)
+
+
+sgd_update = op_function("sgd_update")
+sgd_mom_update = op_function("sgd_mom_update")
+adam_update = op_function("adam_update")
+adagrad_update = op_function("adagrad_update")
+
+__all__ = ["sgd_update", "sgd_mom_update", "adam_update", "adagrad_update"]

@@ -1,0 +1,220 @@
+"""Random numbers: seeding, per-device per-thread generators, and the sampling operators.
+
+MXNet semantics: ``seed(s)`` makes what follows reproducible (same seed, same numbers),
+for every device or for one (``seed(s, device=gpu(0))``). Without a call to ``seed`` the
+streams start from a fixed default seed, as MXNet's and PyTorch's do.
+
+NumPy generators are not thread-safe, so each (device, thread) pair owns one. Its stream
+is derived from the device's seed, the device and a per-thread slot: the thread that
+called ``seed`` (the main thread before any call) has slot 0, so it is reproducible
+whatever other threads do; other threads take slots 1, 2, ... in the order they first
+draw after the seed, so concurrent threads never share a stream.
+
+``uniform`` and ``normal`` are the operators ``_random_uniform`` and ``_random_normal``
+(no inputs; the ``device`` parameter says where the result lives). On a real gpu the
+numbers are drawn by the host generator of that device and copied over: simple and
+reproducible, if not the fastest (a device-side generator can replace it later).
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+from .device import Device, as_device, current_device
+from .dispatch import invoke
+from .ndarray import NDArray
+from .registry import Op, Param, get_op, kernel, register
+
+DEFAULT_SEED = 0
+_DEVICE_CODES = {"cpu": 1, "gpu": 2}
+
+
+class _SeedState:
+    """One seeding event: the seed, the thread that owns slot 0, and the slot counter."""
+
+    __slots__ = ("seed", "owner", "next_slot", "lock")
+
+    def __init__(self, seed: int, owner: threading.Thread) -> None:
+        self.seed, self.owner = seed, owner
+        self.next_slot = 1
+        self.lock = threading.Lock()
+
+    def slot(self) -> int:
+        if threading.current_thread() is self.owner:
+            return 0
+        with self.lock:
+            slot, self.next_slot = self.next_slot, self.next_slot + 1
+        return slot
+
+
+_global_state = _SeedState(DEFAULT_SEED, threading.main_thread())
+_device_states: dict[Device, _SeedState] = {}  # seeds set for one device since the last global seed
+_config_lock = threading.Lock()
+
+
+class _Local(threading.local):
+    def __init__(self) -> None:
+        self.generators: dict[Device, tuple[_SeedState, np.random.Generator]] = {}
+
+
+_local = _Local()
+
+
+def _normalise_seed(seed_state: Any) -> int:
+    if isinstance(seed_state, (bool, np.bool_)) or not isinstance(seed_state, (int, np.integer)):
+        raise TypeError(f"seed_state must be an integer, got {seed_state!r}")
+    return int(seed_state) % (1 << 64)
+
+
+def seed(seed_state: int, device: Device | str | None = None) -> None:
+    """Seed the generators of every device (``device=None``) or of one device.
+
+    Same seed, same numbers: after ``seed(s)`` the calling thread draws the same values on
+    each run. Generators of other threads restart too, each on its own stream.
+    """
+    global _global_state
+    value = _normalise_seed(seed_state)
+    state = _SeedState(value, threading.current_thread())
+    with _config_lock:
+        if device is None:
+            _global_state = state
+            _device_states.clear()
+        else:
+            _device_states[as_device(device)] = state
+
+
+def generator(device: Device | str | None = None) -> np.random.Generator:
+    """The NumPy generator of ``device`` (default: the current device) for the calling thread."""
+    dev = device if isinstance(device, Device) else as_device(device)
+    state = _device_states.get(dev, _global_state)
+    cached = _local.generators.get(dev)
+    if cached is not None and cached[0] is state:
+        return cached[1]
+    seq = np.random.SeedSequence(
+        state.seed, spawn_key=(_DEVICE_CODES[dev.device_type], dev.device_id, state.slot()))
+    gen = np.random.Generator(np.random.PCG64(seq))
+    _local.generators[dev] = (state, gen)
+    return gen
+
+
+# ---- sampling operators --------------------------------------------------------------------------
+_FLOATS = frozenset(np.dtype(t) for t in ("float16", "float32", "float64"))
+_BOTH = ("cpu", "gpu")
+
+
+def _sample(ctx, out, draw) -> None:
+    """Fill ``out`` with ``draw(rng, host_array)`` values; gpu output is filled from the host."""
+    rng = ctx.rng
+    if isinstance(out, np.ndarray) and out.dtype in (np.float32, np.float64) and out.flags.c_contiguous:
+        draw(rng, out)
+        return
+    host = np.empty(out.shape, dtype=np.float64 if out.dtype == np.float64 else np.float32)
+    draw(rng, host)
+    out[...] = ctx.xp.asarray(host.astype(out.dtype, copy=False))
+
+
+class _Sampler(Op):
+    """A zero-input operator drawing ``shape`` values of ``dtype`` on ``device``."""
+
+    arguments = ()
+    differentiable = False
+    resources = ("random",)
+    shape = Param("shape", (1,), "shape of the result")
+    dtype = Param("dtype", "float32", "float16, float32 or float64")
+    device = Param("device", None, "where the result lives (default: the current device)")
+
+    def check_params(self) -> None:
+        if np.dtype(self.dtype) not in _FLOATS:
+            raise ValueError(f"dtype must be float16, float32 or float64, got {np.dtype(self.dtype).name}")
+        if any(d < 0 for d in self.shape):
+            raise ValueError(f"shape must have non-negative sides, got {self.shape}")
+
+    def infer_shape(self):
+        return [self.shape]
+
+    def infer_type(self):
+        return [np.dtype(self.dtype)]
+
+
+@register("_random_uniform")
+class RandomUniform(_Sampler):
+    """Samples of the uniform distribution on [low, high)."""
+
+    low = Param(float, 0.0, "lower bound (inclusive)")
+    high = Param(float, 1.0, "upper bound (exclusive)")
+
+    def check_params(self) -> None:
+        super().check_params()
+        if not self.low <= self.high:
+            raise ValueError(f"low must not exceed high, got low={self.low}, high={self.high}")
+
+    @kernel(device=_BOTH)
+    def dense(self, ctx, out):
+        low, span = self.low, self.high - self.low
+
+        def draw(rng, a):
+            rng.random(out=a, dtype=a.dtype)
+            a *= span
+            a += low
+
+        _sample(ctx, out, draw)
+
+
+@register("_random_normal")
+class RandomNormal(_Sampler):
+    """Samples of the normal distribution with mean ``loc`` and standard deviation ``scale``."""
+
+    loc = Param(float, 0.0, "mean")
+    scale = Param(float, 1.0, "standard deviation (non-negative)")
+
+    def check_params(self) -> None:
+        super().check_params()
+        if not self.scale >= 0:
+            raise ValueError(f"scale must be non-negative, got {self.scale}")
+
+    @kernel(device=_BOTH)
+    def dense(self, ctx, out):
+        loc, scale = self.loc, self.scale
+
+        def draw(rng, a):
+            rng.standard_normal(out=a, dtype=a.dtype)
+            a *= scale
+            a += loc
+
+        _sample(ctx, out, draw)
+
+
+def _run_sampler(op_name: str, params: dict[str, Any], shape: Any, dtype: Any, device: Any,
+                 out: NDArray | None) -> NDArray:
+    if out is not None:
+        shape = out.shape if shape is None else shape
+        dtype = out.dtype if dtype is None else dtype
+        device = out.device if device is None else device
+    # resolve the device here: a plan of a zero-input op is keyed by its parameters only
+    params.update(shape=(1,) if shape is None else shape, dtype="float32" if dtype is None else dtype,
+                  device=current_device() if device is None else as_device(device))
+    return invoke(get_op(op_name), [], params, out=out)
+
+
+def uniform(low: float = 0, high: float = 1, shape: Any = None, dtype: Any = None,
+            device: Device | str | None = None, out: NDArray | None = None) -> NDArray:
+    """Uniform samples on [low, high) (MXNet's ``nd.random.uniform``).
+
+    ``shape`` defaults to ``(1,)`` (or ``out``'s shape), ``dtype`` to float32 (or ``out``'s),
+    ``device`` to the current device (or ``out``'s).
+    """
+    return _run_sampler("_random_uniform", {"low": low, "high": high}, shape, dtype, device, out)
+
+
+def normal(loc: float = 0, scale: float = 1, shape: Any = None, dtype: Any = None,
+           device: Device | str | None = None, out: NDArray | None = None) -> NDArray:
+    """Normal samples with mean ``loc`` and standard deviation ``scale`` (MXNet's ``nd.random.normal``).
+
+    Defaults as for ``uniform``.
+    """
+    return _run_sampler("_random_normal", {"loc": loc, "scale": scale}, shape, dtype, device, out)
+
+
+__all__ = ["seed", "generator", "uniform", "normal"]

@@ -1,0 +1,213 @@
+"""Optimizer updates against NumPy references: dense, lazy and non-lazy row_sparse, in place."""
+import numpy as np
+import pytest
+
+import sparse_ops as so
+from sparse_ops.dispatch import InferenceError
+from sparse_ops.registry import ParameterError
+
+
+# ---- references (MXNet's dense formulas, float64) ------------------------------------------------
+def _g(grad, p):
+    g = grad * p.get("rescale_grad", 1.0)
+    c = p.get("clip_gradient", -1.0)
+    return np.clip(g, -c, c) if c >= 0 else g
+
+
+def ref_sgd(w, grad, p):
+    return (1 - p["lr"] * p.get("wd", 0)) * w - p["lr"] * _g(grad, p), []
+
+
+def ref_sgd_mom(w, grad, mom, p):
+    m = p.get("momentum", 0) * mom - p["lr"] * p.get("wd", 0) * w - p["lr"] * _g(grad, p)
+    return w + m, [m]
+
+
+def ref_adam(w, grad, mean, var, p):
+    g = grad * p.get("rescale_grad", 1.0) + p.get("wd", 0) * w
+    c = p.get("clip_gradient", -1.0)
+    g = np.clip(g, -c, c) if c >= 0 else g
+    b1, b2 = p.get("beta1", 0.9), p.get("beta2", 0.999)
+    m = b1 * mean + (1 - b1) * g
+    v = b2 * var + (1 - b2) * g * g
+    return w - p["lr"] * m / (np.sqrt(v) + p.get("epsilon", 1e-8)), [m, v]
+
+
+def ref_adagrad(w, grad, hist, p):
+    g = _g(grad, p)
+    h = hist + g * g
+    return w - p["lr"] * (g / np.sqrt(h + p.get("epsilon", 1e-7)) + p.get("wd", 0) * w), [h]
+
+
+CASES = {
+    "sgd_update": (so.sgd_update, ref_sgd, 0, {"lr": 0.1, "wd": 0.05, "rescale_grad": 0.5, "clip_gradient": 0.4}),
+    "sgd_mom_update": (so.sgd_mom_update, ref_sgd_mom, 1,
+                       {"lr": 0.1, "momentum": 0.9, "wd": 0.05, "clip_gradient": 0.7}),
+    "adam_update": (so.adam_update, ref_adam, 2,
+                    {"lr": 0.01, "beta1": 0.8, "beta2": 0.99, "epsilon": 1e-6, "wd": 0.1, "rescale_grad": 2.0,
+                     "clip_gradient": 1.0}),
+    "adagrad_update": (so.adagrad_update, ref_adagrad, 1, {"lr": 0.1, "epsilon": 1e-6, "rescale_grad": 0.5}),
+}
+TOL = {"float16": 2e-2, "float32": 1e-5, "float64": 1e-12}
+
+
+def _problem(rng, nstates, dtype, shape=(8, 3)):
+    w = rng.standard_normal(shape).astype(dtype)
+    g = rng.standard_normal(shape).astype(dtype)
+    states = [np.abs(rng.standard_normal(shape)).astype(dtype) for _ in range(nstates)]
+    return w, g, states
+
+
+def _close(actual, expected, dtype):
+    np.testing.assert_allclose(actual, expected, rtol=TOL[dtype], atol=TOL[dtype])
+
+
+# ---- dense gradients ----------------------------------------------------------------------------
+@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_dense_update_in_place(name, dtype, rng):
+    fn, ref, nstates, params = CASES[name]
+    w, g, states = _problem(rng, nstates, dtype)
+    w64, g64, s64 = w.astype(np.float64), g.astype(np.float64), [s.astype(np.float64) for s in states]
+    exp_w, exp_states = ref(w64, g64, *s64, params)
+    weight = so.array(w)
+    st = [so.array(s) for s in states]
+    assert so.explain(name, weight, so.array(g), *st, **params)["dispatch_mode"] == "fcompute"
+    result = fn(weight, so.array(g), *st, out=weight, **params)
+    assert result is weight and weight.dtype == np.dtype(dtype)
+    _close(weight.asnumpy(), exp_w, dtype)
+    for s, e in zip(st, exp_states):
+        _close(s.asnumpy(), e, dtype)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_without_out_the_weight_is_left_alone_but_states_change(name, rng):
+    fn, ref, nstates, params = CASES[name]
+    w, g, states = _problem(rng, nstates, "float64")
+    exp_w, exp_states = ref(w, g, *states, params)
+    weight = so.array(w)
+    st = [so.array(s) for s in states]
+    buffers = [s.data for s in st]
+    result = fn(weight, so.array(g), *st, **params)
+    assert result is not weight
+    np.testing.assert_array_equal(weight.asnumpy(), w)
+    _close(result.asnumpy(), exp_w, "float64")
+    for s, buf, e in zip(st, buffers, exp_states):
+        assert s.data is buf  # updated in place, same buffer
+        _close(s.asnumpy(), e, "float64")
+    # out= another array: it receives the result, weight unchanged
+    target = so.zeros(w.shape, dtype="float64")
+    assert fn(so.array(w), so.array(g), *[so.array(s) for s in states], out=target, **params) is target
+    _close(target.asnumpy(), exp_w, "float64")
+
+
+# ---- row_sparse gradients -----------------------------------------------------------------------
+def _rsp_grad(rng, dtype, index_dtype, shape, rows):
+    values = rng.standard_normal((len(rows), *shape[1:])).astype(dtype)
+    grad = so.row_sparse_array((values, np.array(rows, dtype=index_dtype)), shape=shape)
+    dense = np.zeros(shape, dtype=np.float64)
+    dense[list(rows)] = values
+    return grad, dense
+
+
+@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("index_dtype", ["int32", "int64"])
+def test_lazy_update_touches_only_gradient_rows(name, dtype, index_dtype, rng):
+    fn, ref, nstates, params = CASES[name]
+    shape, rows = (9, 2, 3), [1, 4, 8]
+    w, _, states = _problem(rng, nstates, dtype, shape)
+    grad, dense_grad = _rsp_grad(rng, dtype, index_dtype, shape, rows)
+    weight = so.array(w)
+    st = [so.array(s) for s in states]
+    assert so.explain(name, weight, grad, *st, **params)["dispatch_mode"] == "fcompute_ex"
+    assert fn(weight, grad, *st, out=weight, **params) is weight
+    w64, s64 = w.astype(np.float64), [s.astype(np.float64) for s in states]
+    exp_w, exp_states = ref(w64[rows], dense_grad[rows], *[s[rows] for s in s64], params)
+    others = [r for r in range(shape[0]) if r not in rows]
+    _close(weight.asnumpy()[rows], exp_w, dtype)
+    np.testing.assert_array_equal(weight.asnumpy()[others], w[others])  # untouched, weight decay included
+    for s, orig, e in zip(st, states, exp_states):
+        _close(s.asnumpy()[rows], e, dtype)
+        np.testing.assert_array_equal(s.asnumpy()[others], orig[others])
+
+
+@pytest.mark.parametrize("name", ["sgd_update", "sgd_mom_update", "adam_update"])
+@pytest.mark.parametrize("index_dtype", ["int32", "int64"])
+def test_non_lazy_update_is_the_dense_update(name, index_dtype, rng):
+    fn, ref, nstates, params = CASES[name]
+    shape, rows = (7, 4), [0, 5]
+    w, _, states = _problem(rng, nstates, "float64", shape)
+    grad, dense_grad = _rsp_grad(rng, "float64", index_dtype, shape, rows)
+    exp_w, exp_states = ref(w, dense_grad, *states, params)
+    weight, st = so.array(w), [so.array(s) for s in states]
+    fn(weight, grad, *st, out=weight, lazy_update=False, **params)
+    _close(weight.asnumpy(), exp_w, "float64")
+    for s, e in zip(st, exp_states):
+        _close(s.asnumpy(), e, "float64")
+    assert not np.allclose(weight.asnumpy()[2], w[2])  # weight decay reached rows without gradient
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_empty_row_sparse_gradient(name, rng):
+    fn, ref, nstates, params = CASES[name]
+    w, _, states = _problem(rng, nstates, "float32")
+    grad = so.row_sparse_array((np.zeros((0, 3), np.float32), np.zeros(0, np.int64)), shape=w.shape)
+    weight, st = so.array(w), [so.array(s) for s in states]
+    result = fn(weight, grad, *st, **params)
+    np.testing.assert_array_equal(result.asnumpy(), w)
+    for s, orig in zip(st, states):
+        np.testing.assert_array_equal(s.asnumpy(), orig)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_lazy_update_without_out_and_in_float16(name, rng):
+    fn, ref, nstates, params = CASES[name]
+    shape, rows = (6, 3), [2, 3]
+    for dtype in ("float32", "float16"):
+        w, _, states = _problem(rng, nstates, dtype, shape)
+        grad, dense_grad = _rsp_grad(rng, dtype, "int64", shape, rows)
+        weight, st = so.array(w), [so.array(s) for s in states]
+        result = fn(weight, grad, *st, **params)
+        np.testing.assert_array_equal(weight.asnumpy(), w)
+        exp_w, _ = ref(w.astype(np.float64)[rows], dense_grad[rows],
+                       *[s.astype(np.float64)[rows] for s in states], params)
+        _close(result.asnumpy()[rows], exp_w, dtype)
+        np.testing.assert_array_equal(result.asnumpy()[[0, 1, 4, 5]], w[[0, 1, 4, 5]])
+
+
+def test_strided_state_is_updated_in_place(rng):
+    base = np.zeros((5, 6))
+    mom = so.NDArray(base[:, ::2])  # not contiguous: the vectorised path writes through the view
+    grad, dense_grad = _rsp_grad(rng, "float64", "int32", (5, 3), [1, 3])
+    weight = so.array(np.ones((5, 3)))
+    so.sgd_mom_update(weight, grad, mom, lr=0.5, momentum=0.9, out=weight)
+    np.testing.assert_allclose(base[:, ::2], -0.5 * dense_grad)
+    np.testing.assert_allclose(weight.asnumpy(), 1 - 0.5 * dense_grad)
+
+
+# ---- parameters and errors ----------------------------------------------------------------------
+def test_positional_parameters_follow_mxnet_order():
+    w, g, mom = so.array(np.ones(3)), so.array(np.ones(3)), so.array(np.zeros(3))
+    out = so.sgd_mom_update(w, g, mom, 0.1, 0.9)  # lr, momentum
+    np.testing.assert_allclose(out.asnumpy(), 0.9)
+    np.testing.assert_allclose(mom.asnumpy(), -0.1)
+
+
+def test_errors_and_flags():
+    w = so.array(np.ones((3, 2), np.float32))
+    with pytest.raises(ParameterError, match="lr"):
+        so.sgd_update(w, w)
+    with pytest.raises(InferenceError, match="shape"):
+        so.sgd_update(w, so.array(np.ones((2, 2), np.float32)), lr=0.1)
+    with pytest.raises(InferenceError, match="dtype"):
+        so.sgd_update(w, so.array(np.ones((3, 2))), lr=0.1)
+    with pytest.raises(InferenceError, match="float"):
+        so.sgd_update(so.array(np.ones(3, np.int32)), so.array(np.ones(3, np.int32)), lr=0.1)
+    with pytest.raises(InferenceError, match="dense"):
+        so.sgd_mom_update(w, w, w.tostype("row_sparse"), lr=0.1)
+    for name in CASES:
+        op = so.get_op(name)
+        assert not op.differentiable
+    assert so.get_op("adam_update").mutate == ("mean", "var")
+    assert so.get_op("sgd_mom_update").mutate == ("mom",)

@@ -1,0 +1,105 @@
+"""Random numbers: seeding, per-thread generators, uniform and normal sampling."""
+import threading
+
+import numpy as np
+import pytest
+
+import sparse_ops as so
+import sparse_ops.random as rnd
+from sparse_ops.registry import ParameterError
+
+
+def test_same_seed_same_numbers():
+    rnd.seed(42)
+    a = rnd.uniform(shape=(3, 4)).asnumpy()
+    b = rnd.normal(shape=(5,)).asnumpy()
+    rnd.seed(42)
+    np.testing.assert_array_equal(rnd.uniform(shape=(3, 4)).asnumpy(), a)
+    np.testing.assert_array_equal(rnd.normal(shape=(5,)).asnumpy(), b)
+    rnd.seed(43)
+    assert not np.array_equal(rnd.uniform(shape=(3, 4)).asnumpy(), a)
+
+
+def test_seed_one_device_and_generator_identity():
+    rnd.seed(7, device=so.cpu())
+    g = rnd.generator(so.cpu())
+    assert rnd.generator("cpu(0)") is g and isinstance(g, np.random.Generator)
+    first = g.random(3)
+    rnd.seed(7, device="cpu")
+    assert rnd.generator(so.cpu()) is not g
+    np.testing.assert_array_equal(rnd.generator(so.cpu()).random(3), first)
+    rnd.seed(0)  # a global seed replaces the per-device one
+    assert not np.array_equal(rnd.generator(so.cpu()).random(3), first)
+
+
+def test_bad_seed():
+    with pytest.raises(TypeError):
+        rnd.seed(1.5)
+    rnd.seed(-3)  # any integer is a seed
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_uniform_and_normal_moments(dtype):
+    rnd.seed(1)
+    u = rnd.uniform(-1, 3, shape=(200_000,), dtype=dtype)
+    assert u.dtype == np.dtype(dtype) and u.shape == (200_000,) and u.device == so.cpu()
+    v = u.asnumpy().astype(np.float64)
+    assert v.min() >= -1 and v.max() <= 3
+    assert abs(v.mean() - 1) < 0.02 and abs(v.var() - 16 / 12) < 0.03
+    n = rnd.normal(2, 0.5, shape=(400, 500), dtype=dtype).asnumpy().astype(np.float64)
+    assert abs(n.mean() - 2) < 0.01 and abs(n.std() - 0.5) < 0.01
+
+
+def test_defaults_out_and_invoke():
+    x = rnd.uniform()
+    assert x.shape == (1,) and x.dtype == np.float32
+    target = so.zeros((2, 3), dtype="float64")
+    r = rnd.normal(out=target)
+    assert r is target and np.all(target.asnumpy() != 0)
+    y = so.invoke("_random_uniform", [], {"shape": (2, 2), "low": 5, "high": 6})
+    assert y.shape == (2, 2) and np.all((y.asnumpy() >= 5) & (y.asnumpy() < 6))
+    assert rnd.uniform(shape=(0, 3)).shape == (0, 3)
+    with so.cpu():
+        assert rnd.uniform(shape=2, device="cpu").device == so.cpu()
+
+
+def test_bad_parameters_and_not_differentiable():
+    with pytest.raises(ParameterError, match="dtype"):
+        rnd.uniform(shape=(2,), dtype="int32")
+    with pytest.raises(ParameterError, match="low"):
+        rnd.uniform(2, 1)
+    with pytest.raises(ParameterError, match="scale"):
+        rnd.normal(0, -1)
+    assert not so.get_op("_random_uniform").differentiable
+    assert not so.get_op("_random_normal").differentiable
+
+
+def test_threads_draw_without_crashing_on_distinct_streams():
+    rnd.seed(5)
+    results, errors = {}, []
+
+    def work(name):
+        try:
+            results[name] = np.concatenate([rnd.uniform(shape=(1000,)).asnumpy() for _ in range(50)])
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    main = rnd.uniform(shape=(1000,)).asnumpy()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert not np.array_equal(results[0], results[1])
+    # the seeding thread is reproducible whatever the others draw
+    rnd.seed(5)
+    np.testing.assert_array_equal(rnd.uniform(shape=(1000,)).asnumpy(), main)
+
+
+def test_each_thread_has_its_own_generator():
+    seen = []
+    t = threading.Thread(target=lambda: seen.append(rnd.generator(so.cpu())))
+    t.start()
+    t.join()
+    assert seen[0] is not rnd.generator(so.cpu())
