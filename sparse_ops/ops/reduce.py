@@ -1,2 +1,417 @@
-"""(built-in operators: reduce; being written)"""
-__all__: list = []
+"""Reductions: ``sum``, ``mean``, ``norm``, ``square_sum``, and the broadcasts their
+gradients need (``broadcast_to``, and the private ``_broadcast_reduced``, ``_div_or_zero``).
+
+Axis semantics follow MXNet: ``axis`` is an int, a tuple or None (None or ``()`` reduce
+every axis), negative axes count from the end, ``exclude=True`` reduces the axes *not*
+listed. A full reduction gives a 0-d array (NumPy's shape ``()``), or all ones with
+``keepdims``. Results keep the input dtype; float16 is accumulated in float32, integers
+in int64.
+
+Sparse inputs never get densified: csr reductions read ``indptr``/``indices``/``data``
+(numba on the cpu, ``bincount`` on a gpu), row_sparse reductions reduce the stored rows
+and scatter them into place. Every output is dense, except ``square_sum`` of a
+row_sparse input over non-row axes with ``keepdims=True``, which stays row_sparse (only
+the stored rows), as MXNet's ``_square_sum`` does.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+import numpy as np
+
+from ..creation import full
+from ..dispatch import op_function
+from ..ndarray import NDArray
+from ..registry import Op, Param, kernel, register
+from ._util import is_host, numba_values, row_ids
+from .elemwise import broadcast_div, elemwise_add, elemwise_mul
+
+_BOTH = ("cpu", "gpu")
+PLAIN, SQUARE, ABS = 0, 1, 2  # value transforms before summing (kernels/reduce.py uses the same codes)
+_NUMBA_DTYPES = frozenset(np.dtype(t) for t in ("float16", "float32", "float64", "int32", "int64"))  # f16 widened
+
+
+# ---- axes and shapes ---------------------------------------------------------------------------
+@functools.lru_cache(maxsize=4096)
+def reduce_axes(axis: int | tuple[int, ...] | None, ndim: int, exclude: bool = False) -> tuple[int, ...]:
+    """The sorted, non-negative axes a reduction over ``axis`` covers on an ``ndim``-d input.
+
+    Raises ValueError for an axis out of range or named twice.
+    """
+    if axis is None or axis == ():
+        return tuple(range(ndim))
+    listed = (axis,) if isinstance(axis, int) else tuple(axis)
+    axes = []
+    for a in listed:
+        if not -ndim <= a < ndim:
+            valid = f"valid axes are {-ndim}..{ndim - 1}" if ndim else "a 0-d input has no axes"
+            raise ValueError(f"axis {a} is out of range for a {ndim}-d input ({valid})")
+        axes.append(a % ndim)
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"axis {axis} names the same axis twice")
+    if exclude:
+        return tuple(i for i in range(ndim) if i not in axes)
+    return tuple(sorted(axes))
+
+
+def reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool) -> tuple[int, ...]:
+    """The shape left after reducing ``axes`` of ``shape``."""
+    if keepdims:
+        return tuple(1 if i in axes else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in axes)
+
+
+def _count(shape: tuple[int, ...], axes: tuple[int, ...]) -> int:
+    return math.prod(shape[a] for a in axes)
+
+
+# ---- the reduction engine: sums of (transformed) values, in the accumulator dtype ---------------
+def acc_dtype(dtype: np.dtype) -> np.dtype:
+    """float16 -> float32, other floats keep their dtype, integers -> int64."""
+    if dtype.kind == "f":
+        return np.dtype(np.float32) if dtype.itemsize < 4 else dtype
+    return np.dtype(np.int64)
+
+
+def _transformed(xp: Any, a: Any, mode: int, acc: np.dtype) -> Any:
+    if mode == PLAIN:
+        return a
+    a = a.astype(acc, copy=False)
+    return xp.square(a) if mode == SQUARE else xp.abs(a)
+
+
+def _dense_reduce(xp: Any, a: Any, axes: tuple[int, ...], keepdims: bool, mode: int) -> Any:
+    acc = acc_dtype(a.dtype)
+    return xp.sum(_transformed(xp, a, mode, acc), axis=axes, keepdims=keepdims, dtype=acc)
+
+
+def _csr_reduce(xp: Any, x: Any, axes: tuple[int, ...], keepdims: bool, mode: int,
+                use_numba: bool = True) -> Any:
+    """Reduce csr ``x`` over ``axes`` (a subset of (0, 1)) without densifying it."""
+    rows, cols = x.shape
+    acc = acc_dtype(x.dtype)
+    if axes == ():
+        return _transformed(xp, x.tostype("default")._data, mode, acc).astype(acc, copy=False)
+    if axes == (0, 1):
+        total = xp.sum(_transformed(xp, x._data, mode, acc), dtype=acc)
+        return xp.asarray(total).reshape(reduced_shape(x.shape, axes, keepdims))
+    data = x._data
+    if use_numba and is_host(data) and data.dtype in _NUMBA_DTYPES:
+        from ..kernels.reduce import csr_col_sums_chunked, csr_col_sums_into, csr_row_sums
+
+        data = numba_values(data)
+        wide = np.dtype(np.float64) if data.dtype.kind == "f" else np.dtype(np.int64)
+        indptr = x._indptr
+        if axes == (1,):
+            sums = np.zeros(rows, dtype=wide)
+            csr_row_sums(indptr, data, mode, sums)
+        else:
+            chunks = _col_chunks(x.nnz, cols)
+            if chunks == 1:  # no parallel region: its start-up costs more than it saves here
+                sums = np.zeros(cols, dtype=wide)
+                csr_col_sums_into(x._indices, data, int(indptr[0]), int(indptr[-1]), mode, sums)
+            else:
+                sums = np.zeros((chunks, cols), dtype=wide)
+                csr_col_sums_chunked(indptr, x._indices, data, mode, sums)
+                sums = sums.sum(axis=0)
+    else:  # array-module code (a real gpu): bincount sums in float64
+        values = _transformed(xp, data, mode, acc)
+        if axes == (1,):
+            sums = xp.bincount(row_ids(x), weights=values, minlength=rows)
+        else:
+            sums = xp.bincount(x._indices, weights=values, minlength=cols)
+    return sums.reshape(reduced_shape(x.shape, axes, keepdims))
+
+
+def _col_chunks(nnz: int, cols: int) -> int:
+    """How many partial column sums ``csr_col_sums_chunked`` fills in parallel: one per
+    thread while each slice has enough values and the buffers stay small next to them."""
+    import numba
+
+    return max(1, min(numba.get_num_threads(), nnz // max(4 * cols, 1 << 18)))
+
+
+def _rsp_reduce(xp: Any, x: Any, axes: tuple[int, ...], keepdims: bool, mode: int) -> Any:
+    """Reduce row_sparse ``x`` over ``axes`` from its stored rows."""
+    acc = acc_dtype(x.dtype)
+    part = xp.sum(_transformed(xp, x._data, mode, acc), axis=axes, keepdims=keepdims, dtype=acc)
+    out_shape = reduced_shape(x.shape, axes, keepdims)
+    if 0 in axes:  # summing the stored rows is summing every row
+        return xp.asarray(part).reshape(out_shape)
+    res = xp.zeros(out_shape, dtype=acc)
+    res[x._indices] = part
+    return res
+
+
+def _reduce_any(ctx: Any, x: NDArray, axes: tuple[int, ...], keepdims: bool, mode: int) -> Any:
+    xp = ctx.xp
+    if x.stype == "csr":
+        return _csr_reduce(xp, x, axes, keepdims, mode)
+    if x.stype == "row_sparse":
+        return _rsp_reduce(xp, x, axes, keepdims, mode)
+    return _dense_reduce(xp, x._data, axes, keepdims, mode)
+
+
+# ---- the operators -------------------------------------------------------------------------------
+class _Reduction(Op):
+    """Shared rules and kernels: subclasses set ``mode`` (the value transform) and
+    ``finish`` (from the accumulated sum to the output values)."""
+
+    mode = PLAIN
+    exclude = False  # overridden by a Param where the operator takes one
+    backward_needs_inputs = ()
+
+    def axes(self, ndim: int) -> tuple[int, ...]:
+        return reduce_axes(self.axis, ndim, self.exclude)
+
+    def infer_shape(self, shape):
+        return [reduced_shape(shape, self.axes(len(shape)), self.keepdims)]
+
+    def finish(self, xp: Any, total: Any, count: int, out: Any) -> None:
+        out[...] = total
+
+    def _run(self, ctx, x: NDArray, out: Any) -> None:
+        axes = self.axes(x.ndim)
+        self.finish(ctx.xp, _reduce_any(ctx, x, axes, self.keepdims, self.mode), _count(x.shape, axes), out)
+
+    @kernel(device=_BOTH)
+    def dense(self, ctx, data, out):
+        axes = self.axes(data.ndim)
+        self.finish(ctx.xp, _dense_reduce(ctx.xp, data, axes, self.keepdims, self.mode),
+                    _count(data.shape, axes), out)
+
+    @kernel(device=_BOTH, stypes=[("csr",), ("row_sparse",)])
+    def sparse(self, ctx, data, out):
+        self._run(ctx, data, out._data)
+
+    def _spread(self, g: NDArray, shape: tuple[int, ...]) -> NDArray:
+        """Head gradient ``g`` (the output's shape) broadcast back to the input ``shape``."""
+        axes = self.axes(len(shape))
+        if not axes:
+            return g
+        return _broadcast_reduced(g, shape=shape, axis=axes)
+
+
+class _AxisParams(_Reduction):
+    axis = Param("axis", None, doc="axis or axes to reduce; None reduces all")
+    keepdims = Param(bool, False, doc="keep reduced axes with length 1")
+    exclude = Param(bool, False, doc="reduce the axes not listed in axis")
+
+
+@register("sum")
+class Sum(_AxisParams):
+    """Sum over ``axis`` (MXNet semantics: int, tuple or None; ``exclude`` reduces the other
+    axes). csr and row_sparse inputs are summed from their stored values; dense output."""
+
+    def gradient(self, out_grads, inputs, outputs):
+        return [self._spread(out_grads[0], inputs[0].shape)]
+
+
+@register("mean")
+class Mean(_AxisParams):
+    """Mean over ``axis``: the sum divided by the number of reduced entries, implicit zeros
+    of sparse inputs included. Integer inputs give the truncated mean; an empty reduction
+    gives NaN (0 for integers)."""
+
+    def finish(self, xp, total, count, out):
+        if count == 0 and out.dtype.kind != "f":
+            out[...] = 0
+            return
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out[...] = xp.true_divide(total, count)
+
+    def gradient(self, out_grads, inputs, outputs):
+        g = out_grads[0]
+        shape = inputs[0].shape
+        count = max(_count(shape, self.axes(len(shape))), 1)
+        return [self._spread(broadcast_div(g, full((), count, dtype=g.dtype, device=g.device)), shape)]
+
+
+@register("square_sum")
+class SquareSum(_AxisParams):
+    """Sum of squares over ``axis`` (MXNet's ``_square_sum``). row_sparse input reduced over
+    non-row axes with ``keepdims=True`` gives row_sparse output holding the stored rows only;
+    everything else is dense."""
+
+    mode = SQUARE
+    backward_needs_inputs = ("data",)
+
+    def keeps_rows(self) -> bool:
+        """Whether a row_sparse input keeps its storage type. Decided from the literal
+        axis because storage inference sees no shapes: axes listed as non-negative numbers
+        other than 0 (or, with ``exclude``, a list naming 0)."""
+        if not self.keepdims or self.axis is None or self.axis == ():
+            return False
+        listed = (self.axis,) if isinstance(self.axis, int) else self.axis
+        return 0 in listed if self.exclude else all(a > 0 for a in listed)
+
+    def infer_storage_type(self, data):
+        return ["row_sparse" if data == "row_sparse" and self.keeps_rows() else "default"]
+
+    @kernel(device=_BOTH, stypes=[("csr",), ("row_sparse",)])
+    def sparse(self, ctx, data, out):
+        if out.stype == "row_sparse":
+            xp = ctx.xp
+            axes = self.axes(data.ndim)
+            part = _dense_reduce(xp, data._data, axes, True, SQUARE)
+            ctx.set_row_sparse(out, part.astype(out.dtype, copy=False), data._indices)
+        else:
+            self._run(ctx, data, out._data)
+
+    def gradient(self, out_grads, inputs, outputs):
+        x = inputs[0]
+        t = elemwise_mul(x, self._spread(out_grads[0], x.shape))
+        return [elemwise_add(t, t)]
+
+
+@register("norm")
+class Norm(_Reduction):
+    """L2 (``ord=2``) or L1 (``ord=1``) norm of the entries over ``axis`` (None: all of them).
+    Sparse inputs are reduced from their stored values. The gradient at a zero norm is 0."""
+
+    ord = Param(int, 2, doc="1 or 2", choices=(1, 2))
+    axis = Param("axis", None, doc="axis or axes to reduce; None reduces all")
+    keepdims = Param(bool, False, doc="keep reduced axes with length 1")
+    backward_needs_inputs = ("data",)
+    backward_needs_outputs = ("output",)
+
+    @property
+    def mode(self) -> int:
+        return SQUARE if self.ord == 2 else ABS
+
+    def finish(self, xp, total, count, out):
+        out[...] = xp.sqrt(total) if self.ord == 2 else total
+
+    def gradient(self, out_grads, inputs, outputs):
+        x, g = inputs[0], out_grads[0]
+        if self.ord == 2:
+            return [elemwise_mul(x, self._spread(_div_or_zero(g, outputs[0]), x.shape))]
+        from .unary import sign
+
+        return [elemwise_mul(sign(x), self._spread(g, x.shape))]
+
+
+# ---- broadcasts (the reductions' gradients) --------------------------------------------------------
+def _keepdims_shape(data_shape: tuple[int, ...], shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple:
+    if len(data_shape) == len(shape):
+        return data_shape
+    return reduced_shape(shape, axes, True)
+
+
+@register("_broadcast_reduced")
+class BroadcastReduced(Op):
+    """The inverse of a reduction's shape change: ``data``, the result of reducing ``axis`` of
+    an array of ``shape`` (with or without keepdims), repeated along ``axis`` to ``shape``.
+    A row_sparse input stays row_sparse when the row axis was not reduced."""
+
+    shape = Param("shape", doc="the shape before the reduction")
+    axis = Param("shape", doc="the reduced axes, non-negative")
+    backward_needs_inputs = ()
+
+    def infer_shape(self, data):
+        if any(not 0 <= a < len(self.shape) for a in self.axis):
+            raise ValueError(f"axes {self.axis} are not all axes of shape {self.shape}")
+        if reduced_shape(self.shape, self.axis, len(data) == len(self.shape)) != tuple(data):
+            raise ValueError(f"an array of shape {data} is not shape {self.shape} reduced over axes {self.axis}")
+        return [self.shape]
+
+    def infer_storage_type(self, data):
+        return ["row_sparse" if data == "row_sparse" and 0 not in self.axis else "default"]
+
+    @kernel(device=_BOTH)
+    def dense(self, ctx, data, out):
+        out[...] = data.reshape(_keepdims_shape(data.shape, self.shape, self.axis))
+
+    @kernel(device=_BOTH, stypes=("row_sparse",))
+    def rsp(self, ctx, data, out):
+        if out.stype == "default":
+            out._data[...] = data.tostype("default")._data.reshape(
+                _keepdims_shape(data.shape, self.shape, self.axis))
+            return
+        values = data._data
+        rows = values.shape[0]
+        values = values.reshape((rows, *_keepdims_shape(data.shape, self.shape, self.axis)[1:]))
+        spread = ctx.xp.empty((rows, *self.shape[1:]), dtype=out.dtype)
+        spread[...] = values
+        ctx.set_row_sparse(out, spread, data._indices)
+
+    def gradient(self, out_grads, inputs, outputs):
+        g = out_grads[0]
+        if not self.axis:
+            return [g]
+        return [sum(g, axis=self.axis, keepdims=inputs[0].ndim == len(self.shape))]
+
+
+@register("broadcast_to")
+class BroadcastTo(Op):
+    """``data`` repeated to ``shape``: axes of length 1 stretch, a 0 in ``shape`` keeps the
+    input's length, and missing leading axes are added (NumPy's rule). Dense."""
+
+    shape = Param("shape", doc="the target shape")
+    backward_needs_inputs = ()
+
+    def infer_shape(self, data):
+        lead = len(self.shape) - len(data)
+        if lead < 0:
+            raise ValueError(f"cannot broadcast shape {data} to the shorter shape {self.shape}")
+        target = list(self.shape)
+        for i, d in enumerate(data):
+            t = target[lead + i]
+            if t == 0:
+                target[lead + i] = d
+            elif d != t and d != 1:
+                raise ValueError(f"cannot broadcast shape {data} to {self.shape}: axis {lead + i} has "
+                                 f"length {d}, neither 1 nor {t}")
+        return [tuple(target)]
+
+    @kernel(device=_BOTH)
+    def dense(self, ctx, data, out):
+        out[...] = data
+
+    def gradient(self, out_grads, inputs, outputs):
+        g = out_grads[0]
+        in_shape = inputs[0].shape
+        lead = g.ndim - len(in_shape)
+        stretched = tuple(lead + i for i, d in enumerate(in_shape) if d == 1 and g.shape[lead + i] != 1)
+        if stretched:
+            g = sum(g, axis=stretched, keepdims=True)
+        if lead:
+            g = sum(g, axis=tuple(range(lead)), keepdims=False)
+        return [g]
+
+
+@register("_div_or_zero")
+class DivOrZero(Op):
+    """lhs / rhs where rhs is not 0, else 0 (same shapes, dense): the L2 norm's gradient
+    g / norm, which is 0 rather than NaN at a zero norm."""
+
+    arguments = ("lhs", "rhs")
+    backward_needs_inputs = ("lhs", "rhs")
+
+    @kernel(device=_BOTH)
+    def dense(self, ctx, lhs, rhs, out):
+        xp = ctx.xp
+        zero = rhs == 0
+        xp.divide(lhs, xp.where(zero, 1, rhs), out=out, casting="unsafe")
+        out[zero] = 0
+
+    def gradient(self, out_grads, inputs, outputs):
+        from .unary import negative
+
+        h = out_grads[0]
+        lhs, rhs = inputs
+        return [_div_or_zero(h, rhs), negative(_div_or_zero(_div_or_zero(elemwise_mul(h, lhs), rhs), rhs))]
+
+
+# ---- exported functions ---------------------------------------------------------------------------
+sum = op_function("sum")  # noqa: A001  (MXNet's name; the builtin is not used in this module)
+mean = op_function("mean")
+norm = op_function("norm")
+square_sum = op_function("square_sum")
+broadcast_to = op_function("broadcast_to")
+_broadcast_reduced = op_function("_broadcast_reduced")
+_div_or_zero = op_function("_div_or_zero")
+
+__all__ = ["sum", "mean", "norm", "square_sum", "broadcast_to"]

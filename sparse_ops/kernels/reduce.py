@@ -1,0 +1,61 @@
+"""Row and column sums of a csr matrix, optionally of the squares or absolute values.
+
+The kernels add into zero-initialised accumulators (float64 or int64, chosen by the
+caller) whose dtype also types the running sums, so float32 values are summed in
+float64. The value transform (``mode``) is tested outside the inner loops.
+"""
+from numba import prange
+
+from . import jit
+
+PLAIN, SQUARE, ABS = 0, 1, 2
+
+
+@jit()
+def _row_total(indptr, data, r, mode, acc):
+    lo, hi = indptr[r], indptr[r + 1]
+    if mode == SQUARE:
+        for j in range(lo, hi):
+            acc += data[j] * data[j]
+    elif mode == ABS:
+        for j in range(lo, hi):
+            acc += abs(data[j])
+    else:
+        for j in range(lo, hi):
+            acc += data[j]
+    return acc
+
+
+@jit(parallel=True)
+def csr_row_sums(indptr, data, mode, out):
+    """out[r] += sum of the (transformed) stored values of row r."""
+    for r in prange(out.shape[0]):
+        out[r] = _row_total(indptr, data, r, mode, out[r])
+
+
+@jit()
+def csr_col_sums_into(indices, data, lo, hi, mode, out):
+    """out[col] += (transformed) stored values lo..hi-1, by column."""
+    if mode == SQUARE:
+        for j in range(lo, hi):
+            out[indices[j]] += data[j] * data[j]
+    elif mode == ABS:
+        for j in range(lo, hi):
+            out[indices[j]] += abs(data[j])
+    else:
+        for j in range(lo, hi):
+            out[indices[j]] += data[j]
+
+
+@jit(parallel=True)
+def csr_col_sums_chunked(indptr, indices, data, mode, buf):
+    """buf[c] += column sums of the c-th of ``buf.shape[0]`` equal slices of the stored
+    values; the caller sums ``buf`` over its first axis. Slicing the values, not the rows,
+    balances the work whatever the row lengths."""
+    chunks = buf.shape[0]
+    first = indptr[0]
+    total = indptr[indptr.shape[0] - 1] - first
+    for c in prange(chunks):
+        lo = first + total * c // chunks
+        hi = first + total * (c + 1) // chunks
+        csr_col_sums_into(indices, data, lo, hi, mode, buf[c])
