@@ -1,0 +1,250 @@
+"""MXNet-form custom operators (CustomOpProp / CustomOp): the semantics of MXNet's own
+custom-op tests, written fresh."""
+import threading
+
+import numpy as np
+import pytest
+
+import sparse_ops as so
+from sparse_ops import autograd as ag
+
+
+@so.register("test_sqr", replace=True)
+class SqrProp(so.CustomOpProp):
+    """x**2 with an auxiliary state counting calls; keeps csr storage."""
+
+    def __init__(self):
+        super().__init__(need_top_grad=True)
+
+    def list_arguments(self):
+        return ["data"]
+
+    def list_outputs(self):
+        return ["output"]
+
+    def list_auxiliary_states(self):
+        return ["calls"]
+
+    def infer_shape(self, in_shape):
+        return in_shape, [in_shape[0]], [in_shape[1]]
+
+    def infer_storage_type(self, in_stype):
+        return in_stype, [in_stype[0]], [in_stype[1]]
+
+    def infer_storage_type_backward(self, ograd_stype, in_stype, out_stype, igrad_stype, aux_stype):
+        return ograd_stype, in_stype, out_stype, [in_stype[0]], aux_stype
+
+    def create_operator(self, ctx, shapes, dtypes):
+        SqrProp.created += 1
+        return Sqr()
+
+
+SqrProp.created = 0
+
+
+class Sqr(so.CustomOp):
+    def forward(self, is_train, req, in_data, out_data, aux):
+        x = in_data[0]
+        self.assign(out_data[0], req[0], x * x)
+        aux[0][:] = aux[0] + 1
+
+    def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
+        x = in_data[0]
+        self.assign(in_grad[0], req[0], out_grad[0] * (x * 2))
+
+
+@pytest.mark.parametrize("stype", ["default", "csr"])
+def test_square_with_aux_state_and_storage(stype):
+    dense = np.array([[1.0, 0.0, 2.0], [0.0, 3.0, 0.0]])
+    x = so.array(dense).tostype(stype)
+    calls = so.zeros((2, 3), dtype="float64")
+    x.attach_grad()
+    with ag.record():
+        y = so.Custom(x, calls, op_type="test_sqr", name="sqr0")
+    assert y.stype == stype
+    np.testing.assert_allclose(y.asnumpy(), dense ** 2)
+    np.testing.assert_allclose(calls.asnumpy(), 1)  # aux mutated in place
+    y.backward()
+    assert x.grad.stype == stype
+    np.testing.assert_allclose(x.grad.asnumpy(), 2 * dense)
+    y2 = so.ops.test_sqr(x, calls)  # the generated function
+    np.testing.assert_allclose(y2.asnumpy(), dense ** 2)
+    np.testing.assert_allclose(calls.asnumpy(), 2)
+
+
+def test_create_operator_once_per_signature():
+    SqrProp.created = 0
+    calls = so.zeros((2, 2), dtype="float64")
+    for _ in range(3):
+        so.Custom(so.ones((2, 2), dtype="float64"), calls, op_type="test_sqr")
+    assert SqrProp.created == 1
+    so.Custom(so.ones((2, 2), dtype="float32"), so.zeros((2, 2)), op_type="test_sqr")
+    assert SqrProp.created == 2
+
+
+@so.register("test_mult", replace=True)
+class MultProp(so.CustomOpProp):
+    """x * y with the default storage inference (dense only)."""
+
+    def list_arguments(self):
+        return ["lhs", "rhs"]
+
+    def create_operator(self, ctx, shapes, dtypes):
+        return Mult()
+
+
+class Mult(so.CustomOp):
+    def forward(self, is_train, req, in_data, out_data, aux):
+        self.assign(out_data[0], req[0], in_data[0] * in_data[1])
+
+    def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
+        self.assign(in_grad[0], req[0], in_data[1] * out_grad[0])
+        self.assign(in_grad[1], req[1], in_data[0] * out_grad[0])
+
+
+def test_two_inputs_default_inference_and_gradients():
+    a, b = np.arange(6.0).reshape(2, 3), np.full((2, 3), 3.0)
+    x, y = so.array(a), so.array(b)
+    x.attach_grad()
+    y.attach_grad()
+    with ag.record():
+        z = so.Custom(x, y, op_type="test_mult")
+    z.backward()
+    np.testing.assert_allclose(z.asnumpy(), a * b)
+    np.testing.assert_allclose(x.grad.asnumpy(), b)
+    np.testing.assert_allclose(y.grad.asnumpy(), a)
+
+
+def test_default_storage_inference_refuses_sparse_with_mxnets_message():
+    x = so.array(np.eye(2)).tostype("csr")
+    with pytest.raises(so.OperatorError, match="found non default stype 'csr' for in_stype\\[0\\]"):
+        so.Custom(x, so.array(np.eye(2)), op_type="test_mult")
+
+
+@so.register("test_no_top_grad", replace=True)
+class NoTopGradProp(so.CustomOpProp):
+    """Softmax-style op whose backward ignores the head gradient."""
+
+    def __init__(self):
+        super().__init__(need_top_grad=False)
+
+    def create_operator(self, ctx, shapes, dtypes):
+        return NoTopGrad()
+
+
+class NoTopGrad(so.CustomOp):
+    def forward(self, is_train, req, in_data, out_data, aux):
+        self.assign(out_data[0], req[0], in_data[0] * 2.0)
+
+    def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
+        self.assign(in_grad[0], req[0], so.ones(in_data[0].shape, dtype="float64"))
+
+
+def test_need_top_grad_false_does_not_keep_or_read_head_gradient():
+    x = so.array(np.ones(3))
+    x.attach_grad()
+    with ag.record():
+        y = so.Custom(x, op_type="test_no_top_grad")
+    y.backward(so.array(np.full(3, 100.0)))
+    np.testing.assert_allclose(x.grad.asnumpy(), 1)
+
+
+@so.register("test_no_inputs", replace=True)
+class NoInputsProp(so.CustomOpProp):
+    """An op with no inputs whose output shape and fill come from string kwargs."""
+
+    def __init__(self, rows, cols, fill="0.5"):
+        super().__init__()
+        assert isinstance(rows, str) and isinstance(fill, str)  # MXNet passes strings
+        self.shape = (int(rows), int(cols))
+        self.fill = float(fill)
+
+    def list_arguments(self):
+        return []
+
+    def infer_shape(self, in_shape):
+        return [], [self.shape], []
+
+    def infer_type(self, in_type):
+        return [], [np.float32], []
+
+    def create_operator(self, ctx, shapes, dtypes):
+        return NoInputs(self.fill)
+
+
+class NoInputs(so.CustomOp):
+    def __init__(self, fill):
+        self.fill = fill
+
+    def forward(self, is_train, req, in_data, out_data, aux):
+        out_data[0][:] = self.fill
+
+
+def test_op_without_inputs_gets_string_kwargs():
+    y = so.Custom(op_type="test_no_inputs", rows=2, cols=3, fill=1.5)
+    assert y.shape == (2, 3) and y.dtype == np.float32
+    np.testing.assert_allclose(y.asnumpy(), 1.5)
+
+
+@so.register("test_raises", replace=True)
+class RaisesProp(so.CustomOpProp):
+    def create_operator(self, ctx, shapes, dtypes):
+        return Raises()
+
+
+class Raises(so.CustomOp):
+    def forward(self, is_train, req, in_data, out_data, aux):
+        raise ZeroDivisionError("forward exploded")
+
+
+def test_error_inside_forward_names_the_op_and_keeps_the_cause():
+    x = so.array(np.ones(2))
+    x.attach_grad()
+    with ag.record():
+        with pytest.raises(so.OperatorError, match="test_raises.*ZeroDivisionError: forward exploded") as info:
+            so.Custom(x, op_type="test_raises")
+        assert isinstance(info.value.__cause__, ZeroDivisionError)
+        y = so.elemwise_mul(x, x)  # recording still works
+    y.backward()
+    np.testing.assert_allclose(x.grad.asnumpy(), 2)
+
+
+def test_bad_shapes_and_arity_name_the_op_and_argument():
+    with pytest.raises(so.OperatorError, match="test_mult.*expects 2 inputs \\(lhs, rhs\\), got 1"):
+        so.Custom(so.ones(2), op_type="test_mult")
+
+    @so.register("test_fixed_shape", replace=True)
+    class FixedProp(so.CustomOpProp):
+        def infer_shape(self, in_shape):
+            return [[4]], [[4]], []
+
+        def create_operator(self, ctx, shapes, dtypes):
+            return Mult()
+
+    with pytest.raises(so.OperatorError, match="shape of argument 'data' is \\(3,\\) but infer_shape requires \\(4,\\)"):
+        so.Custom(so.ones(3), op_type="test_fixed_shape")
+    with pytest.raises(so.OperatorError, match="no operator named 'missing'"):
+        so.Custom(so.ones(3), op_type="missing")
+
+
+def test_eight_threads_call_custom_ops_at_once():
+    errors = []
+
+    def work(i):
+        try:
+            for _ in range(30):
+                x = so.array(np.full((3, 3), float(i)))
+                x.attach_grad()
+                with ag.record():
+                    y = so.Custom(x, so.array(np.ones((3, 3))), op_type="test_mult")
+                y.backward()
+                assert np.allclose(x.grad.asnumpy(), 1)
+        except Exception as exc:  # pragma: no cover
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
