@@ -106,6 +106,21 @@ class OpContext:
         """Hand arrays the kernel built to row_sparse output ``out`` (no copy)."""
         out._data, out._indices = data, indices
 
+    def alloc_like(self, out: NDArray, like: NDArray) -> Any:
+        """Give sparse output ``out`` the structure of ``like`` (index arrays shared, never
+        copied) and fresh values; returns the values array for the kernel to fill."""
+        if out.stype != like.stype or out.shape != like.shape:
+            raise OperatorError(f"alloc_like: output is {out.stype} {out.shape}, "
+                                f"structure source is {like.stype} {like.shape}")
+        with _dev.allocating_on(self.device):
+            data = self.xp.empty(like._data.shape, dtype=out.dtype)
+        out._data = data
+        if like.stype == "csr":
+            out._indices, out._indptr = like._indices, like._indptr
+        elif like.stype == "row_sparse":
+            out._indices = like._indices
+        return data
+
     def alloc_row_sparse(self, out: RowSparseNDArray, nnz_rows: int,
                          index_dtype: Any = np.int64) -> tuple[Any, Any]:
         """Give row_sparse output ``out`` arrays for ``nnz_rows`` rows; returns (data, indices)."""
@@ -459,4 +474,24 @@ def op_function(name: str) -> Any:
 
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = opdef.describe()
+    fn.__signature__ = _signature_of(opdef)
     return fn
+
+
+def _signature_of(opdef: OpDef) -> Any:
+    """``inspect.Signature`` built from the declaration: inputs, then parameters, then out/req."""
+    import inspect
+
+    P = inspect.Parameter
+    if opdef.variadic:
+        params = [P(opdef.arguments[0], P.VAR_POSITIONAL)]
+    else:
+        params = [P(a, P.POSITIONAL_OR_KEYWORD) for a in opdef.arguments]
+    kind, seen_default = (P.KEYWORD_ONLY if opdef.variadic else P.POSITIONAL_OR_KEYWORD), False
+    for name, p in opdef.params.items():
+        if p.required and seen_default:
+            kind = P.KEYWORD_ONLY  # a required parameter after defaulted ones: keywords from here
+        seen_default = seen_default or not p.required
+        params.append(P(name, kind, default=P.empty if p.required else p.default))
+    params += [P("out", P.KEYWORD_ONLY, default=None), P("req", P.KEYWORD_ONLY, default="write")]
+    return inspect.Signature(params)
