@@ -13,6 +13,7 @@ if _os.environ.get("SPARSE_OPS_CUDA_SIM", "0") == "1":
 from .device import Device, cpu, current_device, gpu, num_gpus  # noqa: E402
 from .dtypes import INDEX_DTYPES, VALUE_DTYPES  # noqa: E402
 from .errors import (  # noqa: E402
+    SparseOpsError,
     DeviceUnavailableError,
     OperatorError,
     SparseFormatError,
@@ -49,7 +50,7 @@ CSRArray = CSRNDArray
 __all__ = [
     "Device", "cpu", "gpu", "current_device", "num_gpus",
     "VALUE_DTYPES", "INDEX_DTYPES",
-    "SparseFormatError", "DeviceUnavailableError", "StorageFallbackWarning", "OperatorError",
+    "SparseOpsError", "SparseFormatError", "DeviceUnavailableError", "StorageFallbackWarning", "OperatorError",
     "NDArray", "BaseSparseNDArray", "RowSparseNDArray", "CSRNDArray",
     "array", "zeros", "ones", "empty", "full", "csr_matrix", "row_sparse_array", "from_dlpack",
     "cast_storage", "save", "load",

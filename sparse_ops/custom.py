@@ -143,10 +143,10 @@ def op_class_for_prop(name: str, prop_cls: type) -> type:
             inst.lock = threading.Lock()
             return inst
 
-        def num_outputs(self) -> int:
+        def output_count(self) -> int:
             return len(self.outs)
 
-        def num_visible_outputs_for(self) -> int:
+        def visible_output_count(self) -> int:
             return len(self.outs)
 
         def kept_for_backward(self):

@@ -172,22 +172,20 @@ def choose_dispatch(opdef: OpDef, device: Device, in_stypes: tuple[str, ...],
     """(dispatch mode, kernel) for these storage types: a storage-aware kernel if one
     matches, the dense kernel when everything is dense, else the dense kernel on densified
     inputs (fallback)."""
-    dtype_ = device.device_type
+    dev = device.device_type
     ex = opdef.fcompute_ex
-    if ex:
-        fn = ex.get((dtype_, in_stypes))
-        if fn is None:
-            for (d, pattern), f in ex.items():
-                if d == dtype_ and (pattern == ("...",) or len(pattern) == len(in_stypes) and all(
-                        p == "*" or p == s for p, s in zip(pattern, in_stypes))):
-                    fn = f
-                    break
-        if fn is not None:
-            return "fcompute_ex", fn
-    dense = opdef.fcompute.get(dtype_)
+    fn = ex.get((dev, in_stypes))  # a kernel declared for exactly these storage types
+    if fn is not None:
+        return "fcompute_ex", fn
+    dense = opdef.fcompute.get(dev)
+    all_dense = all(s == "default" for s in in_stypes) and all(s == "default" for s in out_stypes)
+    if dense is not None and all_dense:
+        return "fcompute", dense
+    for (d, pattern), f in ex.items():  # wildcard declarations: "*" entries, or ("...",)
+        if d == dev and (pattern == ("...",) or len(pattern) == len(in_stypes) and all(
+                p == "*" or p == s for p, s in zip(pattern, in_stypes))):
+            return "fcompute_ex", f
     if dense is not None:
-        if all(s == "default" for s in in_stypes) and all(s == "default" for s in out_stypes):
-            return "fcompute", dense
         return "fallback", dense
     raise OperatorError(
         f"{_op_label(opdef)} has no kernel for device {device} and input storage types "
@@ -244,7 +242,7 @@ def make_plan(opdef: OpDef, inst: Op, inputs: Sequence[NDArray]) -> Plan:
     in_stypes = tuple(x.stype for x in inputs)
     plan = Plan()
     plan.opdef, plan.inst, plan.device, plan.in_stypes = opdef, inst, device, in_stypes
-    plan.nout, plan.nvis = inst.num_outputs(), inst.num_visible_outputs_for()
+    plan.nout, plan.nvis = inst.output_count(), inst.visible_output_count()
     plan.out_shapes = [tuple(s) for s in _infer(opdef, inst, "shape", [x.shape for x in inputs], plan.nout)]
     plan.out_dtypes = [np.dtype(d) for d in _infer(opdef, inst, "type", [x.dtype for x in inputs], plan.nout)]
     plan.out_stypes = _infer(opdef, inst, "storage_type", list(in_stypes), plan.nout)

@@ -1,7 +1,16 @@
-"""Exception and warning types that users catch by name."""
+"""Exception and warning types that users catch by name.
+
+Every error sparse-ops raises on purpose derives from ``SparseOpsError`` (MXNet's
+``MXNetError`` in the compatibility face) and from the built-in type that fits
+(``ValueError``, ``RuntimeError``), so both kinds of ``except`` work.
+"""
 
 
-class SparseFormatError(ValueError):
+class SparseOpsError(Exception):
+    """Base of sparse-ops' own errors."""
+
+
+class SparseFormatError(SparseOpsError, ValueError):
     """A sparse array's components break one of its storage invariants.
 
     Raised at the boundary (construction, ``check_format``, loading files) so that a
@@ -9,7 +18,7 @@ class SparseFormatError(ValueError):
     """
 
 
-class DeviceUnavailableError(RuntimeError):
+class DeviceUnavailableError(SparseOpsError, RuntimeError):
     """The requested device cannot be used here; the message says what is missing."""
 
 
@@ -17,5 +26,5 @@ class StorageFallbackWarning(UserWarning):
     """An operator densified its sparse inputs because it has no kernel for their storage types."""
 
 
-class OperatorError(RuntimeError):
+class OperatorError(SparseOpsError, RuntimeError):
     """An operator failed; the message names the operator (and its plugin, if any)."""

@@ -191,14 +191,15 @@ class Op:
 
     _opdef: "OpDef"
 
-    def num_outputs(self) -> int:
+    def output_count(self) -> int:
         """How many outputs this parameter set gives (override when a parameter decides,
         e.g. ``split(num_outputs=k)``); the default is ``len(outputs)``."""
         return len(self.outputs)
 
-    def num_visible_outputs_for(self) -> int:
+    def visible_output_count(self) -> int:
         """How many outputs are returned to the caller (the rest serve the backward pass)."""
-        return self._opdef.num_visible_outputs if self.num_outputs() == len(self.outputs) else self.num_outputs()
+        n = self.output_count()
+        return self._opdef.num_visible_outputs if n == len(self.outputs) else n
 
     def kept_for_backward(self) -> tuple[tuple[int, ...] | None, tuple[int, ...]]:
         """(input positions, output positions) the tape keeps for ``gradient``; None keeps
@@ -210,17 +211,17 @@ class Op:
         for s in shapes[1:]:
             if s != first:
                 raise ValueError(f"inputs must have one shape, got {list(shapes)}")
-        return [first] * self.num_outputs()
+        return [first] * self.output_count()
 
     def infer_type(self, *dtypes: np.dtype) -> list[np.dtype]:
         first = dtypes[0]
         for d in dtypes[1:]:
             if d != first:
                 raise TypeError(f"inputs must have one dtype, got {[str(d) for d in dtypes]}")
-        return [first] * self.num_outputs()
+        return [first] * self.output_count()
 
     def infer_storage_type(self, *stypes: str) -> list[str]:
-        return ["default"] * self.num_outputs()
+        return ["default"] * self.output_count()
 
     def gradient(self, out_grads: list, inputs: list, outputs: list) -> list:
         """Gradients w.r.t. the inputs, built from operators (so they can be recorded)."""
@@ -253,6 +254,8 @@ class OpDef:
         for klass in reversed(cls.__mro__):
             for attr, value in vars(klass).items():
                 if isinstance(value, Param):
+                    if callable(getattr(Op, attr, None)):
+                        raise ValueError(f"{name}: parameter {attr!r} would hide the Op method of that name")
                     value.name = attr
                     self.params[attr] = value
         for m in self.mutate:

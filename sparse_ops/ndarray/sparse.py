@@ -19,14 +19,11 @@ from ..dtypes import INDEX_DTYPES, source_dtype
 from ..errors import SparseFormatError
 from ..validation import check_csr, check_row_sparse, normalize_shape
 from .dense import NDArray
+from .view import component_view
 
 
 def _read_only(a: Any) -> Any:
-    if isinstance(a, np.ndarray):
-        v = a.view()
-        v.flags.writeable = False
-        return v
-    return a  # CuPy arrays have no read-only flag
+    return component_view(a, writable=False)  # CuPy arrays have no read-only flag
 
 
 def _unify_indices(*arrays: Any) -> tuple[Any, ...]:
@@ -50,7 +47,7 @@ class BaseSparseNDArray(NDArray):
     @property
     def data(self) -> Any:
         """The stored values, a writable zero-copy view."""
-        return self._data
+        return component_view(self._data, writable=True)
 
     @property
     def nnz(self) -> int:

@@ -1,0 +1,40 @@
+"""``mx.base``: MXNet's error type and the small constants user code imports from it."""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from ...errors import SparseOpsError
+
+#: MXNet's error type: the base of every sparse-ops error (``OperatorError``,
+#: ``SparseFormatError``, ``DeviceUnavailableError``), so ``except mx.base.MXNetError``
+#: catches what MXNet's would.
+MXNetError = SparseOpsError
+
+mx_real_t = np.float32
+numeric_types = (numbers.Real, np.generic)
+integer_types = (int, np.integer)
+string_types = (str,)
+
+
+class _NullType:
+    """MXNet's "argument not given" marker (``_Null``), distinct from None."""
+
+    _instance = None
+
+    def __new__(cls) -> "_NullType":
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "_Null"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+_Null = _NullType()
+
+__all__ = ["MXNetError", "mx_real_t", "numeric_types", "integer_types", "string_types"]

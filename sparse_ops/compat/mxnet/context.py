@@ -1,0 +1,18 @@
+"""``mx.context``: MXNet's ``Context`` is sparse-ops' ``Device``.
+
+``mx.cpu()``, ``mx.gpu(i)``, ``x.context`` and ``with mx.gpu(0):`` work as in MXNet
+(devices are interned, so ``x.context == mx.cpu()`` holds).
+"""
+from __future__ import annotations
+
+from ...device import Device, cpu, current_device, gpu, num_gpus
+
+Context = Device
+
+
+def current_context() -> Device:
+    """The default device of this thread (the innermost ``with ctx:`` block, else cpu(0))."""
+    return current_device()
+
+
+__all__ = ["Context", "cpu", "gpu", "current_context", "num_gpus"]

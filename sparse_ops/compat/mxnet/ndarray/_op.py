@@ -1,0 +1,163 @@
+"""Registered operators called the MXNet 1.x way.
+
+MXNet's generated functions differ from sparse-ops' ``op_function`` in four ways, all
+bridged here: inputs may be passed by keyword (``FullyConnected(data=x, weight=w,
+...)``), ``name=`` is accepted and ignored, ``ctx=`` names the device of creation ops,
+and no result is 0-d: a full reduction (``mx.nd.sum(x)``) has shape ``(1,)``. Operators
+are looked up in the table at each call, never at import, so this module imports while
+some built-in is missing and follows ``register(..., replace=True)``.
+"""
+from __future__ import annotations
+
+import numbers
+from typing import Any, Callable
+
+from ....dispatch import invoke
+from ....errors import OperatorError
+from ....ndarray import NDArray
+from ....registry import OpDef, get_op
+
+# MXNet spellings of operators registered here under another name.
+ALIASES = {
+    "ElementWiseSum": "add_n",
+    "Concat": "concat",
+    "SliceChannel": "split",
+    "Reshape": "reshape",
+    "Flatten": "flatten",
+    "broadcast_plus": "broadcast_add",
+    "broadcast_minus": "broadcast_sub",
+    "sum_axis": "sum",
+    "crop": "slice",
+    "_square_sum": "square_sum",
+}
+_SPARSE_PREFIX = "_sparse_"  # MXNet's mx.nd.sparse.* ops are registered as _sparse_<name>
+
+
+def resolve(name: str) -> str | None:
+    """The operator name in our table for MXNet's ``name``; None if there is none."""
+    for candidate in (ALIASES.get(name, name),
+                      name[len(_SPARSE_PREFIX):] if name.startswith(_SPARSE_PREFIX) else None):
+        if candidate is None:
+            continue
+        try:
+            get_op(candidate)
+        except OperatorError:
+            continue
+        return candidate
+    return None
+
+
+def split_call(opdef: OpDef, args: tuple, kwargs: dict[str, Any], fname: str) -> tuple[list, dict]:
+    """(inputs, params) from an MXNet-style call: positional inputs then parameters in
+    declaration order; inputs may also come by keyword (a keyword input set to None is
+    skipped, as MXNet does for an optional input such as ``bias``)."""
+    names = opdef.arguments
+    if opdef.variadic:
+        n = 0
+        while n < len(args) and isinstance(args[n], NDArray):
+            n += 1
+        inputs, extra = list(args[:n]), args[n:]
+        for a in names:
+            v = kwargs.pop(a, None)
+            if v is not None:
+                inputs.append(v)
+    else:
+        inputs, extra = list(args[:len(names)]), args[len(names):]
+        for a in names[:len(inputs)]:
+            if a in kwargs:
+                raise TypeError(f"{fname}() got input {a!r} both by position and by keyword")
+        for a in names[len(inputs):]:
+            if a not in kwargs:
+                raise TypeError(f"{fname}() missing input {a!r} (inputs: {', '.join(names)})")
+            inputs.append(kwargs.pop(a))
+    pnames = list(opdef.params)
+    if len(extra) > len(pnames):
+        raise TypeError(f"{fname}() got {len(extra)} positional parameter values; "
+                        f"parameters: {', '.join(pnames) or 'none'}")
+    params = dict(zip(pnames, extra))
+    for k in params:
+        if k in kwargs:
+            raise TypeError(f"{fname}() got parameter {k!r} twice")
+    params.update(kwargs)
+    return inputs, params
+
+
+def no_scalar_shape(result: Any) -> Any:
+    """MXNet 1.x has no 0-d arrays: a 0-d result becomes shape (1,) (through ``reshape``,
+    so autograd sees it)."""
+    if isinstance(result, list):
+        return [no_scalar_shape(r) for r in result]
+    if isinstance(result, NDArray) and not result.shape:
+        return invoke(get_op("reshape"), [result], {"shape": (1,)})
+    return result
+
+
+def call(name: str, inputs: list, params: dict[str, Any] | None = None, out: Any = None) -> Any:
+    """Run operator ``name`` (looked up now) with MXNet's result shapes."""
+    return no_scalar_shape(invoke(get_op(name), inputs, params or {}, out))
+
+
+def make_function(mx_name: str, target: str) -> Callable[..., Any]:
+    """MXNet's function ``mx_name`` for our operator ``target``."""
+
+    def fn(*args: Any, out: Any = None, name: str | None = None, ctx: Any = None, **kwargs: Any) -> Any:
+        opdef = get_op(target)
+        inputs, params = split_call(opdef, args, kwargs, mx_name)
+        if ctx is not None:
+            if "device" not in opdef.params:
+                raise TypeError(f"{mx_name}() takes no ctx argument")
+            params["device"] = ctx
+        return no_scalar_shape(invoke(opdef, inputs, params, out))
+
+    fn.__name__ = fn.__qualname__ = mx_name
+    fn.__doc__ = f"MXNet's ``{mx_name}``: operator ``{target}``.\n\n{get_op(target).describe()}"
+    return fn
+
+
+def function(name: str) -> Callable[..., Any]:
+    """The MXNet-convention function of operator ``name``; AttributeError if unknown
+    (this backs a module ``__getattr__``)."""
+    target = None if name.startswith("__") else resolve(name)
+    if target is None:
+        raise AttributeError(f"no operator or attribute named {name!r}")
+    return make_function(name, target)
+
+
+_functions: dict[str, Callable[..., Any]] = {}
+
+
+def cached_function(name: str) -> Callable[..., Any]:
+    """``function(name)``, made once. Kept out of the modules' globals on purpose: a cached
+    ``sum`` or ``abs`` there would shadow the builtin for the module's own code."""
+    fn = _functions.get(name)
+    if fn is None:
+        fn = _functions.setdefault(name, function(name))
+    return fn
+
+
+def ufunc(lhs: Any, rhs: Any, array_op: str, scalar_fn: Callable[[Any, Any], Any], lscalar_op: str,
+          rscalar_op: str | None = None, same_shape_op: str | None = None) -> Any:
+    """MXNet's ``_ufunc_helper``: two arrays use ``array_op`` (``same_shape_op`` when the
+    shapes agree and one is given), an array and a real scalar the scalar op
+    (``rscalar_op`` for scalar ∘ array when the operation is not symmetric), two scalars
+    plain Python."""
+    lnum, rnum = isinstance(lhs, numbers.Real), isinstance(rhs, numbers.Real)
+    if lnum and rnum:
+        return scalar_fn(lhs, rhs)
+    if lnum and isinstance(rhs, NDArray):
+        return call(rscalar_op or lscalar_op, [rhs], {"scalar": float(lhs)})
+    if rnum and isinstance(lhs, NDArray):
+        return call(lscalar_op, [lhs], {"scalar": float(rhs)})
+    if isinstance(lhs, NDArray) and isinstance(rhs, NDArray):
+        name = same_shape_op if same_shape_op is not None and lhs.shape == rhs.shape else array_op
+        return call(name, [lhs, rhs])
+    raise TypeError(f"type {type(lhs).__name__} and {type(rhs).__name__} are not supported")
+
+
+def known_names() -> list[str]:
+    """Every name the ``__getattr__`` of ``mx.nd`` resolves (for ``dir``)."""
+    from ....registry import list_ops
+
+    names = set(list_ops())
+    names.update(a for a, t in ALIASES.items() if t in names)
+    return sorted(names)

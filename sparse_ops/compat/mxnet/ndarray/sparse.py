@@ -1,0 +1,160 @@
+"""``mx.nd.sparse``: MXNet 1.x's sparse constructors and functions.
+
+Constructors follow MXNet's rules: the value dtype is ``dtype`` if given, else the
+source's when it is an NDArray, a NumPy array or a SciPy matrix, else float32; index
+arrays are int64 (MXNet's only aux type); components are always copied. Every
+registered operator is reachable here too (``mx.nd.sparse.dot``, ``retain``,
+``elemwise_add``, ``square``, ...), as are MXNet's ``_sparse_<name>`` spellings.
+"""
+from __future__ import annotations
+
+import operator as _pyop
+import sys
+from typing import Any
+
+import numpy as np
+
+from .... import creation as _core
+from .... import device as _dev
+from ....ndarray import BaseSparseNDArray, CSRNDArray, NDArray, RowSparseNDArray
+from ..base import integer_types, mx_real_t
+from . import _op
+
+_INDEX = np.int64
+
+
+def _is_scipy_sparse(obj: Any) -> bool:
+    return "scipy.sparse" in sys.modules and sys.modules["scipy.sparse"].issparse(obj)
+
+
+def _default_dtype(src: Any, dtype: Any) -> Any:
+    """MXNet's ``_prepare_default_dtype``: ``dtype``, else an array's own, else float32."""
+    if dtype is not None:
+        return dtype
+    if isinstance(src, NDArray) or _is_scipy_sparse(src) or (hasattr(src, "dtype") and hasattr(src, "shape")):
+        return src.dtype
+    return mx_real_t
+
+
+def _host(a: Any) -> Any:
+    """Components given as NDArrays become NumPy arrays; anything else passes through."""
+    return a.asnumpy() if isinstance(a, NDArray) else a
+
+
+def _index(a: Any) -> np.ndarray:
+    return np.asarray(_dev.to_host(_host(a)), dtype=_INDEX)
+
+
+def _check_shape(s1: Any, s2: Any) -> None:
+    if s1 and s2 and tuple(s1) != tuple(s2):
+        raise ValueError(f"Shape mismatch detected. {tuple(s1)} v.s. {tuple(s2)}")
+
+
+def csr_matrix(arg1: Any, shape: Any = None, ctx: Any = None, dtype: Any = None) -> CSRNDArray:
+    """A CSRNDArray from ``(data, indices, indptr)``, ``(data, (row, col))`` (duplicates
+    summed), a shape ``(M, N)``, a CSRNDArray, a SciPy matrix, or a dense array-like."""
+    dev = _dev.as_device(ctx)
+    if isinstance(arg1, tuple):
+        if len(arg1) == 2 and isinstance(arg1[1], tuple) and len(arg1[1]) == 2:
+            data, (row, col) = arg1
+            return _core.csr_matrix((_host(data), (_index(row), _index(col))), shape=shape,
+                                    dtype=_default_dtype(data, dtype), device=dev)
+        if len(arg1) == 2:
+            _check_shape(arg1, shape)
+            return zeros("csr", arg1, ctx=ctx, dtype=dtype)
+        if len(arg1) == 3:
+            data, indices, indptr = arg1
+            return _core.csr_matrix((_host(data), _index(indices), _index(indptr)), shape=shape,
+                                    dtype=_default_dtype(data, dtype), device=dev, copy=True)
+        raise ValueError(f"Unexpected length of input tuple: {len(arg1)}")
+    if isinstance(arg1, CSRNDArray) or _is_scipy_sparse(arg1):
+        _check_shape(arg1.shape, shape)
+        return array(arg1, ctx=ctx, dtype=dtype)
+    if isinstance(arg1, RowSparseNDArray):
+        raise ValueError("Unexpected input type: RowSparseNDArray")
+    dense = _core.array(arg1, dtype=_default_dtype(arg1, dtype), device=dev)
+    _check_shape(dense.shape, shape)
+    return dense.tostype("csr")
+
+
+def row_sparse_array(arg1: Any, shape: Any = None, ctx: Any = None, dtype: Any = None) -> RowSparseNDArray:
+    """A RowSparseNDArray from ``(data, indices)`` (sorted row ids), a shape
+    ``(D0, D1, ...)``, a RowSparseNDArray, or a dense array-like."""
+    dev = _dev.as_device(ctx)
+    if isinstance(arg1, tuple):
+        if len(arg1) < 2:
+            raise ValueError(f"Unexpected length of input tuple: {len(arg1)}")
+        if len(arg1) > 2 or all(isinstance(d, integer_types) for d in arg1):
+            _check_shape(arg1, shape)
+            return zeros("row_sparse", arg1, ctx=ctx, dtype=dtype)
+        data, indices = arg1
+        return _core.row_sparse_array((_host(data), _index(indices)), shape=shape,
+                                      dtype=_default_dtype(data, dtype), device=dev, copy=True)
+    if isinstance(arg1, RowSparseNDArray):
+        _check_shape(arg1.shape, shape)
+        return array(arg1, ctx=ctx, dtype=dtype)
+    if isinstance(arg1, CSRNDArray):
+        raise ValueError("Unexpected input type: CSRNDArray")
+    dense = _core.array(arg1, dtype=_default_dtype(arg1, dtype), device=dev)
+    _check_shape(dense.shape, shape)
+    return dense.tostype("row_sparse")
+
+
+def zeros(stype: str, shape: Any, ctx: Any = None, dtype: Any = None) -> NDArray:
+    """An all-zero array of storage type ``stype`` (stype comes first, as in MXNet)."""
+    return _core.zeros(shape, stype=stype, dtype=mx_real_t if dtype is None else dtype,
+                       device=_dev.as_device(ctx))
+
+
+def empty(stype: str, shape: Any, ctx: Any = None, dtype: Any = None) -> BaseSparseNDArray:
+    """An empty sparse array (nothing stored) of storage type ``csr`` or ``row_sparse``."""
+    if stype not in ("csr", "row_sparse"):
+        raise ValueError(f"unknown stype : {stype}")
+    return zeros(stype, (shape,) if isinstance(shape, integer_types) else shape, ctx=ctx, dtype=dtype)
+
+
+def array(source_array: Any, ctx: Any = None, dtype: Any = None) -> BaseSparseNDArray:
+    """A copy of a sparse NDArray or a SciPy sparse matrix (made canonical: sorted
+    indices, duplicates summed) on ``ctx`` (default: the current device)."""
+    dev = _dev.as_device(ctx)
+    if isinstance(source_array, NDArray):
+        if source_array.stype == "default":
+            raise ValueError("Please use `tostype` to create RowSparseNDArray or CSRNDArray from an NDArray")
+        return _core.array(source_array, dtype=_default_dtype(source_array, dtype), device=dev)
+    if _is_scipy_sparse(source_array):
+        m = source_array.tocsr().sorted_indices()  # a copy: the caller's matrix is left alone
+        m.sum_duplicates()
+        return _core.csr_matrix((m.data, m.indices.astype(_INDEX), m.indptr.astype(_INDEX)), shape=m.shape,
+                                dtype=_default_dtype(source_array, dtype), device=dev, copy=True)
+    raise ValueError(f"Unexpected source_array type: {type(source_array).__name__}")
+
+
+def _same_shape_ufunc(mx_name: str, elemwise: str, broadcast: str, scalar_fn: Any, lscalar: str,
+                      rscalar: str | None = None) -> Any:
+    def fn(lhs: Any, rhs: Any) -> Any:
+        return _op.ufunc(lhs, rhs, broadcast, scalar_fn, lscalar, rscalar, same_shape_op=elemwise)
+
+    fn.__name__ = fn.__qualname__ = mx_name
+    fn.__doc__ = (f"``lhs {mx_name} rhs``: ``{elemwise}`` (storage-aware) for one shape, ``{broadcast}`` "
+                  f"otherwise, ``{lscalar}`` with a scalar.")
+    return fn
+
+
+add = _same_shape_ufunc("add", "elemwise_add", "broadcast_add", _pyop.add, "_plus_scalar")
+subtract = _same_shape_ufunc("subtract", "elemwise_sub", "broadcast_sub", _pyop.sub, "_minus_scalar",
+                             "_rminus_scalar")
+multiply = _same_shape_ufunc("multiply", "elemwise_mul", "broadcast_mul", _pyop.mul, "_mul_scalar")
+divide = _same_shape_ufunc("divide", "elemwise_div", "broadcast_div", _pyop.truediv, "_div_scalar",
+                           "_rdiv_scalar")
+
+
+def __getattr__(name: str) -> Any:
+    return _op.cached_function(name)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(__all__) | set(_op.known_names()))
+
+
+__all__ = ["csr_matrix", "row_sparse_array", "zeros", "empty", "array", "BaseSparseNDArray", "CSRNDArray",
+           "RowSparseNDArray", "add", "subtract", "multiply", "divide"]
