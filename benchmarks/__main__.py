@@ -10,6 +10,7 @@ import datetime
 from pathlib import Path
 
 from . import bench_conversions, bench_import
+from . import bench_dot
 from ._timing import describe_machine
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -22,6 +23,7 @@ def main() -> None:
 
     imports = bench_import.run()  # first, while this process has not imported numba yet
     conversions = bench_conversions.run(quick)
+    dots = bench_dot.run(quick)
     machine = describe_machine()  # after the conversions, so numba's threading layer is known
 
     when = datetime.datetime.now().isoformat(timespec="seconds")
@@ -35,6 +37,9 @@ def main() -> None:
               "'same result' compares our output with SciPy's (csr -> dense: 1,000 sampled rows).", "",
               bench_conversions.report(conversions), "",
               "## Import time", "", bench_import.report(imports), ""]
+    lines += ["## dot vs SciPy", "",
+              "float32; median of interleaved rounds (see `benchmarks/bench_dot.py`); 'raw' calls the "
+              "numba kernel(s) directly. " + bench_dot.torch_note(), "", bench_dot.report(dots), ""]
     text = "\n".join(lines)
 
     RESULTS.mkdir(exist_ok=True)

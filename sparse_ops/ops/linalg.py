@@ -1,2 +1,457 @@
-"""(built-in operators: linalg; being written)"""
-__all__: list = []
+"""Linear algebra: ``dot`` for every pair of storage types, and ``FullyConnected``.
+
+``dot(lhs, rhs, transpose_a, transpose_b)`` is the matrix product ``op(lhs) @ op(rhs)``.
+Beyond matrices it follows MXNet: lhs reduces its last axis (its first with
+``transpose_a``), rhs its first (its last with ``transpose_b``), the output has the
+remaining axes of lhs then of rhs, and two vectors give shape ``(1,)``.
+
+Output storage types follow MXNet 1.9: ``csr.T @ dense/row_sparse`` gives ``row_sparse``
+(only the columns ``lhs`` stores can be non-zero), ``dense @ csr`` (either
+``transpose_b``) gives ``csr``, everything else is dense. ``forward_stype`` overrides the
+choice, as MXNet's parameter of the same name does.
+
+Storage-aware kernels cover every pair with one sparse operand (``c,d``, ``c,r``,
+``d,c``, ``r,d``, ``d,r``) under every transpose flag; ``r,r``, ``r,c`` and ``c,c``
+densify (fallback). The csr kernels are numba, cpu only (on a gpu csr pairs fall back);
+the row_sparse ones are array-module code for both devices. The sparse kernels take a
+matrix lhs and a matrix or vector rhs; other shapes are densified inside them.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..dispatch import op_function
+from ..ndarray import NDArray, RowSparseNDArray
+from ..registry import Op, Param, kernel, register
+from ._util import index_dtype_for, numba_values
+
+_BOTH = ("cpu", "gpu")
+
+
+# ---- writing a result into an output of any storage type ---------------------------------------
+def _dense_buffer(out: NDArray, dtype: np.dtype, operand: np.ndarray) -> np.ndarray:
+    """A 2-d (a 1-d output as one column) C-contiguous array for a numba kernel to write
+    the dense product into: ``out``'s own memory when it can (not when ``out=`` is the
+    dense ``operand`` the kernel reads), else a new array."""
+    shape = (out.shape[0], out.shape[1] if len(out.shape) == 2 else 1)
+    if (out.stype == "default" and out._data.dtype == dtype and out._data.flags.c_contiguous
+            and not np.may_share_memory(out._data, operand)):
+        return out._data.reshape(shape)
+    return np.empty(shape, dtype=dtype)
+
+
+def _adopt(ctx, out: NDArray, result: NDArray) -> None:
+    """Hand the arrays of sparse ``result`` to sparse output ``out`` (same storage type)."""
+    if out.stype == "csr":
+        ctx.set_csr(out, result._data, result._indices, result._indptr)
+    else:
+        ctx.set_row_sparse(out, result._data, result._indices)
+
+
+def _emit_dense(ctx, out: NDArray, values: Any, sources: tuple = ()) -> None:
+    """Store the dense product ``values`` (out's shape, or its 2-d form) into ``out``. A
+    sparse ``out`` keeps int32 indices when the index arrays ``sources`` are all int32."""
+    values = values.reshape(out.shape)
+    if out.stype == "default":
+        if not ctx.xp.may_share_memory(values, out._data):
+            out._data[...] = values
+        return
+    result = NDArray(values.astype(out.dtype, copy=False), out.device).tostype(out.stype)
+    if sources:
+        idt = index_dtype_for(*sources, nnz=result.nnz, shape=out.shape)
+        result._indices = result._indices.astype(idt, copy=False)
+        if out.stype == "csr":
+            result._indptr = result._indptr.astype(idt, copy=False)
+    _adopt(ctx, out, result)
+
+
+def _emit_rows(ctx, out: NDArray, values: Any, rows: Any) -> None:
+    """Store a product known to be zero outside the sorted rows ``rows`` (``values`` holds
+    those rows) into ``out``."""
+    values = values.reshape((rows.shape[0], *out.shape[1:])).astype(out.dtype, copy=False)
+    if out.stype == "row_sparse":
+        ctx.set_row_sparse(out, values, rows)
+    elif out.stype == "default":
+        out._data[...] = 0
+        out._data[rows] = values
+    else:
+        _adopt(ctx, out, RowSparseNDArray(values, rows, out.shape, out.device, check=False).tostype("csr"))
+
+
+def _size(shape: tuple) -> int:
+    return int(np.prod(shape, dtype=np.int64))
+
+
+def _as_matrix(values: Any) -> Any:
+    """A 1-d array as one column; 2-d arrays unchanged."""
+    return values.reshape(values.shape[0], 1) if values.ndim == 1 else values
+
+
+def _kernel_values(a: np.ndarray) -> np.ndarray:
+    """Values as the numba kernels take them: float16 widened to float32 (numba has no
+    cpu float16) and int32 to int64 (one integer type: fewer specialisations to compile;
+    the cast back gives int32's wrap-around result)."""
+    a = numba_values(a)
+    return a.astype(np.int64) if a.dtype == np.int32 else a
+
+
+def _dense_rhs(rhs: NDArray, transpose: bool) -> np.ndarray:
+    """The dense, C-contiguous 2-d matrix ``op(rhs)`` for a csr-lhs kernel (a row_sparse
+    rhs that must be transposed is densified)."""
+    b = rhs._data if rhs.stype == "default" else rhs.tostype("default")._data
+    b = _as_matrix(_kernel_values(b))
+    return np.ascontiguousarray(b.T if transpose and rhs.ndim == 2 else b)
+
+
+def _stored_rows(rsp: NDArray) -> np.ndarray:
+    """The stored rows of a row_sparse array as a C-contiguous 2-d matrix."""
+    return np.ascontiguousarray(_as_matrix(_kernel_values(rsp._data)))
+
+
+# ---- csr helpers (NumPy and numba, cpu) -----------------------------------------------------------
+def _csr_parts(x: NDArray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(indptr, indices, values) of csr ``x``, values as the kernels take them."""
+    return x._indptr, x._indices, _kernel_values(x._data)
+
+
+def _take_rows(parts: tuple, rows: np.ndarray) -> tuple:
+    """csr parts of the rows ``rows`` (in that order) of the csr ``parts``; vectorised."""
+    indptr, indices, values = parts
+    starts = indptr[rows]
+    lengths = indptr[rows + 1] - starts
+    new_ptr = np.zeros(rows.shape[0] + 1, dtype=indptr.dtype)
+    np.cumsum(lengths, out=new_ptr[1:])
+    positions = np.repeat(starts - new_ptr[:-1], lengths) + np.arange(new_ptr[-1], dtype=indptr.dtype)
+    return new_ptr, indices[positions], values[positions]
+
+
+def _keep_columns(parts: tuple, slot: np.ndarray) -> tuple:
+    """csr parts keeping the columns ``c`` with ``slot[c] >= 0``, renumbered ``slot[c]``."""
+    indptr, indices, values = parts
+    target = slot[indices]
+    keep = target >= 0
+    kept_before = np.zeros(indices.shape[0] + 1, dtype=np.int64)
+    np.cumsum(keep, out=kept_before[1:])
+    return kept_before[indptr].astype(indptr.dtype), target[keep].astype(indices.dtype), values[keep]
+
+
+def _row_slots(rsp: NDArray, rows: int) -> np.ndarray:
+    """For each of ``rows`` rows: its position among the stored rows of ``rsp``, or -1."""
+    slot = np.full(rows, -1, dtype=np.int64)
+    slot[rsp._indices] = np.arange(rsp._indices.shape[0])
+    return slot
+
+
+# Below this many multiply-adds a serial kernel beats starting a parallel region.
+PARALLEL_MIN_WORK = 100_000
+
+
+_kernel_module: Any = None
+
+
+def _kernels() -> Any:
+    """``sparse_ops.kernels.linalg``, imported on first use (``import sparse_ops`` compiles
+    nothing) and kept, so a call pays no import statement."""
+    global _kernel_module
+    if _kernel_module is None:
+        from ..kernels import linalg
+
+        _kernel_module = linalg
+    return _kernel_module
+
+
+def _threads() -> int:
+    import numba
+
+    return numba.get_num_threads()
+
+
+def _parallel(work: int) -> bool:
+    return work >= PARALLEL_MIN_WORK and _threads() > 1
+
+
+def _csr_times_dense(parts: tuple, b: np.ndarray, out: np.ndarray) -> None:
+    """out = A @ b for the csr parts of A and a C-contiguous dense b."""
+    kernels = _kernels()
+    if _parallel(parts[1].shape[0] * b.shape[1]):
+        kernels.csr_dense(*parts, b, out)
+    else:
+        kernels.csr_dense_rows(*parts, b, out, 0, out.shape[0])
+
+
+def _column_chunks(counts: np.ndarray, chunks: int) -> np.ndarray:
+    """Column boundaries splitting ``counts`` (stored values per column) into ``chunks``
+    ranges of about equal total."""
+    cum = np.cumsum(counts)
+    total = int(cum[-1]) if cum.size else 0
+    inner = np.searchsorted(cum, total * np.arange(1, chunks) / chunks, side="left") + 1
+    return np.concatenate(([0], np.minimum(inner, counts.shape[0]), [counts.shape[0]])).astype(np.int64)
+
+
+def _csr_t_times(ctx, parts: tuple, columns: int, b: np.ndarray, out: NDArray, index_source: Any) -> None:
+    """out = A.T @ b for the csr parts of A (``columns`` columns). The product is zero
+    outside the columns A stores: a row_sparse result, whose indices keep the dtype of
+    ``index_source`` when it is int32.
+
+    The kernel indexes its output by column. When A stores fewer than half of its
+    columns, they are renumbered first so the output holds only those; otherwise the
+    output has a row per column and the stored ones are picked afterwards (no copy when
+    every column is stored).
+    """
+    kernels = _kernels()
+    indptr, indices, values = parts
+    counts = np.zeros(columns, dtype=np.int64)
+    kernels.count_columns(indices, counts)
+    cols = np.flatnonzero(counts)
+    renumber = 2 * cols.shape[0] < columns
+    if renumber:
+        slot = np.zeros(columns, dtype=indices.dtype)
+        slot[cols] = np.arange(cols.shape[0], dtype=indices.dtype)
+        indices, counts = slot[indices], counts[cols]
+    product = np.zeros((counts.shape[0], b.shape[1]), dtype=values.dtype)
+    if cols.shape[0] and b.shape[1]:
+        if _parallel(indices.shape[0] * b.shape[1]):
+            kernels.csr_t_dense(indptr, indices, values, b, _column_chunks(counts, _threads()), product)
+        else:
+            kernels.csr_t_dense_columns(indptr, indices, values, b, 0, counts.shape[0], product)
+    if not renumber and cols.shape[0] < columns:
+        product = product[cols]
+    _emit_rows(ctx, out, product, cols.astype(index_dtype_for(index_source, shape=out.shape), copy=False))
+
+
+# ---- the operators -------------------------------------------------------------------------------
+@register("dot")
+class Dot(Op):
+    """op(lhs) @ op(rhs), op = transpose where asked; N-d operands as in MXNet (lhs
+    reduces its last axis, or its first with transpose_a; rhs its first, or its last with
+    transpose_b; two vectors give shape (1,)). Storage types (MXNet 1.9): csr.T @
+    default/row_sparse -> row_sparse (transpose_a only), default @ csr -> csr (not
+    transpose_a), otherwise default; ``forward_stype`` forces the output storage type."""
+
+    arguments = ("lhs", "rhs")
+    backward_needs_inputs = ("lhs", "rhs")
+    transpose_a = Param(bool, False, doc="use the transpose of lhs")
+    transpose_b = Param(bool, False, doc="use the transpose of rhs")
+    forward_stype = Param(str, None, doc="output storage type (None: MXNet's choice)",
+                          choices=("default", "row_sparse", "csr"))
+
+    def _split(self, lhs: tuple, rhs: tuple) -> tuple[tuple, int, tuple]:
+        """(output axes from lhs, reduced length, output axes from rhs), MXNet's rule: lhs
+        reduces its last axis (its first with transpose_a), rhs its first (its last with
+        transpose_b); a 1-d operand contributes no output axis."""
+        if not lhs or not rhs:
+            raise ValueError(f"dot needs operands of at least one dimension, got shapes {lhs} and {rhs}")
+        k, out_l = (lhs[0], lhs[1:]) if self.transpose_a else (lhs[-1], lhs[:-1])
+        k_rhs, out_r = (rhs[-1], rhs[:-1]) if self.transpose_b else (rhs[0], rhs[1:])
+        if k != k_rhs:
+            raise ValueError(
+                f"dot: shapes {lhs}{' (transposed)' if self.transpose_a else ''} and "
+                f"{rhs}{' (transposed)' if self.transpose_b else ''} do not align: {k} != {k_rhs}")
+        return tuple(out_l), k, tuple(out_r)
+
+    def infer_shape(self, lhs, rhs):
+        out_l, _, out_r = self._split(lhs, rhs)
+        return [out_l + out_r if len(lhs) > 1 or len(rhs) > 1 else (1,)]
+
+    def _matrix_shapes(self, lhs: tuple, rhs: tuple) -> tuple[tuple, tuple, tuple]:
+        """The 2-d forms (as stored, before any transpose) of lhs, rhs and the output."""
+        out_l, k, out_r = self._split(lhs, rhs)
+        m, n = _size(out_l), _size(out_r)
+        return ((k, m) if self.transpose_a else (m, k)), ((n, k) if self.transpose_b else (k, n)), (m, n)
+
+    def infer_storage_type(self, lhs, rhs):
+        if self.forward_stype is not None:
+            return [self.forward_stype]
+        if lhs == "csr" and rhs != "csr" and self.transpose_a and not self.transpose_b:
+            return ["row_sparse"]
+        if lhs == "default" and rhs == "csr" and not self.transpose_a:
+            return ["csr"]
+        return ["default"]
+
+    @kernel(device=_BOTH)
+    def dense(self, ctx, lhs, rhs, out):
+        shape_l, shape_r, shape_out = self._matrix_shapes(lhs.shape, rhs.shape)
+        a, b = lhs.reshape(shape_l), rhs.reshape(shape_r)
+        ctx.xp.matmul(a.T if self.transpose_a else a, b.T if self.transpose_b else b,
+                      out=out.reshape(shape_out))
+
+    def _densified(self, ctx, lhs, rhs, out) -> None:
+        """The sparse kernels' way out for the shapes they do not take (N-d operands, a
+        1-d lhs): the dense product, stored into ``out`` of any storage type."""
+        xp = ctx.xp
+        result = xp.empty(out.shape, dtype=out.dtype)
+        self.dense(ctx, *(x._data if x.stype == "default" else x.tostype("default")._data for x in (lhs, rhs)),
+                   result)
+        _emit_dense(ctx, out, result)
+
+    @kernel(device="cpu", stypes=[("csr", "default"), ("csr", "row_sparse")])
+    def csr_lhs(self, ctx, lhs, rhs, out):
+        if lhs.ndim != 2 or rhs.ndim > 2:
+            return self._densified(ctx, lhs, rhs, out)
+        parts = _csr_parts(lhs)
+        plain_rsp = rhs.stype == "row_sparse" and not (self.transpose_b and rhs.ndim == 2)
+        if self.transpose_a:
+            if plain_rsp:  # only the rows of lhs that rhs stores matter
+                parts, b = _take_rows(parts, rhs._indices), _stored_rows(rhs)
+            else:
+                b = _dense_rhs(rhs, self.transpose_b)
+            _csr_t_times(ctx, parts, lhs.shape[1], b, out, lhs._indices)
+            return
+        if plain_rsp:  # only the columns of lhs where rhs stores a row matter
+            parts, b = _keep_columns(parts, _row_slots(rhs, lhs.shape[1])), _stored_rows(rhs)
+        else:
+            b = _dense_rhs(rhs, self.transpose_b)
+        buf = _dense_buffer(out, parts[2].dtype, b)
+        _csr_times_dense(parts, b, buf)
+        _emit_dense(ctx, out, buf, (lhs._indices, lhs._indptr))
+
+    @kernel(device="cpu", stypes=("default", "csr"))
+    def csr_rhs(self, ctx, lhs, rhs, out):
+        if lhs.ndim != 2 or rhs.ndim > 2:
+            return self._densified(ctx, lhs, rhs, out)
+        parts = _csr_parts(rhs)
+        a = _kernel_values(lhs._data)
+        a = a.T if self.transpose_a else a
+        if self.transpose_b:  # a @ rhs.T = (rhs @ a.T).T
+            product = np.empty((rhs.shape[0], a.shape[0]), dtype=parts[2].dtype)
+            _csr_times_dense(parts, np.ascontiguousarray(a.T), product)
+            product = product.T
+        else:
+            a = np.ascontiguousarray(a)
+            product = _dense_buffer(out, parts[2].dtype, a)
+            if _parallel(a.shape[0] * max(parts[1].shape[0], a.shape[1])):
+                _kernels().dense_csr(a, *parts, product)
+            else:
+                _kernels().dense_csr_rows(a, *parts, product, 0, a.shape[0])
+        _emit_dense(ctx, out, product, (rhs._indices, rhs._indptr))
+
+    @kernel(device=_BOTH, stypes=("row_sparse", "default"))
+    def rsp_lhs(self, ctx, lhs, rhs, out):
+        if lhs.ndim != 2 or rhs.ndim > 2:
+            return self._densified(ctx, lhs, rhs, out)
+        b = rhs._data.T if self.transpose_b else rhs._data
+        rows, stored = lhs._indices, lhs._data
+        if self.transpose_a:  # lhs.T @ b: the stored rows of lhs meet the same rows of b
+            _emit_dense(ctx, out, ctx.xp.matmul(stored.T, b[rows]), (rows,))
+        else:  # only the stored rows of the product are non-zero
+            _emit_rows(ctx, out, ctx.xp.matmul(stored, b), rows)
+
+    @kernel(device=_BOTH, stypes=("default", "row_sparse"))
+    def rsp_rhs(self, ctx, lhs, rhs, out):
+        if lhs.ndim != 2 or rhs.ndim > 2:
+            return self._densified(ctx, lhs, rhs, out)
+        xp = ctx.xp
+        a = lhs._data.T if self.transpose_a else lhs._data
+        rows, stored = rhs._indices, rhs._data
+        if self.transpose_b and rhs.ndim == 2:  # a @ rhs.T: the stored rows are output columns
+            product = xp.zeros(out.shape, dtype=out.dtype)
+            product[:, rows] = xp.matmul(a, stored.T)
+        else:  # only the columns of a at rhs's stored rows matter
+            product = xp.matmul(a[:, rows], stored)
+        _emit_dense(ctx, out, product, (rows,))
+
+    def gradient(self, out_grads, inputs, outputs):
+        """d lhs = g @ op(rhs).T and d rhs = op(lhs).T @ g, each written as one dot with the
+        transposes folded into its flags. A csr lhs gives a row_sparse d rhs (MXNet); a
+        dense lhs always gets a dense gradient (``dense @ csr`` would otherwise be csr).
+        Other than matrices, operands are reshaped to their 2-d forms and back."""
+        from .structure import reshape
+
+        (g,) = out_grads
+        lhs, rhs = inputs
+        if lhs.ndim == 2 and rhs.ndim == 2:
+            return self._matrix_gradient(g, lhs, rhs)
+        shape_l, shape_r, shape_out = self._matrix_shapes(lhs.shape, rhs.shape)
+        if lhs.ndim == 2 and rhs.ndim == 1:  # d rhs needs no reshape (a csr lhs keeps it row_sparse)
+            d_lhs = self._matrix_gradient(reshape(g, shape=shape_out), lhs, reshape(rhs, shape=shape_r))[0]
+            return [d_lhs, dot(lhs, g, transpose_a=not self.transpose_a)]
+        d_lhs, d_rhs = self._matrix_gradient(reshape(g, shape=shape_out), reshape(lhs, shape=shape_l),
+                                             reshape(rhs, shape=shape_r))
+        return [reshape(d_lhs, shape=lhs.shape), reshape(d_rhs, shape=rhs.shape)]
+
+    def _matrix_gradient(self, g: NDArray, lhs: NDArray, rhs: NDArray) -> list[NDArray]:
+        ta, tb = self.transpose_a, self.transpose_b
+        hint = {} if lhs.stype == "csr" else {"forward_stype": "default"}
+        if ta:
+            d_lhs = dot(rhs, g, transpose_a=tb, transpose_b=True, **hint)
+        else:
+            d_lhs = dot(g, rhs, transpose_b=not tb, **hint)
+        if tb:
+            d_rhs = dot(g, lhs, transpose_a=True, transpose_b=ta)
+        else:
+            d_rhs = dot(lhs, g, transpose_a=not ta)
+        return [d_lhs, d_rhs]
+
+
+@register("FullyConnected")
+class FullyConnectedOp(Op):
+    """out = data @ weight.T + bias (MXNet's FullyConnected; dense). Inputs are
+    ``(data, weight, bias)``, or ``(data, weight)`` with ``no_bias=True``. With
+    ``flatten=True`` data of shape ``(batch, ...)`` is taken as ``(batch, prod(...))``;
+    with ``flatten=False`` the product is over data's last axis."""
+
+    arguments = ("data", "weight", "bias")
+    variadic = True  # two inputs when no_bias
+    backward_needs_inputs = ("data", "weight")
+    num_hidden = Param(int, doc="number of output features")
+    no_bias = Param(bool, False, doc="no bias input")
+    flatten = Param(bool, True, doc="flatten data to 2-d (batch, features)")
+
+    def check_params(self):
+        if self.num_hidden < 1:
+            raise ValueError(f"num_hidden must be positive, got {self.num_hidden}")
+
+    def _split(self, data: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
+        """(leading output shape, input features) for a data shape."""
+        if not data:
+            raise ValueError("FullyConnected needs data of at least one dimension")
+        if self.flatten:
+            return data[:1], _size(data[1:])
+        return data[:-1], data[-1]
+
+    def infer_shape(self, *shapes):
+        names = ("data", "weight") if self.no_bias else ("data", "weight", "bias")
+        if len(shapes) != len(names):
+            raise ValueError(f"FullyConnected with no_bias={self.no_bias} takes {len(names)} inputs "
+                             f"({', '.join(names)}), got {len(shapes)}")
+        lead, features = self._split(shapes[0])
+        if shapes[1] != (self.num_hidden, features):
+            raise ValueError(f"weight must have shape {(self.num_hidden, features)} for data of shape "
+                             f"{shapes[0]} (flatten={self.flatten}), got {shapes[1]}")
+        if not self.no_bias and shapes[2] != (self.num_hidden,):
+            raise ValueError(f"bias must have shape {(self.num_hidden,)}, got {shapes[2]}")
+        return [lead + (self.num_hidden,)]
+
+    @kernel(device=_BOTH)
+    def dense(self, ctx, data, weight, *rest):
+        out = rest[-1]
+        batch = _size(out.shape[:-1])
+        y = out.reshape(batch, self.num_hidden)
+        ctx.xp.matmul(data.reshape(batch, weight.shape[1]), weight.T, out=y)
+        if not self.no_bias:
+            y += rest[0]
+
+    def gradient(self, out_grads, inputs, outputs):
+        from .reduce import sum as _sum
+        from .structure import reshape
+
+        g = out_grads[0]
+        data, weight = inputs[:2]
+        batch = _size(g.shape[:-1])
+        x = data if data.ndim == 2 else reshape(data, shape=(batch, weight.shape[1]))
+        g2 = g if g.ndim == 2 else reshape(g, shape=(batch, self.num_hidden))
+        d_data = dot(g2, weight)
+        if d_data.shape != data.shape:
+            d_data = reshape(d_data, shape=data.shape)
+        grads = [d_data, dot(g2, x, transpose_a=True, forward_stype="default")]
+        if not self.no_bias:
+            grads.append(_sum(g2, axis=0))
+        return grads
+
+
+dot = op_function("dot")
+FullyConnected = op_function("FullyConnected")
+
+__all__ = ["dot", "FullyConnected"]

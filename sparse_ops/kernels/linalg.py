@@ -1,0 +1,112 @@
+"""numba CPU kernels of ``dot``: products of a csr matrix with a dense one, in each orientation.
+
+Each product has a serial kernel over a range (of rows, or of output columns) and a
+parallel driver that splits the whole range among the threads. Small products call the
+serial kernel directly: starting a parallel region costs more than they do. Every driver
+is race-free without atomics: each parallel iteration owns the output rows it writes.
+Values arrive widened to float32, float64 or int64 (fewer specialisations to compile)
+and all value arrays of one call share a dtype.
+"""
+from numba import prange
+
+from . import jit
+
+ROWS_PER_TASK = 64
+
+
+@jit()
+def csr_dense_rows(indptr, indices, data, b, out, start, stop):
+    """out[start:stop] = A[start:stop] @ b for csr A (m x k), row-major dense b (k x n).
+
+    Two stored values at a time, so each pass over the output row does two
+    multiply-adds (fewer loads and stores of ``out``).
+    """
+    n = b.shape[1]
+    for i in range(start, stop):
+        for c in range(n):
+            out[i, c] = 0
+        j, end = indptr[i], indptr[i + 1]
+        while j + 1 < end:
+            c0, v0 = indices[j], data[j]
+            c1, v1 = indices[j + 1], data[j + 1]
+            for c in range(n):
+                out[i, c] += v0 * b[c0, c] + v1 * b[c1, c]
+            j += 2
+        if j < end:
+            c0, v0 = indices[j], data[j]
+            for c in range(n):
+                out[i, c] += v0 * b[c0, c]
+
+
+@jit(parallel=True)
+def csr_dense(indptr, indices, data, b, out):
+    """out = A @ b (see ``csr_dense_rows``), blocks of rows in parallel."""
+    m = indptr.shape[0] - 1
+    for t in prange((m + ROWS_PER_TASK - 1) // ROWS_PER_TASK):
+        csr_dense_rows(indptr, indices, data, b, out, t * ROWS_PER_TASK, min(m, (t + 1) * ROWS_PER_TASK))
+
+
+@jit()
+def count_columns(indices, counts):
+    """counts[c] += how often column c occurs in ``indices`` (NumPy's bincount first
+    converts int32 indices to int64: twice as slow)."""
+    for j in range(indices.shape[0]):
+        counts[indices[j]] += 1
+
+
+@jit()
+def csr_t_dense_columns(indptr, indices, data, b, lo, hi, out):
+    """out[c] += sum over rows i of A[i, c] * b[i] for the columns lo <= c < hi of csr A
+    (m x k) and row-major dense b (m x n): A.T @ b (k x n) restricted to those columns.
+
+    Reads all of A and b in order and writes only the output rows of its columns. The
+    columns of a row are sorted, so its values in [lo, hi) are one run: skipping to it
+    costs a predictable branch per value instead of a random one. (Indexing ``out`` by a
+    renumbering array here instead of by the column was 1.5x slower.)
+    """
+    n = b.shape[1]
+    for i in range(indptr.shape[0] - 1):
+        j, end = indptr[i], indptr[i + 1]
+        while j < end and indices[j] < lo:
+            j += 1
+        while j < end and indices[j] < hi:
+            col, v = indices[j], data[j]
+            for c in range(n):
+                out[col, c] += v * b[i, c]
+            j += 1
+
+
+@jit(parallel=True)
+def csr_t_dense(indptr, indices, data, b, bounds, out):
+    """out += A.T @ b (see ``csr_t_dense_columns``); the column ranges
+    ``bounds[t]:bounds[t + 1]`` (about equal nnz each) run in parallel.
+
+    Splitting the output columns keeps the writes race-free, reads b in order and keeps
+    the output block in cache; transposing A first and then taking row-wise products was
+    4x slower here (a serial scatter, then random reads of b's rows).
+    """
+    for t in prange(bounds.shape[0] - 1):
+        csr_t_dense_columns(indptr, indices, data, b, bounds[t], bounds[t + 1], out)
+
+
+@jit()
+def dense_csr_rows(a, indptr, indices, data, out, start, stop):
+    """out[start:stop] = a[start:stop] @ B for row-major dense a (m x k), csr B (k x n):
+    per output row, scatter ``a[i, l] * B[l, :]`` for every non-zero ``a[i, l]``."""
+    k = a.shape[1]
+    for i in range(start, stop):
+        for c in range(out.shape[1]):
+            out[i, c] = 0
+        for l in range(k):
+            v = a[i, l]
+            if v != 0:
+                for j in range(indptr[l], indptr[l + 1]):
+                    out[i, indices[j]] += v * data[j]
+
+
+@jit(parallel=True)
+def dense_csr(a, indptr, indices, data, out):
+    """out = a @ B (see ``dense_csr_rows``), blocks of rows in parallel."""
+    m = a.shape[0]
+    for t in prange((m + ROWS_PER_TASK - 1) // ROWS_PER_TASK):
+        dense_csr_rows(a, indptr, indices, data, out, t * ROWS_PER_TASK, min(m, (t + 1) * ROWS_PER_TASK))
