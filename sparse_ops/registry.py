@@ -296,7 +296,9 @@ class OpDef:
                 return inst
             return self._make_instance({})  # raises: a required parameter is missing
         try:
-            key = tuple(sorted(kwargs.items()))
+            key = tuple(kwargs.items())
+            if len(key) > 1:
+                key = tuple(sorted(key))
             inst = self._instances.get(key)
         except TypeError:  # unhashable value (a list, say): parse without caching
             return self._make_instance(kwargs)

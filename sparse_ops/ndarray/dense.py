@@ -231,9 +231,10 @@ class NDArray:
     __hash__ = object.__hash__
 
     def _operator(self, kind: str, other: Any, reverse: bool = False, out: "NDArray | None" = None) -> Any:
-        from ..ops.unary import python_operator  # the ops import this module: import late
-
-        return python_operator(kind, self, other, reverse, out)
+        global _python_operator
+        if _python_operator is None:  # the ops import this module, so theirs is imported late
+            from ..ops.unary import python_operator as _python_operator
+        return _python_operator(kind, self, other, reverse, out)
 
     def __add__(self, other: Any) -> Any:
         return self._operator("add", other)
@@ -304,6 +305,9 @@ class NDArray:
         from ..ops.unary import abs as _abs
 
         return _abs(self)
+
+
+_python_operator = None  # sparse_ops.ops.unary.python_operator, once loaded
 
 
 def _rebuild_dense(values: np.ndarray, device: Device) -> NDArray:

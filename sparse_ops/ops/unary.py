@@ -658,6 +658,8 @@ def python_operator(kind: str, x: NDArray, other: Any, reverse: bool = False, ou
     same, bcast, with_scalar, scalar_with = _PYTHON_OPERATORS[kind]
     if isinstance(other, NDArray):
         lhs, rhs = (other, x) if reverse else (x, other)
+        if out is None:
+            return (same if lhs.shape == rhs.shape else bcast)(lhs, rhs)
         return (same if lhs.shape == rhs.shape else bcast)(lhs, rhs, out=out)
     if isinstance(other, numbers.Real):
         return (scalar_with if reverse else with_scalar)(x, scalar=other, out=out)
