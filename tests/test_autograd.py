@@ -39,6 +39,7 @@ def test_state_is_scoped_and_per_thread():
     assert not ag.is_recording() and not ag.is_training()
 
 
+@pytest.mark.filterwarnings("ignore::sparse_ops.StorageFallbackWarning")  # csr with row_sparse densifies
 @pytest.mark.parametrize("ls", STYPES)
 @pytest.mark.parametrize("rs", STYPES)
 @pytest.mark.parametrize("op", ["elemwise_add", "elemwise_mul"])
@@ -263,3 +264,65 @@ def test_gradients_in_eight_threads():
     assert not errors
     for i in range(8):
         np.testing.assert_allclose(results[i], 2 * A * (i + 1) * B)
+
+
+def test_out_grads_on_split_missing_heads_count_as_zero():
+    x = arr(np.arange(12.0).reshape(3, 4))
+    x.attach_grad()
+    with ag.record():
+        a, b = so.split(x, num_outputs=2, axis=1)
+        y = so.elemwise_mul(a, a)  # only the first piece is used
+    y.backward()
+    expected = np.zeros((3, 4))
+    expected[:, :2] = 2 * x.asnumpy()[:, :2]
+    np.testing.assert_allclose(x.grad.asnumpy(), expected)
+    with ag.record():
+        a, b = so.split(x, num_outputs=2, axis=1)
+    ag.backward([a, b], [arr(np.ones((3, 2))), arr(np.full((3, 2), 2.0))])
+    np.testing.assert_allclose(x.grad.asnumpy(), np.repeat([[1.0, 1.0, 2.0, 2.0]], 3, axis=0))
+
+
+def test_second_order_through_unary_and_dot():
+    x = arr([0.5, -1.0, 2.0])
+    x.attach_grad()
+    with ag.record():
+        y = so.exp(so.elemwise_mul(x, x))  # d/dx = 2x e^{x^2}
+        (dx,) = ag.grad([y], [x], create_graph=True)
+    dx.backward()  # d2/dx2 = (2 + 4x^2) e^{x^2}
+    v = x.asnumpy()
+    np.testing.assert_allclose(x.grad.asnumpy(), (2 + 4 * v ** 2) * np.exp(v ** 2), rtol=1e-6)
+
+    w = arr([[1.0, 2.0], [3.0, 4.0]])
+    w.attach_grad()
+    with ag.record():
+        z = so.dot(so.elemwise_mul(w, w), w)
+        (dw,) = ag.grad([z], [w], create_graph=True)
+        s = so.sum(dw)
+    s.backward()
+    # numeric second derivative of sum(d sum(z) / dw) along each coordinate
+    def first(wv):
+        ww = arr(wv)
+        ww.attach_grad()
+        with ag.record():
+            zz = so.dot(so.elemwise_mul(ww, ww), ww)
+        zz.backward()
+        return ww.grad.asnumpy().sum()
+    base = w.asnumpy()
+    numeric = np.zeros_like(base)
+    for idx in np.ndindex(base.shape):
+        d = np.zeros_like(base)
+        d[idx] = 1e-5
+        numeric[idx] = (first(base + d) - first(base - d)) / 2e-5
+    np.testing.assert_allclose(w.grad.asnumpy(), numeric, rtol=1e-4)
+
+
+def test_embedding_sparse_grad_through_the_tape():
+    weight = arr(np.arange(20.0).reshape(10, 2))
+    weight.attach_grad(stype="row_sparse")
+    ids = arr([[1, 3], [3, 7]], dtype="float32")
+    with ag.record():
+        out = so.Embedding(ids, weight, input_dim=10, output_dim=2, dtype="float64", sparse_grad=True)
+    out.backward()
+    assert weight.grad.stype == "row_sparse"
+    np.testing.assert_array_equal(weight.grad.indices, [1, 3, 7])
+    np.testing.assert_allclose(weight.grad.data, [[1, 1], [2, 2], [1, 1]])
