@@ -1,7 +1,9 @@
-"""``python -m benchmarks [--quick]``: conversions and import time, as one markdown report.
+"""``python -m benchmarks [--quick]``: the benchmark suite, as one markdown report.
 
-Writes ``benchmarks/results/conversions.md`` (``conversions-quick.md`` with ``--quick``,
-so a smoke run never overwrites the full numbers) and prints it.
+Import time, per-call overhead and autograd (vs PyTorch when installed), storage
+conversions and ``dot`` (vs SciPy). Writes ``benchmarks/results/report.md``
+(``report-quick.md`` with ``--quick``, so a smoke run never overwrites the full numbers)
+and prints it.
 """
 from __future__ import annotations
 
@@ -9,8 +11,7 @@ import argparse
 import datetime
 from pathlib import Path
 
-from . import bench_conversions, bench_import
-from . import bench_dot
+from . import bench_conversions, bench_dot, bench_import, bench_overhead
 from ._timing import describe_machine
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -22,6 +23,7 @@ def main() -> None:
     quick = parser.parse_args().quick
 
     imports = bench_import.run()  # first, while this process has not imported numba yet
+    overhead = bench_overhead.run(quick)
     conversions = bench_conversions.run(quick)
     dots = bench_dot.run(quick)
     machine = describe_machine()  # after the conversions, so numba's threading layer is known
@@ -36,14 +38,15 @@ def main() -> None:
               "csr -> dense: median of 3, everything else median of 5, each after one warm-up call. "
               "'same result' compares our output with SciPy's (csr -> dense: 1,000 sampled rows).", "",
               bench_conversions.report(conversions), "",
-              "## Import time", "", bench_import.report(imports), ""]
+              "## Import time", "", bench_import.report(imports), "",
+              "## Per-call overhead and autograd", "", bench_overhead.report(overhead), ""]
     lines += ["## dot vs SciPy", "",
               "float32; median of interleaved rounds (see `benchmarks/bench_dot.py`); 'raw' calls the "
               "numba kernel(s) directly. " + bench_dot.torch_note(), "", bench_dot.report(dots), ""]
     text = "\n".join(lines)
 
     RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / ("conversions-quick.md" if quick else "conversions.md")
+    out = RESULTS / ("report-quick.md" if quick else "report.md")
     out.write_text(text)
     print(text)
     print(f"\nwritten to {out}")

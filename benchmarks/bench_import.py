@@ -8,6 +8,7 @@ run that fills the file cache), so interpreter start-up is included; ``pass`` an
 """
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -18,8 +19,11 @@ HEAVY = ("numba", "llvmlite", "scipy", "cupy")  # numba and scipy must not be im
 
 
 def _run(code: str) -> str:
+    # Bytecode caching on, as in a normal installation (the warm-up run writes the .pyc
+    # files); some sandboxes set PYTHONDONTWRITEBYTECODE, which recompiles every import.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     return subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
-                          text=True).stdout
+                          text=True, env=env).stdout
 
 
 def run() -> dict:
