@@ -59,6 +59,17 @@ def row_sparse_parts(dense: np.ndarray, index_dtype):
     return dense[rows], rows.astype(index_dtype)
 
 
+def make(dense: np.ndarray, stype: str, index_dtype="int64"):
+    """A container of storage type ``stype`` holding ``dense``, built from its components."""
+    import sparse_ops as so
+
+    if stype == "default":
+        return so.array(dense)
+    if stype == "csr":
+        return so.csr_matrix(csr_parts(dense, index_dtype), shape=dense.shape)
+    return so.row_sparse_array(row_sparse_parts(dense, index_dtype), shape=dense.shape)
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)

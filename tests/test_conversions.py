@@ -6,17 +6,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import sparse_ops as so
-from conftest import INDEX_DTYPES, csr_parts, dense_arrays, row_sparse_parts, scipy_csr
+from conftest import INDEX_DTYPES, csr_parts, dense_arrays, make, row_sparse_parts, scipy_csr
 
 STYPES = ["default", "row_sparse", "csr"]
-
-
-def make(dense, stype, index_dtype):
-    if stype == "default":
-        return so.array(dense)
-    if stype == "csr":
-        return so.csr_matrix(csr_parts(dense, index_dtype), shape=dense.shape)
-    return so.row_sparse_array(row_sparse_parts(dense, index_dtype), shape=dense.shape)
 
 
 @given(dense=dense_arrays(), src=st.sampled_from(STYPES), dst=st.sampled_from(STYPES),

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sparse_ops as so
-from conftest import INDEX_DTYPES, csr_parts, dense_arrays, row_sparse_parts
+from conftest import INDEX_DTYPES, csr_parts, dense_arrays, make, row_sparse_parts
 from sparse_ops.sdk.testing import check_gradient
 
 STYPES = ["default", "row_sparse", "csr"]
@@ -28,14 +28,6 @@ EX_KERNELS = {
     "elemwise_mul": {(R, R), (D, R), (R, D), (C, C), (D, C), (C, D)},
     "elemwise_div": set(),
 }
-
-
-def make(dense, stype, index_dtype="int64"):
-    if stype == D:
-        return so.array(dense)
-    if stype == C:
-        return so.csr_matrix(csr_parts(dense, index_dtype), shape=dense.shape)
-    return so.row_sparse_array(row_sparse_parts(dense, index_dtype), shape=dense.shape)
 
 
 @st.composite

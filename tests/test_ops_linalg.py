@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 import sparse_ops as so
 from conftest import csr_parts, row_sparse_parts
+from conftest import make as make_container
 from sparse_ops.dispatch import InferenceError
 from sparse_ops.registry import ParameterError
 from sparse_ops.sdk.testing import check_gradient
@@ -47,12 +48,7 @@ INDEX_FOR = {"float16": "int32", "float32": "int32", "float64": "int64", "int32"
 
 
 def make(dense: np.ndarray, stype: str, index_dtype=None):
-    index_dtype = index_dtype or INDEX_FOR[dense.dtype.name]
-    if stype == "default":
-        return so.array(dense)
-    if stype == "csr":
-        return so.csr_matrix(csr_parts(dense, index_dtype), shape=dense.shape)
-    return so.row_sparse_array(row_sparse_parts(dense, index_dtype), shape=dense.shape)
+    return make_container(dense, stype, index_dtype or INDEX_FOR[dense.dtype.name])
 
 
 def reference(a, b, ta, tb):

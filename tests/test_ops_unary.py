@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sparse_ops as so
-from conftest import INDEX_DTYPES, csr_parts, dense_arrays, row_sparse_parts
+from conftest import INDEX_DTYPES, csr_parts, dense_arrays, make, row_sparse_parts
 from sparse_ops.dispatch import InferenceError
 from sparse_ops.ops import unary as U
 from sparse_ops.registry import ParameterError
@@ -23,14 +23,6 @@ D, R, C = "default", "row_sparse", "csr"
 STYPES = [D, R, C]
 FLOATS = ["float16", "float32", "float64"]
 INTS = ["int32", "int64"]
-
-
-def make(dense, stype, index_dtype="int64"):
-    if stype == D:
-        return so.array(dense)
-    if stype == C:
-        return so.csr_matrix(csr_parts(dense, index_dtype), shape=dense.shape)
-    return so.row_sparse_array(row_sparse_parts(dense, index_dtype), shape=dense.shape)
 
 
 def sample(shape, dtype, density, domain="any", seed=0):
