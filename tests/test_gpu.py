@@ -1,0 +1,106 @@
+"""Built-in operators and autograd on the gpu device, against the cpu.
+
+Runs where a gpu exists: on hardware, or on any machine with ``SPARSE_OPS_CUDA_SIM=1``
+set before Python starts (``SPARSE_OPS_CUDA_SIM=1 python -m pytest -m gpu``), which
+simulates gpu(0) with NumPy memory and numba's CUDA simulator. Elsewhere it skips.
+"""
+import warnings
+
+import numpy as np
+import pytest
+
+import sparse_ops as so
+from sparse_ops import autograd as ag
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(so.num_gpus() == 0, reason="no gpu (set SPARSE_OPS_CUDA_SIM=1 to simulate one)"),
+]
+
+RNG = np.random.default_rng(7)
+A = np.where(RNG.random((6, 5)) < 0.4, RNG.standard_normal((6, 5)), 0.0)
+B = np.where(RNG.random((6, 5)) < 0.4, RNG.standard_normal((6, 5)), 0.0)
+W = RNG.standard_normal((5, 3))
+
+
+def both(values, stype="default"):
+    cpu = so.array(values).tostype(stype)
+    return cpu, cpu.to(so.gpu(0))
+
+
+CASES = {
+    "elemwise_add csr": lambda d: so.elemwise_add(d["a_csr"], d["b_csr"]),
+    "elemwise_mul rsp": lambda d: so.elemwise_mul(d["a_rsp"], d["b"]),
+    "elemwise_sub dense": lambda d: so.elemwise_sub(d["a"], d["b"]),
+    "square csr": lambda d: so.square(d["a_csr"]),
+    "exp rsp": lambda d: so.exp(d["a_rsp"]),
+    "x*2 csr": lambda d: d["a_csr"] * 2,
+    "sum csr axis 0": lambda d: so.sum(d["a_csr"], axis=0),
+    "sum rsp axis 1": lambda d: so.sum(d["a_rsp"], axis=1),
+    "norm csr": lambda d: so.norm(d["a_csr"]),
+    "dot csr dense": lambda d: so.dot(d["a_csr"], d["w"]),
+    "dot csr.T dense": lambda d: so.dot(d["a_csr"], d["b"], transpose_a=True),
+    "dot dense dense": lambda d: so.dot(d["a"], d["w"]),
+    "transpose csr": lambda d: so.transpose(d["a_csr"]),
+    "add_n rsp": lambda d: so.add_n(d["a_rsp"], d["a_rsp"], d["a_rsp"]),
+    "concat": lambda d: so.concat(d["a"], d["b"], dim=0),
+    "reshape": lambda d: so.reshape(d["a"], shape=(5, 6)),
+    "take": lambda d: so.take(d["a"], so.array(np.array([0, 3, 5.0]), device=d["a"].device)),
+    "retain": lambda d: so.retain(d["a_rsp"], so.array(np.array([0, 2, 4]), device=d["a"].device)),
+    "Embedding": lambda d: so.Embedding(so.array(np.array([[1.0, 4.0]]), device=d["w"].device), d["w"],
+                                        input_dim=5, output_dim=3, dtype="float64"),
+    "cast_storage": lambda d: so.cast_storage(d["a"], stype="csr"),
+}
+
+
+def operands(device_index):
+    values = {"a": A, "b": B, "w": W}
+    d = {}
+    for name, v in values.items():
+        pair = both(v)
+        d[name] = pair[device_index]
+    for stype, suffix in (("csr", "csr"), ("row_sparse", "rsp")):
+        d[f"a_{suffix}"] = both(A, stype)[device_index]
+        d[f"b_{suffix}"] = both(B, stype)[device_index]
+    return d
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_gpu_matches_cpu(case):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", so.StorageFallbackWarning)
+        on_cpu = CASES[case](operands(0))
+        on_gpu = CASES[case](operands(1))
+    assert on_gpu.device == so.gpu(0) and on_cpu.device == so.cpu()
+    assert on_gpu.stype == on_cpu.stype and on_gpu.shape == on_cpu.shape and on_gpu.dtype == on_cpu.dtype
+    np.testing.assert_allclose(on_gpu.asnumpy(), on_cpu.asnumpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_autograd_on_gpu():
+    x = so.array(A, device=so.gpu(0)).tostype("csr")
+    w = so.array(W, device=so.gpu(0))
+    w.attach_grad(stype="row_sparse")
+    with ag.record():
+        loss = so.sum(so.square(so.dot(x, w)))
+    loss.backward()
+    assert w.grad.device == so.gpu(0) and w.grad.stype == "row_sparse"
+    expected = 2 * A.T @ (A @ W)
+    np.testing.assert_allclose(w.grad.asnumpy(), expected, rtol=1e-10)
+
+
+def test_optimizer_update_on_gpu_is_lazy():
+    weight = so.array(np.ones((6, 2)), device=so.gpu(0))
+    grad = so.row_sparse_array((np.full((1, 2), 0.5), np.array([3])), shape=(6, 2), device=so.gpu(0))
+    so.sgd_update(weight, grad, lr=1.0, wd=0.1, out=weight)
+    expected = np.ones((6, 2))
+    expected[3] = 1 - (0.5 + 0.1)
+    np.testing.assert_allclose(weight.asnumpy(), expected)
+
+
+def test_moving_between_devices_and_explain():
+    cpu, gpu = both(A, "csr")
+    assert so.explain("dot", gpu, so.array(W, device=so.gpu(0)))["device"] == "gpu(0)"
+    back = gpu.to(so.cpu())
+    assert back.device == so.cpu() and np.array_equal(back.asnumpy(), A)
+    with pytest.raises(so.OperatorError, match="different devices"):
+        so.elemwise_add(cpu, gpu)
