@@ -1,0 +1,116 @@
+"""The op context: what a kernel may use besides its inputs and outputs."""
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+from . import device as _dev
+from .device import Device
+from .errors import OperatorError
+from .ndarray import CSRNDArray, NDArray, RowSparseNDArray
+
+
+def op_label(opdef: Any) -> str:
+    """How messages name an operator: its name, and its plugin when it has one."""
+    return f"operator {opdef.name!r}" + (f" (plugin {opdef.plugin})" if opdef.plugin else "")
+
+
+class _Workspace(threading.local):
+    def __init__(self) -> None:
+        self.buffers: dict[Device, Any] = {}
+        self.offsets: dict[Device, int] = {}
+
+
+_workspace = _Workspace()
+
+
+class OpContext:
+    """What a kernel may use besides its inputs and outputs.
+
+    ``device``, ``is_train``; ``workspace(shape, dtype)`` temporary memory from a
+    per-thread, per-device pool (valid until the kernel returns); ``rng`` a seeded NumPy
+    generator (``sparse_ops.random.seed``); ``stream`` the CuPy stream on a real gpu;
+    ``alloc_csr`` / ``alloc_row_sparse`` give a sparse output its arrays once the kernel
+    knows how many values it has (MXNet's ``alloc_sparse``), without a later copy.
+    """
+
+    __slots__ = ("device", "is_train", "op", "xp")
+
+    def __init__(self, device: Device, is_train: bool, op: Any) -> None:
+        self.device, self.is_train, self.op = device, is_train, op
+        self.xp = device.xp  # numpy or cupy
+
+    @property
+    def stream(self) -> Any:
+        return self.xp.cuda.get_current_stream() if self.xp is not np else None
+
+    @property
+    def rng(self) -> np.random.Generator:
+        from .random import generator
+
+        return generator(self.device)
+
+    def workspace(self, shape: Any, dtype: Any = np.float32) -> Any:
+        """Temporary memory, valid until the kernel returns (declare ``resources = ("workspace",)``)."""
+        if "workspace" not in self.op.resources:
+            raise OperatorError(f"{op_label(self.op)} uses ctx.workspace but does not declare "
+                                "resources = ('workspace',)")
+        dtype = np.dtype(dtype)
+        shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        align = 64
+        start = _workspace.offsets.get(self.device, 0)
+        start = (start + align - 1) // align * align
+        buf = _workspace.buffers.get(self.device)
+        if buf is None or buf.shape[0] < start + nbytes:
+            size = max(start + nbytes, 2 * (0 if buf is None else buf.shape[0]), 1 << 16)
+            with _dev.allocating_on(self.device):
+                buf = self.device.xp.empty(size, dtype=np.uint8)
+            _workspace.buffers[self.device] = buf
+        _workspace.offsets[self.device] = start + nbytes
+        return buf[start:start + nbytes].view(dtype).reshape(shape)
+
+    def alloc_csr(self, out: CSRNDArray, nnz: int, index_dtype: Any = np.int64) -> tuple[Any, Any, Any]:
+        """Give csr output ``out`` arrays for ``nnz`` values; returns (data, indices, indptr) to fill."""
+        xp = self.device.xp
+        with _dev.allocating_on(self.device):
+            data = xp.empty(nnz, dtype=out.dtype)
+            indices = xp.empty(nnz, dtype=index_dtype)
+            indptr = xp.empty(out.shape[0] + 1, dtype=index_dtype)
+        out._data, out._indices, out._indptr = data, indices, indptr
+        return data, indices, indptr
+
+    def set_csr(self, out: CSRNDArray, data: Any, indices: Any, indptr: Any) -> None:
+        """Hand arrays the kernel built to csr output ``out`` (no copy; checked cheaply after the kernel)."""
+        out._data, out._indices, out._indptr = data, indices, indptr
+
+    def set_row_sparse(self, out: RowSparseNDArray, data: Any, indices: Any) -> None:
+        """Hand arrays the kernel built to row_sparse output ``out`` (no copy)."""
+        out._data, out._indices = data, indices
+
+    def alloc_like(self, out: NDArray, like: NDArray) -> Any:
+        """Give sparse output ``out`` the structure of ``like`` (index arrays shared, never
+        copied) and fresh values; returns the values array for the kernel to fill."""
+        if out.stype != like.stype or out.shape != like.shape:
+            raise OperatorError(f"alloc_like: output is {out.stype} {out.shape}, "
+                                f"structure source is {like.stype} {like.shape}")
+        with _dev.allocating_on(self.device):
+            data = self.xp.empty(like._data.shape, dtype=out.dtype)
+        out._data = data
+        if like.stype == "csr":
+            out._indices, out._indptr = like._indices, like._indptr
+        elif like.stype == "row_sparse":
+            out._indices = like._indices
+        return data
+
+    def alloc_row_sparse(self, out: RowSparseNDArray, nnz_rows: int,
+                         index_dtype: Any = np.int64) -> tuple[Any, Any]:
+        """Give row_sparse output ``out`` arrays for ``nnz_rows`` rows; returns (data, indices)."""
+        xp = self.device.xp
+        with _dev.allocating_on(self.device):
+            data = xp.empty((nnz_rows, *out.shape[1:]), dtype=out.dtype)
+            indices = xp.empty(nnz_rows, dtype=index_dtype)
+        out._data, out._indices = data, indices
+        return data, indices
