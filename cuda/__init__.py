@@ -1,8 +1,10 @@
 """The GPU backend (``sparse_ops.cuda``): CuPy device arrays and numba-CUDA kernels.
 
-Availability is decided in ``sparse_ops.device``; kernels arrive with the GPU issue.
-``SPARSE_OPS_CUDA_SIM=1`` (set before importing sparse_ops) simulates ``gpu(0)`` with
-NumPy memory and numba's CUDA simulator.
+Availability is decided in ``sparse_ops.device``. The numba.cuda kernels of the built-ins
+are in ``sparse_ops.cuda.kernels``, imported lazily by the operators' gpu kernels (this
+package imports neither numba nor CuPy). ``SPARSE_OPS_CUDA_SIM=1`` (set before importing
+sparse_ops) simulates ``gpu(0)`` with NumPy memory and numba's CUDA simulator; README.md
+here says what the simulator can and cannot show.
 """
 from ..device import SIMULATED_GPU, num_gpus
 

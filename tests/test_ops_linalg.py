@@ -385,7 +385,7 @@ def test_fully_connected_gradient(no_bias, flatten, shape):
 @pytest.mark.gpu
 def test_simulated_gpu_paths():
     """dot for every storage pair and flag, and FullyConnected, on gpu(0), simulated: the
-    xp kernels run there, csr pairs densify (no gpu csr kernel yet)."""
+    xp kernels run there, and csr pairs run the numba.cuda kernels (in the CUDA simulator)."""
     import os
     import subprocess
     import sys
@@ -398,7 +398,8 @@ def test_simulated_gpu_paths():
         gpu = so.gpu(0)
         rng = np.random.default_rng(0)
         kernels = {("row_sparse", "default"): "Dot.rsp_lhs", ("default", "row_sparse"): "Dot.rsp_rhs",
-                   ("default", "default"): "Dot.dense"}
+                   ("default", "default"): "Dot.dense", ("csr", "default"): "Dot.csr_lhs_gpu",
+                   ("csr", "row_sparse"): "Dot.csr_lhs_gpu", ("default", "csr"): "Dot.csr_rhs_gpu"}
         for ls, rs in itertools.product(["default", "row_sparse", "csr"], repeat=2):
             for ta, tb in itertools.product([False, True], repeat=2):
                 a = rng.integers(-3, 4, size=(4, 5) if ta else (5, 4)).astype(np.float32)

@@ -216,6 +216,16 @@ class NDArray:
             return a.astype(dtype)
         return np.array(a, copy=True) if copy else a
 
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        """The CUDA array interface of the CuPy array of a dense gpu array, so numba.cuda
+        kernels and CuPy take the container itself, without a copy. Host memory (cpu, or
+        the simulated gpu) and sparse containers have none: AttributeError, so that
+        ``hasattr`` checks in numba and CuPy do not take a host array for device memory."""
+        if self.stype != "default" or not _dev.is_cupy_array(self._data):
+            raise AttributeError(f"{self._describe()} is not in device memory: no __cuda_array_interface__")
+        return self._data.__cuda_array_interface__
+
     def __dlpack__(self, **kwargs: Any) -> Any:
         return self._data.__dlpack__(**kwargs)
 

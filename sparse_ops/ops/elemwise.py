@@ -50,6 +50,19 @@ def _csr_merge(ctx, a, b, op: int, out) -> None:
     ctx.set_csr(out, values.astype(out.dtype, copy=False), indices, indptr)
 
 
+def _csr_merge_gpu(ctx, a, b, op: int, out) -> None:
+    """``_csr_merge`` on a gpu: numba.cuda kernels (``sparse_ops.cuda.kernels``), float16
+    computed in float32."""
+    from ..cuda.kernels import csr_merge
+    from ..device import allocating_on
+
+    idt = index_dtype_for(a._indices, b._indices, nnz=a.nnz + b.nnz, shape=a.shape)
+    with allocating_on(ctx.device):
+        values, indices, indptr = csr_merge(ctx, (a._indptr, a._indices, numba_values(a._data)),
+                                            (b._indptr, b._indices, numba_values(b._data)), op, idt)
+        ctx.set_csr(out, values.astype(out.dtype, copy=False), indices, indptr)
+
+
 def _dense_plus_sparse(ctx, dense, sparse, sign: int, out, sparse_first: bool) -> None:
     """out = dense ± sparse (or sparse ± dense), dense result."""
     if sparse_first and sign < 0:
@@ -90,6 +103,10 @@ class _AddSub(_Binary):
     @kernel(device="cpu", stypes=("csr", "csr"))
     def csr_csr(self, ctx, lhs, rhs, out):
         _csr_merge(ctx, lhs, rhs, 0 if self.sign > 0 else 1, out)
+
+    @kernel(device="gpu", stypes=("csr", "csr"))
+    def csr_csr_gpu(self, ctx, lhs, rhs, out):
+        _csr_merge_gpu(ctx, lhs, rhs, 0 if self.sign > 0 else 1, out)
 
     @kernel(device=_BOTH, stypes=[("default", "row_sparse"), ("default", "csr")])
     def dns_sparse(self, ctx, lhs, rhs, out):
@@ -157,6 +174,10 @@ class ElemwiseMul(_Binary):
     @kernel(device="cpu", stypes=("csr", "csr"))
     def csr_csr(self, ctx, lhs, rhs, out):
         _csr_merge(ctx, lhs, rhs, 2, out)
+
+    @kernel(device="gpu", stypes=("csr", "csr"))
+    def csr_csr_gpu(self, ctx, lhs, rhs, out):
+        _csr_merge_gpu(ctx, lhs, rhs, 2, out)
 
     @kernel(device=_BOTH, stypes=[("default", "csr"), ("csr", "default")])
     def dns_csr(self, ctx, lhs, rhs, out):

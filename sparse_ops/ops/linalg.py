@@ -12,9 +12,10 @@ choice, as MXNet's parameter of the same name does.
 
 Storage-aware kernels cover every pair with one sparse operand (``c,d``, ``c,r``,
 ``d,c``, ``r,d``, ``d,r``) under every transpose flag; ``r,r``, ``r,c`` and ``c,c``
-densify (fallback). The csr kernels are numba, cpu only (on a gpu csr pairs fall back);
-the row_sparse ones are array-module code for both devices. The sparse kernels take a
-matrix lhs and a matrix or vector rhs; other shapes are densified inside them.
+densify (fallback). The csr kernels are numba on the cpu and numba.cuda on a gpu
+(``sparse_ops.cuda.kernels``); the row_sparse ones are array-module code for both
+devices. The sparse kernels take a matrix lhs and a matrix or vector rhs; other shapes
+are densified inside them.
 """
 from __future__ import annotations
 
@@ -221,6 +222,23 @@ def _csr_t_times(ctx, parts: tuple, columns: int, b: np.ndarray, out: NDArray, i
     _emit_rows(ctx, out, product, cols.astype(index_dtype_for(index_source, shape=out.shape), copy=False))
 
 
+# ---- csr products on a gpu (numba.cuda kernels in sparse_ops.cuda.kernels) ------------------------
+def _gpu_dense_rhs(xp: Any, rhs: NDArray, transpose: bool) -> Any:
+    """``_dense_rhs`` on a gpu: the dense, C-contiguous 2-d ``op(rhs)``, float16 widened."""
+    b = rhs._data if rhs.stype == "default" else rhs.tostype("default")._data
+    b = _as_matrix(numba_values(b))
+    return xp.ascontiguousarray(b.T if transpose and rhs.ndim == 2 else b)
+
+
+def _gpu_buffer(xp: Any, out: NDArray, shape: tuple, dtype: np.dtype, operand: Any) -> Any:
+    """``_dense_buffer`` on a gpu: ``out``'s memory as a 2-d ``shape`` array when the
+    kernel may write the product there, else a new array."""
+    if (out.stype == "default" and out._data.dtype == dtype and out._data.flags.c_contiguous
+            and not xp.may_share_memory(out._data, operand)):
+        return out._data.reshape(shape)
+    return xp.empty(shape, dtype=dtype)
+
+
 # ---- the operators -------------------------------------------------------------------------------
 @register("dot")
 class Dot(Op):
@@ -326,6 +344,58 @@ class Dot(Op):
             else:
                 _kernels().dense_csr_rows(a, *parts, product, 0, a.shape[0])
         _emit_dense(ctx, out, product, (rhs._indices, rhs._indptr))
+
+    @kernel(device="gpu", stypes=[("csr", "default"), ("csr", "row_sparse")])
+    def csr_lhs_gpu(self, ctx, lhs, rhs, out):
+        """``csr_lhs`` on a gpu. csr.T @ b transposes lhs on the gpu and takes row-wise
+        products (no atomics); csr @ row_sparse reads rhs's stored rows through a row map."""
+        from ..cuda import kernels as gk
+        from ..device import allocating_on
+
+        if lhs.ndim != 2 or rhs.ndim > 2:
+            return self._densified(ctx, lhs, rhs, out)
+        xp = ctx.xp
+        parts = (lhs._indptr, lhs._indices, numba_values(lhs._data))
+        plain_rsp = rhs.stype == "row_sparse" and not (self.transpose_b and rhs.ndim == 2)
+        with allocating_on(ctx.device):
+            if plain_rsp:
+                b = xp.ascontiguousarray(_as_matrix(numba_values(rhs._data)))
+            else:
+                b = _gpu_dense_rhs(xp, rhs, self.transpose_b)
+            if self.transpose_a:
+                if plain_rsp:  # only the rows of lhs that rhs stores matter
+                    parts = gk.take_rows(ctx, parts, rhs._indices)
+                cols, product = gk.csr_t_times_dense(ctx, parts, lhs.shape[1], b)
+                _emit_rows(ctx, out, product,
+                           cols.astype(index_dtype_for(lhs._indices, shape=out.shape), copy=False))
+                return
+            product = _gpu_buffer(xp, out, (lhs.shape[0], b.shape[1]), parts[2].dtype, b)
+            if plain_rsp:
+                gk.csr_times_row_sparse(ctx, parts, b, rhs._indices, lhs.shape[1], product)
+            else:
+                gk.csr_times_dense(ctx, parts, b, product)
+            _emit_dense(ctx, out, product, (lhs._indices, lhs._indptr))
+
+    @kernel(device="gpu", stypes=("default", "csr"))
+    def csr_rhs_gpu(self, ctx, lhs, rhs, out):
+        """``csr_rhs`` on a gpu, through transposes: a @ B = (B.T @ a.T).T with B.T built
+        on the gpu, and a @ B.T = (B @ a.T).T."""
+        from ..cuda import kernels as gk
+        from ..device import allocating_on
+
+        if lhs.ndim != 2 or rhs.ndim > 2:
+            return self._densified(ctx, lhs, rhs, out)
+        xp = ctx.xp
+        parts = (rhs._indptr, rhs._indices, numba_values(rhs._data))
+        a = numba_values(lhs._data)
+        a = a.T if self.transpose_a else a
+        with allocating_on(ctx.device):
+            a_t = xp.ascontiguousarray(a.T)
+            if not self.transpose_b:
+                parts = gk.csr_transpose(ctx, parts, rhs.shape[1])[0]
+            product = xp.empty((parts[0].shape[0] - 1, a_t.shape[1]), dtype=parts[2].dtype)
+            gk.csr_times_dense(ctx, parts, a_t, product)
+            _emit_dense(ctx, out, product.T, (rhs._indices, rhs._indptr))
 
     @kernel(device=_BOTH, stypes=("row_sparse", "default"))
     def rsp_lhs(self, ctx, lhs, rhs, out):
