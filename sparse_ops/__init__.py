@@ -39,6 +39,8 @@ from .custom import Custom, CustomOp, CustomOpProp  # noqa: E402
 from .ops import *  # noqa: E402,F401,F403
 from .ops import __all__ as _op_names  # noqa: E402
 from . import cuda, sdk  # noqa: E402  (both light: no numba, no CuPy at import)
+from .plugins import load_plugins, plugins_info  # noqa: E402
+from . import library  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -56,4 +58,11 @@ __all__ = [
     "cast_storage", "save", "load",
     "Op", "OpDef", "Param", "kernel", "register", "get_op", "list_ops", "OpContext", "explain", "invoke",
     "autograd", "random", "Custom", "CustomOp", "CustomOpProp", *_op_names,
+    "load_plugins", "plugins_info", "library",
 ]
+
+# Last: installed plugins (entry-point group "sparse_ops.plugins") may import sparse_ops
+# themselves. SPARSE_OPS_DISABLE_PLUGIN_AUTOLOAD=1 turns this off.
+from .plugins import autoload as _autoload  # noqa: E402
+
+_autoload()

@@ -1,20 +1,309 @@
-"""The ``sparse-ops`` command line."""
+"""The ``sparse-ops`` command line: the operator table, plugins, the plugin template, demo,
+benchmarks and version. Exit codes: 0 success, 1 failure, 2 usage error."""
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
 import sys
+from pathlib import Path
+from typing import Any
+
+
+def _ops_module() -> Any:
+    import sparse_ops
+
+    return sparse_ops
+
+
+# ---- list / info -------------------------------------------------------------------------------------
+def _devices(opdef: Any) -> list[str]:
+    devs = set(opdef.fcompute) | {dev for dev, _ in opdef.fcompute_ex}
+    return [d for d in ("cpu", "gpu") if d in devs]
+
+
+def _storage_variants(opdef: Any) -> list[str]:
+    """The input storage types the op has kernels for: 'dense' for the dense kernel, then
+    each storage-aware kernel's signature."""
+    variants = ["dense"] if opdef.fcompute else []
+    variants += sorted({",".join(st) for _, st in opdef.fcompute_ex})
+    return variants
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    so = _ops_module()
+    rows = []
+    for name in so.list_ops():
+        opdef = so.get_op(name)
+        plugin = opdef.plugin or "built-in"
+        if args.plugin and plugin != args.plugin:
+            continue
+        rows.append((name, plugin, ",".join(_devices(opdef)) or "-", " ".join(_storage_variants(opdef)) or "-"))
+    if not rows:
+        print(f"no operators{' from plugin ' + args.plugin if args.plugin else ''}")
+        return 1 if args.plugin else 0
+    header = ("operator", "plugin", "devices", "kernels for input storage")
+    widths = [max(len(r[i]) for r in rows + [header]) for i in range(3)]
+    for r in [header] + rows:
+        print(f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:<{widths[2]}}  {r[3]}")
+    print(f"\n{len(rows)} operators")
+    return 0
+
+
+def _storage_rules(opdef: Any) -> list[str]:
+    """One line per input-storage signature with a kernel: the output storage types the
+    op's rule infers (with default parameters) and the dispatch mode it gets."""
+    lines = []
+    try:
+        inst = opdef.instance({})
+    except Exception as exc:  # a required parameter: the rule cannot run without values
+        inst = None
+        lines.append(f"(output storage depends on parameters: {exc})")
+    signatures = [("default",) * len(opdef.arguments)] + sorted({st for _, st in opdef.fcompute_ex})
+    for st in dict.fromkeys(signatures):  # unique, in order
+        ins = ",".join(st)
+        dense = all(s == "default" for s in st)
+        mode = "fcompute_ex" if any(k[1] == st for k in opdef.fcompute_ex) else ("fcompute" if dense else "fallback")
+        if inst is None:
+            outs = "?"
+        elif "*" in st or "..." in st:
+            outs = "(depends on the inputs)"
+        else:
+            try:
+                outs = ",".join(inst.infer_storage_type(*st))
+            except Exception as exc:
+                outs = f"(refused: {exc})"
+        lines.append(f"{ins} -> {outs} [{mode}]")
+    lines.append("other input storage types: densified, dense kernel, cast back [fallback]"
+                 if opdef.fcompute else "other input storage types: no kernel (error)")
+    return lines
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    import difflib
+    import inspect
+
+    so = _ops_module()
+    from .dispatch import op_function
+
+    if args.op not in so.list_ops():
+        close = difflib.get_close_matches(args.op, so.list_ops(), n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else "; see `sparse-ops list`"
+        print(f"sparse-ops: no operator named {args.op!r}{hint}", file=sys.stderr)
+        return 1
+    opdef = so.get_op(args.op)
+    fn = op_function(args.op)
+    print(f"{args.op}{inspect.signature(fn)}")
+    print(f"plugin: {opdef.plugin or 'built-in'}")
+    print(f"inputs: {', '.join(opdef.arguments)}{' (any number)' if opdef.variadic else ''}; "
+          f"outputs: {', '.join(opdef.outputs[:opdef.num_visible_outputs])}"
+          + (f" (hidden: {', '.join(opdef.outputs[opdef.num_visible_outputs:])})"
+             if len(opdef.outputs) > opdef.num_visible_outputs else ""))
+    if opdef.mutate:
+        print(f"updates in place: {', '.join(opdef.mutate)}")
+    if opdef.resources:
+        print(f"resources: {', '.join(opdef.resources)}")
+    print("parameters:" + ("" if opdef.params else " none"))
+    for p in opdef.params.values():
+        print(f"  {p.describe()}" + (f" (one of {', '.join(map(repr, p.choices))})" if p.choices else ""))
+    print("storage rules (input storage -> output storage [dispatch mode]):")
+    for line in _storage_rules(opdef):
+        print(f"  {line}")
+    print("kernels:")
+    for dev in sorted(opdef.fcompute):
+        print(f"  {dev}  dense (fcompute) -> {opdef.fcompute[dev].__name__}")
+    for (dev, st), kfn in sorted(opdef.fcompute_ex.items()):
+        print(f"  {dev}  {','.join(st)} (fcompute_ex) -> {kfn.__name__}")
+    if not opdef.fcompute and not opdef.fcompute_ex:
+        print("  (none: the op runs its own code)")
+    print(f"gradient: {'yes' if opdef.differentiable else 'no'}")
+    samples = getattr(opdef.cls, "samples", None)
+    print(f"sample inputs: {'yes (samples())' if callable(samples) else 'none'}")
+    if opdef.doc:
+        print("\n" + opdef.doc)
+    return 0
+
+
+# ---- plugins ----------------------------------------------------------------------------------------
+def _cmd_plugins(args: argparse.Namespace) -> int:
+    so = _ops_module()
+    from .plugins import ENTRY_POINT_GROUP, autoload_disabled, failure_details, installed_plugins
+
+    info = so.plugins_info()
+    installed = installed_plugins()
+    if autoload_disabled():
+        print("note: SPARSE_OPS_DISABLE_PLUGIN_AUTOLOAD is set, so installed plugins were not loaded")
+    print(f"loaded ({len(info['loaded'])}):")
+    for name, rec in info["loaded"].items():
+        extra = f", SDK {rec['sdk']}" if rec["sdk"] else ""
+        print(f"  {name} {rec['version'] or '(no version)'}{extra} — {rec['source']}")
+        print(f"    ops: {', '.join(rec['ops']) or '(none)'}")
+    print(f"failed ({len(info['failed'])}):")
+    for name, rec in info["failed"].items():
+        print(f"  {name} — {rec['reason']}")
+        details = failure_details(name) if args.verbose else None
+        if details:
+            print("    " + details.rstrip().replace("\n", "\n    "))
+    idle = [n for n in installed if n not in info["loaded"] and n not in info["failed"]]
+    if idle:
+        print(f"installed, not loaded: {', '.join(idle)}")
+    if not installed and not info["loaded"] and not info["failed"]:
+        print(f"(no plugins installed under the entry-point group {ENTRY_POINT_GROUP!r})")
+    return 0
+
+
+def _ensure_plugin(target: str) -> tuple[str | None, str]:
+    """Load ``target`` (an installed plugin name, a .py file or a package folder) if needed;
+    returns (plugin name or None, message)."""
+    import warnings
+
+    so = _ops_module()
+    from .plugins import PluginError
+
+    if os.sep in target or target.endswith(".py") or os.path.isdir(target):
+        try:
+            module = so.library.load(target)
+        except PluginError as exc:
+            return None, str(exc)
+        return module.__name__, ""
+    if target not in so.plugins_info()["loaded"]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            info = so.load_plugins([target])
+        if target not in info["loaded"]:
+            return None, f"plugin {target!r} is not loaded: {info['failed'].get(target, {}).get('reason')}"
+    return target, ""
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    so = _ops_module()
+    from .plugins import plugin_ops
+    from .sdk.testing import opcheck
+
+    name, message = _ensure_plugin(args.plugin)
+    if name is None:
+        print(f"sparse-ops check: {message}", file=sys.stderr)
+        return 1
+    ops = plugin_ops(name)
+    if args.op:
+        missing = [o for o in args.op if o not in ops]
+        if missing:
+            print(f"sparse-ops check: plugin {name!r} has no operator {', '.join(missing)}", file=sys.stderr)
+            return 1
+        ops = [o for o in ops if o in args.op]
+    if not ops:
+        print(f"sparse-ops check: plugin {name!r} registers no operators", file=sys.stderr)
+        return 1
+    gpu = "simulated" if so.cuda.is_simulator() else ("yes" if so.cuda.is_available() else "no")
+    print(f"checking plugin {name} ({len(ops)} operators; gpu: {gpu})")
+    failed = skipped = samples_run = 0
+    for op in ops:
+        make = getattr(so.get_op(op).cls, "samples", None)
+        if not callable(make):
+            skipped += 1
+            print(f"  SKIP {op}: no samples() classmethod")
+            continue
+        try:
+            n = opcheck(op, list(make()))
+        except Exception as exc:  # AssertionError from opcheck, or an error in the op or its samples
+            failed += 1
+            print(f"  FAIL {op}: {type(exc).__name__}: {exc}")
+            continue
+        samples_run += n
+        print(f"  ok   {op}: {n} samples")
+    checked = len(ops) - skipped
+    print(f"{checked} operators checked ({samples_run} samples), {failed} failed, {skipped} without samples")
+    if failed or checked == 0:
+        return 1
+    return 0
+
+
+def _cmd_new_plugin(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from .sdk.scaffold import ScaffoldError, create, validate_name
+
+    try:
+        validate_name(args.name)
+    except ValueError as exc:
+        parser.error(str(exc))  # exits with 2
+    try:
+        root = create(args.name, args.dir)
+    except ScaffoldError as exc:
+        print(f"sparse-ops new-plugin: {exc}", file=sys.stderr)
+        return 1
+    print(f"created plugin {args.name} in {root}:")
+    for f in sorted(p for p in root.rglob("*") if p.is_file()):
+        print(f"  {f.relative_to(root)}")
+    print(f"\nnext: pip install -e {root}  &&  sparse-ops check {args.name}  &&  "
+          f"python -m pytest {root / 'tests'}")
+    return 0
+
+
+# ---- demo / bench / version ---------------------------------------------------------------------------
+def _cmd_bench(args: argparse.Namespace) -> int:
+    root = Path(__file__).resolve().parent.parent
+    if not (root / "benchmarks" / "__main__.py").is_file():
+        print("sparse-ops bench needs a source checkout of sparse-ops (the benchmarks/ folder beside "
+              "sparse_ops/); installed packages do not ship it", file=sys.stderr)
+        return 1
+    cmd = [sys.executable, "-m", "benchmarks"] + (["--quick"] if args.quick else [])
+    return 0 if subprocess.call(cmd, cwd=root) == 0 else 1
+
+
+def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    parser = argparse.ArgumentParser(prog="sparse-ops", description="sparse-aware operators for Python",
+                                     epilog="exit codes: 0 success, 1 failure, 2 usage error")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subs = {}
+    p = sub.add_parser("list", help="list operators with their plugin, devices and storage kernels")
+    p.add_argument("--plugin", metavar="NAME", help="only this plugin's operators ('built-in' for ours)")
+    subs["list"] = p
+    p = sub.add_parser("info", help="describe one operator: signature, parameters, storage rules, kernels, docs")
+    p.add_argument("op", metavar="OP", help="operator name (see `sparse-ops list`)")
+    subs["info"] = p
+    p = sub.add_parser("plugins", help="list loaded and failed plugins")
+    p.add_argument("-v", "--verbose", action="store_true", help="show the traceback of each failure")
+    subs["plugins"] = p
+    p = sub.add_parser("new-plugin", help="create a plugin project from the template",
+                       description="Write a ready-to-install plugin package NAME (one kernel-first operator "
+                                   "with cpu and gpu kernels, samples, tests, README) into DIR/NAME.")
+    p.add_argument("name", metavar="NAME", help="plugin and package name (a lower-case identifier)")
+    p.add_argument("--dir", default=".", metavar="D", help="parent folder (default: the current folder)")
+    subs["new-plugin"] = p
+    p = sub.add_parser("check", help="run opcheck over a plugin's operators and their samples()",
+                       description="Load PLUGIN (an installed plugin's name, a .py file or a package folder) "
+                                   "and run sparse_ops.sdk.testing.opcheck on the samples() of each of its "
+                                   "operators. Exit 1 if a check fails or nothing could be checked.")
+    p.add_argument("plugin", metavar="PLUGIN", help="plugin name, .py file or package folder")
+    p.add_argument("--op", action="append", metavar="OP", help="check only this operator (repeatable)")
+    subs["check"] = p
+    p = sub.add_parser("demo", help="run the main job: a checked tour of the containers")
+    p.add_argument("--rows", type=int, default=2000)
+    p.add_argument("--cols", type=int, default=500)
+    p.add_argument("--per-row", type=int, default=8)
+    p.add_argument("--seed", type=int, default=0)
+    subs["demo"] = p
+    p = sub.add_parser("bench", help="run the benchmark suite (python -m benchmarks; needs a source checkout)")
+    p.add_argument("--quick", action="store_true", help="smaller inputs; writes report-quick.md")
+    subs["bench"] = p
+    subs["version"] = sub.add_parser("version", help="print the version")
+    return parser, subs
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="sparse-ops", description="sparse-aware operators for Python")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    demo = sub.add_parser("demo", help="run the main job: a checked tour of the containers")
-    demo.add_argument("--rows", type=int, default=2000)
-    demo.add_argument("--cols", type=int, default=500)
-    demo.add_argument("--per-row", type=int, default=8)
-    demo.add_argument("--seed", type=int, default=0)
-    sub.add_parser("version", help="print the version")
+    try:
+        return _main(argv)
+    except BrokenPipeError:  # `sparse-ops list | head`: the reader left; say nothing more
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+
+
+def _main(argv: list[str] | None) -> int:
+    parser, subs = _parser()
     args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
     if args.command == "demo":
         from .demo import run
 
@@ -25,8 +314,11 @@ def main(argv: list[str] | None = None) -> int:
 
         print(__version__)
         return 0
-    parser.print_help()
-    return 2
+    if args.command == "new-plugin":
+        return _cmd_new_plugin(args, subs["new-plugin"])
+    handler = {"list": _cmd_list, "info": _cmd_info, "plugins": _cmd_plugins, "check": _cmd_check,
+               "bench": _cmd_bench}[args.command]
+    return handler(args)
 
 
 if __name__ == "__main__":

@@ -367,7 +367,10 @@ def register(name: str, replace: bool = False, plugin: str | None = None) -> Cal
     """Class decorator: add an operator to the table under ``name``: an ``Op`` subclass
     (kernel-first form) or an MXNet-style ``CustomOpProp`` subclass.
 
-    Registering a taken name is an error unless ``replace=True``.
+    Registering a taken name is an error unless ``replace=True``. The op remembers the
+    plugin that registered it: ``plugin``, else the plugin being loaded by
+    ``sparse_ops.load_plugins`` / ``sparse_ops.library.load`` on this thread. A plugin can
+    never take a name another plugin registered, even with ``replace=True``.
     """
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"operator names are identifiers, got {name!r}")
@@ -385,9 +388,15 @@ def register(name: str, replace: bool = False, plugin: str | None = None) -> Cal
         opdef = OpDef(name, cls, owner)
         with _TABLE_LOCK:
             old = _TABLE.get(name)
+            if old is not None and old.plugin and owner and old.plugin != owner:
+                raise OperatorError(f"plugin {owner!r} cannot register operator {name!r}: plugin "
+                                    f"{old.plugin!r} already registered it (two plugins cannot share an "
+                                    f"operator name)")
             if old is not None and not replace:
                 who = f" (registered by plugin {old.plugin})" if old.plugin else " (a built-in)"
-                raise OperatorError(f"operator {name!r} is already registered{who}; pass replace=True to replace it")
+                by = f"plugin {owner!r}: " if owner else ""
+                raise OperatorError(f"{by}operator {name!r} is already registered{who}; "
+                                    f"pass replace=True to replace it")
             _TABLE[name] = opdef
         cls._opdef = opdef
         _publish(name)

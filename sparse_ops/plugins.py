@@ -1,0 +1,507 @@
+"""Plugins: Python packages that register operators, loaded by name and in isolation.
+
+A plugin is a module that registers ops with ``@sparse_ops.register``. It arrives as
+
+- an installed distribution declaring an entry point in the group ``sparse_ops.plugins``
+  (``[project.entry-points."sparse_ops.plugins"] myops = "myops"``), loaded by
+  ``load_plugins()`` and at ``import sparse_ops`` unless ``SPARSE_OPS_DISABLE_PLUGIN_AUTOLOAD=1``;
+- a ``.py`` file or package folder loaded at run time by ``sparse_ops.library.load(path)``.
+
+The entry point names a module (importing it registers the ops) or a callable in one
+(``"myops.ops:setup"``, called once without arguments after the import). The plugin may
+declare the SDK versions it supports as a module constant, ``SPARSE_OPS_SDK = ">=0.1,<0.2"``
+(``>=``, ``>``, ``<=``, ``<``, ``==``, ``!=`` joined by commas), checked against
+``sparse_ops.sdk.SDK_VERSION`` before the module runs when the constant can be read from
+its source, and after the import in any case.
+
+Isolation: every plugin loads under its own name. One that fails to import, raises while
+registering, takes an op name another plugin owns or declares an SDK range we do not
+satisfy is reported by name (a ``PluginWarning`` from ``load_plugins``, a ``PluginError``
+from ``library.load``, and in ``plugins_info()``); the ops it registered before failing are
+removed again, and the other plugins load regardless.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import re
+import sys
+import threading
+import traceback
+import warnings
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any, Callable, Iterable
+
+from .errors import OperatorError
+from .registry import _TABLE, _TABLE_LOCK, _current_plugin
+
+ENTRY_POINT_GROUP = "sparse_ops.plugins"
+AUTOLOAD_DISABLE_ENV = "SPARSE_OPS_DISABLE_PLUGIN_AUTOLOAD"
+
+
+class PluginError(OperatorError):
+    """A plugin could not be loaded; the message names the plugin and the reason."""
+
+
+class PluginWarning(UserWarning):
+    """``load_plugins`` skipped a plugin that failed; the message names it and says why."""
+
+
+@dataclass
+class _Record:
+    name: str
+    source: str
+    version: str | None = None
+    sdk: str | None = None
+    error: str | None = None
+    details: str | None = None  # the traceback of a failure
+    module: ModuleType | None = field(default=None, repr=False)
+    origin: str | None = None  # resolved path for library.load, to recognise a second load
+
+
+_LOADED: dict[str, _Record] = {}
+_FAILED: dict[str, _Record] = {}
+_LOCK = threading.RLock()  # re-entrant: a plugin may load another while it loads
+
+
+# ---- SDK version ranges ------------------------------------------------------------------------
+_CLAUSE = re.compile(r"\s*(>=|<=|==|!=|>|<)\s*(\d+(?:\.\d+)*)\s*$")
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    if not re.fullmatch(r"\d+(?:\.\d+)*", text.strip()):
+        raise ValueError(f"not a version: {text!r}")
+    parts = [int(p) for p in text.strip().split(".")]
+    while len(parts) > 1 and parts[-1] == 0:  # 0.1 == 0.1.0
+        parts.pop()
+    return tuple(parts)
+
+
+def sdk_satisfies(spec: str, version: str | None = None) -> bool:
+    """Whether ``version`` (default: ``sparse_ops.sdk.SDK_VERSION``) meets ``spec``, a
+    comma-separated list of clauses such as ``">=0.1,<0.2"``. Raises ValueError for a
+    malformed spec. (``packaging`` is not a dependency, so this is a small comparator.)"""
+    if version is None:
+        from .sdk import SDK_VERSION as version
+    have = _version_tuple(version)
+    clauses = [c for c in spec.split(",") if c.strip()]
+    if not clauses:
+        raise ValueError(f"empty SDK version range {spec!r}")
+    for clause in clauses:
+        m = _CLAUSE.fullmatch(clause)
+        if m is None:
+            raise ValueError(f"bad clause {clause.strip()!r} in SDK version range {spec!r} "
+                             f"(expected e.g. '>=0.1,<0.2')")
+        op, want = m.group(1), _version_tuple(m.group(2))
+        ok = {">=": have >= want, "<=": have <= want, ">": have > want, "<": have < want,
+              "==": have == want, "!=": have != want}[op]
+        if not ok:
+            return False
+    return True
+
+
+_DECLARATION = re.compile(r"^SPARSE_OPS_SDK\s*(?::[^=]*)?=\s*([\"'])([^\"'\n]*)\1\s*(?:#.*)?$", re.MULTILINE)
+
+
+def _declared_in_source(path: str | None) -> str | None:
+    """The ``SPARSE_OPS_SDK = "..."`` literal of a module's source, read without running it."""
+    if not path or not path.endswith(".py"):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            m = _DECLARATION.search(f.read())
+    except (OSError, UnicodeDecodeError):
+        return None
+    return m.group(2) if m else None
+
+
+def _check_sdk(name: str, spec: Any) -> None:
+    from .sdk import SDK_VERSION
+
+    if not isinstance(spec, str):
+        raise PluginError(f"plugin {name!r}: SPARSE_OPS_SDK must be a string such as '>=0.1,<0.2', "
+                          f"got {spec!r}")
+    try:
+        ok = sdk_satisfies(spec, SDK_VERSION)
+    except ValueError as exc:
+        raise PluginError(f"plugin {name!r}: {exc}") from None
+    if not ok:
+        raise PluginError(f"plugin {name!r} supports sparse_ops SDK {spec}, but this is SDK {SDK_VERSION}")
+
+
+# ---- loading one plugin, with roll-back ------------------------------------------------------------
+def _rollback(name: str, table_before: dict, ops_attrs_before: set, modules_before: set,
+              packages: Iterable[str]) -> None:
+    """Undo a failed load: the plugin's new ops (or restore what they replaced), their
+    generated functions in ``sparse_ops.ops`` and the plugin's half-imported modules."""
+    ops_module = sys.modules.get("sparse_ops.ops")
+    with _TABLE_LOCK:
+        for op, opdef in list(_TABLE.items()):
+            if opdef.plugin != name or table_before.get(op) is opdef:
+                continue
+            if op in table_before:
+                _TABLE[op] = table_before[op]
+            else:
+                del _TABLE[op]
+                if ops_module is not None and op not in ops_attrs_before and hasattr(ops_module, op):
+                    delattr(ops_module, op)
+    for pkg in packages:
+        for mod in [m for m in sys.modules if (m == pkg or m.startswith(pkg + ".")) and m not in modules_before]:
+            sys.modules.pop(mod, None)
+
+
+def _adopt(name: str, module: ModuleType) -> None:
+    """Attribute to the plugin the ops its module registered before (a plain import)."""
+    prefix = module.__name__
+    with _TABLE_LOCK:
+        for opdef in _TABLE.values():
+            mod = getattr(opdef.cls, "__module__", "") or ""
+            if opdef.plugin is None and (mod == prefix or mod.startswith(prefix + ".")):
+                opdef.plugin = name
+
+
+def _load(name: str, source: str, run: Callable[[], ModuleType], module_name: str, version: str | None = None,
+          source_path: str | None = None, origin: str | None = None) -> _Record:
+    """Run ``run`` (which imports module ``module_name`` of the plugin and returns it) with
+    registrations attributed to ``name``; on any failure roll back and raise PluginError."""
+    record = _Record(name=name, source=source, version=version, origin=origin)
+    with _LOCK:
+        ops_module = sys.modules.get("sparse_ops.ops")
+        table_before = dict(_TABLE)
+        ops_attrs_before = set(vars(ops_module)) if ops_module is not None else set()
+        modules_before = set(sys.modules)
+        packages = {name, module_name.partition(".")[0]}  # where its half-imported modules would be
+        previous = getattr(_current_plugin, "name", None)
+        _current_plugin.name = name
+        try:
+            declared = _declared_in_source(source_path)
+            if declared is not None:
+                _check_sdk(name, declared)  # refuse before running any of its code
+            module = run()
+            declared = getattr(module, "SPARSE_OPS_SDK", None)
+            if declared is not None:
+                _check_sdk(name, declared)
+                record.sdk = declared
+        except (Exception, SystemExit) as exc:  # a plugin must never take the process down
+            _rollback(name, table_before, ops_attrs_before, modules_before, packages)
+            own = isinstance(exc, PluginError) and str(exc).startswith(f"plugin {name!r}")  # our SDK check
+            reason = str(exc) if own else f"{type(exc).__name__}: {exc}"
+            record.error = reason
+            record.details = "".join(traceback.format_exception(exc))
+            _FAILED[name] = record
+            if own:
+                raise
+            raise PluginError(f"plugin {name!r} failed to load: {reason}") from exc
+        finally:
+            _current_plugin.name = previous
+        _adopt(name, module)
+        record.module = module
+        if record.version is None:
+            v = getattr(module, "__version__", None)
+            record.version = str(v) if v is not None else None
+        _FAILED.pop(name, None)
+        _LOADED[name] = record
+        return record
+
+
+# ---- entry points ------------------------------------------------------------------------------
+@dataclass
+class EntryPoint:
+    """One plugin entry point: ``name = value`` in the group, from distribution ``dist``."""
+
+    name: str
+    value: str
+    dist: str | None = None
+    version: str | None = None
+
+    @property
+    def module(self) -> str:
+        return self.value.split("[")[0].partition(":")[0].strip()
+
+    def load(self) -> Any:
+        """Import the module and return the object the value names (the module itself when
+        the value has no ``:attr`` part)."""
+        obj = importlib.import_module(self.module)
+        attr = self.value.partition(":")[2].split("[")[0].strip()
+        for part in attr.split(".") if attr else ():
+            obj = getattr(obj, part)
+        return obj
+
+
+def _normalize(dist: str) -> str:
+    return re.sub(r"[-_.]+", "_", dist).lower()
+
+
+def _parse_group(text: str) -> list[tuple[str, str]]:
+    """(name, value) pairs of the ``[sparse_ops.plugins]`` section of an entry_points.txt."""
+    pairs, inside = [], False
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#;":
+            continue
+        if line.startswith("["):
+            inside = line == f"[{ENTRY_POINT_GROUP}]"
+        elif inside and "=" in line:
+            name, _, value = line.partition("=")
+            pairs.append((name.strip(), value.strip()))
+    return pairs
+
+
+def _name_and_version(folder: str) -> tuple[str | None, str | None]:
+    """``Name`` and ``Version`` from a distribution's METADATA (or an egg's PKG-INFO) headers."""
+    name = version = None
+    for file in ("METADATA", "PKG-INFO"):
+        try:
+            with open(os.path.join(folder, file), encoding="utf-8") as f:
+                for line in f:
+                    if line.startswith("Name:"):
+                        name = line.partition(":")[2].strip()
+                    elif line.startswith("Version:"):
+                        version = line.partition(":")[2].strip()
+                    elif not line.strip():
+                        break  # end of the headers
+        except (OSError, UnicodeDecodeError):
+            continue
+        break
+    return name, version
+
+
+def _scan_entry_points() -> list[EntryPoint] | None:
+    """The group's entry points, read straight from the ``*.dist-info`` / ``*.egg-info``
+    folders on ``sys.path`` (the first distribution of a name wins, as with
+    ``importlib.metadata``); None when that cannot be exact (a zip archive on the path, or
+    a custom distribution finder), so that ``importlib.metadata`` answers instead.
+
+    Why not ``importlib.metadata`` always: importing it costs ~20 ms (email, zipfile,
+    csv...), a sixth of ``import sparse_ops``; this costs ~1 ms with no plugin installed.
+    """
+    from importlib.machinery import PathFinder
+
+    for finder in sys.meta_path:
+        if finder is not PathFinder and hasattr(finder, "find_distributions"):
+            return None
+    header = f"[{ENTRY_POINT_GROUP}]"
+    found: list[EntryPoint] = []
+    seen: set[str] = set()
+    for entry in sys.path:
+        if not isinstance(entry, str):
+            continue
+        egg = entry.lower().endswith(".egg")
+        try:
+            with os.scandir(entry or ".") as it:
+                children = sorted(it, key=lambda c: c.name)
+        except NotADirectoryError:
+            return None  # a zip archive: let importlib.metadata look inside
+        except OSError:
+            continue
+        for child in children:
+            low = child.name.lower()
+            if low.endswith((".dist-info", ".egg-info")):
+                dist = child.name.rpartition(".")[0].partition("-")[0]
+            elif egg and low == "egg-info":
+                dist = os.path.basename(entry).rpartition(".")[0].partition("-")[0]
+            else:
+                continue
+            key = _normalize(dist)
+            if key in seen:
+                continue
+            seen.add(key)
+            try:
+                with open(os.path.join(child.path, "entry_points.txt"), encoding="utf-8") as f:
+                    text = f.read()
+            except (OSError, UnicodeDecodeError):
+                continue
+            if header not in text:
+                continue
+            name, version = _name_and_version(child.path)
+            found += [EntryPoint(n, v, name or dist, version) for n, v in _parse_group(text)]
+    return found
+
+
+def _entry_points() -> list[EntryPoint]:
+    """The ``sparse_ops.plugins`` entry points of the installed distributions."""
+    found = _scan_entry_points()
+    if found is not None:
+        return found
+    from importlib.metadata import entry_points
+
+    out = []
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        dist = getattr(ep, "dist", None)
+        out.append(EntryPoint(ep.name, ep.value, dist.metadata["Name"] if dist is not None else None,
+                              getattr(dist, "version", None)))
+    return out
+
+
+def _load_entry_point(ep: EntryPoint) -> _Record:
+    source = f"entry point {ep.value!r}" + (f" of {ep.dist} {ep.version or ''}".rstrip() if ep.dist else "")
+    module_name = ep.module
+    source_path = None
+    if "." not in module_name:  # find_spec of a dotted name would import its parents
+        try:
+            spec = importlib.util.find_spec(module_name)
+            source_path = spec.origin if spec is not None else None
+        except (ImportError, ValueError):
+            source_path = None
+
+    def run() -> ModuleType:
+        obj = ep.load()
+        if callable(obj) and not isinstance(obj, (ModuleType, type)):
+            obj()  # a set-up hook: "pkg.mod:setup"
+        return sys.modules[module_name]
+
+    return _load(ep.name, source, run, module_name, version=ep.version, source_path=source_path)
+
+
+def load_plugins(names: Iterable[str] | None = None) -> dict[str, dict[str, dict[str, Any]]]:
+    """Load the plugins installed under the entry-point group ``sparse_ops.plugins``: all
+    of them, or only those in ``names`` (a deployment's allow-list; run with
+    ``SPARSE_OPS_DISABLE_PLUGIN_AUTOLOAD=1`` so nothing else loads at import).
+
+    A plugin that fails (import error, error while registering, an op name another plugin
+    owns, an SDK range we do not satisfy, or a requested name that is not installed) is
+    skipped with a ``PluginWarning`` naming it; the others load regardless. Plugins already
+    loaded are left as they are. Returns ``plugins_info()``.
+    """
+    wanted = None if names is None else ([names] if isinstance(names, str) else list(names))
+    with _LOCK:
+        eps = _entry_points()
+        by_name: dict[str, Any] = {}
+        for ep in eps:
+            by_name.setdefault(ep.name, ep)  # the first on sys.path wins, as for imports
+        for plugin in (wanted if wanted is not None else list(by_name)):
+            if plugin in _LOADED:
+                continue
+            ep = by_name.get(plugin)
+            if ep is None:
+                installed = ", ".join(sorted(by_name)) or "none"
+                reason = (f"no entry point named {plugin!r} in group {ENTRY_POINT_GROUP!r} "
+                          f"(installed plugins: {installed})")
+                _FAILED[plugin] = _Record(name=plugin, source="-", error=reason)
+                warnings.warn(f"sparse_ops: plugin {plugin!r} not loaded: {reason}", PluginWarning, stacklevel=2)
+                continue
+            try:
+                _load_entry_point(ep)
+            except PluginError:
+                warnings.warn(f"sparse_ops: plugin {plugin!r} not loaded: {_FAILED[plugin].error}",
+                              PluginWarning, stacklevel=2)
+    return plugins_info()
+
+
+def autoload_disabled() -> bool:
+    """Whether ``SPARSE_OPS_DISABLE_PLUGIN_AUTOLOAD`` is set (``1``, ``true``, ``yes``, ``on``)."""
+    return os.environ.get(AUTOLOAD_DISABLE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def autoload() -> None:
+    """What ``import sparse_ops`` runs: ``load_plugins()``, unless
+    ``SPARSE_OPS_DISABLE_PLUGIN_AUTOLOAD=1``; never lets an error escape the import."""
+    if autoload_disabled():
+        return
+    try:
+        load_plugins()
+    except Exception as exc:  # broken metadata, say: report it, keep the import working
+        warnings.warn(f"sparse_ops: plugin discovery failed: {type(exc).__name__}: {exc}", PluginWarning,
+                      stacklevel=2)
+
+
+# ---- run-time loading from a path ----------------------------------------------------------------
+def load_path(path: str | os.PathLike, name: str | None = None) -> ModuleType:
+    """Load a plugin from a ``.py`` file or a package folder (with ``__init__.py``); see
+    ``sparse_ops.library.load``."""
+    p = os.path.abspath(os.fspath(path))
+    if os.path.isdir(p) and not os.path.isfile(os.path.join(p, "__init__.py")):
+        # a project folder (as `sparse-ops new-plugin` writes): its package is NAME/ or src/NAME/
+        base = os.path.basename(p.rstrip(os.sep))
+        for inner in (os.path.join(p, base), os.path.join(p, "src", base)):
+            if os.path.isfile(os.path.join(inner, "__init__.py")):
+                p = inner
+                break
+    if os.path.isdir(p):
+        init = os.path.join(p, "__init__.py")
+        if not os.path.isfile(init):
+            raise PluginError(f"cannot load plugin from {p}: a package folder needs an __init__.py")
+        file, search = init, [p]
+        default_name = os.path.basename(p.rstrip(os.sep))
+    elif os.path.isfile(p):
+        if not p.endswith(".py"):
+            raise PluginError(f"cannot load plugin from {p}: expected a .py file or a package folder")
+        file, search = p, None
+        default_name = os.path.basename(p)[:-3]
+    else:
+        raise PluginError(f"cannot load plugin from {p}: no such file or folder")
+    name = name or default_name
+    if not name.isidentifier():
+        raise PluginError(f"cannot load plugin from {p}: {name!r} is not a valid module name (pass name=...)")
+    origin = os.path.realpath(file)
+    with _LOCK:
+        done = _LOADED.get(name)
+        if done is not None:
+            if done.origin == origin and done.module is not None:
+                return done.module  # loading twice is a no-op, as importing twice is
+            raise PluginError(f"plugin {name!r} is already loaded from {done.source}; "
+                              f"cannot load another one of that name from {p}")
+        existing = sys.modules.get(name)
+        if existing is not None:
+            efile = getattr(existing, "__file__", None)
+            if efile is None or os.path.realpath(efile) != origin:
+                raise PluginError(f"cannot load plugin {name!r} from {p}: a different module named {name!r} "
+                                  f"is already imported{f' (from {efile})' if efile else ''}")
+
+        def run() -> ModuleType:
+            if name in sys.modules:  # imported plainly before: adopt its ops
+                return sys.modules[name]
+            spec = importlib.util.spec_from_file_location(name, file, submodule_search_locations=search)
+            if spec is None or spec.loader is None:
+                raise PluginError(f"cannot load plugin {name!r} from {p}")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                sys.modules.pop(name, None)
+                raise
+            return module
+
+        return _load(name, p, run, name, source_path=file, origin=origin).module
+
+
+# ---- what is loaded ------------------------------------------------------------------------------
+def plugin_ops(name: str) -> list[str]:
+    """Names of the ops plugin ``name`` registered, sorted."""
+    return sorted(op for op, opdef in list(_TABLE.items()) if opdef.plugin == name)
+
+
+def plugins_info() -> dict[str, dict[str, dict[str, Any]]]:
+    """The plugins this process knows: ``{"loaded": {name: {"version", "sdk", "source",
+    "ops"}}, "failed": {name: {"source", "reason"}}}``."""
+    with _LOCK:
+        loaded = {r.name: {"version": r.version, "sdk": r.sdk, "source": r.source, "ops": plugin_ops(r.name)}
+                  for r in sorted(_LOADED.values(), key=lambda r: r.name)}
+        failed = {r.name: {"source": r.source, "reason": r.error}
+                  for r in sorted(_FAILED.values(), key=lambda r: r.name)}
+    return {"loaded": loaded, "failed": failed}
+
+
+def installed_plugins() -> list[str]:
+    """Names of the installed plugins (entry points in ``sparse_ops.plugins``), loaded or not."""
+    return sorted({ep.name for ep in _entry_points()})
+
+
+def plugin_module(name: str) -> ModuleType | None:
+    """The module of a loaded plugin (None if ``name`` is not loaded)."""
+    record = _LOADED.get(name)
+    return record.module if record is not None else None
+
+
+def failure_details(name: str) -> str | None:
+    """The traceback of a plugin's failed load, if it failed."""
+    record = _FAILED.get(name)
+    return record.details if record is not None else None
+
+
+__all__ = ["ENTRY_POINT_GROUP", "EntryPoint", "PluginError", "PluginWarning", "load_plugins", "plugins_info",
+           "sdk_satisfies", "load_path", "plugin_ops", "installed_plugins", "plugin_module", "autoload",
+           "autoload_disabled", "failure_details"]

@@ -1,0 +1,231 @@
+"""The ``sparse-ops`` command line: every subcommand, its exit codes (0 success, 1 failure,
+2 usage error) and ``--help``."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import sparse_ops as so
+from sparse_ops import cli, plugins
+from sparse_ops.cli import main
+from sparse_ops.registry import _TABLE
+
+COMMANDS = ["list", "info", "plugins", "new-plugin", "check", "demo", "bench", "version"]
+
+
+@pytest.fixture
+def isolated(tmp_path_factory):
+    """Undo the ops, plugin records and modules a test loads."""
+    table, loaded, failed = dict(_TABLE), dict(plugins._LOADED), dict(plugins._FAILED)
+    ops_attrs, modules = set(vars(so.ops)), set(sys.modules)
+    yield
+    _TABLE.clear()
+    _TABLE.update(table)
+    for attr in set(vars(so.ops)) - ops_attrs:
+        delattr(so.ops, attr)
+    plugins._LOADED.clear()
+    plugins._LOADED.update(loaded)
+    plugins._FAILED.clear()
+    plugins._FAILED.update(failed)
+    base = str(tmp_path_factory.getbasetemp())
+    for mod in set(sys.modules) - modules:  # the test's plugins only: never numba & co
+        if (getattr(sys.modules[mod], "__file__", None) or "").startswith(base):
+            del sys.modules[mod]
+
+
+def write_plugin(path: Path, prefix: str, samples: str | None, kernel: str = "y[...] = 2 * x",
+                 extra: str = "") -> Path:
+    """A one-op plugin file; ``samples`` is the body of its samples() classmethod (None: none)."""
+    method = "" if samples is None else (
+        "    @classmethod\n    def samples(cls):\n" + textwrap.indent(textwrap.dedent(samples), " " * 8))
+    path.write_text(textwrap.dedent(f"""\
+        import numpy as np
+        import sparse_ops as so
+
+        @so.register("{prefix}_double")
+        class Double(so.Op):
+            '''y = 2 x'''
+            def infer_storage_type(self, x):
+                return [x]
+            @so.kernel(device=("cpu", "gpu"))
+            def dense(self, ctx, x, y):
+                {kernel}
+        """) + method + textwrap.dedent(extra))
+    return path
+
+
+# ---- help and usage ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("command", [[]] + [[c] for c in COMMANDS])
+def test_help_everywhere(command, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(command + ["--help"])
+    assert exc.value.code == 0
+    assert "usage: sparse-ops" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv", [["list", "--bogus"], ["info"], ["check"], ["new-plugin"], ["nonsense"],
+                                  ["demo", "--rows", "many"]])
+def test_usage_errors_exit_2(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    assert "usage:" in capsys.readouterr().err
+
+
+def test_no_command_prints_help_and_exits_2(capsys):
+    assert main([]) == 2
+    out = capsys.readouterr().out
+    assert all(c in out for c in COMMANDS)
+
+
+def test_version(capsys):
+    assert main(["version"]) == 0
+    assert capsys.readouterr().out.strip() == so.__version__
+
+
+# ---- list / info -----------------------------------------------------------------------------------------
+def test_list_shows_plugin_devices_and_storage_variants(capsys):
+    assert main(["list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:3] == ["operator", "plugin", "devices"]
+    dot = next(line.split() for line in lines if line.startswith("dot "))
+    assert dot[:4] == ["dot", "built-in", "cpu,gpu", "dense"] and "csr,default" in dot
+    assert lines[-1] == f"{len(so.list_ops())} operators"
+
+
+def test_list_by_plugin(tmp_path, isolated, capsys):
+    so.library.load(write_plugin(tmp_path / "cli_listed.py", "clilisted", None))
+    assert main(["list", "--plugin", "cli_listed"]) == 0
+    out = capsys.readouterr().out
+    assert "clilisted_double  cli_listed  cpu,gpu  dense" in out and "dot" not in out
+    assert main(["list", "--plugin", "no_such_plugin"]) == 1
+
+
+def test_info_shows_signature_parameters_storage_rules_kernels_and_docs(capsys):
+    assert main(["info", "dot"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("dot(lhs, rhs, transpose_a=False, transpose_b=False")
+    assert "plugin: built-in" in out
+    assert "transpose_a: bool, default False" in out
+    assert "default,csr -> csr [fcompute_ex]" in out and "default,default -> default [fcompute]" in out
+    assert "[fallback]" in out
+    assert "cpu  csr,default (fcompute_ex) -> " in out and "cpu  dense (fcompute)" in out
+    assert "gradient: yes" in out and "MXNet 1.9" in out  # the docstring
+
+
+def test_info_on_an_op_with_required_parameters(capsys):
+    assert main(["info", "sgd_update"]) == 0
+    out = capsys.readouterr().out
+    assert "lr: float, required" in out and "depends on parameters" in out
+    assert "default,row_sparse -> ? [fcompute_ex]" in out
+
+
+def test_info_unknown_op_suggests_names(capsys):
+    assert main(["info", "dott"]) == 1
+    assert "no operator named 'dott'; did you mean dot" in capsys.readouterr().err
+
+
+# ---- plugins / check ------------------------------------------------------------------------------------
+def test_plugins_lists_loaded_and_failed(tmp_path, isolated, capsys):
+    so.library.load(write_plugin(tmp_path / "cli_ok.py", "cliok", None))
+    broken = tmp_path / "cli_broken.py"
+    broken.write_text("raise ImportError('missing dependency xyz')\n")
+    with pytest.raises(plugins.PluginError):
+        so.library.load(broken)
+    assert main(["plugins", "-v"]) == 0
+    out = capsys.readouterr().out
+    assert "cli_ok (no version)" in out and "ops: cliok_double" in out
+    assert "cli_broken — ImportError: missing dependency xyz" in out and "Traceback" in out
+
+
+def test_check_runs_opcheck_on_samples(tmp_path, isolated, capsys):
+    path = write_plugin(tmp_path / "cli_good.py", "cligood", """\
+        x = so.array(np.arange(6.0).reshape(2, 3))
+        return [[x], [x.tostype("csr")]]
+        """)
+    assert main(["check", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "ok   cligood_double: 2 samples" in out and "1 operators checked (2 samples), 0 failed" in out
+
+
+def test_check_fails_on_a_wrong_op(tmp_path, isolated, capsys):
+    # the kernel writes the wrong shape of result: nondeterministic values differ between runs
+    path = write_plugin(tmp_path / "cli_bad.py", "clibad", "return [[so.array(np.ones(3))]]",
+                        kernel="y[...] = np.random.rand(*y.shape)")
+    assert main(["check", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL clibad_double: AssertionError" in out and "differs between two runs" in out
+
+
+def test_check_without_samples_or_ops_fails(tmp_path, isolated, capsys):
+    assert main(["check", str(write_plugin(tmp_path / "cli_nosamples.py", "clins", None))]) == 1
+    assert "SKIP clins_double: no samples() classmethod" in capsys.readouterr().out
+    empty = tmp_path / "cli_empty.py"
+    empty.write_text("")
+    assert main(["check", str(empty)]) == 1
+    assert "registers no operators" in capsys.readouterr().err
+
+
+def test_check_reports_plugins_that_do_not_load(tmp_path, isolated, capsys):
+    assert main(["check", "no_such_plugin_anywhere"]) == 1
+    assert "no entry point named 'no_such_plugin_anywhere'" in capsys.readouterr().err
+    broken = tmp_path / "cli_syntax.py"
+    broken.write_text("def (:\n")
+    assert main(["check", str(broken)]) == 1
+    assert "cli_syntax" in capsys.readouterr().err and "SyntaxError" in str(plugins._FAILED["cli_syntax"].error)
+
+
+def test_check_a_single_op(tmp_path, isolated, capsys):
+    path = write_plugin(tmp_path / "cli_two.py", "clitwo", "return [[so.array(np.ones(2))]]")
+    assert main(["check", str(path), "--op", "clitwo_double"]) == 0
+    assert main(["check", str(path), "--op", "clitwo_other"]) == 1
+    assert "has no operator clitwo_other" in capsys.readouterr().err
+
+
+# ---- new-plugin / bench / demo ---------------------------------------------------------------------------
+def test_new_plugin_writes_the_template(tmp_path, capsys):
+    assert main(["new-plugin", "cliscaffold", "--dir", str(tmp_path)]) == 0
+    root = tmp_path / "cliscaffold"
+    assert (root / "pyproject.toml").is_file() and (root / "cliscaffold" / "__init__.py").is_file()
+    assert "created plugin cliscaffold" in capsys.readouterr().out
+    assert main(["new-plugin", "cliscaffold", "--dir", str(tmp_path)]) == 1  # never overwrites
+    assert "already exists" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["new-plugin", "Bad-Name", "--dir", str(tmp_path)])
+    assert exc.value.code == 2 and "lower-case Python identifier" in capsys.readouterr().err
+
+
+def test_bench_runs_the_benchmarks_from_a_source_checkout(monkeypatch):
+    calls = []
+    monkeypatch.setattr(cli.subprocess, "call", lambda cmd, cwd: calls.append((cmd, cwd)) or 0)
+    assert main(["bench", "--quick"]) == 0
+    root = Path(cli.__file__).resolve().parent.parent
+    assert calls == [([sys.executable, "-m", "benchmarks", "--quick"], root)]
+    monkeypatch.setattr(cli.subprocess, "call", lambda cmd, cwd: 3)
+    assert main(["bench"]) == 1
+
+
+def test_bench_without_a_source_checkout(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(cli, "__file__", str(tmp_path / "site-packages" / "sparse_ops" / "cli.py"))
+    assert main(["bench"]) == 1
+    assert "needs a source checkout" in capsys.readouterr().err
+
+
+def test_demo_still_runs(capsys):
+    assert main(["demo", "--rows", "30", "--cols", "20", "--per-row", "2"]) == 0
+    assert "tour finished" in capsys.readouterr().out
+
+
+def test_console_entry_as_a_module():
+    env = {k: v for k, v in os.environ.items() if k not in ("SPARSE_OPS_CUDA_SIM", "NUMBA_ENABLE_CUDASIM")}
+    out = subprocess.run([sys.executable, "-m", "sparse_ops", "info", "elemwise_mul"], capture_output=True,
+                         text=True, env=env, timeout=120)
+    assert out.returncode == 0 and "csr,csr -> csr [fcompute_ex]" in out.stdout
+    out = subprocess.run([sys.executable, "-m", "sparse_ops", "plugins"], capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert out.returncode == 0 and out.stdout.startswith(("loaded (", "note:"))

@@ -1,0 +1,179 @@
+"""The plugin template (``sparse-ops new-plugin``): the project it writes is complete, its
+op passes ``opcheck`` (cpu, and the numba.cuda kernel in the CUDA simulator), and once
+``pip install``ed into a fresh virtual environment it is discovered through its entry
+point and its own tests pass there. Everything runs offline."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from sparse_ops.sdk import SDK_VERSION
+from sparse_ops.sdk.scaffold import FILES, TEMPLATE, create, render, sdk_range, validate_name
+
+try:
+    import tomllib  # Python 3.11+
+except ImportError:  # pragma: no cover
+    tomllib = None
+
+ROOT = Path(__file__).resolve().parent.parent
+NAME = "myops"
+OP = f"{NAME}_scale_rows"
+
+
+def clean_env(**changes: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("SPARSE_OPS_CUDA_SIM", "NUMBA_ENABLE_CUDASIM", "SPARSE_OPS_DISABLE_PLUGIN_AUTOLOAD",
+                        "PYTHONPATH", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL")}
+    env.update(changes)
+    return env
+
+
+def run(cmd: list, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess:
+    result = subprocess.run([str(c) for c in cmd], cwd=cwd, env=clean_env(**env), capture_output=True,
+                            text=True, timeout=600)
+    assert result.returncode == 0, f"{cmd} failed:\n{result.stdout}\n{result.stderr}"
+    return result
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    return create(NAME, tmp_path_factory.mktemp("plugin"))
+
+
+def test_the_template_ships_its_files():
+    if tomllib is None:
+        pytest.skip("needs tomllib (Python 3.11+)")
+    assert all((TEMPLATE / src).is_file() for src in FILES)
+    # no __init__.py under sdk/: the template is data, not a subpackage of sparse_ops.sdk
+    assert not list(TEMPLATE.rglob("*.py"))
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    patterns = config["package-data"]["sparse_ops.sdk"]
+    shipped = {p.relative_to(TEMPLATE.parent) for pattern in patterns for p in TEMPLATE.parent.glob(pattern)}
+    assert {Path("template") / src for src in FILES} <= shipped
+
+
+def test_names_and_ranges():
+    assert validate_name("myops") == "myops"
+    for bad in ("MyOps", "my-ops", "1ops", "class", "", "sparse_ops", "os"):
+        with pytest.raises(ValueError):
+            validate_name(bad)
+    assert sdk_range("0.1") == ">=0.1,<0.2" and sdk_range("1.3") == ">=1.3,<2"
+    assert render("{{a}}-{{b}}", {"a": "x", "b": "y"}) == "x-y"
+    with pytest.raises(KeyError):
+        render("{{missing}}", {})
+
+
+def test_the_project_is_complete(project):
+    files = sorted(str(p.relative_to(project)) for p in project.rglob("*") if p.is_file())
+    assert files == ["README.md", "myops/__init__.py", "myops/cuda_kernels.py", "myops/kernels.py",
+                     "pyproject.toml", "tests/test_myops.py"]
+    for f in project.rglob("*"):
+        if f.is_file():
+            text = f.read_text()
+            assert "{{" not in text and "}}" not in text, f
+            if f.suffix == ".py":
+                compile(text, str(f), "exec")
+    pyproject = (project / "pyproject.toml").read_text()
+    assert f'[project.entry-points."sparse_ops.plugins"]\n{NAME} = "{NAME}"' in pyproject
+    if tomllib is not None:
+        meta = tomllib.loads(pyproject)
+        assert meta["project"]["entry-points"]["sparse_ops.plugins"] == {NAME: NAME}
+    init = (project / NAME / "__init__.py").read_text()
+    assert f'SPARSE_OPS_SDK = ">={SDK_VERSION},<0.2"' in init and f'@so.register("{OP}")' in init
+    assert '@so.kernel(device="gpu", stypes=("csr", "default"))' in init
+    assert "@cuda.jit" in (project / NAME / "cuda_kernels.py").read_text()
+    assert "opcheck" in (project / "tests" / "test_myops.py").read_text()
+    with pytest.raises(Exception, match="already exists"):
+        create(NAME, project.parent)
+
+
+def test_sparse_ops_check_passes_on_cpu_and_on_the_simulated_gpu(project):
+    """`sparse-ops check <folder>` loads the plugin from its folder and runs opcheck over its
+    samples; with SPARSE_OPS_CUDA_SIM=1 opcheck also runs the numba.cuda kernel and compares."""
+    out = run([sys.executable, "-m", "sparse_ops", "check", project], cwd=project)
+    assert f"ok   {OP}: 5 samples" in out.stdout and "gpu: no" in out.stdout
+    out = run([sys.executable, "-m", "sparse_ops", "check", project], cwd=project, SPARSE_OPS_CUDA_SIM="1")
+    assert f"ok   {OP}: 5 samples" in out.stdout and "gpu: simulated" in out.stdout
+
+
+def test_the_gpu_kernel_runs_in_the_cuda_simulator(project):
+    code = f"""
+import numpy as np, sparse_ops as so
+so.library.load({str(project)!r})
+for (x, scale), params in so.get_op({OP!r}).cls.samples():
+    if x.stype != "csr":
+        continue
+    xg, sg = x.to(so.gpu(0)), scale.to(so.gpu(0))
+    plan = so.explain({OP!r}, xg, sg, **params)
+    assert plan["dispatch_mode"] == "fcompute_ex" and plan["kernel"].endswith("csr_gpu"), plan
+    y = so.ops.{OP}(xg, sg, **params)
+    want = params.get("alpha", 1.0) * scale.asnumpy()[:, None] * x.asnumpy()
+    np.testing.assert_allclose(y.asnumpy(), want, rtol=1e-6)
+    assert y.stype == "csr" and y.device == so.gpu(0)
+import numba
+print("simulated" if numba.config.ENABLE_CUDASIM else "hardware")
+"""
+    out = run([sys.executable, "-c", code], cwd=project, SPARSE_OPS_CUDA_SIM="1")
+    assert out.stdout.strip() == "simulated"
+
+
+def _parent_site_packages() -> list[str]:
+    paths = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    import site
+
+    paths.update(site.getsitepackages())
+    return sorted(p for p in paths if os.path.isdir(p))
+
+
+@pytest.mark.slow
+def test_pip_installed_plugin_is_discovered_and_its_tests_pass(project, tmp_path):
+    """The plugin and sparse-ops installed (editable, offline) into a fresh venv that sees this
+    environment's numpy/scipy/numba: sparse_ops finds the op through the entry point at import,
+    `sparse-ops check` passes, and the plugin's own tests pass (the gpu one in the simulator)."""
+    import importlib.util
+
+    for needed in ("pip", "setuptools"):  # found, not imported (setuptools patches distutils)
+        if importlib.util.find_spec(needed) is None:
+            pytest.skip(f"needs {needed} in this environment to install offline")
+    venv = tmp_path / "venv"
+    run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", venv])
+    py = venv / "bin" / "python"
+    purelib = run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip()
+    # when this interpreter is itself a venv, --system-site-packages reaches only the base
+    # interpreter's packages: add ours (numpy, scipy, numba, pip, setuptools, pytest) by path
+    Path(purelib, "_parent_environment.pth").write_text("\n".join(_parent_site_packages()) + "\n")
+    pip = [py, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index", "-q", "-e"]
+    run(pip + [project], PIP_DISABLE_PIP_VERSION_CHECK="1")
+    run(pip + [ROOT], PIP_DISABLE_PIP_VERSION_CHECK="1")
+
+    out = run([py, "-c", f"""
+import sys, sparse_ops
+assert sparse_ops.__file__.startswith({str(ROOT)!r}), sparse_ops.__file__
+assert {OP!r} in sparse_ops.list_ops()
+info = sparse_ops.plugins_info()["loaded"][{NAME!r}]
+assert info["ops"] == [{OP!r}] and info["version"] == "0.1.0" and info["sdk"] == ">=0.1,<0.2", info
+assert sparse_ops.get_op({OP!r}).plugin == {NAME!r}
+if sparse_ops.plugins.installed_plugins() == [{NAME!r}]:  # other plugins may import numba
+    assert "numba" not in sys.modules  # the plugin imports its kernels lazily
+print("discovered")
+"""], cwd=tmp_path)
+    assert out.stdout.strip() == "discovered"
+    off = run([py, "-c", f"import sparse_ops; print({OP!r} in sparse_ops.list_ops())"], cwd=tmp_path,
+              SPARSE_OPS_DISABLE_PLUGIN_AUTOLOAD="1")
+    assert off.stdout.strip() == "False"
+
+    out = run([venv / "bin" / "sparse-ops", "check", NAME], cwd=tmp_path)
+    assert f"ok   {OP}: 5 samples" in out.stdout
+    out = run([venv / "bin" / "sparse-ops", "plugins"], cwd=tmp_path)
+    assert f"{NAME} 0.1.0, SDK >=0.1,<0.2 — entry point '{NAME}' of {NAME} 0.1.0" in out.stdout
+
+    pytest_cmd = [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"]
+    out = run(pytest_cmd, cwd=project)
+    assert "6 passed, 1 skipped" in out.stdout, out.stdout
+    out = run(pytest_cmd, cwd=project, SPARSE_OPS_CUDA_SIM="1")
+    assert "7 passed" in out.stdout, out.stdout
