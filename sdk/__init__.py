@@ -1,7 +1,30 @@
 """What plugin authors touch (``sparse_ops.sdk``).
 
-The kernel decorators, typed views, op context, ``opcheck`` and the plugin template
-arrive with the custom-operator and plugin issues. For now this holds the SDK version
-that plugins declare compatibility with.
+- declaring operators: ``Op``, ``Param``, ``kernel``, ``register``, ``OpContext``
+  (re-exported from the runtime: there is one registration API);
+- ``sparse_ops.sdk.testing``: ``opcheck``, ``check_gradient``, ``check_numeric_gradient``;
+- ``sparse_ops.sdk.launch``: grid helpers for numba.cuda kernels;
+- ``sparse_ops.sdk.scaffold`` and ``template/``: ``sparse-ops new-plugin``;
+- ``SDK_VERSION``, which plugins' ``SPARSE_OPS_SDK`` ranges are checked against.
+
+See ``sdk/README.md``.
 """
+from typing import Any
+
 SDK_VERSION = "0.1"
+
+_REEXPORTS = {"Op": "registry", "Param": "registry", "kernel": "registry", "register": "registry",
+              "OpContext": "context"}
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy: this package is imported while sparse_ops itself is still importing.
+    module = _REEXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sparse_ops.sdk' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f"sparse_ops.{module}"), name)
+
+
+__all__ = ["SDK_VERSION", *_REEXPORTS]

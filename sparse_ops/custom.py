@@ -242,6 +242,8 @@ def op_class_for_prop(name: str, prop_cls: type) -> type:
 
     CustomAdapter.__name__ = CustomAdapter.__qualname__ = f"Custom[{name}]"
     CustomAdapter.prop_class = prop_cls
+    if hasattr(prop_cls, "samples"):  # opcheck samples, for `sparse-ops check`
+        CustomAdapter.samples = prop_cls.samples
     return CustomAdapter
 
 

@@ -371,6 +371,8 @@ def op_function(name: str) -> Any:
     variadic operator takes every positional value as an input.
     """
     opdef = get_op(name)
+    if opdef.function is not None:
+        return opdef.function
     nargs = len(opdef.arguments)
     pnames = list(opdef.params)
 
@@ -395,6 +397,7 @@ def op_function(name: str) -> Any:
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = opdef.describe()
     fn.__signature__ = _signature_of(opdef)
+    opdef.function = fn
     return fn
 
 

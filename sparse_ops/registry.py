@@ -281,6 +281,7 @@ class OpDef:
         self._default_instance: Op | None = None
         self._lock = threading.Lock()
         self.plans: dict[Any, Any] = {}  # filled by dispatch.py
+        self.function: Any = None  # the generated Python function (dispatch.op_function)
         if not any(p.required for p in self.params.values()):
             try:
                 self._default_instance = self._make_instance({})
@@ -410,7 +411,7 @@ def _publish(name: str) -> None:
     import sys
 
     ops = sys.modules.get("sparse_ops.ops")
-    if ops is not None and not hasattr(ops, name):
+    if ops is not None:  # replaced ops get a new function too
         from .dispatch import op_function
 
         setattr(ops, name, op_function(name))
