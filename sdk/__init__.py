@@ -1,7 +1,9 @@
 """What plugin authors touch (``sparse_ops.sdk``).
 
 - declaring operators: ``Op``, ``Param``, ``kernel``, ``register``, ``OpContext``
-  (re-exported from the runtime: there is one registration API);
+  (re-exported from the runtime: there is one registration API), and ``jit``, numba's
+  ``njit`` with the project's settings (on-disk cache, nogil, a thread-safe threading
+  layer, bounds checking under ``SPARSE_OPS_BOUNDSCHECK=1``);
 - ``sparse_ops.sdk.testing``: ``opcheck``, ``check_gradient``, ``check_numeric_gradient``;
 - ``sparse_ops.sdk.launch``: grid helpers for numba.cuda kernels;
 - ``sparse_ops.sdk.scaffold`` and ``template/``: ``sparse-ops new-plugin``;
@@ -14,7 +16,7 @@ from typing import Any
 SDK_VERSION = "0.1"
 
 _REEXPORTS = {"Op": "registry", "Param": "registry", "kernel": "registry", "register": "registry",
-              "OpContext": "context"}
+              "OpContext": "context", "jit": "kernels"}
 
 
 def __getattr__(name: str) -> Any:

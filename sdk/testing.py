@@ -126,7 +126,15 @@ def opcheck(op: Any, samples: Sequence[Any], rtol: float = 1e-5, atol: float = 1
         label = f"{opdef.name} sample {k} ({', '.join(x.stype for x in inputs)})"
         inst = opdef.instance(params)
         plan = make_plan(opdef, inst, inputs)
-        outs = run_plan(plan, inputs)
+        mutated = [opdef.arguments.index(m) for m in opdef.mutate]
+        pristine = {i: inputs[i].copy() for i in mutated}  # states the op updates in place
+
+        def fresh_inputs() -> list:
+            for i, x in pristine.items():
+                inputs[i] = x.copy()
+            return inputs
+
+        outs = run_plan(plan, fresh_inputs())
         for i, o in enumerate(outs):
             got = (o.shape, o.dtype, o.stype)
             want = (plan.out_shapes[i], plan.out_dtypes[i], plan.out_stypes[i])
@@ -135,18 +143,18 @@ def opcheck(op: Any, samples: Sequence[Any], rtol: float = 1e-5, atol: float = 1
             if o.stype != "default":
                 o.check_format(full_check=True)
         if "random" not in opdef.resources:
-            again = run_plan(plan, inputs)
+            again = run_plan(plan, fresh_inputs())
             for i, (a, b) in enumerate(zip(outs, again)):
                 _allclose(a, b, 0.0, 0.0, f"{label}: output {i} differs between two runs")
             if plan.mode == "fcompute_ex" and opdef.fcompute.get(plan.device.device_type) is not None:
-                dense_inputs = [x if x.stype == "default" else x.tostype("default") for x in inputs]
+                dense_inputs = [x if x.stype == "default" else x.tostype("default") for x in fresh_inputs()]
                 dense_plan = make_plan(opdef, inst, dense_inputs)
                 dense_outs = run_plan(dense_plan, dense_inputs)
                 for i, (a, b) in enumerate(zip(outs, dense_outs)):
                     _allclose(a, b, rtol, atol, f"{label}: storage-aware kernel and dense path disagree "
                                                 f"on output {i}")
             if num_gpus() > 0 and plan.device.device_type == "cpu":
-                dev_inputs = [x.to(gpu(0)) for x in inputs]
+                dev_inputs = [x.to(gpu(0)) for x in fresh_inputs()]
                 gpu_outs = run_plan(make_plan(opdef, inst, dev_inputs), dev_inputs)
                 for i, (a, b) in enumerate(zip(outs, gpu_outs)):
                     _allclose(a, b, rtol, atol, f"{label}: cpu and gpu disagree on output {i}")

@@ -82,6 +82,16 @@ class OpContext:
         out._data, out._indices, out._indptr = data, indices, indptr
         return data, indices, indptr
 
+    def empty(self, shape: Any, dtype: Any) -> Any:
+        """An uninitialised array on this op's device (temporary or output-building)."""
+        with _dev.allocating_on(self.device):
+            return self.xp.empty(shape, dtype=dtype)
+
+    def zeros(self, shape: Any, dtype: Any) -> Any:
+        """A zero-filled array on this op's device."""
+        with _dev.allocating_on(self.device):
+            return self.xp.zeros(shape, dtype=dtype)
+
     def set_csr(self, out: CSRNDArray, data: Any, indices: Any, indptr: Any) -> None:
         """Hand arrays the kernel built to csr output ``out`` (no copy; checked cheaply after the kernel)."""
         out._data, out._indices, out._indptr = data, indices, indptr

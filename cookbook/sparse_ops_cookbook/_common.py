@@ -1,0 +1,111 @@
+"""What the recipes share: dtype rules, the kernels module of a device, dense operands,
+and the transpose-then-multiply step several gradients use."""
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+import sparse_ops as so
+
+BOTH = ("cpu", "gpu")
+FLOATS = (np.dtype("float32"), np.dtype("float64"))
+
+
+def backend(ctx: so.OpContext) -> ModuleType:
+    """The kernels module for the op context's device: ``kernels.cpu`` (numba) or
+    ``kernels.gpu`` (numba.cuda). Both expose the same functions, so a kernel method is
+    written once and registered for both devices. Imported here, lazily, so that
+    ``import sparse_ops_cookbook`` imports no numba."""
+    if ctx.device.device_type == "gpu":
+        from .kernels import gpu
+
+        return gpu
+    from .kernels import cpu
+
+    return cpu
+
+
+def check_floats(**dtypes: np.dtype) -> np.dtype:
+    """The one float dtype (float32 or float64) the named inputs share; TypeError otherwise."""
+    for name, dt in dtypes.items():
+        if dt not in FLOATS:
+            raise TypeError(f"{name} must be float32 or float64, got {np.dtype(dt).name}")
+    names = list(dtypes)
+    first = dtypes[names[0]]
+    for name in names[1:]:
+        if dtypes[name] != first:
+            raise TypeError(f"{names[0]} and {name} must share one dtype, got "
+                            f"{first.name} and {dtypes[name].name}")
+    return first
+
+
+def matrix(name: str, shape: tuple) -> tuple[int, int]:
+    """``shape`` as (rows, columns); ValueError unless it is 2-d."""
+    if len(shape) != 2:
+        raise ValueError(f"{name} must be 2-d, got shape {tuple(shape)}")
+    return int(shape[0]), int(shape[1])
+
+
+def dense_operand(ctx: so.OpContext, x: so.NDArray) -> Any:
+    """The values of container ``x`` as a C-contiguous dense array of the device's module
+    (one numba specialisation per dtype; a row_sparse operand is scattered into zeros)."""
+    xp = ctx.xp
+    if x.stype == "default":
+        return xp.ascontiguousarray(x.data)
+    if x.stype == "row_sparse":
+        dense = xp.zeros(x.shape, dtype=x.dtype)
+        dense[x.indices] = x.data
+        return dense
+    with so.autograd.pause():  # a conversion inside a kernel is no step of the user's graph
+        return xp.ascontiguousarray(x.tostype("default").data)
+
+
+def freeze(*arrays: Any) -> None:
+    """Mark host index arrays read-only, as the containers' index views are: numba then
+    compiles one specialisation per kernel, whichever source its indices come from."""
+    for a in arrays:
+        if isinstance(a, np.ndarray):
+            a.flags.writeable = False
+
+
+def transpose_parts(ctx: so.OpContext, n_cols: int, indptr: Any, indices: Any, data: Any) -> tuple:
+    """(indptr, indices, data) of the transpose of a csr with ``n_cols`` columns."""
+    xp = ctx.xp
+    t_indptr = xp.empty(n_cols + 1, dtype=indptr.dtype)
+    t_indices = xp.empty(indices.shape[0], dtype=indices.dtype)
+    t_data = xp.empty(data.shape[0], dtype=data.dtype)
+    backend(ctx).transpose(ctx, n_cols, indptr, indices, data, t_indptr, t_indices, t_data)
+    freeze(t_indptr, t_indices)
+    return t_indptr, t_indices, t_data
+
+
+def spmm_t(ctx: so.OpContext, a: so.CSRNDArray, g: Any, out: so.NDArray) -> None:
+    """out = A.T @ g for csr A and dense g: dense, or row_sparse holding A's non-empty
+    columns. A is transposed once (a counting sort), then multiplied row by row: no
+    atomics, the same summation order on every run and on both devices."""
+    k = backend(ctx)
+    t_indptr, t_indices, t_data = transpose_parts(ctx, a.shape[1], a.indptr, a.indices, a.data)
+    if out.stype == "default":
+        k.spmm(ctx, t_indptr, t_indices, t_data, g, False, out.data)
+        return
+    rows, c_indptr = k.nonempty_rows(ctx, t_indptr)
+    freeze(c_indptr)
+    values, idx = ctx.alloc_row_sparse(out, rows.shape[0], index_dtype=a.indices.dtype)
+    idx[...] = rows
+    k.spmm(ctx, c_indptr, t_indices, t_data, g, False, values)
+
+
+def sample_values(ctx: so.OpContext, a: so.CSRNDArray, h: so.NDArray, out: Any) -> None:
+    """Write the values of ``h`` (any storage type, A's shape) at the positions A stores
+    into ``out`` (one value per stored position of A; 0 where a sparse h stores none)."""
+    xp = ctx.xp
+    k = backend(ctx)
+    if h.stype == "csr":
+        if h.nnz == a.nnz and xp.array_equal(h.indptr, a.indptr) and xp.array_equal(h.indices, a.indices):
+            out[...] = h.data  # already on A's structure (the usual head gradient)
+        else:
+            k.gather_csr(ctx, a.indptr, a.indices, h.indptr, h.indices, h.data, out)
+    else:
+        k.gather_dense(ctx, a.indptr, a.indices, dense_operand(ctx, h), out)

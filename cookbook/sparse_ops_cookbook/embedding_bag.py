@@ -1,0 +1,111 @@
+"""``embedding_bag``: pooled embeddings of variable-length id lists, for recommender
+features (a user's watched items, a document's tokens) without padding.
+
+``bags`` is a csr (n_bags, vocab): row b lists bag b's ids as column indices and their
+per-id weights as values (an id appears once per row; weight 2 counts it twice). The
+output is dense (n_bags, dim); the weight gradient is row_sparse, holding only the ids
+present in some bag, so a sparse optimizer touches only those rows.
+"""
+from __future__ import annotations
+
+import sparse_ops as so
+
+from ._common import BOTH, backend, check_floats, dense_operand, matrix, spmm_t
+
+_MODES = ("sum", "mean")
+
+
+def _bag_shapes(bags: tuple, other: tuple, other_name: str) -> tuple[int, int, int, int]:
+    n_bags, vocab = matrix("bags", bags)
+    rows, dim = matrix(other_name, other)
+    return n_bags, vocab, rows, dim
+
+
+def _divisors(xp, counts):
+    """Per bag, the divisor of ``mean``: how many ids it holds (1 for an empty bag)."""
+    return xp.maximum(counts, 1)[:, None]
+
+
+@so.register("embedding_bag")
+class EmbeddingBag(so.Op):
+    """out[b] = sum over the ids i of bag b of w_i * weight[i] (``mode="sum"``), or that
+    sum divided by the number of ids in the bag (``mode="mean"``; empty bags give zeros).
+
+    ``bags`` csr (n_bags, vocab), ``weight`` (vocab, dim) dense (a row_sparse weight's
+    missing rows read as zeros), float32 or float64; dense ``bags`` run a dense matmul. The weight gradient is row_sparse with the
+    ids present as rows (``_embedding_bag_backward``); the bags get no gradient.
+    """
+
+    arguments = ("bags", "weight")
+    backward_needs_inputs = ("bags",)
+    mode = so.Param(str, "sum", "pool by sum or mean", choices=_MODES)
+
+    def infer_shape(self, bags, weight):
+        n_bags, vocab, rows, dim = _bag_shapes(bags, weight, "weight")
+        if rows != vocab:
+            raise ValueError(f"weight must have one row per id (bags has {vocab} columns), got {tuple(weight)}")
+        return [(n_bags, dim)]
+
+    def infer_type(self, bags, weight):
+        return [check_floats(bags=bags, weight=weight)]
+
+    @so.kernel(device=BOTH, stypes=("csr", "*"))
+    def csr(self, ctx, bags, weight, out):
+        backend(ctx).spmm(ctx, bags.indptr, bags.indices, bags.data, dense_operand(ctx, weight),
+                          self.mode == "mean", out.data)
+
+    @so.kernel(device=BOTH)
+    def dense(self, ctx, bags, weight, out):
+        xp = ctx.xp
+        xp.matmul(bags, weight, out=out)
+        if self.mode == "mean":
+            out /= _divisors(xp, (bags != 0).sum(axis=1))
+
+    def gradient(self, out_grads, inputs, outputs):
+        return [None, _embedding_bag_backward(inputs[0], out_grads[0], mode=self.mode)]
+
+
+@so.register("_embedding_bag_backward")
+class EmbeddingBagBackward(so.Op):
+    """The weight gradient of ``embedding_bag``: row i sums w_i * out_grad[b] (divided by
+    bag b's size for ``mean``) over the bags b holding id i. row_sparse (rows = the ids
+    present) for csr bags, dense for dense bags."""
+
+    arguments = ("bags", "out_grad")
+    backward_needs_inputs = ("bags",)
+    mode = so.Param(str, "sum", "pool by sum or mean", choices=_MODES)
+
+    def infer_shape(self, bags, out_grad):
+        n_bags, vocab, rows, dim = _bag_shapes(bags, out_grad, "out_grad")
+        if rows != n_bags:
+            raise ValueError(f"out_grad must have one row per bag ({n_bags}), got {tuple(out_grad)}")
+        return [(vocab, dim)]
+
+    def infer_type(self, bags, out_grad):
+        return [check_floats(bags=bags, out_grad=out_grad)]
+
+    def infer_storage_type(self, bags, out_grad):
+        return ["row_sparse" if bags == "csr" else "default"]
+
+    @so.kernel(device=BOTH, stypes=("csr", "*"))
+    def csr(self, ctx, bags, out_grad, out):
+        g = dense_operand(ctx, out_grad)
+        if self.mode == "mean":
+            g = (g / _divisors(ctx.xp, ctx.xp.diff(bags.indptr))).astype(g.dtype, copy=False)
+        spmm_t(ctx, bags, g, out)
+
+    @so.kernel(device=BOTH)
+    def dense(self, ctx, bags, out_grad, out):
+        xp = ctx.xp
+        if self.mode == "mean":
+            out_grad = (out_grad / _divisors(xp, (bags != 0).sum(axis=1))).astype(out_grad.dtype, copy=False)
+        xp.matmul(bags.T, out_grad, out=out)
+
+    def gradient(self, out_grads, inputs, outputs):
+        return [None, embedding_bag(inputs[0], out_grads[0], mode=self.mode)]
+
+
+embedding_bag = so.dispatch.op_function("embedding_bag")
+_embedding_bag_backward = so.dispatch.op_function("_embedding_bag_backward")
+
+__all__ = ["embedding_bag"]

@@ -1,0 +1,88 @@
+"""``transpose_csr`` and ``transpose_row_sparse``: MXNet's ``lib_custom_op`` examples
+(``transposecsr``, ``transposerowsp``) as kernel-first operators that keep their input's
+storage type, on cpu and gpu."""
+from __future__ import annotations
+
+import numpy as np
+
+import sparse_ops as so
+
+from ._common import BOTH, backend, matrix
+
+_VALUES = tuple(np.dtype(t) for t in ("float32", "float64", "int32", "int64"))
+
+
+def _check_values(dtype: np.dtype) -> list:
+    if dtype not in _VALUES:
+        raise TypeError(f"data must be float32, float64, int32 or int64, got {dtype.name}")
+    return [dtype]
+
+
+@so.register("transpose_csr")
+class TransposeCSR(so.Op):
+    """The transpose of a 2-d array: csr in, csr out (rows sorted, the input's index
+    dtype kept); a dense input gives a dense output. The gradient is the transposed head
+    gradient."""
+
+    arguments = ("data",)
+    backward_needs_inputs = ()
+
+    def infer_shape(self, data):
+        rows, cols = matrix("data", data)
+        return [(cols, rows)]
+
+    def infer_type(self, data):
+        return _check_values(data)
+
+    def infer_storage_type(self, data):
+        return ["csr" if data == "csr" else "default"]
+
+    @so.kernel(device=BOTH, stypes=("csr",))
+    def csr(self, ctx, x, y):
+        data, indices, indptr = ctx.alloc_csr(y, x.nnz, index_dtype=x.indices.dtype)
+        backend(ctx).transpose(ctx, x.shape[1], x.indptr, x.indices, x.data, indptr, indices, data)
+
+    @so.kernel(device=BOTH)
+    def dense(self, ctx, x, y):
+        y[...] = x.T
+
+    def gradient(self, out_grads, inputs, outputs):
+        return [transpose_csr(out_grads[0])]
+
+
+@so.register("transpose_row_sparse")
+class TransposeRowSparse(so.Op):
+    """The transpose of a 2-d array: row_sparse in, row_sparse out, whose stored rows are
+    the columns holding a non-zero (row j of the result is column j of the stored rows);
+    a dense input gives a dense output. The gradient is the transposed head gradient."""
+
+    arguments = ("data",)
+    backward_needs_inputs = ()
+
+    def infer_shape(self, data):
+        rows, cols = matrix("data", data)
+        return [(cols, rows)]
+
+    def infer_type(self, data):
+        return _check_values(data)
+
+    def infer_storage_type(self, data):
+        return ["row_sparse" if data == "row_sparse" else "default"]
+
+    @so.kernel(device=BOTH, stypes=("row_sparse",))
+    def rsp(self, ctx, x, y):
+        values, rows = backend(ctx).rsp_transpose(ctx, x.shape[0], x.indices, x.data)
+        ctx.set_row_sparse(y, values, rows)
+
+    @so.kernel(device=BOTH)
+    def dense(self, ctx, x, y):
+        y[...] = x.T
+
+    def gradient(self, out_grads, inputs, outputs):
+        return [transpose_row_sparse(out_grads[0])]
+
+
+transpose_csr = so.dispatch.op_function("transpose_csr")
+transpose_row_sparse = so.dispatch.op_function("transpose_row_sparse")
+
+__all__ = ["transpose_csr", "transpose_row_sparse"]

@@ -1,0 +1,67 @@
+"""embedding_bag: pooled embeddings with a row_sparse weight gradient."""
+import numpy as np
+import pytest
+
+import sparse_ops as so
+from cookbook_helpers import csr, normal
+from sparse_ops import autograd as ag
+from sparse_ops.dispatch import InferenceError
+from sparse_ops.registry import ParameterError
+from sparse_ops.sdk.testing import check_numeric_gradient, opcheck
+from sparse_ops_cookbook import embedding_bag
+
+# 4 bags over a vocabulary of 10 ids; bag 2 is empty; values are per-id weights
+BAGS = np.zeros((4, 10))
+BAGS[0, [1, 4]] = [1.0, 2.0]
+BAGS[1, [4, 7, 9]] = [0.5, 1.0, 1.0]
+BAGS[3, [0]] = [3.0]
+
+
+def reference(bags: np.ndarray, weight: np.ndarray, mode: str) -> np.ndarray:
+    out = bags @ weight
+    if mode == "mean":
+        out /= np.maximum((bags != 0).sum(axis=1), 1)[:, None]
+    return out
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("mode", ["sum", "mean"])
+def test_embedding_bag_matches_reference(dtype, mode):
+    bags, weight = csr(BAGS, dtype=dtype), normal(10, 5, seed=1, dtype=dtype)
+    out = embedding_bag(bags, weight, mode=mode)
+    assert (out.stype, out.shape, out.dtype) == ("default", (4, 5), np.dtype(dtype))
+    np.testing.assert_allclose(out.asnumpy(), reference(BAGS, weight.asnumpy(), mode), rtol=1e-6, atol=1e-6)
+    assert np.all(out.asnumpy()[2] == 0)
+    assert so.explain("embedding_bag", bags, weight, mode=mode)["dispatch_mode"] == "fcompute_ex"
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean"])
+def test_weight_gradient_is_row_sparse_over_the_ids_present(mode):
+    bags, weight = csr(BAGS), normal(10, 5, seed=2)
+    weight.attach_grad(stype="row_sparse")
+    head = normal(4, 5, seed=3)
+    with ag.record():
+        out = embedding_bag(bags, weight, mode=mode)
+    out.backward(head)
+    g = so.ops._embedding_bag_backward(bags, head, mode=mode)
+    assert g.stype == "row_sparse" and g.indices.tolist() == [0, 1, 4, 7, 9]
+    scaled = head.asnumpy() / (np.maximum((BAGS != 0).sum(axis=1), 1)[:, None] if mode == "mean" else 1)
+    np.testing.assert_allclose(g.asnumpy(), BAGS.T @ scaled, atol=1e-12)
+    np.testing.assert_allclose(weight.grad.asnumpy(), BAGS.T @ scaled, atol=1e-12)
+    check_numeric_gradient(lambda w: embedding_bag(bags, w, mode=mode), [weight])
+
+
+def test_opcheck_and_row_sparse_weight():
+    bags, weight = csr(BAGS), normal(10, 3, seed=4)
+    samples = [([bags, weight], {"mode": m}) for m in ("sum", "mean")]
+    samples += [([bags.tostype("default"), weight], {"mode": "mean"}), [bags, weight.tostype("row_sparse")]]
+    assert opcheck("embedding_bag", samples) == 4
+    sparse_weight = so.array(np.where(np.arange(10)[:, None] % 2 == 0, weight.asnumpy(), 0)).tostype("row_sparse")
+    np.testing.assert_allclose(embedding_bag(bags, sparse_weight).asnumpy(), BAGS @ sparse_weight.asnumpy())
+
+
+def test_embedding_bag_errors():
+    with pytest.raises(InferenceError, match="one row per id"):
+        embedding_bag(csr(BAGS), normal(9, 3))
+    with pytest.raises(ParameterError, match="mode"):
+        embedding_bag(csr(BAGS), normal(10, 3), mode="max")

@@ -1,0 +1,64 @@
+"""fm_interaction: the factorization-machine pairwise term and its row_sparse V gradient."""
+import numpy as np
+import pytest
+
+import sparse_ops as so
+from cookbook_helpers import normal, random_csr
+from sparse_ops import autograd as ag
+from sparse_ops.dispatch import InferenceError
+from sparse_ops.sdk.testing import check_numeric_gradient, opcheck
+from sparse_ops_cookbook import fm_interaction
+
+
+def pairwise(x: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """sum_{j < l} <v_j, v_l> x_ij x_il, by brute force."""
+    gram = v @ v.T
+    return np.array([sum(gram[j, l] * row[j] * row[l] for j in range(len(row)) for l in range(j + 1, len(row)))
+                     for row in x])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_fm_matches_the_pairwise_sum(dtype):
+    x = random_csr(12, 9, 0.3, seed=1, dtype=dtype, empty_rows=[4])
+    v = normal(9, 4, seed=2, dtype=dtype)
+    out = fm_interaction(x, v)
+    assert (out.stype, out.shape, out.dtype) == ("default", (12,), np.dtype(dtype))
+    want = pairwise(x.asnumpy().astype(np.float64), v.asnumpy())
+    np.testing.assert_allclose(out.asnumpy(), want, rtol=1e-5, atol=1e-5)
+    assert out.asnumpy()[4] == 0
+    assert so.explain("fm_interaction", x, v)["dispatch_mode"] == "fcompute_ex"
+
+
+def test_fm_gradient_is_row_sparse_over_the_features_present():
+    x = random_csr(10, 12, 0.2, seed=3)
+    v = normal(12, 3, seed=4)
+    present = np.flatnonzero(x.asnumpy().any(axis=0)).tolist()
+    assert len(present) < 12
+    v.attach_grad(stype="row_sparse")
+    with ag.record():
+        out = fm_interaction(x, v)
+    out.backward()
+    g = so.ops._fm_interaction_backward(x, v, so.ones(10, dtype="float64"))
+    assert g.stype == "row_sparse" and g.indices.tolist() == present
+    np.testing.assert_allclose(v.grad.asnumpy(), g.asnumpy())
+    xd, vd = x.asnumpy(), v.asnumpy()
+    want = xd.T @ (xd @ vd) - vd * (xd * xd).sum(axis=0)[:, None]
+    np.testing.assert_allclose(g.asnumpy(), want, atol=1e-12)
+    check_numeric_gradient(lambda v_: fm_interaction(x, v_), [v])
+
+
+def test_fm_opcheck():
+    x = random_csr(8, 6, 0.4, seed=5)
+    v = normal(6, 3, seed=6)
+    empty = so.zeros((3, 6), stype="csr", dtype="float64")
+    assert opcheck("fm_interaction", [[x, v], [x.tostype("default"), v], [empty, v]]) == 3
+    head = so.ones(8, dtype="float64")
+    sparse_grad = so.ops._fm_interaction_backward(x, v, head)
+    dense_grad = so.ops._fm_interaction_backward(x.tostype("default"), v, head)
+    assert (sparse_grad.stype, dense_grad.stype) == ("row_sparse", "default")
+    np.testing.assert_allclose(dense_grad.asnumpy(), sparse_grad.asnumpy(), atol=1e-12)
+
+
+def test_fm_errors():
+    with pytest.raises(InferenceError, match="one row per feature"):
+        fm_interaction(random_csr(3, 4, 0.5), normal(5, 2))
