@@ -154,6 +154,9 @@ class Node:
         if isinstance(self.fn, Function):
             grads = self.fn.backward(*out_grads)
             grads = list(grads) if isinstance(grads, (list, tuple)) else [grads]
+        elif self.fn._opdef.gradient_takes_needs:
+            needs = [p is not None for p in self.parents]
+            grads = list(self.fn.gradient(out_grads, list(self.inputs), list(self.outputs), needs=needs))
         else:
             grads = list(self.fn.gradient(out_grads, list(self.inputs), list(self.outputs)))
         if len(grads) != len(self.parents):

@@ -8,6 +8,7 @@ set of parameters, so rules and kernels read them as ``self.lr`` and so on.
 """
 from __future__ import annotations
 
+import inspect
 import operator
 import threading
 from typing import Any, Callable, Iterable, Sequence
@@ -224,7 +225,10 @@ class Op:
         return ["default"] * self.output_count()
 
     def gradient(self, out_grads: list, inputs: list, outputs: list) -> list:
-        """Gradients w.r.t. the inputs, built from operators (so they can be recorded)."""
+        """Gradients w.r.t. the inputs, built from operators (so they can be recorded).
+
+        A gradient that also accepts ``needs`` (a list of bools, one per input) is told which
+        inputs want a gradient, and may return None for the others to save the work."""
         raise NotImplementedError(f"operator {self._opdef.name} declares no gradient")
 
     def params_dict(self) -> dict[str, Any]:
@@ -250,6 +254,7 @@ class OpDef:
         self.mutate = tuple(cls.mutate)
         self.resources = tuple(cls.resources)
         self.differentiable = bool(cls.differentiable) and cls.gradient is not Op.gradient
+        self.gradient_takes_needs = self.differentiable and "needs" in inspect.signature(cls.gradient).parameters
         self.params: dict[str, Param] = {}
         for klass in reversed(cls.__mro__):
             for attr, value in vars(klass).items():

@@ -326,3 +326,32 @@ def test_embedding_sparse_grad_through_the_tape():
     assert weight.grad.stype == "row_sparse"
     np.testing.assert_array_equal(weight.grad.indices, [1, 3, 7])
     np.testing.assert_allclose(weight.grad.data, [[1, 1], [2, 2], [1, 1]])
+
+
+@so.register("_test_needs_spy", replace=True)
+class _NeedsSpy(so.Op):
+    """x * y whose gradient records which inputs asked for a gradient."""
+
+    arguments = ("x", "y")
+    seen: list = []
+
+    @so.kernel(device=("cpu", "gpu"))
+    def dense(self, ctx, x, y, out):
+        np.multiply(x, y, out=out)
+
+    def gradient(self, out_grads, inputs, outputs, needs=None):
+        _NeedsSpy.seen.append(list(needs))
+        g = out_grads[0]
+        return [so.elemwise_mul(g, inputs[1]) if needs[0] else None,
+                so.elemwise_mul(g, inputs[0]) if needs[1] else None]
+
+
+def test_gradients_are_told_which_inputs_need_them():
+    x, c = arr(A), arr(B)
+    x.attach_grad()
+    _NeedsSpy.seen.clear()
+    with ag.record():
+        y = so.ops._test_needs_spy(x, c)  # c is a constant
+    y.backward()
+    assert _NeedsSpy.seen == [[True, False]]
+    np.testing.assert_allclose(x.grad.asnumpy(), B)

@@ -422,17 +422,18 @@ class Dot(Op):
             product = xp.matmul(a[:, rows], stored)
         _emit_dense(ctx, out, product, (rows,))
 
-    def gradient(self, out_grads, inputs, outputs):
+    def gradient(self, out_grads, inputs, outputs, needs=None):
         """d lhs = g @ op(rhs).T and d rhs = op(lhs).T @ g, each written as one dot with the
         transposes folded into its flags. A csr lhs gives a row_sparse d rhs (MXNet); a
         dense lhs always gets a dense gradient (``dense @ csr`` would otherwise be csr).
-        Other than matrices, operands are reshaped to their 2-d forms and back."""
+        Other than matrices, operands are reshaped to their 2-d forms and back. An input
+        that needs no gradient (a constant csr data matrix, say) gets none computed."""
         from .structure import reshape
 
         (g,) = out_grads
         lhs, rhs = inputs
         if lhs.ndim == 2 and rhs.ndim == 2:
-            return self._matrix_gradient(g, lhs, rhs)
+            return self._matrix_gradient(g, lhs, rhs, needs or (True, True))
         shape_l, shape_r, shape_out = self._matrix_shapes(lhs.shape, rhs.shape)
         if lhs.ndim == 2 and rhs.ndim == 1:  # d rhs needs no reshape (a csr lhs keeps it row_sparse)
             d_lhs = self._matrix_gradient(reshape(g, shape=shape_out), lhs, reshape(rhs, shape=shape_r))[0]
@@ -441,17 +442,21 @@ class Dot(Op):
                                              reshape(rhs, shape=shape_r))
         return [reshape(d_lhs, shape=lhs.shape), reshape(d_rhs, shape=rhs.shape)]
 
-    def _matrix_gradient(self, g: NDArray, lhs: NDArray, rhs: NDArray) -> list[NDArray]:
+    def _matrix_gradient(self, g: NDArray, lhs: NDArray, rhs: NDArray,
+                         needs: Any = (True, True)) -> list[NDArray | None]:
         ta, tb = self.transpose_a, self.transpose_b
         hint = {} if lhs.stype == "csr" else {"forward_stype": "default"}
-        if ta:
-            d_lhs = dot(rhs, g, transpose_a=tb, transpose_b=True, **hint)
-        else:
-            d_lhs = dot(g, rhs, transpose_b=not tb, **hint)
-        if tb:
-            d_rhs = dot(g, lhs, transpose_a=True, transpose_b=ta)
-        else:
-            d_rhs = dot(lhs, g, transpose_a=not ta)
+        d_lhs = d_rhs = None
+        if needs[0]:
+            if ta:
+                d_lhs = dot(rhs, g, transpose_a=tb, transpose_b=True, **hint)
+            else:
+                d_lhs = dot(g, rhs, transpose_b=not tb, **hint)
+        if needs[1]:
+            if tb:
+                d_rhs = dot(g, lhs, transpose_a=True, transpose_b=ta)
+            else:
+                d_rhs = dot(lhs, g, transpose_a=not ta)
         return [d_lhs, d_rhs]
 
 
