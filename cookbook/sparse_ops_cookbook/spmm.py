@@ -58,12 +58,16 @@ class CsrSpmm(so.Op):
     def dense(self, ctx, a, x, out):
         ctx.xp.matmul(a, x, out=out)
 
-    def gradient(self, out_grads, inputs, outputs):
+    def gradient(self, out_grads, inputs, outputs, needs=(True, True)):
+        """A's values get the SDDMM, X gets A.T @ G; either is skipped when not needed (a
+        constant adjacency in a GNN costs no SDDMM)."""
         a, x = inputs
         g = out_grads[0]
         if a.stype != "csr":
-            return [so.dot(g, x, transpose_b=True), so.dot(a, g, transpose_a=True)]
-        return [csr_sddmm(a, g, x), csr_spmm_t(a, g, sparse_grad=self.sparse_grad)]
+            return [so.dot(g, x, transpose_b=True) if needs[0] else None,
+                    so.dot(a, g, transpose_a=True) if needs[1] else None]
+        return [csr_sddmm(a, g, x) if needs[0] else None,
+                csr_spmm_t(a, g, sparse_grad=self.sparse_grad) if needs[1] else None]
 
 
 @so.register("csr_spmm_t")
@@ -96,12 +100,12 @@ class CsrSpmmT(so.Op):
     def dense(self, ctx, a, g, out):
         ctx.xp.matmul(a.T, g, out=out)
 
-    def gradient(self, out_grads, inputs, outputs):
+    def gradient(self, out_grads, inputs, outputs, needs=(True, True)):
         a, g = inputs
         h = out_grads[0]
         if a.stype != "csr":
-            return [so.dot(g, h, transpose_b=True), so.dot(a, h)]
-        return [csr_sddmm(a, g, h), csr_spmm(a, h)]
+            return [so.dot(g, h, transpose_b=True) if needs[0] else None, so.dot(a, h) if needs[1] else None]
+        return [csr_sddmm(a, g, h) if needs[0] else None, csr_spmm(a, h) if needs[1] else None]
 
 
 @so.register("csr_sddmm")
