@@ -177,3 +177,22 @@ print("discovered")
     assert "6 passed, 1 skipped" in out.stdout, out.stdout
     out = run(pytest_cmd, cwd=project, SPARSE_OPS_CUDA_SIM="1")
     assert "7 passed" in out.stdout, out.stdout
+
+
+@pytest.mark.gpu
+def test_template_op_on_the_gpu_device(project):
+    """In the gpu run (SPARSE_OPS_CUDA_SIM=1 or hardware): the scaffolded plugin, loaded at
+    run time, passes opcheck, which compares its numba.cuda kernel with the cpu kernels."""
+    import sparse_ops as so
+    from sparse_ops.sdk.testing import opcheck
+
+    if so.num_gpus() == 0:
+        pytest.skip("no gpu (set SPARSE_OPS_CUDA_SIM=1 to simulate one)")
+    module = so.library.load(project / NAME)
+    op = so.get_op(OP)
+    assert op.plugin is not None and ("gpu" in op.fcompute or any(d == "gpu" for d, _ in op.fcompute_ex))
+    samples = op.cls.samples()
+    assert opcheck(OP, samples) == len(samples)
+    gpu_inputs = [x.to(so.gpu(0)) for x in (samples[0][0] if isinstance(samples[0], tuple) else samples[0])]
+    assert so.explain(OP, *gpu_inputs)["device"] == "gpu(0)"
+    del module
