@@ -1,4 +1,5 @@
-"""The main job for now: a short, checked tour of the containers (``sparse-ops demo``).
+"""A short, checked tour of the containers (``sparse-ops demo --tour``; the main job,
+``sparse-ops demo``, is the cookbook's model-training demo).
 
 Every step prints what it did and verifies its result against NumPy/SciPy, so the
 tour doubles as a smoke test of an installation.
