@@ -319,16 +319,7 @@ def invoke(op: OpDef | str, inputs: Sequence[NDArray], params: dict[str, Any] | 
     host_dense = plan.host_dense
     if out is None and host_dense:
         if len(host_dense) == 1:  # the most common case of all, kept short
-            shape, dtype = host_dense[0]
-            a = np.empty(shape, dtype)
-            try:
-                plan.kernel(plan.inst, plan.contexts[state.training], *[x._data for x in inputs], a)
-            except Exception as exc:
-                raise _kernel_error(plan, exc) from exc
-            result = NDArray(a, plan.device)
-            if state.recording:
-                _ag._record(plan, inputs, [result])
-            return result
+            return _run_host_dense(plan, inputs)
         arrays = [np.empty(shape, dtype) for shape, dtype in host_dense]
         try:
             plan.kernel(plan.inst, plan.contexts[state.training], *[x._data for x in inputs], *arrays)
@@ -345,6 +336,24 @@ def invoke(op: OpDef | str, inputs: Sequence[NDArray], params: dict[str, Any] | 
     if state.recording:
         _ag._record(plan, inputs, results)
     return results[0] if plan.nvis == 1 else results[:plan.nvis]
+
+
+def _run_host_dense(plan: Plan, inputs: Sequence[NDArray]) -> NDArray:
+    """Run a plan whose kernel is dense, on host memory, with one output."""
+    shape, dtype = plan.host_dense[0]
+    a = np.empty(shape, dtype)
+    state = _ag._state
+    try:
+        if len(inputs) == 2:
+            plan.kernel(plan.inst, plan.contexts[state.training], inputs[0]._data, inputs[1]._data, a)
+        else:
+            plan.kernel(plan.inst, plan.contexts[state.training], *[x._data for x in inputs], a)
+    except Exception as exc:
+        raise _kernel_error(plan, exc) from exc
+    result = NDArray(a, plan.device)
+    if state.recording:
+        _ag._record(plan, inputs, [result])
+    return result
 
 
 def _kernel_error(plan: Plan, exc: Exception) -> OperatorError:
@@ -381,6 +390,13 @@ def op_function(name: str) -> Any:
             return invoke(opdef, inputs, params, out, req)
     else:
         def fn(*args: Any, out: Any = None, req: str = "write", **params: Any) -> Any:
+            if out is None and not params and len(args) == nargs:
+                try:
+                    plan = opdef.plans.get(_signature(opdef._default_instance, args))
+                except AttributeError:  # not NDArrays: invoke says so
+                    plan = None
+                if plan is not None and plan.host_dense and len(plan.host_dense) == 1:
+                    return _run_host_dense(plan, args)  # the shortest path: a repeated plain call
             if len(args) != nargs:
                 if len(args) < nargs:
                     raise TypeError(f"{name}() takes {nargs} input(s) ({', '.join(opdef.arguments)}), got {len(args)}")
