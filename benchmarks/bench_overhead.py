@@ -29,6 +29,21 @@ def per_call_us(fn: Callable[[], Any], number: int = 20000, repeat: int = 7) -> 
     return statistics.median(timeit.repeat(fn, number=number, repeat=repeat)) / number * 1e6
 
 
+def paired_us(ours: Callable[[], Any], ref: Callable[[], Any] | None, number: int = 20000,
+              repeat: int = 9) -> tuple[float, float | None]:
+    """Per-call medians (us) of ``ours`` and ``ref`` measured in alternation, so a noisy
+    neighbour slows both sides alike and the ratio stays meaningful."""
+    ours()
+    if ref is not None:
+        ref()
+    a, b = [], []
+    for _ in range(repeat):
+        a.append(timeit.timeit(ours, number=number) / number * 1e6)
+        if ref is not None:
+            b.append(timeit.timeit(ref, number=number) / number * 1e6)
+    return statistics.median(a), (statistics.median(b) if b else None)
+
+
 def _torch():
     try:
         import torch
@@ -105,24 +120,23 @@ def run(quick: bool = False) -> dict[str, list]:
     a = np.ones((4, 4), np.float32)
     x, y = so.array(a), so.array(a)
     rows = []
-    ours = per_call_us(lambda: so.elemwise_mul(x, y), n)
     floor = per_call_us(lambda: np.multiply(a, a), n)
-    ref = None
     tx = ty = None
     if torch is not None:
         tx, ty = torch.ones(4, 4), torch.ones(4, 4)
-        ref = per_call_us(lambda: torch.mul(tx, ty), n)
+    torch_mul = (lambda: torch.mul(tx, ty)) if torch is not None else None
+    ours, ref = paired_us(lambda: so.elemwise_mul(x, y), torch_mul, n)
     rows.append(["elemwise_mul 4x4 float32", f"{ours:.2f}", f"{ref:.2f}" if ref else "n/a",
                  f"{ours / ref:.2f}" if ref else "n/a", f"{floor:.2f}"])
 
     kf = so.dispatch.op_function("_bench_kernel_first_mul")
-    ours_kf = per_call_us(lambda: kf(x, y), n)
+    ours_kf, ref = paired_us(lambda: kf(x, y), torch_mul, n)
     rows.append(["kernel-first custom op 4x4", f"{ours_kf:.2f}", f"{ref:.2f}" if ref else "n/a",
                  f"{ours_kf / ref:.2f}" if ref else "n/a", f"{floor:.2f}"])
 
-    mx_fwd = per_call_us(lambda: so.Custom(x, y, op_type="_bench_mxnet_mul"), n // 4)
     tc = _torch_custom_mul(torch) if torch is not None else None
-    ref_fwd = per_call_us(lambda: tc(tx, ty), n // 4) if tc is not None else None
+    mx_fwd, ref_fwd = paired_us(lambda: so.Custom(x, y, op_type="_bench_mxnet_mul"),
+                                (lambda: tc(tx, ty)) if tc is not None else None, n // 4)
     rows.append(["MXNet-form Python custom op forward 4x4 (vs torch.library.custom_op)", f"{mx_fwd:.2f}",
                  f"{ref_fwd:.2f}" if ref_fwd else "n/a", f"{mx_fwd / ref_fwd:.2f}" if ref_fwd else "n/a", ""])
     xm = so.array(a)
@@ -133,8 +147,7 @@ def run(quick: bool = False) -> dict[str, list]:
             z = so.Custom(xm, y, op_type="_bench_mxnet_mul")
         z.backward()
 
-    mx_fb = per_call_us(mx_step, n // 8)
-    ref_fb = None
+    torch_custom_step = None
     if tc is not None:
         txg = torch.ones(4, 4, requires_grad=True)
 
@@ -142,7 +155,7 @@ def run(quick: bool = False) -> dict[str, list]:
             z = tc(txg, ty)
             z.backward(torch.ones(4, 4))
 
-        ref_fb = per_call_us(torch_custom_step, n // 8)
+    mx_fb, ref_fb = paired_us(mx_step, torch_custom_step, n // 8)
     rows.append(["MXNet-form Python custom op forward+backward 4x4 (vs torch.library.custom_op)",
                  f"{mx_fb:.2f}", f"{ref_fb:.2f}" if ref_fb else "n/a", f"{mx_fb / ref_fb:.2f}" if ref_fb else "n/a", ""])
 
@@ -154,17 +167,15 @@ def run(quick: bool = False) -> dict[str, list]:
             z = so.elemwise_mul(xv, y)
         z.backward()
 
-    ours_ag = per_call_us(ours_step, n // 4)
-    ref_ag = None
+    torch_step = None
     if torch is not None:
-        tx = torch.ones(4, 4, requires_grad=True)
-        ty = torch.ones(4, 4)
+        tgx = torch.ones(4, 4, requires_grad=True)
 
         def torch_step():
-            z = torch.mul(tx, ty)
+            z = torch.mul(tgx, ty)
             z.backward(torch.ones(4, 4))
 
-        ref_ag = per_call_us(torch_step, n // 4)
+    ours_ag, ref_ag = paired_us(ours_step, torch_step, n // 4)
     rows.append(["record + backward, elemwise_mul 4x4", f"{ours_ag:.2f}", f"{ref_ag:.2f}" if ref_ag else "n/a",
                  f"{ours_ag / ref_ag:.2f}" if ref_ag else "n/a", ""])
 
@@ -206,7 +217,7 @@ def report(results: dict[str, list]) -> str:
     torch_version = results["torch"][0]
     parts = [
         f"PyTorch: {torch_version or 'not installed (reference columns n/a)'}; one thread each; "
-        "median of 7 runs of many calls.", "",
+        "ours and the reference measured in alternation, median of 9 runs of many calls.", "",
         markdown_table(["case", "ours (us)", "PyTorch (us)", "ours / PyTorch", "np.multiply alone (us)"],
                        results["calls"]), "",
         "Backward through a chain of `elemwise_add` (1,000 float64 each): time per op should stay flat.", "",
