@@ -71,5 +71,32 @@ def make(dense: np.ndarray, stype: str, index_dtype="int64"):
 
 
 @pytest.fixture
+def isolated(monkeypatch, tmp_path_factory):
+    """Undo whatever a test loads: ops, generated functions, plugin records, modules, sys.path."""
+    import sys
+
+    import sparse_ops as so
+    from sparse_ops import plugins
+    from sparse_ops.registry import _TABLE
+
+    table, loaded, failed = dict(_TABLE), dict(plugins._LOADED), dict(plugins._FAILED)
+    ops_attrs, modules = set(vars(so.ops)), set(sys.modules)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    yield
+    _TABLE.clear()
+    _TABLE.update(table)
+    for attr in set(vars(so.ops)) - ops_attrs:
+        delattr(so.ops, attr)
+    plugins._LOADED.clear()
+    plugins._LOADED.update(loaded)
+    plugins._FAILED.clear()
+    plugins._FAILED.update(failed)
+    base = str(tmp_path_factory.getbasetemp())
+    for mod in set(sys.modules) - modules:  # the test's plugins only: never numba & co
+        if (getattr(sys.modules[mod], "__file__", None) or "").startswith(base):
+            del sys.modules[mod]
+
+
+@pytest.fixture
 def rng():
     return np.random.default_rng(1234)

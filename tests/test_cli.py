@@ -13,29 +13,10 @@ import pytest
 import sparse_ops as so
 from sparse_ops import cli, plugins
 from sparse_ops.cli import main
-from sparse_ops.registry import _TABLE
 
 COMMANDS = ["list", "info", "plugins", "new-plugin", "check", "demo", "bench", "version"]
 
 
-@pytest.fixture
-def isolated(tmp_path_factory):
-    """Undo the ops, plugin records and modules a test loads."""
-    table, loaded, failed = dict(_TABLE), dict(plugins._LOADED), dict(plugins._FAILED)
-    ops_attrs, modules = set(vars(so.ops)), set(sys.modules)
-    yield
-    _TABLE.clear()
-    _TABLE.update(table)
-    for attr in set(vars(so.ops)) - ops_attrs:
-        delattr(so.ops, attr)
-    plugins._LOADED.clear()
-    plugins._LOADED.update(loaded)
-    plugins._FAILED.clear()
-    plugins._FAILED.update(failed)
-    base = str(tmp_path_factory.getbasetemp())
-    for mod in set(sys.modules) - modules:  # the test's plugins only: never numba & co
-        if (getattr(sys.modules[mod], "__file__", None) or "").startswith(base):
-            del sys.modules[mod]
 
 
 def write_plugin(path: Path, prefix: str, samples: str | None, kernel: str = "y[...] = 2 * x",

@@ -15,28 +15,8 @@ import pytest
 import sparse_ops as so
 from sparse_ops import plugins
 from sparse_ops.plugins import PluginError, PluginWarning, sdk_satisfies
-from sparse_ops.registry import _TABLE
 
 
-@pytest.fixture
-def isolated(monkeypatch, tmp_path_factory):
-    """Undo whatever a test loads: ops, generated functions, plugin records, modules, sys.path."""
-    table, loaded, failed = dict(_TABLE), dict(plugins._LOADED), dict(plugins._FAILED)
-    ops_attrs, modules = set(vars(so.ops)), set(sys.modules)
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    yield
-    _TABLE.clear()
-    _TABLE.update(table)
-    for attr in set(vars(so.ops)) - ops_attrs:
-        delattr(so.ops, attr)
-    plugins._LOADED.clear()
-    plugins._LOADED.update(loaded)
-    plugins._FAILED.clear()
-    plugins._FAILED.update(failed)
-    base = str(tmp_path_factory.getbasetemp())
-    for mod in set(sys.modules) - modules:  # the test's plugins only: never numba & co
-        if (getattr(sys.modules[mod], "__file__", None) or "").startswith(base):
-            del sys.modules[mod]
 
 
 def write(path, text: str):
