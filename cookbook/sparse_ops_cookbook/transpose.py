@@ -18,14 +18,13 @@ def _check_values(dtype: np.dtype) -> list:
     return [dtype]
 
 
-@so.register("transpose_csr")
-class TransposeCSR(so.Op):
-    """The transpose of a 2-d array: csr in, csr out (rows sorted, the input's index
-    dtype kept); a dense input gives a dense output. The gradient is the transposed head
-    gradient."""
+class _Transpose(so.Op):
+    """What both transposes share: 2-d shape and value rules, the dense kernel, a gradient
+    that is the transposed head gradient, and the storage type kept (``stype``)."""
 
     arguments = ("data",)
     backward_needs_inputs = ()
+    stype = ""
 
     def infer_shape(self, data):
         rows, cols = matrix("data", data)
@@ -35,51 +34,42 @@ class TransposeCSR(so.Op):
         return _check_values(data)
 
     def infer_storage_type(self, data):
-        return ["csr" if data == "csr" else "default"]
+        return [self.stype if data == self.stype else "default"]
+
+    @so.kernel(device=BOTH)
+    def dense(self, ctx, x, y):
+        y[...] = x.T
+
+    def gradient(self, out_grads, inputs, outputs):
+        return [so.dispatch.op_function(self._opdef.name)(out_grads[0])]
+
+
+@so.register("transpose_csr")
+class TransposeCSR(_Transpose):
+    """The transpose of a 2-d array: csr in, csr out (rows sorted, the input's index
+    dtype kept); a dense input gives a dense output. The gradient is the transposed head
+    gradient."""
+
+    stype = "csr"
 
     @so.kernel(device=BOTH, stypes=("csr",))
     def csr(self, ctx, x, y):
         data, indices, indptr = ctx.alloc_csr(y, x.nnz, index_dtype=x.indices.dtype)
         backend(ctx).transpose(ctx, x.shape[1], x.indptr, x.indices, x.data, indptr, indices, data)
 
-    @so.kernel(device=BOTH)
-    def dense(self, ctx, x, y):
-        y[...] = x.T
-
-    def gradient(self, out_grads, inputs, outputs):
-        return [transpose_csr(out_grads[0])]
-
 
 @so.register("transpose_row_sparse")
-class TransposeRowSparse(so.Op):
+class TransposeRowSparse(_Transpose):
     """The transpose of a 2-d array: row_sparse in, row_sparse out, whose stored rows are
     the columns holding a non-zero (row j of the result is column j of the stored rows);
     a dense input gives a dense output. The gradient is the transposed head gradient."""
 
-    arguments = ("data",)
-    backward_needs_inputs = ()
-
-    def infer_shape(self, data):
-        rows, cols = matrix("data", data)
-        return [(cols, rows)]
-
-    def infer_type(self, data):
-        return _check_values(data)
-
-    def infer_storage_type(self, data):
-        return ["row_sparse" if data == "row_sparse" else "default"]
+    stype = "row_sparse"
 
     @so.kernel(device=BOTH, stypes=("row_sparse",))
     def rsp(self, ctx, x, y):
         values, rows = backend(ctx).rsp_transpose(ctx, x.shape[0], x.indices, x.data)
         ctx.set_row_sparse(y, values, rows)
-
-    @so.kernel(device=BOTH)
-    def dense(self, ctx, x, y):
-        y[...] = x.T
-
-    def gradient(self, out_grads, inputs, outputs):
-        return [transpose_row_sparse(out_grads[0])]
 
 
 transpose_csr = so.dispatch.op_function("transpose_csr")
