@@ -54,9 +54,31 @@ def run() -> list[list[str]]:
     t_cusparse = _timed(lambda: so.dot(a, x), sync)
     kernels.USE_CUSPARSE = False
     t_numba = _timed(lambda: so.dot(a, x), sync)
+    numba_result = so.dot(a, x).data
     kernels.USE_CUSPARSE = True
+    expected = ref @ xr
+    for name, got in (("cuSPARSE branch", so.dot(a, x).data), ("numba-CUDA path", numba_result)):
+        err = float(cupy.max(cupy.abs(got - expected)) / cupy.max(cupy.abs(expected)))
+        print(f"dot(csr, dense) {name}: max relative difference to cupyx {err:.2e}")
+        assert err < 1e-5, (name, err)
     out = [["dot(csr, dense) 200k x 10k @ 10k x 64", f"{t_cusparse * 1e3:.2f}", f"{t_numba * 1e3:.2f}",
             f"{t_ref * 1e3:.2f}", f"{t_cusparse / t_ref:.2f}"]]
+
+    b = so.csr_matrix(random_csr(rows, cols, per_row, seed=1), device=so.gpu(0))
+    ref_b = b.asscipy()
+    t_add = _timed(lambda: so.elemwise_add(a, b), sync)
+    t_add_ref = _timed(lambda: ref + ref_b, sync)
+    diff = so.elemwise_add(a, b).asscipy() - (ref + ref_b)
+    assert diff.nnz == 0 or float(cupy.abs(diff.data).max()) < 1e-5
+    out.append(["elemwise_add(csr, csr) 200k x 10k, 4M nnz each", f"{t_add * 1e3:.2f}", "",
+                f"{t_add_ref * 1e3:.2f}", f"{t_add / t_add_ref:.2f}"])
+    dense = so.array(cupy.asarray(rng.random((20_000, 10_000), dtype=np.float32) < 0.01, dtype=cupy.float32),
+                     device=so.gpu(0))
+    t_cast = _timed(lambda: dense.tostype("csr"), sync)
+    t_cast_ref = _timed(lambda: csp.csr_matrix(dense.data), sync)
+    assert int(dense.tostype("csr").nnz) == int(csp.csr_matrix(dense.data).nnz)
+    out.append(["dense -> csr 20k x 10k, 1% nnz", f"{t_cast * 1e3:.2f}", "", f"{t_cast_ref * 1e3:.2f}",
+                f"{t_cast / t_cast_ref:.2f}"])
 
     vocab, dim, batch = 1_000_000, 64, 4096
     ids = np.minimum(rng.zipf(1.2, size=batch), vocab) - 1
