@@ -29,7 +29,7 @@ print("python", __import__("sys").version.split()[0], "| numpy", numpy.__version
       "| cuda available", numba.cuda.is_available())
 PY
 status=0
-timeout 300 $PY -m pytest -q -m gpu -p no:cacheprovider -rfE || status=$?
-timeout 150 $PY -m benchmarks.bench_gpu || status=$?
+timeout 240 $PY -m pytest -q -m gpu -p no:cacheprovider -rfE || status=$?
+timeout 120 $PY -m benchmarks.bench_gpu || status=$?
 echo "gpu_check exit status: $status"
 exit $status
