@@ -28,8 +28,10 @@ print("python", __import__("sys").version.split()[0], "| numpy", numpy.__version
       "| numba", numba.__version__, "| cupy", cupy.__version__, "| gpus", so.num_gpus(),
       "| cuda available", numba.cuda.is_available())
 PY
+# one pytest worker per few cores when pytest-xdist is there: each compiles its own kernels
+XDIST=$($PY -c "import xdist, os; print('-n', min(8, os.cpu_count() // 2))" 2>/dev/null || true)
 status=0
-timeout 240 $PY -m pytest -q -m gpu -p no:cacheprovider -rfE || status=$?
+timeout 240 $PY -m pytest -q -m gpu -p no:cacheprovider -rfE --tb=short $XDIST || status=$?
 timeout 120 $PY -m benchmarks.bench_gpu || status=$?
 echo "gpu_check exit status: $status"
 exit $status
