@@ -39,9 +39,11 @@ from ..sdk.launch import WARP_SIZE, grid_for, launch, rows_grid
 ADD, SUB, MUL = 0, 1, 2
 BLOCK = 256  # threads per block (grid_for shrinks it to the work)
 
-# On hardware, csr @ dense with float32/float64 values goes to cuSPARSE (through
-# cupyx.scipy.sparse) rather than ``csr_dense``; False keeps the numba kernel everywhere.
-USE_CUSPARSE = True
+# True sends csr @ dense with float32/float64 values to cuSPARSE (through cupyx.scipy.sparse)
+# instead of ``csr_dense``. Off by default: on an H200, ``csr_dense`` was as fast or faster in
+# all nine shapes of benchmarks/bench_gpu_sweep.py (results/gpu_sweep.md); going through cupyx
+# costs a matrix object, cupyx's F-order round trip and a copy into ``out`` on every call.
+USE_CUSPARSE = False
 
 
 # ---- merging two csr matrices ---------------------------------------------------------------------
@@ -282,6 +284,7 @@ def _cusparse_product(xp: Any, parts: tuple, b: Any, out: Any) -> bool:
         return False
     a = cusparse.csr_matrix((values, indices.astype(np.int32, copy=False), indptr.astype(np.int32, copy=False)),
                             shape=(out.shape[0], b.shape[0]))
+    a.has_canonical_format = True  # our csr always is; spares cupyx a check and a device sync per call
     out[...] = a @ b
     return True
 
