@@ -285,7 +285,9 @@ class CSRNDArray(BaseSparseNDArray):
         if _dev.is_cupy_array(self._data):
             import cupyx.scipy.sparse as csp
 
-            return csp.csr_matrix((self._data, self._indices, self._indptr), shape=self._shape)
+            m = csp.csr_matrix((self._data, self._indices, self._indptr), shape=self._shape)
+            m.has_canonical_format = True
+            return m
         import scipy.sparse as sp
 
         data = self._data
