@@ -10,6 +10,10 @@ if _os.environ.get("SPARSE_OPS_CUDA_SIM", "0") == "1":
     # Must precede the first import of numba anywhere in the process.
     _os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
+from ._numba_env import configure as _configure_numba  # noqa: E402
+
+_configure_numba()  # the debug mode's separate numba cache: also before numba's import
+
 from .device import Device, cpu, current_device, gpu, num_gpus  # noqa: E402
 from .dtypes import INDEX_DTYPES, VALUE_DTYPES  # noqa: E402
 from .errors import (  # noqa: E402

@@ -116,13 +116,13 @@ def zeros(shape: Any, stype: str = "default", dtype: Any = "float32",
     if stype == "csr":
         shape = normalize_shape(shape, ndim=2)
         with _dev.allocating_on(dev):
-            return CSRNDArray(xp.zeros(0, dt), xp.zeros(0, DEFAULT_INDEX_DTYPE),
-                              xp.zeros(shape[0] + 1, DEFAULT_INDEX_DTYPE), shape, dev, check=False)
+            return CSRNDArray._trusted(xp.zeros(0, dt), xp.zeros(0, DEFAULT_INDEX_DTYPE),
+                                       xp.zeros(shape[0] + 1, DEFAULT_INDEX_DTYPE), shape, dev)
     if len(shape) < 1:
         raise SparseFormatError("row_sparse arrays have at least one dimension")
     with _dev.allocating_on(dev):
-        return RowSparseNDArray(xp.zeros((0, *shape[1:]), dt), xp.zeros(0, DEFAULT_INDEX_DTYPE),
-                                shape, dev, check=False)
+        return RowSparseNDArray._trusted(xp.zeros((0, *shape[1:]), dt), xp.zeros(0, DEFAULT_INDEX_DTYPE),
+                                         shape, dev)
 
 
 def empty(shape: Any, stype: str = "default", dtype: Any = "float32",
@@ -222,7 +222,10 @@ def row_sparse_array(arg: Any, shape: Any = None, dtype: Any = None,
 
 
 def _csr_from_scipy(m: Any, dtype: Any, device: Any, copy: bool) -> CSRNDArray:
-    # SciPy's C conversion routines trust the index arrays, so check them before calling any.
+    # SciPy's C conversion routines trust the index arrays and take any dtype, so check them
+    # (and the values' dtype) before calling any.
+    if dtype is None:
+        source_dtype(m.dtype)
     if m.format == "csc":
         check_csr(m.data, m.indices, m.indptr, normalize_shape(m.shape[::-1], ndim=2), canonical=False)
         m = m.tocsr()
@@ -242,7 +245,7 @@ def _csr_from_scipy(m: Any, dtype: Any, device: Any, copy: bool) -> CSRNDArray:
                               shape=shape, copy=True)
         canon.sum_duplicates()
         return _csr_from_scipy(canon, None, dev, copy=False)
-    return CSRNDArray(data, indices, indptr, shape, dev, check=False)
+    return CSRNDArray._trusted(data, indices, indptr, shape, dev)
 
 
 def _csr_from_coo(data: Any, row: Any, col: Any, shape: Any, dtype: Any, device: Any) -> CSRNDArray:
@@ -274,7 +277,7 @@ def _csr_from_coo(data: Any, row: Any, col: Any, shape: Any, dtype: Any, device:
     indptr = np.zeros(shape[0] + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])
     parts = [_dev.on_device(p, dev) for p in (summed.astype(values.dtype, copy=False), col[starts], indptr)]
-    return CSRNDArray(parts[0], parts[1], parts[2], shape, dev, check=False)
+    return CSRNDArray._trusted(parts[0], parts[1], parts[2], shape, dev)
 
 
 # ---- helpers -------------------------------------------------------------------------------

@@ -101,7 +101,7 @@ def _dense_to_csr(x: NDArray) -> CSRNDArray:
             _, indices = xp.nonzero(mask)
             indices = indices.astype(DEFAULT_INDEX_DTYPE, copy=False)
             data = a[mask]
-    return CSRNDArray(data, indices, indptr, (rows, cols), x.device, check=False)
+    return CSRNDArray._trusted(data, indices, indptr, (rows, cols), x.device)
 
 
 def _dense_to_row_sparse(x: NDArray) -> RowSparseNDArray:
@@ -113,7 +113,7 @@ def _dense_to_row_sparse(x: NDArray) -> RowSparseNDArray:
     flat = a.reshape(rows, int(np.prod(a.shape[1:], dtype=np.int64)))
     with _dev.allocating_on(x.device):
         keep = xp.nonzero((flat != 0).any(axis=1))[0].astype(DEFAULT_INDEX_DTYPE, copy=False)
-    return RowSparseNDArray(a[keep], keep, x.shape, x.device, check=False)
+    return RowSparseNDArray._trusted(a[keep], keep, x.shape, x.device)
 
 
 # ---- between sparse types ----------------------------------------------------------------
@@ -125,7 +125,7 @@ def _csr_to_row_sparse(x: CSRNDArray) -> RowSparseNDArray:
         values = xp.zeros((keep.shape[0], x.shape[1]), dtype=x.dtype)
         slot = xp.cumsum(nonempty) - 1  # position of each kept row in ``keep``
         values[slot[_csr_row_ids(x, xp)], x._indices] = x._data
-    return RowSparseNDArray(values, keep, x.shape, x.device, check=False)
+    return RowSparseNDArray._trusted(values, keep, x.shape, x.device)
 
 
 def _row_sparse_to_csr(x: RowSparseNDArray) -> CSRNDArray:
@@ -139,8 +139,8 @@ def _row_sparse_to_csr(x: RowSparseNDArray) -> CSRNDArray:
         indptr = _indptr_from_counts(counts, xp)
         _, cols = xp.nonzero(mask)
         idx_dtype = _result_index_dtype(x._indices.dtype, int(indptr[-1]), x.shape)
-    return CSRNDArray(x._data[mask], cols.astype(idx_dtype, copy=False),
-                      indptr.astype(idx_dtype, copy=False), x.shape, x.device, check=False)
+    return CSRNDArray._trusted(x._data[mask], cols.astype(idx_dtype, copy=False),
+                               indptr.astype(idx_dtype, copy=False), x.shape, x.device)
 
 
 # ---- helpers -------------------------------------------------------------------------------

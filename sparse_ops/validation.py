@@ -14,6 +14,8 @@ import numpy as np
 
 from .errors import SparseFormatError
 
+_INT64_MAX = 2**63 - 1
+
 
 def normalize_shape(shape: Any, ndim: int | None = None) -> tuple[int, ...]:
     """A tuple of non-negative Python ints; ``ndim`` (if given) is enforced."""
@@ -33,6 +35,9 @@ def normalize_shape(shape: Any, ndim: int | None = None) -> tuple[int, ...]:
             raise SparseFormatError(f"shape entries must be integers, got {shape!r}") from None
         if d < 0:
             raise SparseFormatError(f"shape entries must be non-negative, got {shape!r}")
+        if d > _INT64_MAX:
+            raise SparseFormatError(f"shape entry {d} does not fit in int64 (at most 2**63 - 1), "
+                                    f"got shape {shape!r}")
         out.append(int(d))
     if ndim is not None and len(out) != ndim:
         raise SparseFormatError(f"expected a {ndim}-d shape, got {tuple(out)}")

@@ -1,10 +1,12 @@
 """numba CPU kernels of the built-ins. Imported lazily: ``import sparse_ops`` compiles nothing.
 
 ``jit`` is the one decorator our kernels use: nopython, nogil, on-disk cache, and
-bounds checking when ``SPARSE_OPS_BOUNDSCHECK=1``. Importing this package also picks a
-numba threading layer that tolerates parallel kernels launched from several threads at
-once (the default ``workqueue`` layer aborts the process then), unless the user chose
-one with ``NUMBA_THREADING_LAYER``, and asks OpenMP to wait passively (``OMP_WAIT_POLICY``).
+bounds checking when ``SPARSE_OPS_BOUNDSCHECK=1`` (numba then caches in a separate
+folder, see ``sparse_ops/_numba_env.py``: its cache key ignores the flag). Importing this
+package also picks a numba threading layer that tolerates parallel kernels launched from
+several threads at once (the default ``workqueue`` layer aborts the process then), unless
+the user chose one with ``NUMBA_THREADING_LAYER``, and asks OpenMP to wait passively
+(``OMP_WAIT_POLICY``).
 """
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ from typing import Any, Callable
 
 import numba
 
-BOUNDSCHECK = os.environ.get("SPARSE_OPS_BOUNDSCHECK", "0") == "1"
+from .. import _numba_env
+from ..settings import BOUNDSCHECK  # read in one place: sparse_ops/settings.py
 
 
 def _threadsafe_layer() -> str | None:
@@ -41,4 +44,4 @@ if "NUMBA_THREADING_LAYER" not in os.environ:
 
 def jit(parallel: bool = False) -> Callable[[Callable[..., Any]], Any]:
     """numba.njit with the project's settings (see the module docstring)."""
-    return numba.njit(parallel=parallel, cache=True, nogil=True, boundscheck=BOUNDSCHECK or None)
+    return numba.njit(parallel=parallel, cache=_numba_env.CACHE_OK, nogil=True, boundscheck=BOUNDSCHECK or None)

@@ -92,16 +92,16 @@ def csr_t_dense(indptr, indices, data, b, bounds, out):
 @jit()
 def dense_csr_rows(a, indptr, indices, data, out, start, stop):
     """out[start:stop] = a[start:stop] @ B for row-major dense a (m x k), csr B (k x n):
-    per output row, scatter ``a[i, l] * B[l, :]`` for every non-zero ``a[i, l]``."""
+    per output row, scatter ``a[i, l] * B[l, :]`` for every ``a[i, l]``. Zeros of the dense
+    ``a`` are values, not skipped: 0 * nan and 0 * inf stored in B give nan, as in NumPy."""
     k = a.shape[1]
     for i in range(start, stop):
         for c in range(out.shape[1]):
             out[i, c] = 0
         for l in range(k):
             v = a[i, l]
-            if v != 0:
-                for j in range(indptr[l], indptr[l + 1]):
-                    out[i, indices[j]] += v * data[j]
+            for j in range(indptr[l], indptr[l + 1]):
+                out[i, indices[j]] += v * data[j]
 
 
 @jit(parallel=True)

@@ -2,9 +2,22 @@
 
 A sparse container holds its values (``data``) and index arrays (``indices``, and for
 csr ``indptr``) plus a shape. Index arrays keep the dtype they came with (int32 or
-int64). Index views handed out are read-only; values are writable. Construction from
-user-given components validates every invariant (``validation.py``); internal code
-that builds already-valid components passes ``check=False``.
+int64). Index views handed out are read-only (for good: their read-only flag cannot be
+turned off); values are writable.
+
+Who validates (numba kernels read memory without bounds checks, so nothing unchecked
+may reach them):
+
+- the constructor validates every invariant (``validation.py``) unless ``check=False``;
+- ``check=False`` defers the validation to the container's first use: the first read of
+  its ``shape`` (which every operator call, conversion and slice does before touching the
+  components) validates it once, raising ``SparseFormatError``, and then it is trusted;
+- internal code that builds components it knows to be valid uses ``_trusted`` (no
+  validation, trusted at once);
+- operators trust containers validated in one of these ways. Changing their index arrays
+  afterwards through memory the caller still holds (zero-copy construction shares it) is
+  outside the contract: ``check_format()`` checks again, and the debug mode
+  ``SPARSE_OPS_BOUNDSCHECK=1`` turns a kernel's out-of-bounds access into an IndexError.
 """
 from __future__ import annotations
 
@@ -15,15 +28,43 @@ import numpy as np
 
 from .. import device as _dev
 from ..device import Device
-from ..dtypes import INDEX_DTYPES, source_dtype
+from ..dtypes import INDEX_DTYPES, VALUE_DTYPES, source_dtype
 from ..errors import SparseFormatError
 from ..validation import check_csr, check_row_sparse, normalize_shape
 from .dense import NDArray
-from .view import component_view
+from .view import ComponentView, component_view
 
 
 def _read_only(a: Any) -> Any:
     return component_view(a, writable=False)  # CuPy arrays have no read-only flag
+
+
+def _deferred_error(exc: SparseFormatError, stype: str) -> SparseFormatError:
+    return SparseFormatError(f"{exc} (found on the first use of a {stype} array built with check=False)")
+
+
+_INT64_MAX = 2**63 - 1
+_VALUE_DTYPES = frozenset(VALUE_DTYPES)
+
+
+def _is_array(a: Any) -> bool:
+    return type(a) is np.ndarray or _dev.is_cupy_array(a)
+
+
+def _as_tuple(shape: Any) -> Any:
+    """``shape`` as a tuple when it is iterable (validation says what is wrong with it later)."""
+    if isinstance(shape, tuple):
+        return shape
+    try:
+        return tuple(shape)
+    except TypeError:
+        return shape
+
+
+def _require_arrays(*parts: Any) -> None:
+    for p in parts:
+        if not (hasattr(p, "dtype") and hasattr(p, "shape") and hasattr(p, "ndim")):
+            raise SparseFormatError(f"sparse components must be arrays, got a {type(p).__name__}")
 
 
 def _unify_indices(*arrays: Any) -> tuple[Any, ...]:
@@ -37,12 +78,80 @@ def _unify_indices(*arrays: Any) -> tuple[Any, ...]:
 class BaseSparseNDArray(NDArray):
     """What ``row_sparse`` and ``csr`` containers share: a shape, values and index arrays."""
 
-    __slots__ = ("_shape",)
+    # _unchecked: None once validated (or built trusted); for a container built with
+    # check=False, the index arrays given then, which the first use validates (a kernel
+    # that later hands the container new arrays through OpContext replaces them, and
+    # arrays built by our kernels are trusted). _ro: cached read-only bases of index views.
+    __slots__ = ("_shape", "_unchecked", "_ro")
     _aux_names: tuple[str, ...] = ()
 
     @property
     def shape(self) -> tuple[int, ...]:
+        if self._unchecked is not None and self._still_unchecked():
+            self._validate_deferred()
         return self._shape
+
+    def _still_unchecked(self) -> bool:
+        """Whether a container built with ``check=False`` still needs validating: not when
+        a kernel has since handed it new index arrays (as an output), nor when it stores
+        nothing (the dispatcher's empty outputs); it is then trusted from now on."""
+        given = self._unchecked
+        if given is None:
+            return False
+        if any(a is not b for a, b in zip(self._aux(), given)) or self._stores_nothing():
+            self._unchecked = None
+            return False
+        return True
+
+    def _validate_deferred(self) -> None:
+        """First use of a container built with ``check=False``: validate it once."""
+        try:
+            self._validate_now()
+        except SparseFormatError as exc:
+            raise _deferred_error(exc, self.stype) from None
+        except TypeError as exc:  # e.g. values of an unsupported dtype
+            raise TypeError(f"{exc} (found on the first use of a {self.stype} array built with "
+                            f"check=False)") from None
+        self._unchecked = None
+
+    def _validate_now(self) -> None:
+        """Validate every invariant and normalise (shape, index dtypes), as check=True does."""
+        raise NotImplementedError
+
+    def _stores_nothing(self) -> bool:
+        """Whether this is a valid container that stores nothing, told cheaply: the empty
+        outputs the dispatcher allocates with check=False, read before a kernel fills them."""
+        shape, data = self._shape, self._data
+        if type(shape) is not tuple or not shape or not _is_array(data) or data.size:
+            return False
+        for d in shape:
+            if type(d) is not int or not 0 <= d <= _INT64_MAX:
+                return False
+        if data.dtype not in _VALUE_DTYPES:
+            return False
+        aux = self._aux()
+        dtype = aux[0].dtype
+        for a in aux:
+            if not _is_array(a) or a.ndim != 1 or a.dtype != dtype:
+                return False
+        return dtype in INDEX_DTYPES and self._empty_structure(shape, data, aux)
+
+    def _empty_structure(self, shape: tuple, data: Any, aux: tuple) -> bool:
+        raise NotImplementedError
+
+    def _read_only_aux(self, i: int) -> Any:
+        """Index array ``i`` as a read-only view whose flag cannot be switched back on
+        (its memory is seen through a read-only buffer); the buffer is cached per array."""
+        a = self._aux()[i]
+        if not isinstance(a, np.ndarray) or not a.flags.c_contiguous:
+            return _read_only(a)  # CuPy (no flags), or a strided view: plain read-only view
+        ro = self._ro
+        if ro is None:
+            ro = self._ro = [None] * len(self._aux_names)
+        hit = ro[i]
+        if hit is None or hit[0] is not a:
+            hit = ro[i] = (a, np.frombuffer(memoryview(a).toreadonly(), dtype=a.dtype).reshape(a.shape))
+        return hit[1].view(ComponentView)
 
     @property
     def data(self) -> Any:
@@ -59,7 +168,7 @@ class BaseSparseNDArray(NDArray):
 
     def aux_data(self, i: int) -> Any:
         """Index array ``i`` (csr: 0 = indptr, 1 = indices; row_sparse: 0 = indices), read-only."""
-        return _read_only(self._aux()[i])
+        return self._read_only_aux(i)
 
     @property
     def aux_types(self) -> list[np.dtype]:
@@ -70,6 +179,8 @@ class BaseSparseNDArray(NDArray):
         return [tuple(a.shape) for a in self._aux()]
 
     def __repr__(self) -> str:
+        if self._unchecked is not None:  # never raise from repr: say it is not validated yet
+            return f"<{type(self).__name__} shape={self._shape!r} built with check=False, not yet validated>"
         return f"<{self._describe()} nnz={self.nnz}>"
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
@@ -99,17 +210,40 @@ class BaseSparseNDArray(NDArray):
             check_not_in_graph(self)
         from ..storage import coerce
 
-        new = coerce(value, self.stype, self.dtype, self._device, shape=self._shape)
-        if new.shape != self._shape:
-            raise ValueError(f"cannot assign an array of shape {new.shape} to one of shape {self._shape}")
+        shape = self.shape
+        new = coerce(value, self.stype, self.dtype, self._device, shape=shape)
+        if new.shape != shape:
+            raise ValueError(f"cannot assign an array of shape {new.shape} to one of shape {shape}")
         self._take_parts(new)
 
     def _take_parts(self, other: "BaseSparseNDArray") -> None:
         raise NotImplementedError
 
     def check_format(self, full_check: bool = True) -> None:
-        """Raise SparseFormatError naming the first broken storage invariant, if any."""
+        """Raise SparseFormatError naming the first broken storage invariant, if any.
+
+        ``full_check=False`` runs only the O(1) checks (lengths, dtypes, ``indptr`` ends).
+        A full check that passes also marks a container built with ``check=False`` as
+        validated."""
+        if self._unchecked is not None and self._still_unchecked():
+            if full_check:
+                self._validate_now()
+                self._unchecked = None
+                return
+            _require_arrays(self._data, *self._aux())
+            shape = normalize_shape(self._shape, ndim=2 if self.stype == "csr" else None)
+        else:
+            shape = self._shape
+        self._check_parts(shape, full_check)
+
+    def _check_parts(self, shape: tuple[int, ...], full: bool) -> None:
         raise NotImplementedError
+
+    def _same_trust(self, other: "BaseSparseNDArray") -> "BaseSparseNDArray":
+        """``other`` (same structure as self) is unchecked when self is."""
+        if self._unchecked is not None:
+            other._unchecked = other._aux()
+        return other
 
     def _moved(self, device: Device) -> "BaseSparseNDArray":
         parts = [_dev.on_device(a, device, copy=True) for a in (self._data, *self._aux())]
@@ -138,23 +272,42 @@ class RowSparseNDArray(BaseSparseNDArray):
 
     def __init__(self, data: Any, indices: Any, shape: Any, device: Device | None = None,
                  check: bool = True) -> None:
-        if check:
-            shape = normalize_shape(shape)
-            if len(shape) < 1:
-                raise SparseFormatError("row_sparse arrays have at least one dimension")
-            source_dtype(data.dtype)
-            check_row_sparse(data, indices, shape, full=True)
-            (indices,) = _unify_indices(indices)
         self._data = data
         self._indices = indices
-        self._shape = tuple(shape)
+        self._shape = _as_tuple(shape)
         self._device = device if device is not None else _dev.current_device()
         self._ag = None
+        self._ro = None
+        self._unchecked = (indices,)
+        if check:
+            self._validate_now()
+            self._unchecked = None
+
+    @classmethod
+    def _trusted(cls, data: Any, indices: Any, shape: tuple[int, ...],
+                 device: Device | None = None) -> "RowSparseNDArray":
+        """A container of components known to be valid (internal code): no validation."""
+        x = cls(data, indices, shape, device, check=False)
+        x._unchecked = None
+        return x
+
+    def _validate_now(self) -> None:
+        shape = normalize_shape(self._shape)
+        if len(shape) < 1:
+            raise SparseFormatError("row_sparse arrays have at least one dimension")
+        _require_arrays(self._data, self._indices)
+        source_dtype(self._data.dtype)
+        check_row_sparse(self._data, self._indices, shape, full=True)
+        (self._indices,) = _unify_indices(self._indices)
+        self._shape = shape
 
     @property
     def indices(self) -> Any:
         """Sorted stored row indices, read-only view."""
-        return _read_only(self._indices)
+        return self._read_only_aux(0)
+
+    def _empty_structure(self, shape: tuple, data: Any, aux: tuple) -> bool:
+        return aux[0].shape[0] == 0 and data.shape == (0, *shape[1:])
 
     @property
     def nnz_rows(self) -> int:
@@ -166,10 +319,10 @@ class RowSparseNDArray(BaseSparseNDArray):
 
     def _with_values(self, values: Any, copy_aux: bool) -> "RowSparseNDArray":
         idx = self._indices.copy() if copy_aux else self._indices
-        return RowSparseNDArray(values, idx, self._shape, self._device, check=False)
+        return self._same_trust(RowSparseNDArray._trusted(values, idx, self._shape, self._device))
 
     def _rebuild(self, parts: list[Any], device: Device) -> "RowSparseNDArray":
-        return RowSparseNDArray(parts[0], parts[1], self._shape, device, check=False)
+        return self._same_trust(RowSparseNDArray._trusted(parts[0], parts[1], self._shape, device))
 
     @classmethod
     def _from_host_parts(cls, parts, shape, device):
@@ -178,9 +331,10 @@ class RowSparseNDArray(BaseSparseNDArray):
 
     def _take_parts(self, other: "RowSparseNDArray") -> None:
         self._data, self._indices = other._data, other._indices
+        self._unchecked = None if other._unchecked is None else (other._indices,)
 
-    def check_format(self, full_check: bool = True) -> None:
-        check_row_sparse(self._data, self._indices, self._shape, full=full_check)
+    def _check_parts(self, shape: tuple[int, ...], full: bool) -> None:
+        check_row_sparse(self._data, self._indices, shape, full=full)
 
     def retain(self, row_ids: Any) -> "RowSparseNDArray":
         """A row_sparse array keeping only the stored rows whose index is in ``row_ids``."""
@@ -190,13 +344,12 @@ class RowSparseNDArray(BaseSparseNDArray):
         if ids.dtype.kind not in "iu":
             raise TypeError(f"retain needs integer row ids, got dtype {ids.dtype}")
         keep = xp.isin(self._indices, ids.ravel())
-        return RowSparseNDArray(self._data[keep], self._indices[keep], self._shape, self._device,
-                                check=False)
+        return RowSparseNDArray._trusted(self._data[keep], self._indices[keep], self.shape, self._device)
 
     def asscipy(self) -> Any:
         """A ``scipy.sparse.csr_matrix`` of this 2-d array (a copy: the layouts differ)."""
         if self.ndim != 2:
-            raise ValueError(f"asscipy needs a 2-d array, this one has shape {self._shape}")
+            raise ValueError(f"asscipy needs a 2-d array, this one has shape {self.shape}")
         return self.tostype("csr").asscipy()
 
 
@@ -210,37 +363,58 @@ class CSRNDArray(BaseSparseNDArray):
 
     def __init__(self, data: Any, indices: Any, indptr: Any, shape: Any,
                  device: Device | None = None, check: bool = True) -> None:
-        if check:
-            shape = normalize_shape(shape, ndim=2)
-            source_dtype(data.dtype)
-            check_csr(data, indices, indptr, shape, full=True)
-            indices, indptr = _unify_indices(indices, indptr)
         self._data = data
         self._indices = indices
         self._indptr = indptr
-        self._shape = tuple(shape)
+        self._shape = _as_tuple(shape)
         self._device = device if device is not None else _dev.current_device()
         self._ag = None
+        self._ro = None
+        self._unchecked = (indptr, indices)
+        if check:
+            self._validate_now()
+            self._unchecked = None
+
+    @classmethod
+    def _trusted(cls, data: Any, indices: Any, indptr: Any, shape: tuple[int, int],
+                 device: Device | None = None) -> "CSRNDArray":
+        """A container of components known to be valid (internal code): no validation."""
+        x = cls(data, indices, indptr, shape, device, check=False)
+        x._unchecked = None
+        return x
+
+    def _validate_now(self) -> None:
+        shape = normalize_shape(self._shape, ndim=2)
+        _require_arrays(self._data, self._indices, self._indptr)
+        source_dtype(self._data.dtype)
+        check_csr(self._data, self._indices, self._indptr, shape, full=True)
+        self._indices, self._indptr = _unify_indices(self._indices, self._indptr)
+        self._shape = shape
 
     @property
     def indices(self) -> Any:
         """Column indices of the stored values, read-only view."""
-        return _read_only(self._indices)
+        return self._read_only_aux(1)
 
     @property
     def indptr(self) -> Any:
         """Row pointers (``rows + 1`` entries), read-only view."""
-        return _read_only(self._indptr)
+        return self._read_only_aux(0)
+
+    def _empty_structure(self, shape: tuple, data: Any, aux: tuple) -> bool:
+        indptr, indices = aux
+        return (len(shape) == 2 and data.shape == (0,) and indices.shape[0] == 0
+                and indptr.shape[0] == shape[0] + 1 and not indptr.any())
 
     def _aux(self) -> tuple[Any, ...]:
         return (self._indptr, self._indices)
 
     def _with_values(self, values: Any, copy_aux: bool) -> "CSRNDArray":
         idx, ptr = (self._indices.copy(), self._indptr.copy()) if copy_aux else (self._indices, self._indptr)
-        return CSRNDArray(values, idx, ptr, self._shape, self._device, check=False)
+        return self._same_trust(CSRNDArray._trusted(values, idx, ptr, self._shape, self._device))
 
     def _rebuild(self, parts: list[Any], device: Device) -> "CSRNDArray":
-        return CSRNDArray(parts[0], parts[2], parts[1], self._shape, device, check=False)
+        return self._same_trust(CSRNDArray._trusted(parts[0], parts[2], parts[1], self._shape, device))
 
     @classmethod
     def _from_host_parts(cls, parts, shape, device):
@@ -249,14 +423,15 @@ class CSRNDArray(BaseSparseNDArray):
 
     def _take_parts(self, other: "CSRNDArray") -> None:
         self._data, self._indices, self._indptr = other._data, other._indices, other._indptr
+        self._unchecked = None if other._unchecked is None else (other._indptr, other._indices)
 
-    def check_format(self, full_check: bool = True) -> None:
-        check_csr(self._data, self._indices, self._indptr, self._shape, full=full_check)
+    def _check_parts(self, shape: tuple[int, ...], full: bool) -> None:
+        check_csr(self._data, self._indices, self._indptr, shape, full=full)
 
     def __getitem__(self, key: Any) -> "CSRNDArray":
         """Row ``x[i]`` (a 1-row csr, as in MXNet) or row slice ``x[i:j]``: data and indices
         are zero-copy views, indptr is rebased."""
-        rows = self._shape[0]
+        rows = self.shape[0]
         if isinstance(key, slice):
             start, stop, step = key.indices(rows)
             if step != 1:
@@ -274,18 +449,19 @@ class CSRNDArray(BaseSparseNDArray):
     def _row_slice(self, start: int, stop: int) -> "CSRNDArray":
         ptr = self._indptr[start:stop + 1]
         lo, hi = int(ptr[0]), int(ptr[-1])
-        return CSRNDArray(self._data[lo:hi], self._indices[lo:hi], ptr - ptr[0],
-                          (stop - start, self._shape[1]), self._device, check=False)
+        return CSRNDArray._trusted(self._data[lo:hi], self._indices[lo:hi], ptr - ptr[0],
+                                   (stop - start, self._shape[1]), self._device)
 
     def asscipy(self) -> Any:
         """A ``scipy.sparse.csr_matrix`` sharing these arrays (``cupyx`` on a real gpu).
 
         Zero-copy except for float16 values, which SciPy does not support (cast to float32).
         """
+        shape = self.shape  # validates a container built with check=False: SciPy trusts these flags
         if _dev.is_cupy_array(self._data):
             import cupyx.scipy.sparse as csp
 
-            m = csp.csr_matrix((self._data, self._indices, self._indptr), shape=self._shape)
+            m = csp.csr_matrix((self._data, self._indices, self._indptr), shape=shape)
             m.has_canonical_format = True
             return m
         import scipy.sparse as sp
@@ -293,7 +469,7 @@ class CSRNDArray(BaseSparseNDArray):
         data = self._data
         if data.dtype == np.float16:
             data = data.astype(np.float32)
-        m = sp.csr_matrix(self._shape, dtype=data.dtype)
+        m = sp.csr_matrix(shape, dtype=data.dtype)
         # Assigned rather than passed to the constructor: SciPy would downcast int64 indices (a copy).
         m.data, m.indices, m.indptr = data, self._indices, self._indptr
         m.has_sorted_indices = True

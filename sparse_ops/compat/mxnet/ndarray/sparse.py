@@ -16,6 +16,7 @@ import numpy as np
 
 from .... import creation as _core
 from .... import device as _dev
+from ....errors import SparseFormatError
 from ....ndarray import BaseSparseNDArray, CSRNDArray, NDArray, RowSparseNDArray
 from ..base import integer_types, mx_real_t
 from . import _op
@@ -42,7 +43,26 @@ def _host(a: Any) -> Any:
 
 
 def _index(a: Any) -> np.ndarray:
-    return np.asarray(_dev.to_host(_host(a)), dtype=_INDEX)
+    """An index array as int64, MXNet's only aux type. Like MXNet, integral values of another
+    numeric dtype are cast; anything that is not an integer (NaN, 0.5, booleans, objects, a
+    value beyond int64) is refused instead of being cast to garbage."""
+    a = np.asarray(_dev.to_host(_host(a)))
+    kind = a.dtype.kind
+    if kind == "i":
+        return a.astype(_INDEX, copy=False)
+    if kind == "u":
+        if a.size and int(a.max()) > np.iinfo(_INDEX).max:
+            raise SparseFormatError(f"index {int(a.max())} is out of range: it does not fit in int64")
+        return a.astype(_INDEX)
+    if kind == "f":
+        with np.errstate(invalid="ignore"):
+            integral = np.isfinite(a) & (a == np.trunc(a)) & (np.abs(a) < 2.0**63)
+        if bool(integral.all()):
+            return a.astype(_INDEX)
+        bad = a[~integral].ravel()[0].item()
+        raise SparseFormatError(f"indices must have an integer dtype or integral values, got {bad!r} "
+                                f"in an array of dtype {a.dtype}")
+    raise SparseFormatError(f"indices must have an integer dtype, got {a.dtype}")
 
 
 def _check_shape(s1: Any, s2: Any) -> None:
