@@ -154,15 +154,38 @@ class Node:
         if isinstance(self.fn, Function):
             grads = self.fn.backward(*out_grads)
             grads = list(grads) if isinstance(grads, (list, tuple)) else [grads]
-        elif self.fn._opdef.gradient_takes_needs:
-            needs = [p is not None for p in self.parents]
-            grads = list(self.fn.gradient(out_grads, list(self.inputs), list(self.outputs), needs=needs))
         else:
-            grads = list(self.fn.gradient(out_grads, list(self.inputs), list(self.outputs)))
+            grads = self._op_gradient(out_grads)
         if len(grads) != len(self.parents):
             raise OperatorError(f"backward of {self.name} returned {len(grads)} gradients for "
                                 f"{len(self.parents)} inputs")
+        for i, (g, x, p) in enumerate(zip(grads, self.inputs, self.parents)):
+            if p is not None and g is not None and getattr(g, "shape", None) != x.shape:
+                what = f"shape {g.shape}" if hasattr(g, "shape") else f"a {type(g).__name__}"
+                raise OperatorError(f"backward of {self._label()} gave input {i} (shape {x.shape}) a "
+                                    f"gradient of {what}")
         return grads
+
+    def _label(self) -> str:
+        opdef = getattr(self.fn, "_opdef", None)
+        if opdef is None:
+            return self.name
+        from .context import op_label
+
+        return op_label(opdef)
+
+    def _op_gradient(self, out_grads: list) -> list:
+        """An operator's gradient rule; what it raises is reported naming the op and plugin."""
+        opdef = self.fn._opdef
+        try:
+            if opdef.gradient_takes_needs:
+                needs = [p is not None for p in self.parents]
+                return list(self.fn.gradient(out_grads, list(self.inputs), list(self.outputs), needs=needs))
+            return list(self.fn.gradient(out_grads, list(self.inputs), list(self.outputs)))
+        except OperatorError:
+            raise
+        except Exception as exc:
+            raise OperatorError(f"{self._label()}: gradient failed: {type(exc).__name__}: {exc}") from exc
 
 
 def _info(x: Any) -> AGInfo | None:

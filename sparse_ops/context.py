@@ -17,6 +17,32 @@ def op_label(opdef: Any) -> str:
     return f"operator {opdef.name!r}" + (f" (plugin {opdef.plugin})" if opdef.plugin else "")
 
 
+# ---- unset-output detection (debug mode) ---------------------------------------------------------
+# Under SPARSE_OPS_BOUNDSCHECK=1 the outputs of kernels that are not ours start out holding a
+# marker bit pattern; any marker left after the kernel is a value it never wrote. For floats
+# the marker is a signalling NaN with a payload that arithmetic never produces (any operation
+# on it gives a quiet NaN), for 4- and 8-byte integers a value nobody computes by chance.
+# Smaller integer and bool outputs cannot be marked reliably and are not.
+_MARKERS = {
+    ("f", 2): (np.uint16, 0x7DA5), ("f", 4): (np.uint32, 0x7FA5A5A5), ("f", 8): (np.uint64, 0x7FF4A5A5A5A5A5A5),
+    ("i", 4): (np.uint32, 0xA5A5A5A5), ("i", 8): (np.uint64, 0xA5A5A5A5A5A5A5A5),
+    ("u", 4): (np.uint32, 0xA5A5A5A5), ("u", 8): (np.uint64, 0xA5A5A5A5A5A5A5A5),
+}
+
+
+def mark_unset(a: Any) -> None:
+    """Fill ``a`` with the unset marker of its dtype (no-op for dtypes without one)."""
+    marker = _MARKERS.get((a.dtype.kind, a.dtype.itemsize))
+    if marker is not None and a.size:
+        a.view(marker[0])[...] = marker[1]
+
+
+def holds_unset(a: Any) -> bool:
+    """Whether any element of ``a`` still holds the unset marker of its dtype."""
+    marker = _MARKERS.get((a.dtype.kind, a.dtype.itemsize))
+    return bool(marker is not None and a.size and (a.view(marker[0]) == marker[1]).any())
+
+
 class _Workspace(threading.local):
     def __init__(self) -> None:
         self.buffers: dict[Device, Any] = {}
@@ -25,22 +51,49 @@ class _Workspace(threading.local):
 
 _workspace = _Workspace()
 
+# A thread keeps its workspace buffer between kernels (reused, no allocation per call) up to
+# this size; a larger one, grown for one big request, is dropped once no kernel uses it, so
+# the memory a thread holds between calls stays bounded.
+WORKSPACE_KEEP_BYTES = 64 << 20
+
+
+def release_workspace(device: Device, mark: int) -> None:
+    """A kernel returned: give back what it took from the pool (everything past ``mark``),
+    dropping an oversized buffer once the pool is empty again."""
+    _workspace.offsets[device] = mark
+    if mark == 0:
+        buf = _workspace.buffers.get(device)
+        if buf is not None and buf.shape[0] > WORKSPACE_KEEP_BYTES:
+            del _workspace.buffers[device]
+
 
 class OpContext:
     """What a kernel may use besides its inputs and outputs.
 
     ``device``, ``is_train``; ``workspace(shape, dtype)`` temporary memory from a
-    per-thread, per-device pool (valid until the kernel returns); ``rng`` a seeded NumPy
+    per-thread, per-device pool (valid until the kernel returns; the pool is reused by later
+    calls and keeps at most ``WORKSPACE_KEEP_BYTES`` between them); ``rng`` a seeded NumPy
     generator (``sparse_ops.random.seed``); ``stream`` the CuPy stream on a real gpu;
     ``alloc_csr`` / ``alloc_row_sparse`` give a sparse output its arrays once the kernel
     knows how many values it has (MXNet's ``alloc_sparse``), without a later copy.
+
+    ``mark_unset`` (set by dispatch in debug mode for kernels that are not ours): the
+    arrays these methods hand out start filled with markers (values: the unset marker;
+    indices and indptr: -1), so whatever the kernel forgets to fill is caught afterwards.
     """
 
-    __slots__ = ("device", "is_train", "op", "xp")
+    __slots__ = ("device", "is_train", "op", "xp", "mark_unset")
 
-    def __init__(self, device: Device, is_train: bool, op: Any) -> None:
+    def __init__(self, device: Device, is_train: bool, op: Any, mark_unset: bool = False) -> None:
         self.device, self.is_train, self.op = device, is_train, op
         self.xp = device.xp  # numpy or cupy
+        self.mark_unset = mark_unset
+
+    def _fresh(self, values: Any, *index_arrays: Any) -> None:
+        if self.mark_unset:
+            mark_unset(values)
+            for a in index_arrays:
+                a.fill(-1)
 
     @property
     def stream(self) -> Any:
@@ -59,6 +112,8 @@ class OpContext:
                                 "resources = ('workspace',)")
         dtype = np.dtype(dtype)
         shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+        if any(int(d) < 0 for d in shape):
+            raise OperatorError(f"{op_label(self.op)}: ctx.workspace got a negative shape {shape}")
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
         align = 64
         start = _workspace.offsets.get(self.device, 0)
@@ -79,13 +134,16 @@ class OpContext:
             data = xp.empty(nnz, dtype=out.dtype)
             indices = xp.empty(nnz, dtype=index_dtype)
             indptr = xp.empty(out.shape[0] + 1, dtype=index_dtype)
+        self._fresh(data, indices, indptr)
         out._data, out._indices, out._indptr = data, indices, indptr
         return data, indices, indptr
 
     def empty(self, shape: Any, dtype: Any) -> Any:
         """An uninitialised array on this op's device (temporary or output-building)."""
         with _dev.allocating_on(self.device):
-            return self.xp.empty(shape, dtype=dtype)
+            a = self.xp.empty(shape, dtype=dtype)
+        self._fresh(a)
+        return a
 
     def zeros(self, shape: Any, dtype: Any) -> Any:
         """A zero-filled array on this op's device."""
@@ -108,6 +166,7 @@ class OpContext:
                                 f"structure source is {like.stype} {like.shape}")
         with _dev.allocating_on(self.device):
             data = self.xp.empty(like._data.shape, dtype=out.dtype)
+        self._fresh(data)
         out._data = data
         if like.stype == "csr":
             out._indices, out._indptr = like._indices, like._indptr
@@ -122,5 +181,6 @@ class OpContext:
         with _dev.allocating_on(self.device):
             data = xp.empty((nnz_rows, *out.shape[1:]), dtype=out.dtype)
             indices = xp.empty(nnz_rows, dtype=index_dtype)
+        self._fresh(data, indices)
         out._data, out._indices = data, indices
         return data, indices

@@ -14,10 +14,11 @@ import numpy as np
 
 from . import autograd as _ag
 from . import device as _dev
+from . import settings as _settings
 from .device import Device
-from .errors import OperatorError, StorageFallbackWarning
+from .errors import OperatorError, SparseFormatError, StorageFallbackWarning
 from .ndarray import STYPES, CSRNDArray, NDArray, RowSparseNDArray
-from .context import OpContext, _workspace, op_label
+from .context import OpContext, _workspace, holds_unset, mark_unset, op_label, release_workspace
 from .registry import Op, OpDef, get_op
 
 REQS = ("write", "inplace", "add", "null")
@@ -38,7 +39,7 @@ class Plan:
 
     __slots__ = ("opdef", "inst", "device", "in_stypes", "out_shapes", "out_dtypes", "out_stypes",
                  "mode", "kernel", "contexts", "nout", "nvis", "kernel_stypes", "uses_workspace",
-                 "host_dense")
+                 "host_dense", "builtin", "debug", "check")
 
     def describe(self) -> dict[str, Any]:
         fn = self.kernel
@@ -150,14 +151,31 @@ def make_plan(opdef: OpDef, inst: Op, inputs: Sequence[NDArray]) -> Plan:
         if s not in STYPES:
             raise InferenceError(f"{_op_label(opdef)}: infer_storage_type returned unknown storage type {s!r}")
     plan.mode, plan.kernel = choose_dispatch(opdef, device, in_stypes, plan.out_stypes)
-    plan.contexts = (OpContext(device, False, opdef), OpContext(device, True, opdef))
+    # how hard the outputs are checked (see _check_outputs): our own kernels cheaply, others
+    # more, and in debug mode (SPARSE_OPS_BOUNDSCHECK=1) fully, with unset values detected
+    plan.builtin = is_builtin_kernel(plan.kernel)
+    plan.debug = _settings.BOUNDSCHECK and not plan.builtin
+    plan.check = plan.mode == "fcompute_ex" or plan.debug
+    plan.contexts = (OpContext(device, False, opdef, plan.debug), OpContext(device, True, opdef, plan.debug))
     # storage types the kernel itself produces: dense ones when it runs on densified inputs
     plan.kernel_stypes = ["default"] * plan.nout if plan.mode == "fallback" else list(plan.out_stypes)
     plan.uses_workspace = "workspace" in opdef.resources
     # the common case, served by invoke's short path: a dense kernel on host memory
     plan.host_dense = (plan.mode == "fcompute" and device.xp is np and not plan.uses_workspace
-                       and list(zip(plan.out_shapes, plan.out_dtypes)))
+                       and not plan.debug and list(zip(plan.out_shapes, plan.out_dtypes)))
     return plan
+
+
+# modules whose kernels are ours: tested against references, so trusted to give well-formed
+# outputs (only the O(1) sparse checks run after them). Everything else (plugins, user ops,
+# the MXNet-form adapter, which runs the user's forward) is checked harder.
+_BUILTIN_KERNEL_MODULES = ("sparse_ops.ops.", "sparse_ops.random", "sparse_ops.cuda.")
+
+
+def is_builtin_kernel(fn: Any) -> bool:
+    """Whether kernel ``fn`` is one of sparse_ops' own (an op subclassing a built-in and
+    keeping its kernel counts as built-in: the code that runs is ours)."""
+    return (getattr(fn, "__module__", None) or "").startswith(_BUILTIN_KERNEL_MODULES)
 
 
 def _signature(inst: Op, inputs: Sequence[NDArray]) -> tuple:
@@ -188,10 +206,9 @@ def _empty_output(stype: str, shape: tuple, dtype: np.dtype, device: Device) -> 
         if stype == "default":
             return NDArray(xp.empty(shape, dtype=dtype), device)
         if stype == "csr":
-            return CSRNDArray(xp.empty(0, dtype), xp.empty(0, np.int64), xp.zeros(shape[0] + 1, np.int64),
-                              shape, device, check=False)
-        return RowSparseNDArray(xp.empty((0, *shape[1:]), dtype), xp.empty(0, np.int64), shape, device,
-                                check=False)
+            return CSRNDArray._trusted(xp.empty(0, dtype), xp.empty(0, np.int64), xp.zeros(shape[0] + 1, np.int64),
+                                       shape, device)
+        return RowSparseNDArray._trusted(xp.empty((0, *shape[1:]), dtype), xp.empty(0, np.int64), shape, device)
 
 
 def _as_list(out: Any, n: int, opdef: OpDef) -> list:
@@ -228,24 +245,31 @@ def run_plan(plan: Plan, inputs: Sequence[NDArray], out: Any = None, req: str = 
     else:
         targets = [None] * plan.nout
         targets[:plan.nvis] = _as_list(out, plan.nvis, plan.opdef)
-        results = [t if _direct(t, s, shape, dt, device, req) else _empty_output(s, shape, dt, device)
+        direct = not plan.debug  # debug mode marks outputs (below): never the caller's (it may be an input)
+        results = [t if direct and _direct(t, s, shape, dt, device, req) else _empty_output(s, shape, dt, device)
                    for t, s, shape, dt in zip(targets, plan.kernel_stypes, plan.out_shapes, plan.out_dtypes)]
+    if plan.debug:
+        for r in results:
+            if r.stype == "default":
+                mark_unset(r._data)
     if plan.uses_workspace:
         mark = _workspace.offsets.get(device, 0)
     ctx = plan.contexts[_ag._state.training]
     try:
         if mode == "fcompute_ex":
-            plan.kernel(plan.inst, ctx, *inputs, *results)
+            ret = plan.kernel(plan.inst, ctx, *inputs, *results)
         else:
-            plan.kernel(plan.inst, ctx, *[x._data for x in inputs], *[r._data for r in results])
+            ret = plan.kernel(plan.inst, ctx, *[x._data for x in inputs], *[r._data for r in results])
     except Exception as exc:
         raise _kernel_error(plan, exc) from exc
     finally:
         if plan.uses_workspace:
-            _workspace.offsets[device] = mark
-    if mode == "fcompute_ex":
+            release_workspace(device, mark)
+    if ret is not None:
+        _check_returned(plan, ret, results)
+    if plan.check:
         _check_outputs(plan, results)
-    elif mode == "fallback":
+    if mode == "fallback":
         results = [r if s == "default" else r.tostype(s) for r, s in zip(results, plan.out_stypes)]
     if targets is not None:
         _store(plan, targets, results, req)
@@ -253,18 +277,91 @@ def run_plan(plan: Plan, inputs: Sequence[NDArray], out: Any = None, req: str = 
 
 
 def _check_outputs(plan: Plan, results: list[NDArray]) -> None:
-    """Cheap structural checks of sparse outputs a storage-aware kernel produced."""
-    from .errors import SparseFormatError
+    """Check what a kernel produced before anything else sees it (an ``OperatorError``
+    naming the op, its plugin, the kernel and the output otherwise).
 
-    for r in results:
-        if r.stype != "default":
-            try:
-                r.check_format(full_check=False)
-            except SparseFormatError as exc:
-                raise OperatorError(
-                    f"{_op_label(plan.opdef)}: kernel {plan.kernel.__qualname__} produced a malformed "
-                    f"{r.stype} output: {exc}"
-                ) from None
+    After our own storage-aware kernels: the O(1) structure checks of sparse outputs
+    (lengths, ``indptr`` length and ends). After any other kernel also: every output's
+    arrays are of the device's array module with the inferred dtype (integer indices)
+    and shape; in debug mode (``SPARSE_OPS_BOUNDSCHECK=1``) the full O(nnz) validation of
+    sparse outputs (index ranges, sorted unique indices, monotone ``indptr``) and no value
+    left unset (``context.mark_unset``).
+    """
+    if plan.builtin:
+        for i, r in enumerate(results):
+            if r.stype != "default":
+                try:
+                    r.check_format(full_check=False)
+                except SparseFormatError as exc:
+                    raise _output_error(plan, i, f"a malformed {r.stype} output", str(exc)) from None
+        return
+    for i, r in enumerate(results):
+        problem = _output_problem(plan, i, r)
+        if problem is not None:
+            raise _output_error(plan, i, *problem)
+
+
+def _output_error(plan: Plan, i: int, what: str, detail: str) -> OperatorError:
+    names = plan.inst.outs if hasattr(plan.inst, "prop_class") else plan.opdef.outputs  # MXNet form: its own
+    name = f" ({names[i]!r})" if i < len(names) else ""
+    return OperatorError(f"{_op_label(plan.opdef)}: kernel {plan.kernel.__qualname__} produced {what} "
+                         f"{i}{name}: {detail}")
+
+
+_INDEX_DTYPES = frozenset((np.dtype(np.int32), np.dtype(np.int64)))
+
+
+def _output_problem(plan: Plan, i: int, r: NDArray) -> tuple[str, str] | None:
+    """(what, detail) of the first thing wrong with output ``i`` of a kernel that is not ours."""
+    stype, shape, dtype = plan.kernel_stypes[i], plan.out_shapes[i], plan.out_dtypes[i]
+    xp = plan.device.xp
+    ndarray = xp.ndarray
+    data = r._data
+    if stype == "default":
+        aux = ()
+    else:
+        aux = (("indices", r._indices), ("indptr", r._indptr)) if stype == "csr" else (("indices", r._indices),)
+    for part, a in (("values", data), *aux):
+        if not isinstance(a, ndarray):
+            return "a bad output", f"its {part} is a {type(a).__name__}, not a {xp.__name__} array"
+    for part, a in aux:
+        if a.dtype not in _INDEX_DTYPES:
+            return f"a {stype} output with a bad index array", f"{part} of dtype {a.dtype} (int32 or int64)"
+    if data.dtype != dtype:
+        return "an output of the wrong dtype", f"{data.dtype}, but the op's type inference says {dtype}"
+    if not aux and data.shape != shape or aux and r._shape != shape:
+        got = r._shape if aux else data.shape
+        return "an output of the wrong shape", f"{got}, but the op's shape inference says {shape}"
+    if aux:
+        try:
+            r.check_format(full_check=plan.debug)
+        except SparseFormatError as exc:
+            return f"a malformed {stype} output", str(exc)
+    if plan.debug and holds_unset(data):
+        return "an output it left (partly) unset", ("values the kernel never wrote remain (debug mode marks "
+                                                     "outputs before the kernel runs)")
+    return None
+
+
+def _check_returned(plan: Plan, ret: Any, results: list[NDArray]) -> None:
+    """Kernels write their outputs and return nothing. Returning one of the outputs (or a
+    view of one, as ``np.multiply(x, y, out=y)`` does) is harmless; returning any other
+    array means the result was computed but never written: refuse it."""
+    if plan.builtin:
+        return
+    xp = plan.device.xp
+    outs = [a for r in results for a in (r, r._data)]
+    for value in ret if isinstance(ret, (tuple, list)) else (ret,):
+        data = value._data if isinstance(value, NDArray) else value
+        if not isinstance(data, xp.ndarray) or any(value is o for o in outs):
+            continue
+        if any(xp.may_share_memory(data, r._data) for r in results):
+            continue
+        raise OperatorError(
+            f"{_op_label(plan.opdef)}: kernel {plan.kernel.__qualname__} returned an array of shape "
+            f"{tuple(data.shape)} instead of writing its output: kernels write into their output "
+            f"arguments (y[...] = value, or ctx.alloc_* for sparse outputs) and return nothing"
+        )
 
 
 def _store(plan: Plan, targets: list, results: list, req: str) -> None:
@@ -322,11 +419,13 @@ def invoke(op: OpDef | str, inputs: Sequence[NDArray], params: dict[str, Any] | 
             return _run_host_dense(plan, inputs)
         arrays = [np.empty(shape, dtype) for shape, dtype in host_dense]
         try:
-            plan.kernel(plan.inst, plan.contexts[state.training], *[x._data for x in inputs], *arrays)
+            ret = plan.kernel(plan.inst, plan.contexts[state.training], *[x._data for x in inputs], *arrays)
         except Exception as exc:
             raise _kernel_error(plan, exc) from exc
         device = plan.device
         results = [NDArray(a, device) for a in arrays]
+        if ret is not None:
+            _check_returned(plan, ret, results)
     else:
         if req not in REQS:
             raise OperatorError(f"{_op_label(opdef)}: req must be one of {REQS}, got {req!r}")
@@ -345,12 +444,14 @@ def _run_host_dense(plan: Plan, inputs: Sequence[NDArray]) -> NDArray:
     state = _ag._state
     try:
         if len(inputs) == 2:
-            plan.kernel(plan.inst, plan.contexts[state.training], inputs[0]._data, inputs[1]._data, a)
+            ret = plan.kernel(plan.inst, plan.contexts[state.training], inputs[0]._data, inputs[1]._data, a)
         else:
-            plan.kernel(plan.inst, plan.contexts[state.training], *[x._data for x in inputs], a)
+            ret = plan.kernel(plan.inst, plan.contexts[state.training], *[x._data for x in inputs], a)
     except Exception as exc:
         raise _kernel_error(plan, exc) from exc
     result = NDArray(a, plan.device)
+    if ret is not None:
+        _check_returned(plan, ret, [result])
     if state.recording:
         _ag._record(plan, inputs, [result])
     return result

@@ -5,6 +5,8 @@ A single csr is written in SciPy's ``save_npz`` layout as well, so
 ``scipy.sparse.load_npz`` reads it, and ``load`` reads files written by ``save_npz``.
 Everything read is validated like user input: a corrupt or hostile file raises
 ``ValueError`` (``SparseFormatError`` for a broken sparse structure) and creates nothing.
+Before NumPy reads an array (and allocates what its header claims) the claim is checked
+against the bytes the file holds, so a few bytes cannot make it allocate terabytes.
 """
 from __future__ import annotations
 
@@ -20,10 +22,13 @@ from . import device as _dev
 from .creation import array, csr_matrix, row_sparse_array
 from .errors import SparseFormatError
 from .ndarray import STYPES, NDArray
+from .validation import normalize_shape
 
 _HEADER = "__sparse_ops__"
 _FORMAT_VERSION = 1
 _MAX_HEADER_BYTES = 1 << 20
+_NPY_MAGIC = b"\x93NUMPY"
+_DEFLATE_MAX_RATIO = 1032  # deflate cannot expand its input more than ~1032-fold
 
 Saved = Union[NDArray, list, dict]
 
@@ -90,6 +95,11 @@ def load(path: str | os.PathLike, device: Any = None) -> Saved:
     csr) or a ``.npy`` file (one dense array)."""
     path = os.fspath(path)
     try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            if f.read(len(_NPY_MAGIC)) == _NPY_MAGIC:
+                f.seek(0)
+                _check_npy(f, size)
         loaded = np.load(path, allow_pickle=False)
     except FileNotFoundError:
         raise
@@ -99,16 +109,61 @@ def load(path: str | os.PathLike, device: Any = None) -> Saved:
         return array(loaded, device=device)
     with loaded:
         try:
+            _check_members(loaded.zip, size)
             files = set(loaded.files)
             if _HEADER in files:
                 return _load_ours(loaded, files, path, device)
             if "format" in files and "shape" in files:
-                return _load_scipy(path, device)
+                return _load_scipy(loaded, path, device)
             raise ValueError("neither a sparse_ops file nor a SciPy save_npz file")
         except SparseFormatError as exc:
             raise SparseFormatError(f"{path}: {exc}") from exc
         except (KeyError, TypeError, ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
             raise ValueError(f"{path}: corrupt sparse_ops file ({exc})") from exc
+
+
+def _check_members(archive: zipfile.ZipFile, size: int) -> None:
+    """Refuse an archive whose members are not plain ``.npy`` arrays whose headers claim
+    exactly the bytes the member holds, and whose sizes the file could really hold."""
+    for info in archive.infolist():
+        if not info.filename.endswith(".npy"):
+            raise ValueError(f"member {info.filename!r} is not a .npy array")
+        if info.compress_size > size:
+            raise ValueError(f"member {info.filename!r} claims {info.compress_size} bytes in a {size}-byte file")
+        if info.compress_type == zipfile.ZIP_STORED:
+            limit = info.compress_size
+        elif info.compress_type == zipfile.ZIP_DEFLATED:
+            limit = _DEFLATE_MAX_RATIO * info.compress_size + 1024
+        else:
+            raise ValueError(f"member {info.filename!r} uses an unsupported compression ({info.compress_type})")
+        if info.file_size > limit:
+            raise ValueError(f"member {info.filename!r} claims {info.file_size} bytes from {info.compress_size} "
+                             f"stored")
+        with archive.open(info) as f:
+            _check_npy(f, info.file_size, info.filename)
+
+
+def _check_npy(f: Any, size: int, name: str = "the array") -> None:
+    """Read a ``.npy`` header from ``f`` and refuse it unless the data it announces fills
+    exactly the ``size`` bytes of the stream (and holds no Python objects)."""
+    try:
+        version = np.lib.format.read_magic(f)
+    except ValueError:
+        raise ValueError(f"{name} is not a .npy array") from None
+    if version == (1, 0):
+        shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+    elif version == (2, 0):
+        shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+    else:
+        raise ValueError(f"{name}: unsupported .npy version {version}")
+    if dtype.hasobject:
+        raise ValueError(f"{name} holds Python objects (sparse_ops never unpickles)")
+    claimed = dtype.itemsize
+    for d in shape:
+        claimed *= d
+    held = size - f.tell()
+    if claimed != held:
+        raise ValueError(f"{name} claims shape {shape} of {dtype} ({claimed} bytes), but holds {held} bytes")
 
 
 def _member(loaded: Any, name: str) -> np.ndarray:
@@ -119,6 +174,8 @@ def _member(loaded: Any, name: str) -> np.ndarray:
 
 
 def _load_ours(loaded: Any, files: set, path: str, device: Any) -> Saved:
+    if loaded.zip.getinfo(_HEADER + ".npy").file_size > _MAX_HEADER_BYTES + 4096:  # + the .npy header
+        raise ValueError(f"header member larger than {_MAX_HEADER_BYTES} bytes")
     raw = _member(loaded, _HEADER)
     if raw.dtype != np.uint8 or raw.ndim != 1 or raw.size > _MAX_HEADER_BYTES:
         raise ValueError("bad header member")
@@ -159,8 +216,26 @@ def _build(stype: str, parts: dict, shape: tuple, device: Any) -> NDArray:
     return csr_matrix((parts["data"], parts["indices"], parts["indptr"]), shape=shape, device=device, copy=True)
 
 
-def _load_scipy(path: str, device: Any) -> NDArray:
+def _load_scipy(loaded: Any, path: str, device: Any) -> NDArray:
+    """A file of SciPy's ``save_npz``. csr and csc members are read here and handed to
+    ``csr_matrix`` as they are (SciPy's reader would first cast index arrays of any dtype,
+    NaN included, to integers); non-canonical ones are made canonical, as from SciPy."""
     import scipy.sparse as sp
 
-    m = sp.load_npz(path)  # SciPy reads its own layout with allow_pickle=False
+    fmt = _member(loaded, "format")
+    fmt = fmt.item().decode() if fmt.dtype.kind == "S" and fmt.ndim == 0 else str(fmt)
+    if fmt in ("csr", "csc"):
+        shape = _member(loaded, "shape")
+        if shape.dtype.kind not in "iu" or shape.shape != (2,):
+            raise ValueError(f"bad shape member {shape!r}")
+        shape = normalize_shape([int(d) for d in shape], ndim=2)
+        data, indices, indptr = (_member(loaded, k) for k in ("data", "indices", "indptr"))
+        for name, a in (("indices", indices), ("indptr", indptr)):
+            if a.dtype.kind not in "iu":
+                raise SparseFormatError(f"{fmt} {name} must have an integer dtype, got {a.dtype}")
+        m = (sp.csr_matrix if fmt == "csr" else sp.csc_matrix)(shape, dtype=np.float32)
+        m.data, m.indices, m.indptr = data, indices, indptr  # checked by csr_matrix before any use
+        return csr_matrix(m, device=device, copy=True)
+    with np.errstate(all="ignore"):
+        m = sp.load_npz(path)  # other layouts (coo, bsr, dia): SciPy reads them, allow_pickle=False
     return csr_matrix(m, device=device, copy=True)

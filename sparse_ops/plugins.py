@@ -268,6 +268,13 @@ def _name_and_version(folder: str) -> tuple[str | None, str | None]:
     return name, version
 
 
+def _reads_sys_path(finder: object) -> bool:
+    """Whether a distribution finder only reads ``sys.path`` folders, as our scan does: the
+    ``importlib_metadata`` backport's (which Dask and others import) installs one."""
+    cls = type(finder)
+    return cls.__module__ == "importlib_metadata" and cls.__name__ == "MetadataPathFinder"
+
+
 def _scan_entry_points() -> list[EntryPoint] | None:
     """The group's entry points, read straight from the ``*.dist-info`` / ``*.egg-info``
     folders on ``sys.path`` (the first distribution of a name wins, as with
@@ -280,7 +287,7 @@ def _scan_entry_points() -> list[EntryPoint] | None:
     from importlib.machinery import PathFinder
 
     for finder in sys.meta_path:
-        if finder is not PathFinder and hasattr(finder, "find_distributions"):
+        if finder is not PathFinder and hasattr(finder, "find_distributions") and not _reads_sys_path(finder):
             return None
     header = f"[{ENTRY_POINT_GROUP}]"
     found: list[EntryPoint] = []

@@ -133,3 +133,138 @@ def test_pickled_npz_member_is_never_unpickled(tmp_path):
         z.writestr("__sparse_ops__.npy", buf.getvalue())
     with pytest.raises(ValueError):
         so.load(p)
+
+
+# ---- hostile files: pickles, oversized claims, wrong shapes ---------------------------------------
+class RunsOnUnpickle:
+    """Unpickling this creates the file ``marker``: evidence that a pickle ran."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def npy_bytes(a, allow_pickle=False) -> bytes:
+    buf = io.BytesIO()
+    np.lib.format.write_array(buf, a, allow_pickle=allow_pickle)
+    return buf.getvalue()
+
+
+def claim_bytes(shape, dtype="<f8", payload=b"\0" * 64) -> bytes:
+    """A .npy stream whose header claims ``shape`` but holds only ``payload``."""
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"descr": dtype, "fortran_order": False, "shape": shape})
+    return buf.getvalue() + payload
+
+
+def write_zip(path, members: dict[str, bytes], compression=zipfile.ZIP_STORED):
+    with zipfile.ZipFile(path, "w", compression) as z:
+        for name, blob in members.items():
+            z.writestr(name, blob)
+
+
+def ours(entry=None, members=None) -> dict[str, bytes]:
+    """The members of a one-entry sparse_ops file (a csr [[1, 0], [0, 0]]), some replaced by
+    ``members`` (member name without .npy -> bytes)."""
+    parts = {"__sparse_ops__": npy_bytes(header([entry or {"name": "a", "stype": "csr", "shape": [2, 2]}])),
+             "0.data": npy_bytes(np.ones(1)), "0.indices": npy_bytes(np.array([0])),
+             "0.indptr": npy_bytes(np.array([0, 1, 1]))}
+    parts.update(members or {})
+    return {f"{k}.npy": v for k, v in parts.items()}
+
+
+def scipy_members(**members) -> dict[str, bytes]:
+    parts = {"format.npy": npy_bytes(np.array(b"csr")), "shape.npy": npy_bytes(np.array([2, 2])),
+             "data.npy": npy_bytes(np.ones(1)), "indices.npy": npy_bytes(np.array([0], np.int32)),
+             "indptr.npy": npy_bytes(np.array([0, 1, 1], np.int32))}
+    parts.update({f"{k}.npy": v for k, v in members.items()})
+    return parts
+
+
+def test_pickles_in_any_member_never_run(tmp_path):
+    marker = tmp_path / "pickle_ran"
+    evil = npy_bytes(np.array([RunsOnUnpickle(marker)], dtype=object), allow_pickle=True)
+    cases = {"header": ours(members={"__sparse_ops__": evil}), "values": ours(members={"0.data": evil}),
+             "scipy": scipy_members(data=evil), "not npy": ours(members={"0.data": b"\x80\x04K\x01."})}
+    for what, members in cases.items():
+        write_zip(tmp_path / "evil.npz", members)
+        with pytest.raises(ValueError, match="evil.npz"):
+            so.load(tmp_path / "evil.npz")
+    (tmp_path / "evil.npy").write_bytes(evil)
+    with pytest.raises(ValueError, match="Python objects"):
+        so.load(tmp_path / "evil.npy")
+    assert not marker.exists()
+
+
+def test_oversized_claims_are_refused_before_allocating(tmp_path):
+    """Headers claiming terabytes (or more than the file holds) are refused with a ValueError
+    before NumPy allocates what they claim: tracemalloc (which sees NumPy's allocations)
+    stays far below the claim, and there is no MemoryError."""
+    import tracemalloc
+
+    huge, big = (2**40,), (2**31,)  # 8 TiB, and 16 GiB (which a large machine would allocate)
+    cases = {
+        "header": ours(members={"__sparse_ops__": claim_bytes(big, "|u1")}),
+        "values": ours(members={"0.data": claim_bytes(huge)}),
+        "indices": ours(members={"0.indices": claim_bytes(big, "<i8")}),
+        "scipy data": scipy_members(data=claim_bytes(huge)),
+        "scipy indptr": scipy_members(indptr=claim_bytes(big, "<i4")),
+        "json shape": ours({"name": "a", "stype": "csr", "shape": [2**62, 2**62]}),
+        "dense shape": ours({"name": "a", "stype": "default", "shape": [2**40, 2**40]},
+                            {"0.values": npy_bytes(np.ones(2))}),
+    }
+    tracemalloc.start()
+    try:
+        for what, members in cases.items():
+            for compression in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+                write_zip(tmp_path / "big.npz", members, compression)
+                with pytest.raises(ValueError, match="big.npz"):
+                    so.load(tmp_path / "big.npz")
+        for shape in (huge, big):
+            (tmp_path / "big.npy").write_bytes(claim_bytes(shape))
+            with pytest.raises(ValueError, match=r"big.npy.*claims shape \(\d+,\) of float64"):
+                so.load(tmp_path / "big.npy")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * 2**20
+
+
+def test_zip_entries_claiming_more_than_the_file_holds_are_refused(tmp_path):
+    path = tmp_path / "lies.npz"
+    write_zip(path, ours())
+    blob = bytearray(path.read_bytes())
+    entry = blob.index(b"PK\x01\x02")  # the central directory's first entry
+    blob[entry + 24:entry + 28] = (2**31).to_bytes(4, "little")  # its uncompressed size
+    path.write_bytes(bytes(blob))
+    with pytest.raises(ValueError, match=r"lies.npz.*claims 2147483648 bytes"):
+        so.load(path)
+
+
+@pytest.mark.parametrize("what, entry, members, message", [
+    ("rsp rows", {"name": "a", "stype": "row_sparse", "shape": [4, 3]},
+     {"0.data": np.ones((2, 3)), "0.indices": np.array([1])}, "row_sparse data must have shape"),
+    ("rsp width", {"name": "a", "stype": "row_sparse", "shape": [4, 3]},
+     {"0.data": np.ones((1, 2)), "0.indices": np.array([1])}, r"\(1, 3\)"),
+    ("csr data 2-d", None, {"0.data": np.ones((1, 1))}, "csr data must be 1-d"),
+    ("csr indptr length", {"name": "a", "stype": "csr", "shape": [3, 2]}, {}, "indptr must have rows \\+ 1"),
+    ("dense rank", {"name": "a", "stype": "default", "shape": [2, 2]}, {"0.values": np.ones(4)}, "shape"),
+])
+def test_arrays_of_the_wrong_shape_are_refused(tmp_path, what, entry, members, message):
+    write_zip(tmp_path / "shape.npz", ours(entry, {k: npy_bytes(v) for k, v in members.items()}))
+    with pytest.raises(ValueError, match=message):
+        so.load(tmp_path / "shape.npz")
+
+
+def test_a_file_cut_anywhere_is_a_value_error(tmp_path):
+    _, arrays = sample()
+    good = tmp_path / "good.npz"
+    so.save(good, arrays)
+    blob = good.read_bytes()
+    cut = tmp_path / "cut.npz"
+    for n in range(0, len(blob), max(1, len(blob) // 60)):
+        cut.write_bytes(blob[:n])
+        with pytest.raises(ValueError, match="cut.npz"):
+            so.load(cut)

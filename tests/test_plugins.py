@@ -286,6 +286,15 @@ def test_fast_scan_agrees_with_importlib_metadata(site):
     assert {("plggood", "plg_good", "1.2.0"), ("plghooked", "plg_hooked:setup", "3.0")} <= ours
 
 
+def test_the_importlib_metadata_backport_keeps_the_fast_scan(site):
+    """Dask imports the ``importlib_metadata`` backport, whose path finder reads sys.path as
+    ours does: the fast scan still answers (it gave way to importlib.metadata before)."""
+    backport = pytest.importorskip("importlib_metadata")
+    assert any(type(f).__module__ == "importlib_metadata" for f in sys.meta_path)
+    ours = {(ep.name, ep.value) for ep in plugins._scan_entry_points()}
+    assert ours == {(ep.name, ep.value) for ep in backport.entry_points(group=plugins.ENTRY_POINT_GROUP)}
+
+
 def test_a_duplicate_distribution_later_on_the_path_is_ignored(site, tmp_path):
     shadow = tmp_path / "shadow"
     make_dist(shadow, "plg_good", "9.9", {"plggood": "nowhere", "plgshadow": "nowhere"})

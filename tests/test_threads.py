@@ -41,3 +41,57 @@ def test_threading_layer_choice_respects_the_user():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "workqueue"
+
+
+CONCURRENT_KERNELS = textwrap.dedent("""
+    import sys, threading
+    import numpy as np, scipy.sparse as sp, numba
+    import sparse_ops as so
+
+    mats = [so.csr_matrix(sp.random(300, 200, density=0.05, format="csr", dtype=np.float32, random_state=i))
+            for i in range(8)]
+    want = [m.asnumpy() for m in mats]
+    done, errors = [0] * 8, []
+
+    def work(i):  # csr -> dense -> csr: parallel=True numba kernels, from 8 threads at once
+        try:
+            for _ in range(int(sys.argv[1])):
+                d = mats[i].tostype("default")
+                back = d.tostype("csr")
+                if not (np.array_equal(d.asnumpy(), want[i]) and np.array_equal(back.asnumpy(), want[i])):
+                    errors.append(i)
+                    return
+                done[i] += 1
+        except Exception as exc:
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    print(numba.threading_layer(), sum(done), errors)
+""")
+
+
+def run_concurrent_kernels(iterations: int, **env_changes) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_THREADING_LAYER"}
+    env.update(env_changes)
+    return subprocess.run([sys.executable, "-c", CONCURRENT_KERNELS, str(iterations)], env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_default_layer_survives_parallel_kernels_from_eight_threads():
+    """NUMBA_THREADING_LAYER unset: our choice is not workqueue, and 8 threads each launching
+    parallel kernels 100 times finish with the right results (an abort would end the child)."""
+    out = run_concurrent_kernels(100)
+    assert out.returncode == 0, out.stderr
+    layer, count, errors = out.stdout.split(maxsplit=2)
+    assert layer in ("tbb", "omp") and layer != "workqueue"
+    assert (int(count), errors.strip()) == (800, "[]")
+
+
+def test_workqueue_layer_aborts_on_the_same_workload():
+    """Why we choose the layer: numba's default, workqueue, kills the process here."""
+    out = run_concurrent_kernels(2000, NUMBA_THREADING_LAYER="workqueue")
+    assert out.returncode != 0 and "Concurrent access has been detected" in out.stderr
