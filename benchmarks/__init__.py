@@ -1,5 +1,6 @@
-"""Benchmarks of sparse_ops: storage conversions side by side with SciPy, and import time.
+"""Benchmarks of sparse_ops side by side with SciPy and (when installed) PyTorch.
 
-Run ``python -m benchmarks [--quick]`` from the repository root; the report goes to
-``benchmarks/results/conversions.md``.
+Run ``python -m benchmarks [--quick | --smoke]`` (or ``sparse-ops bench``) from the
+repository root; the report goes to ``benchmarks/results/report.md`` and the chart to
+``benchmarks/results/ratios.png``. Each ``bench_*`` module also runs on its own.
 """

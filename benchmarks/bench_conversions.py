@@ -137,9 +137,9 @@ def bench_row_sparse(rows: int) -> list[Result]:
     return [to_rsp, to_csr]
 
 
-def run(quick: bool = False) -> list[Result]:
-    """All cases, biggest first; ``quick`` divides every row count by 10."""
-    scale = 10 if quick else 1
+def run(quick: bool = False, scale: int | None = None) -> list[Result]:
+    """All cases, biggest first; every row count divided by ``scale`` (``quick``: 10)."""
+    scale = scale or (10 if quick else 1)
     results = []
     m = random_csr(200_000 // scale, 10_000, 20)
     results.append(bench_csr_to_dense(m))

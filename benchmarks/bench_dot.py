@@ -37,7 +37,7 @@ import scipy.sparse as sp
 
 import sparse_ops as so
 
-from ._timing import describe_machine, markdown_table, median_time
+from ._timing import describe_machine, frozen_heap, markdown_table, median_time
 from .bench_conversions import random_csr
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -78,9 +78,10 @@ def interleaved(fns: dict[str, Callable[[], Any]], rounds: int = 5, repeat: int 
     for fn in fns.values():  # warm-up: numba compiles or loads its cache
         fn()
     times: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            times[name].append(median_time(batched(fn, calls), repeat=repeat, warmup=0) / calls)
+    with frozen_heap():  # one full collection for all the rounds
+        for _ in range(rounds):
+            for name, fn in fns.items():
+                times[name].append(median_time(batched(fn, calls), repeat=repeat, warmup=0) / calls)
     return {name: statistics.median(t) for name, t in times.items()}
 
 
@@ -164,11 +165,13 @@ def bench_csr_t_dense(m: sp.csr_matrix, g: np.ndarray) -> Result:
                   t["torch"], same)
 
 
-def run(quick: bool = False) -> list[Result]:
-    scale = 10 if quick else 1
+def run(quick: bool = False, scale: int | None = None) -> list[Result]:
+    """Every case; the big csr's rows divided by ``scale`` (``quick``: 10)."""
+    scale = scale or (10 if quick else 1)
     rng = np.random.default_rng(0)
-    m = random_csr(200_000 // scale, 10_000, 20)
-    b = rng.standard_normal((10_000, 64), dtype=np.float32)
+    cols = 10_000 if scale <= 10 else 100  # tiny runs: few columns, so every column is stored
+    m = random_csr(200_000 // scale, cols, 20)
+    b = rng.standard_normal((cols, 64), dtype=np.float32)
     results = [bench_csr_dense(m, b, "csr @ dense -> dense")]
     gc.collect()
     g = rng.standard_normal((m.shape[0], 64), dtype=np.float32)
@@ -176,8 +179,9 @@ def run(quick: bool = False) -> list[Result]:
     del m, g
     gc.collect()
     small = random_csr(1_000, 1_000, 10, seed=3)
+    calls = 200 if scale <= 10 else 2
     results.append(bench_csr_dense(small, rng.standard_normal((1_000, 8), dtype=np.float32),
-                                   "csr @ dense -> dense, small (per call, batches of 200)", calls=200))
+                                   f"csr @ dense -> dense, small (per call, batches of {calls})", calls=calls))
     return results
 
 

@@ -26,9 +26,10 @@ def _run(code: str) -> str:
                           text=True, env=env).stdout
 
 
-def run() -> dict:
-    """Median times per statement, and the heavy modules ``import sparse_ops`` loaded."""
-    times = {s: median_time(lambda s=s: _run(s), repeat=5, warmup=1) for s in STATEMENTS}
+def run(repeat: int = 5, warmup: int = 1) -> dict:
+    """Median times per statement (of ``repeat`` runs after ``warmup``), and the heavy
+    modules ``import sparse_ops`` loaded."""
+    times = {s: median_time(lambda s=s: _run(s), repeat=repeat, warmup=warmup) for s in STATEMENTS}
     probe = f"import sys, sparse_ops; print(' '.join(m for m in {HEAVY!r} if m in sys.modules))"
     loaded = _run(probe).split()
     return {"times": times, "loaded": loaded}

@@ -114,9 +114,11 @@ def _torch_custom_mul(torch):
     return mul
 
 
-def run(quick: bool = False) -> dict[str, list]:
+def run(quick: bool = False, scale: int | None = None) -> dict[str, list]:
+    """Every case; call counts and chain lengths divided by ``scale`` (``quick``: 10)."""
+    scale = scale or (10 if quick else 1)
     torch = _torch()
-    n = 2000 if quick else 20000
+    n = max(20000 // scale, 16)
     a = np.ones((4, 4), np.float32)
     x, y = so.array(a), so.array(a)
     rows = []
@@ -181,7 +183,7 @@ def run(quick: bool = False) -> dict[str, list]:
 
     chain = []
     c = so.array(np.full(1000, 1e-3))
-    for length in ((1000, 2000) if quick else (1000, 5000, 10000)):
+    for length in ((1000, 2000) if scale == 10 else [max(k // scale, 2) for k in (1000, 5000, 10000)]):
         v = so.array(np.zeros(1000))
         v.attach_grad()
 
@@ -196,7 +198,7 @@ def run(quick: bool = False) -> dict[str, list]:
         chain.append([str(length), f"{t * 1e3:.1f}", f"{t / length * 1e6:.2f}"])
 
     memory = []
-    length = 2000 if quick else 10000
+    length = 2000 if scale == 10 else max(10000 // scale, 2)
     for name, op in (("elemwise_add (keeps nothing)", so.elemwise_add),
                      ("same op keeping its output", so.dispatch.op_function("_bench_add_keep_output"))):
         v = so.array(np.zeros(1000))

@@ -280,3 +280,55 @@ def test_through_the_tape(rng):
         out = so.Dropout(x, p=0.5)
     autograd.backward(out)
     np.testing.assert_allclose(x.grad.asnumpy(), out.asnumpy() / x.asnumpy())
+
+
+# ---- serial and parallel row kernels ------------------------------------------------------------
+@pytest.fixture(params=["serial", "parallel"])
+def row_kernels(request, monkeypatch):
+    """The form of the row kernels under test: small inputs run the serial one; "parallel"
+    lowers the size threshold so even these run the parallel driver."""
+    from sparse_ops.ops import _util
+
+    if request.param == "parallel":
+        monkeypatch.setattr(_util, "ROW_PARALLEL_MIN_VALUES", 0)
+    return request.param
+
+
+@pytest.mark.parametrize("id_dtype", ID_DTYPES)
+def test_embedding_step_kernels_on_skewed_ids(row_kernels, id_dtype, rng):
+    """Zipf ids (one id holds a third of the batch, most appear once) over several row blocks:
+    forward rows, and gradient sums equal to NumPy's unbuffered adds in the same order."""
+    input_dim, width = 5000, 7
+    ids = (np.minimum(rng.zipf(1.3, 1500), input_dim) - 1).astype(id_dtype)
+    weight = rng.standard_normal((input_dim, width)).astype(np.float32)
+    head = rng.standard_normal((1500, width)).astype(np.float32)
+    out = so.Embedding(so.array(ids), so.array(weight), input_dim=input_dim, output_dim=width)
+    np.testing.assert_array_equal(out.asnumpy(), weight[ids.astype(np.int64)])
+    expected = np.zeros((input_dim, width), np.float32)
+    np.add.at(expected, ids.astype(np.int64), head)  # float32, in the order of the ids, as ours
+    sparse = _embedding_backward(so.array(ids), so.array(head), input_dim=input_dim, sparse_grad=True)
+    np.testing.assert_array_equal(sparse.indices, np.unique(ids.astype(np.int64)))
+    np.testing.assert_array_equal(sparse.data, expected[np.unique(ids.astype(np.int64))])
+    dense = _embedding_backward(so.array(ids), so.array(head), input_dim=input_dim)
+    np.testing.assert_array_equal(dense.asnumpy(), expected)
+
+
+@pytest.mark.parametrize("bad", [5000, -1, np.nan])
+def test_embedding_backward_refuses_out_of_range_ids(row_kernels, bad):
+    ids = np.arange(600, dtype=np.float64 if isinstance(bad, float) else np.int64)
+    ids[599] = bad
+    head = so.array(np.ones((600, 2), np.float32))
+    for sparse_grad in (True, False):
+        with pytest.raises(IndexOutOfRangeError, match=r"_embedding_backward: 1 id\(s\) outside \[0, input_dim=5000\)"):
+            _embedding_backward(so.array(ids), head, input_dim=5000, sparse_grad=sparse_grad)
+    with pytest.raises(IndexOutOfRangeError, match=r"Embedding: 1 id\(s\)"):
+        so.Embedding(so.array(ids), so.zeros((5000, 2)), input_dim=5000, output_dim=2)
+
+
+def test_embedding_gradient_of_a_huge_sparse_table():
+    """Ids of up to 62 bits: the radix sort of the distinct ids takes all its passes."""
+    ids = np.array([2**61 + 5, 3, 2**61 + 5, 2**40, 2**62 - 1], np.int64)
+    head = np.arange(10, dtype=np.float32).reshape(5, 2)
+    g = _embedding_backward(so.array(ids), so.array(head), input_dim=2**62, sparse_grad=True)
+    np.testing.assert_array_equal(g.indices, [3, 2**40, 2**61 + 5, 2**62 - 1])
+    np.testing.assert_array_equal(g.data, [head[1], head[3], head[0] + head[2], head[4]])

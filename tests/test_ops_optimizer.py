@@ -211,3 +211,38 @@ def test_errors_and_flags():
         assert not op.differentiable
     assert so.get_op("adam_update").mutate == ("mean", "var")
     assert so.get_op("sgd_mom_update").mutate == ("mom",)
+
+
+# ---- serial and parallel row kernels ------------------------------------------------------------
+@pytest.fixture(params=["serial", "parallel"])
+def row_kernels(request, monkeypatch):
+    """The form of the lazy-update kernels under test: small gradients run the serial one;
+    "parallel" lowers the size threshold so even these run the parallel driver."""
+    from sparse_ops.ops import _util
+
+    if request.param == "parallel":
+        monkeypatch.setattr(_util, "ROW_PARALLEL_MIN_VALUES", 0)
+    return request.param
+
+
+@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize("clip", [None, 0.4])
+def test_lazy_update_over_many_row_blocks(row_kernels, name, clip, rng):
+    """600 gradient rows of 1,000 (several blocks of the parallel driver), with and without clipping."""
+    fn, ref, nstates, params = CASES[name]
+    params = dict(params, clip_gradient=-1.0 if clip is None else clip)
+    shape = (1000, 5)
+    rows = np.sort(rng.choice(shape[0], size=600, replace=False))
+    w, _, states = _problem(rng, nstates, "float32", shape)
+    grad, dense_grad = _rsp_grad(rng, "float32", "int64", shape, rows)
+    weight = so.array(w)
+    st = [so.array(s) for s in states]
+    fn(weight, grad, *st, out=weight, **params)
+    w64, s64 = w.astype(np.float64), [s.astype(np.float64) for s in states]
+    exp_w, exp_states = ref(w64[rows], dense_grad[rows], *[s[rows] for s in s64], params)
+    others = np.setdiff1d(np.arange(shape[0]), rows)
+    _close(weight.asnumpy()[rows], exp_w, "float32")
+    np.testing.assert_array_equal(weight.asnumpy()[others], w[others])
+    for s, orig, e in zip(st, states, exp_states):
+        _close(s.asnumpy()[rows], e, "float32")
+        np.testing.assert_array_equal(s.asnumpy()[others], orig[others])

@@ -1,15 +1,24 @@
 """Lazy optimizer updates for a row_sparse gradient: only the rows it stores change.
 
-Every kernel runs in parallel over the gradient's rows (``idx`` is sorted and unique, so
-rows never collide). Arrays are 2-d views ``(rows, row_length)``; ``out`` already holds the
-weight (it may be the weight itself), and the states are updated in place. Arithmetic is
-in float64, results are stored in the arrays' dtype.
+Each update has a serial kernel over a range of the gradient's rows (``*_rows_range``) and a
+parallel driver (``*_rows``) that splits the rows among the threads (``idx`` is sorted and
+unique, so rows never collide); small gradients call the serial form directly, as waking
+the worker threads costs more than they take. Arrays are 2-d views ``(rows, row_length)``;
+``out`` already holds the weight (it may be the weight itself), and the states are updated
+in place. Arithmetic is in float64, results are stored in the arrays' dtype.
 """
 import math
 
 from numba import prange
 
 from . import jit
+
+ROWS_PER_TASK = 256
+
+
+@jit()
+def _blocks(rows):
+    return (rows + ROWS_PER_TASK - 1) // ROWS_PER_TASK
 
 
 @jit()
@@ -22,18 +31,30 @@ def _clip(g, bound):
     return g
 
 
+@jit()
+def sgd_rows_range(out, idx, grad, lr, wd, rescale, clip, start, stop):
+    decay = 1.0 - lr * wd
+    for i in range(start, stop):
+        w = out[idx[i]]
+        g = grad[i]
+        if clip < 0:  # the same arithmetic, without a branch per value (vectorises)
+            for j in range(g.shape[0]):
+                w[j] = decay * w[j] - lr * (rescale * g[j])
+        else:
+            for j in range(g.shape[0]):
+                w[j] = decay * w[j] - lr * _clip(rescale * g[j], clip)
+
+
 @jit(parallel=True)
 def sgd_rows(out, idx, grad, lr, wd, rescale, clip):
-    decay = 1.0 - lr * wd
-    for i in prange(idx.shape[0]):
-        r = idx[i]
-        for j in range(grad.shape[1]):
-            out[r, j] = decay * out[r, j] - lr * _clip(rescale * grad[i, j], clip)
+    n = idx.shape[0]
+    for t in prange(_blocks(n)):
+        sgd_rows_range(out, idx, grad, lr, wd, rescale, clip, t * ROWS_PER_TASK, min(n, (t + 1) * ROWS_PER_TASK))
 
 
-@jit(parallel=True)
-def sgd_mom_rows(out, idx, grad, mom, lr, momentum, wd, rescale, clip):
-    for i in prange(idx.shape[0]):
+@jit()
+def sgd_mom_rows_range(out, idx, grad, mom, lr, momentum, wd, rescale, clip, start, stop):
+    for i in range(start, stop):
         r = idx[i]
         for j in range(grad.shape[1]):
             w = out[r, j]
@@ -43,8 +64,16 @@ def sgd_mom_rows(out, idx, grad, mom, lr, momentum, wd, rescale, clip):
 
 
 @jit(parallel=True)
-def adam_rows(out, idx, grad, mean, var, lr, beta1, beta2, epsilon, wd, rescale, clip):
-    for i in prange(idx.shape[0]):
+def sgd_mom_rows(out, idx, grad, mom, lr, momentum, wd, rescale, clip):
+    n = idx.shape[0]
+    for t in prange(_blocks(n)):
+        sgd_mom_rows_range(out, idx, grad, mom, lr, momentum, wd, rescale, clip,
+                           t * ROWS_PER_TASK, min(n, (t + 1) * ROWS_PER_TASK))
+
+
+@jit()
+def adam_rows_range(out, idx, grad, mean, var, lr, beta1, beta2, epsilon, wd, rescale, clip, start, stop):
+    for i in range(start, stop):
         r = idx[i]
         for j in range(grad.shape[1]):
             w = out[r, j]
@@ -57,8 +86,16 @@ def adam_rows(out, idx, grad, mean, var, lr, beta1, beta2, epsilon, wd, rescale,
 
 
 @jit(parallel=True)
-def adagrad_rows(out, idx, grad, history, lr, epsilon, wd, rescale, clip):
-    for i in prange(idx.shape[0]):
+def adam_rows(out, idx, grad, mean, var, lr, beta1, beta2, epsilon, wd, rescale, clip):
+    n = idx.shape[0]
+    for t in prange(_blocks(n)):
+        adam_rows_range(out, idx, grad, mean, var, lr, beta1, beta2, epsilon, wd, rescale, clip,
+                        t * ROWS_PER_TASK, min(n, (t + 1) * ROWS_PER_TASK))
+
+
+@jit()
+def adagrad_rows_range(out, idx, grad, history, lr, epsilon, wd, rescale, clip, start, stop):
+    for i in range(start, stop):
         r = idx[i]
         for j in range(grad.shape[1]):
             w = out[r, j]
@@ -66,3 +103,11 @@ def adagrad_rows(out, idx, grad, history, lr, epsilon, wd, rescale, clip):
             h = history[r, j] + g * g
             history[r, j] = h
             out[r, j] = w - lr * (g / math.sqrt(h + epsilon) + wd * w)
+
+
+@jit(parallel=True)
+def adagrad_rows(out, idx, grad, history, lr, epsilon, wd, rescale, clip):
+    n = idx.shape[0]
+    for t in prange(_blocks(n)):
+        adagrad_rows_range(out, idx, grad, history, lr, epsilon, wd, rescale, clip,
+                           t * ROWS_PER_TASK, min(n, (t + 1) * ROWS_PER_TASK))

@@ -6,13 +6,15 @@ gradient is the operator ``_embedding_backward``: per-id sums of the head gradie
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .. import random as _random  # noqa: F401  (registers the sampling operators with the other built-ins)
 from ..dispatch import op_function
 from ..errors import OperatorError
 from ..registry import Op, Param, kernel, register
-from ._util import index_dtype_for, is_host, match_rows, numba_values
+from ._util import index_dtype_for, is_host, match_rows, numba_values, rows_in_parallel
 
 _BOTH = ("cpu", "gpu")
 
@@ -38,9 +40,9 @@ def _kernel_ids(ids):
 def _check_ids(ids, n: int, op: str) -> None:
     """Raise IndexOutOfRangeError unless every id truncates into [0, n) (NaN never does)."""
     if is_host(ids):
-        from ..kernels.nn import count_out_of_range
-
-        bad = count_out_of_range(_kernel_ids(ids), n)
+        kernels = _kernels()
+        count = kernels.count_out_of_range if rows_in_parallel(ids.size) else kernels.count_out_of_range_serial
+        bad = count(_kernel_ids(ids), n)
     else:
         bad = int((~((ids > -1) & (ids < n))).sum())
     if bad:
@@ -52,16 +54,18 @@ def _as_int_ids(ids):
     return ids if ids.dtype.kind in "iu" else ids.astype(np.int64)
 
 
-def _segments(ids):
-    """(order, starts, unique ids) of integer ``ids``: ``order`` groups equal ids, group u
-    spans ``order[starts[u]:starts[u + 1]]`` and holds id ``unique[u]`` (ascending)."""
-    order = np.argsort(ids, kind="stable")
-    ordered = ids[order]
-    if ordered.shape[0] == 0:
-        return order, np.zeros(1, dtype=np.int64), ordered
-    heads = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
-    starts = np.concatenate(([0], heads, [ordered.shape[0]])).astype(np.int64)
-    return order, starts, ordered[starts[:-1]]
+_kernel_module: Any = None
+
+
+def _kernels() -> Any:
+    """``sparse_ops.kernels.nn``, imported on first use (``import sparse_ops`` compiles
+    nothing) and kept, so a call pays no import statement."""
+    global _kernel_module
+    if _kernel_module is None:
+        from ..kernels import nn
+
+        _kernel_module = nn
+    return _kernel_module
 
 
 def _dense(x):
@@ -95,6 +99,10 @@ class EmbeddingOp(Op):
     output_dim = Param(int, doc="length of each embedding vector")
     dtype = Param("dtype", "float32", "dtype of weight and of the output")
     sparse_grad = Param(bool, False, "make the weight gradient row_sparse")
+    partition, partition_args = "rows", ("data",)  # the weight goes whole to every block
+
+    def partitioning(self, data, weight):
+        return ("rows", ("data",)) if data else (None, None)
 
     def check_params(self) -> None:
         if self.input_dim < 0 or self.output_dim < 0:
@@ -115,13 +123,16 @@ class EmbeddingOp(Op):
 
     @kernel(device="cpu")
     def dense_cpu(self, ctx, data, weight, out):
-        from ..kernels.nn import gather_rows
-
+        kernels = _kernels()
         ids = _kernel_ids(data.reshape(-1))
         rows = out.reshape(ids.shape[0], self.output_dim)
         # a gather only moves bytes: one compiled kernel for every value dtype (float16 too)
-        weight = np.ascontiguousarray(weight)
-        if gather_rows(ids, weight.view(np.uint8), rows.view(np.uint8)):
+        w, r = np.ascontiguousarray(weight).view(np.uint8), rows.view(np.uint8)
+        if rows_in_parallel(rows.size):
+            bad = kernels.gather_rows(ids, w, r)
+        else:
+            bad = kernels.gather_rows_range(ids, w, r, 0, ids.shape[0])
+        if bad:
             _raise_out_of_range(ids, self.input_dim, "Embedding")
 
     @kernel(device="gpu")
@@ -154,6 +165,7 @@ class EmbeddingBackward(Op):
     backward_needs_inputs = ("data",)
     input_dim = Param(int, doc="number of rows of the gradient")
     sparse_grad = Param(bool, False, "row_sparse result")
+    partition = "sum"  # a sum over the ids' rows: per-block gradients add up
 
     def infer_shape(self, data, out_grad):
         if len(out_grad) != len(data) + 1 or tuple(out_grad[:-1]) != tuple(data):
@@ -169,24 +181,36 @@ class EmbeddingBackward(Op):
 
     @kernel(device="cpu", stypes=("*", "*"))
     def segment_sum_cpu(self, ctx, data, out_grad, out):
-        from ..kernels.nn import segment_sum_rows
-
+        kernels = _kernels()
         ids = _dense(data).reshape(-1)
-        _check_ids(ids, self.input_dim, "_embedding_backward")
         width = out.shape[1]
-        values = numba_values(_dense(out_grad).reshape(ids.shape[0], width))
-        int_ids = _as_int_ids(ids)
-        order, starts, unique = _segments(int_ids.astype(np.int64, copy=False))
+        values = numba_values(np.ascontiguousarray(_dense(out_grad)).reshape(ids.shape[0], width))
+        # ranks ids against their sorted distinct values and checks them, in one O(len(ids)) pass
+        rank, unique, bad = kernels.rank_ids(_kernel_ids(ids), self.input_dim)
+        if bad:
+            _raise_out_of_range(ids, self.input_dim, "_embedding_backward")
+        parallel = rows_in_parallel(values.size)
+        if parallel:
+            order, starts = kernels.group_by_rank(rank, unique.shape[0])
         if self.sparse_grad:
-            sums = np.empty((unique.shape[0], width), dtype=values.dtype)
-            segment_sum_rows(order, starts, values, np.arange(unique.shape[0]), sums)
-            idx = unique.astype(index_dtype_for(int_ids, shape=out.shape), copy=False)
+            if parallel:
+                sums = np.empty((unique.shape[0], width), dtype=values.dtype)
+                kernels.segment_sum_rows(order, starts, values, np.arange(unique.shape[0]), sums)
+            else:
+                sums = np.zeros((unique.shape[0], width), dtype=values.dtype)
+                kernels.scatter_add_rows(rank, values, np.arange(unique.shape[0]), sums)
+            # indices keep int32 when the ids are int32 (index_dtype_for reads only the dtype)
+            idx = unique.astype(index_dtype_for(ids if ids.dtype.kind in "iu" else unique, shape=out.shape),
+                                copy=False)
             ctx.set_row_sparse(out, sums.astype(out.dtype, copy=False), idx)
             return
         direct = out._data.dtype == values.dtype
         dest = out._data if direct else np.empty(out.shape, dtype=values.dtype)
         dest[...] = 0
-        segment_sum_rows(order, starts, values, unique, dest)
+        if parallel:
+            kernels.segment_sum_rows(order, starts, values, unique, dest)
+        else:
+            kernels.scatter_add_rows(rank, values, unique, dest)
         if not direct:
             out._data[...] = dest
 

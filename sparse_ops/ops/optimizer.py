@@ -15,12 +15,14 @@ are dense; they share one float dtype with the gradient.
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from ..dispatch import op_function
 from ..registry import Op, Param, kernel, register
+from ._util import rows_in_parallel
 
 _BOTH = ("cpu", "gpu")
 _FLOATS = frozenset(np.dtype(t) for t in ("float16", "float32", "float64"))
@@ -46,6 +48,24 @@ def _clip_gradient() -> Param:
 
 def _lazy() -> Param:
     return Param(bool, True, "with a row_sparse grad, update only the rows it stores")
+
+
+_kernel_module: Any = None
+
+
+def _lazy_rows(kernel_name: str, grad: np.ndarray, *args: Any) -> None:
+    """Run ``sparse_ops.kernels.optimizer.<kernel_name>`` on ``args``: its parallel driver for a
+    big gradient, else its serial form over all of the gradient's rows. The kernel module is
+    imported on first use (``import sparse_ops`` compiles nothing) and kept."""
+    global _kernel_module
+    if _kernel_module is None:
+        from ..kernels import optimizer
+
+        _kernel_module = optimizer
+    if rows_in_parallel(grad.size):
+        getattr(_kernel_module, kernel_name)(*args)
+    else:
+        getattr(_kernel_module, kernel_name + "_range")(*args, 0, grad.shape[0])
 
 
 class _Update(Op):
@@ -90,11 +110,18 @@ class _Update(Op):
     def numba_rows(self, out: Any, idx: Any, grad: Any, *states: Any) -> None:
         raise NotImplementedError
 
+    def computed_rows(self, xp: Any, w: Any, grad: Any, *states: Any) -> list:
+        """``rows``, in float32 for float16 arrays (the results are stored back in float16):
+        in float16 an epsilon of 1e-8 is 0, so a row with zero mean and variance gave 0/0."""
+        if w.dtype == np.float16:
+            return self.rows(xp, *(a.astype(np.float32) for a in (w, grad, *states)))
+        return self.rows(xp, w, grad, *states)
+
     # ---- kernels ------------------------------------------------------------------------------
     @kernel(device=_BOTH)
     def dense(self, ctx, weight, grad, *rest):
         *states, out = rest
-        new = self.rows(ctx.xp, weight, grad, *states)
+        new = self.computed_rows(ctx.xp, weight, grad, *states)
         for s, v in zip(states, new[1:]):
             s[...] = v
         out[...] = new[0]
@@ -113,7 +140,7 @@ class _Update(Op):
         if nnz == 0:
             return
         n = o.shape[0]
-        width = int(np.prod(o.shape[1:], dtype=np.int64))
+        width = math.prod(o.shape[1:])
         if ctx.xp is np and o.dtype in _NUMBA_FLOATS and all(a.flags.c_contiguous for a in (o, *st)):
             # int64 rows and contiguous values: one compiled kernel per float dtype
             idx = grad._indices.astype(np.int64, copy=False)
@@ -121,7 +148,7 @@ class _Update(Op):
             self.numba_rows(o.reshape(n, width), idx, g2, *[s.reshape(n, width) for s in st])
             return
         idx = grad._indices
-        new = self.rows(ctx.xp, o[idx], grad._data, *[s[idx] for s in st])
+        new = self.computed_rows(ctx.xp, o[idx], grad._data, *[s[idx] for s in st])
         for s, v in zip(st, new[1:]):
             s[idx] = v
         o[idx] = new[0]
@@ -142,9 +169,7 @@ class SGDUpdate(_Update):
         return [(1.0 - self.lr * self.wd) * w - self.lr * self.scaled(xp, grad)]
 
     def numba_rows(self, out, idx, grad):
-        from ..kernels.optimizer import sgd_rows
-
-        sgd_rows(out, idx, grad, self.lr, self.wd, self.rescale_grad, self.clip_gradient)
+        _lazy_rows("sgd_rows", grad, out, idx, grad, self.lr, self.wd, self.rescale_grad, self.clip_gradient)
 
 
 @register("sgd_mom_update")
@@ -166,9 +191,8 @@ class SGDMomUpdate(_Update):
         return [w + m, m]
 
     def numba_rows(self, out, idx, grad, mom):
-        from ..kernels.optimizer import sgd_mom_rows
-
-        sgd_mom_rows(out, idx, grad, mom, self.lr, self.momentum, self.wd, self.rescale_grad, self.clip_gradient)
+        _lazy_rows("sgd_mom_rows", grad, out, idx, grad, mom, self.lr, self.momentum, self.wd, self.rescale_grad,
+                   self.clip_gradient)
 
 
 @register("adam_update")
@@ -198,10 +222,8 @@ class AdamUpdate(_Update):
         return [w - self.lr * m / (xp.sqrt(v) + self.epsilon), m, v]
 
     def numba_rows(self, out, idx, grad, mean, var):
-        from ..kernels.optimizer import adam_rows
-
-        adam_rows(out, idx, grad, mean, var, self.lr, self.beta1, self.beta2, self.epsilon,
-                  self.wd, self.rescale_grad, self.clip_gradient)
+        _lazy_rows("adam_rows", grad, out, idx, grad, mean, var, self.lr, self.beta1, self.beta2, self.epsilon,
+                   self.wd, self.rescale_grad, self.clip_gradient)
 
 
 @register("adagrad_update")
@@ -227,10 +249,8 @@ class AdagradUpdate(_Update):
         return [w - self.lr * (g / xp.sqrt(h + self.epsilon) + self.wd * w), h]
 
     def numba_rows(self, out, idx, grad, history):
-        from ..kernels.optimizer import adagrad_rows
-
-        adagrad_rows(out, idx, grad, history, self.lr, self.epsilon, self.wd, self.rescale_grad,
-                     self.clip_gradient)
+        _lazy_rows("adagrad_rows", grad, out, idx, grad, history, self.lr, self.epsilon, self.wd, self.rescale_grad,
+                   self.clip_gradient)
 
 
 sgd_update = op_function("sgd_update")

@@ -1,0 +1,106 @@
+"""Issue 8's targets checked against one run's results, and the ratios the chart shows."""
+from __future__ import annotations
+
+from typing import Any
+
+from ._timing import markdown_table
+
+
+def _overhead_ratio(overhead: dict[str, list], prefix: str) -> float | None:
+    """ours / PyTorch of the per-call row whose case starts with ``prefix``."""
+    for row in overhead["calls"]:
+        if row[0].startswith(prefix) and row[3] != "n/a":
+            return float(row[3])
+    return None
+
+
+def _verdict(value: float | None, target: float, goal: float | None, higher_is_better: bool = False) -> str:
+    if value is None:
+        return "n/a (reference not installed)"
+
+    def ok(bound: float) -> bool:
+        return value >= bound if higher_is_better else value <= bound
+
+    if not ok(target):
+        return "**NOT met**"
+    if goal is None:
+        return "met"
+    return "met, goal met too" if ok(goal) else "met (goal not yet)"
+
+
+def _x(v: float | None, digits: int = 2) -> str:
+    return "n/a" if v is None else f"{v:.{digits}f}x"
+
+
+def targets(overhead: dict[str, list], dots: list, embedding: Any, spmm: Any, cold: list) -> str:
+    """The targets table: what issue 8 asks, what this run measured, met or not."""
+    rows = []
+
+    def add(case: str, wanted: str, value: float | None, shown: str, target: float | None = None,
+            goal: float | None = None, higher: bool = False) -> None:
+        verdict = "reported" if target is None else _verdict(value, target, goal, higher)
+        rows.append([case, wanted, shown, verdict])
+
+    for prefix, name, target, goal, ref in (
+            ("elemwise_mul", "built-in `elemwise_mul` 4x4", 2.5, 1.5, "`torch.mul`"),
+            ("kernel-first", "kernel-first custom op 4x4", 2.0, None, "`torch.mul`"),
+            ("MXNet-form Python custom op forward 4x4", "MXNet-form custom op, forward", 1.5, 0.8,
+             "`torch.library.custom_op`"),
+            ("MXNet-form Python custom op forward+backward", "MXNet-form custom op, forward+backward", 1.0, 0.3,
+             "`torch.library.custom_op`")):
+        v = _overhead_ratio(overhead, prefix)
+        wanted = f"<= {target}x {ref}" + (f" (goal {goal}x)" if goal is not None else "")
+        add(name, wanted, v, _x(v), target, goal)
+    for r, target, goal in zip(dots[:2], (0.6, 0.8), (0.35, 0.5)):
+        v = r.ours_s / r.ref_s
+        vs_torch = "" if r.torch_s is None else f"; vs PyTorch csr matmul {r.ours_s / r.torch_s:.2f}x"
+        add(f"`{r.case}`", f"<= {target}x SciPy (goal {goal}x)", v, _x(v) + vs_torch, target, goal)
+    if embedding is not None:
+        add("embedding step (lookup + row_sparse grad + lazy SGD)", "<= 1.5x PyTorch (goal 0.8x)", embedding.vs_torch,
+            _x(embedding.vs_torch), 1.5, 0.8)
+        add("embedding step vs our dense-gradient step", ">= 30x faster", embedding.dense_over_ours,
+            f"{embedding.dense_over_ours:.0f}x faster", 30.0, None, higher=True)
+    if spmm is not None:
+        add("`csr_spmm` forward+backward (cookbook)", "vs PyTorch sparse csr autograd: report", spmm.step_ratio,
+            f"{_x(spmm.step_ratio)} (forward alone {_x(spmm.fwd_ratio)})")
+    for row in cold:
+        if row.wall_s is None:
+            continue
+        if "warm" in row.case:
+            both = row.import_s + row.call_s
+            rows.append([f"cold start: {row.case}", "< 1 s (goal)",
+                         f"{row.wall_s:.2f} s wall ({both:.2f} s import + first call in-process)",
+                         "goal met" if row.wall_s < 1.0 else
+                         ("goal met in-process only" if both < 1.0 else "goal **not met**")])
+        elif "cold" in row.case:
+            rows.append([f"cold start: {row.case}", "report", f"{row.wall_s:.2f} s wall", "reported"])
+    return markdown_table(["case", "issue 8 asks", "this run", "verdict"], rows)
+
+
+def chart_entries(overhead: dict[str, list], conversions: list, dots: list, embedding: Any,
+                  spmm: Any) -> list[tuple[str, float]]:
+    """(label, ours / reference) for every case with a reference."""
+    out = []
+    for prefix, label in (("elemwise_mul", "elemwise_mul 4x4 vs torch.mul"),
+                          ("kernel-first", "kernel-first op 4x4 vs torch.mul"),
+                          ("MXNet-form Python custom op forward 4x4", "custom op fwd vs torch custom_op"),
+                          ("MXNet-form Python custom op forward+backward", "custom op fwd+bwd vs torch custom_op"),
+                          ("record + backward", "record+backward 4x4 vs torch")):
+        v = _overhead_ratio(overhead, prefix)
+        if v is not None:
+            out.append((label, v))
+    out += [(f"{r.case} vs scipy", r.ours_s / r.ref_s) for r in conversions]
+    for r in dots:
+        case = r.case.split(" (")[0].replace("csr @ dense -> dense", "dot(csr, dense)").replace(
+            "csr.T @ dense -> row_sparse", "dot(csr.T, dense)")
+        out.append((f"{case} vs scipy", r.ours_s / r.ref_s))
+        if r.torch_s is not None:
+            out.append((f"{case} vs torch", r.ours_s / r.torch_s))
+    if embedding is not None:
+        if embedding.vs_torch is not None:
+            out.append(("embedding step vs torch", embedding.vs_torch))
+        out.append(("embedding step vs our dense grad", 1.0 / embedding.dense_over_ours))
+    if spmm is not None and spmm.fwd_ratio is not None:
+        out.append(("csr_spmm fwd vs torch", spmm.fwd_ratio))
+        out.append(("csr_spmm fwd+bwd vs torch", spmm.step_ratio))
+    return out
