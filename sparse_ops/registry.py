@@ -19,6 +19,7 @@ from .errors import OperatorError
 
 REQUIRED = object()
 DISPATCH_MODES = ("fcompute", "fcompute_ex", "fallback")
+PARTITIONS = ("rows", "sum", None)  # Op.partition: how an op runs over row blocks (sparse_ops.dask)
 
 
 class ParameterError(OperatorError, ValueError):
@@ -175,9 +176,10 @@ class Op:
     caller; the rest are kept for the backward pass), ``mutate`` (names of inputs the op
     updates in place, MXNet's aux states), ``resources`` (``"workspace"``, ``"random"``),
     ``backward_needs_inputs`` / ``backward_needs_outputs`` (what the tape keeps; None means
-    every input), and ``Param`` attributes. Rules receive one value per input; their
-    defaults: all shapes equal and the output takes the first input's shape and dtype,
-    outputs are dense.
+    every input), ``partition`` / ``partition_args`` (how the op runs over row blocks of
+    data in ``sparse_ops.dask``; see ``partitioning``), and ``Param`` attributes. Rules
+    receive one value per input; their defaults: all shapes equal and the output takes the
+    first input's shape and dtype, outputs are dense.
     """
 
     arguments: tuple[str, ...] = ("data",)
@@ -189,6 +191,11 @@ class Op:
     backward_needs_inputs: tuple[str, ...] | None = None
     backward_needs_outputs: tuple[str, ...] = ()
     differentiable: bool = True
+    # how the op distributes over row blocks (sparse_ops.dask): "rows" (row-separable: run per
+    # block, stack the results' rows), "sum" (the result is the sum of per-block results) or
+    # None (refused); partition_args names the inputs cut into row blocks (None: every input)
+    partition: str | None = None
+    partition_args: tuple[str, ...] | None = None
 
     _opdef: "OpDef"
 
@@ -206,6 +213,17 @@ class Op:
         """(input positions, output positions) the tape keeps for ``gradient``; None keeps
         every input. Defaults to the class's ``backward_needs_*`` declarations."""
         return self._opdef.backward_inputs, self._opdef.backward_outputs
+
+    def partitioning(self, *shapes: tuple[int, ...]) -> tuple[str | None, tuple[str, ...] | None]:
+        """(rule, partitioned arguments) for inputs of these shapes, how ``sparse_ops.dask``
+        runs this parameter set over row blocks. ``"rows"``: output row block i depends only on
+        row block i of the partitioned inputs (the others are broadcast whole), so the op runs
+        per block and the results' rows are stacked. ``"sum"``: the output is the sum over
+        blocks of the op on each block (``dot(csr.T, g)``, a sum over axis 0), reduced with
+        ``add_n`` (row_sparse stays row_sparse). None: not distributable. Defaults to the
+        class's ``partition`` and ``partition_args`` (None: every input); override when a
+        parameter or a shape decides (``dot``'s ``transpose_a``, ``sum``'s ``axis``)."""
+        return self._opdef.partition, self._opdef.partition_args
 
     def infer_shape(self, *shapes: tuple[int, ...]) -> list[tuple[int, ...]]:
         first = shapes[0]
@@ -266,6 +284,13 @@ class OpDef:
         for m in self.mutate:
             if m not in self.arguments:
                 raise ValueError(f"{name}: mutated input {m!r} is not an argument")
+        self.partition = cls.partition
+        if self.partition not in PARTITIONS:
+            raise ValueError(f"{name}: partition must be one of {PARTITIONS}, got {self.partition!r}")
+        self.partition_args = None if cls.partition_args is None else tuple(cls.partition_args)
+        for a in self.partition_args or ():
+            if a not in self.arguments:
+                raise ValueError(f"{name}: partitioned input {a!r} is not an argument")
         needs_in = cls.backward_needs_inputs
         # positions the tape keeps for the backward pass; None keeps every input
         self.backward_inputs = None if needs_in is None else tuple(self.arguments.index(a) for a in needs_in)

@@ -17,6 +17,7 @@ class CsrRowSoftmax(so.Op):
 
     arguments = ("A",)
     backward_needs_inputs = ()
+    partition = "rows"  # each row's softmax on its own
     backward_needs_outputs = ("output",)
 
     def infer_shape(self, a):
@@ -47,6 +48,7 @@ class CsrRowSoftmaxBackward(so.Op):
 
     arguments = ("output", "out_grad")
     differentiable = False
+    partition = "rows"
 
     def infer_shape(self, y, g):
         matrix("output", y)

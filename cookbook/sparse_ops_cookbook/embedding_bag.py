@@ -38,6 +38,7 @@ class EmbeddingBag(so.Op):
 
     arguments = ("bags", "weight")
     backward_needs_inputs = ("bags",)
+    partition, partition_args = "rows", ("bags",)  # the weight whole (sparse_ops.dask)
     mode = so.Param(str, "sum", "pool by sum or mean", choices=_MODES)
 
     def infer_shape(self, bags, weight):
@@ -73,6 +74,7 @@ class EmbeddingBagBackward(so.Op):
 
     arguments = ("bags", "out_grad")
     backward_needs_inputs = ("bags",)
+    partition = "sum"  # bags and out_grad cut on their shared rows; block gradients add up
     mode = so.Param(str, "sum", "pool by sum or mean", choices=_MODES)
 
     def infer_shape(self, bags, out_grad):

@@ -29,6 +29,7 @@ class FMInteraction(so.Op):
 
     arguments = ("X", "V")
     backward_needs_inputs = ("X", "V")
+    partition, partition_args = "rows", ("X",)  # V whole (sparse_ops.dask)
 
     def infer_shape(self, x, v):
         n, _, _ = _fm_shapes(x, v)
@@ -58,6 +59,7 @@ class FMInteractionBackward(so.Op):
 
     arguments = ("X", "V", "out_grad")
     differentiable = False
+    partition, partition_args = "sum", ("X", "out_grad")  # V whole; block gradients add up
 
     def infer_shape(self, x, v, g):
         n, d, k = _fm_shapes(x, v)

@@ -39,6 +39,7 @@ class CsrSpmm(so.Op):
     """
 
     arguments = ("A", "X")
+    partition, partition_args = "rows", ("A",)  # A's row blocks, X whole (sparse_ops.dask)
     sparse_grad = so.Param(bool, False, "give X a row_sparse gradient (rows = A's non-empty columns)")
 
     def infer_shape(self, a, x):
@@ -81,6 +82,7 @@ class CsrSpmmT(so.Op):
     """
 
     arguments = ("A", "G")
+    partition = "sum"  # A and G cut on their shared rows; the per-block products add up
     sparse_grad = so.Param(bool, False, "row_sparse output holding only A's non-empty columns")
 
     def infer_shape(self, a, g):
@@ -120,6 +122,7 @@ class CsrSddmm(so.Op):
 
     arguments = ("A", "P", "Q")
     backward_needs_inputs = ("A", "P", "Q")
+    partition, partition_args = "rows", ("A", "P")  # Q whole
 
     def infer_shape(self, a, p, q):
         n, m = matrix("A", a)
@@ -156,6 +159,7 @@ class CsrSample(so.Op):
 
     arguments = ("A", "H")
     backward_needs_inputs = ("A",)
+    partition = "rows"
 
     def infer_shape(self, a, h):
         matrix("A", a)

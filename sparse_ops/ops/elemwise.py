@@ -82,6 +82,7 @@ def _dense_plus_sparse(ctx, dense, sparse, sign: int, out, sparse_first: bool) -
 
 class _Binary(Op):
     arguments = ("lhs", "rhs")
+    partition = "rows"  # equal shapes, value by value: both operands cut into the same row blocks
     ufunc: np.ufunc  # NumPy ufuncs also run on CuPy arrays (``__array_ufunc__``)
 
     @kernel(device=_BOTH)
@@ -234,6 +235,16 @@ class _Broadcast(_Binary):
 
     def infer_shape(self, lhs, rhs):
         return [broadcast_shape(lhs, rhs)]
+
+    def partitioning(self, lhs, rhs):
+        """Row-separable along the output's first axis: operands spanning it are cut into
+        row blocks, those broadcast along it (fewer axes, or length 1) go whole."""
+        out = broadcast_shape(lhs, rhs)
+        if not out:
+            return None, None
+        spans = tuple(name for name, s in zip(self._opdef.arguments, (lhs, rhs))
+                      if len(s) == len(out) and s[0] == out[0])
+        return "rows", spans
 
 
 @register("broadcast_add")

@@ -78,7 +78,7 @@ def _emit_rows(ctx, out: NDArray, values: Any, rows: Any) -> None:
         out._data[...] = 0
         out._data[rows] = values
     else:
-        _adopt(ctx, out, RowSparseNDArray(values, rows, out.shape, out.device, check=False).tostype("csr"))
+        _adopt(ctx, out, RowSparseNDArray._trusted(values, rows, out.shape, out.device).tostype("csr"))
 
 
 def _size(shape: tuple) -> int:
@@ -145,8 +145,9 @@ def _row_slots(rsp: NDArray, rows: int) -> np.ndarray:
     return slot
 
 
-# Below this many multiply-adds a serial kernel beats starting a parallel region.
-PARALLEL_MIN_WORK = 100_000
+# Below this many multiply-adds a serial kernel beats starting a parallel region (which costs
+# ~50-100 us on a quiet 2-core machine and milliseconds when other processes share the cores).
+PARALLEL_MIN_WORK = 250_000
 
 
 _kernel_module: Any = None
@@ -254,6 +255,14 @@ class Dot(Op):
     transpose_b = Param(bool, False, doc="use the transpose of rhs")
     forward_stype = Param(str, None, doc="output storage type (None: MXNet's choice)",
                           choices=("default", "row_sparse", "csr"))
+    partition, partition_args = "rows", ("lhs",)
+
+    def partitioning(self, lhs, rhs):
+        """lhs @ rhs: lhs's row blocks give the output's (rhs whole); lhs.T @ rhs: both are cut
+        on the contracted rows and the per-block products summed (csr.T @ dense -> row_sparse)."""
+        if not self.transpose_a:
+            return ("rows", ("lhs",)) if len(lhs) >= 2 else (None, None)
+        return ("sum", ("lhs", "rhs")) if not self.transpose_b else (None, None)
 
     def _split(self, lhs: tuple, rhs: tuple) -> tuple[tuple, int, tuple]:
         """(output axes from lhs, reduced length, output axes from rhs), MXNet's rule: lhs
@@ -473,6 +482,7 @@ class FullyConnectedOp(Op):
     num_hidden = Param(int, doc="number of output features")
     no_bias = Param(bool, False, doc="no bias input")
     flatten = Param(bool, True, doc="flatten data to 2-d (batch, features)")
+    partition, partition_args = "rows", ("data",)  # weight and bias go whole to every block
 
     def check_params(self):
         if self.num_hidden < 1:

@@ -162,9 +162,17 @@ class _Reduction(Op):
     mode = PLAIN
     exclude = False  # overridden by a Param where the operator takes one
     backward_needs_inputs = ()
+    partition = "rows"
+    row_combine: str | None = None  # reduced over the rows: "sum" where block results add up
 
     def axes(self, ndim: int) -> tuple[int, ...]:
         return reduce_axes(self.axis, ndim, self.exclude)
+
+    def partitioning(self, shape):
+        """Rows when the row axis is kept; ``row_combine`` when it is reduced."""
+        if not shape:
+            return None, None
+        return ("rows" if 0 not in self.axes(len(shape)) else self.row_combine), None
 
     def infer_shape(self, shape):
         return [reduced_shape(shape, self.axes(len(shape)), self.keepdims)]
@@ -205,6 +213,8 @@ class Sum(_AxisParams):
     """Sum over ``axis`` (MXNet semantics: int, tuple or None; ``exclude`` reduces the other
     axes). csr and row_sparse inputs are summed from their stored values; dense output."""
 
+    row_combine = "sum"
+
     def gradient(self, out_grads, inputs, outputs):
         return [self._spread(out_grads[0], inputs[0].shape)]
 
@@ -237,6 +247,7 @@ class SquareSum(_AxisParams):
 
     mode = SQUARE
     backward_needs_inputs = ("data",)
+    row_combine = "sum"
 
     def keeps_rows(self) -> bool:
         """Whether a row_sparse input keeps its storage type. Decided from the literal

@@ -155,6 +155,7 @@ class CastStorage(Op):
 
     stype = Param(str, choices=STYPES, doc="the output storage type")
     backward_needs_inputs = ()
+    partition = "rows"
 
     def infer_shape(self, data):
         if self.stype == "csr" and len(data) != 2:
@@ -190,6 +191,7 @@ class ZerosLike(Op):
     sparse input, keeping its index dtype)."""
 
     differentiable = False
+    partition = "rows"
 
     def infer_storage_type(self, data):
         return [data]
@@ -214,6 +216,7 @@ class OnesLike(Op):
     """Ones of the shape and dtype of ``data``; always dense."""
 
     differentiable = False
+    partition = "rows"
 
     @kernel(device=_BOTH)
     def dense(self, ctx, data, out):
@@ -247,6 +250,7 @@ class AddN(Op):
     variadic = True
     num_args = Param(int, None, doc="number of inputs (MXNet compatibility; checked if given)")
     backward_needs_inputs = ()
+    partition = "rows"
 
     def infer_shape(self, *shapes):
         if not shapes:
@@ -774,6 +778,15 @@ class Take(_TakeParams):
 
     arguments = ("a", "indices")
 
+    def partitioning(self, a, indices):
+        """Along axis 0 the output's rows follow the indices' (``a`` whole); along another
+        axis they follow ``a``'s rows (indices whole)."""
+        if not a:
+            return None, None
+        if _norm_axis(self.axis, len(a)) == 0:
+            return ("rows", ("indices",)) if indices else (None, None)
+        return "rows", ("a",)
+
     def infer_shape(self, a, indices):
         if not a:
             raise ValueError("take needs an array of at least one dimension")
@@ -835,6 +848,7 @@ class Where(Op):
 
     arguments = ("condition", "x", "y")
     backward_needs_inputs = ("condition",)
+    partition = "rows"
 
     def infer_shape(self, condition, x, y):
         if tuple(x) != tuple(y):

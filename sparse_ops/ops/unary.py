@@ -79,6 +79,7 @@ class _Elementwise(Op):
     """
 
     backward_needs_inputs: tuple[str, ...] = ()
+    partition = "rows"  # value by value: any row block on its own (sparse_ops.dask)
 
     def apply(self, xp: Any, x: Any, out: Any) -> None:
         """Write ``f(x)`` into ``out`` (``out.dtype`` may differ from ``x.dtype``: cast unsafely)."""

@@ -27,9 +27,20 @@ from ..optimizers import lazy_adagrad
 from .data import ClickLog, auc
 
 
+def logistic_terms(z: so.NDArray, y: so.NDArray) -> so.NDArray:
+    """log(1 + exp(z)) - y z per example, written stably as relu(z) - y z + log1p(exp(-|z|))."""
+    return so.relu(z) - y * z + so.log1p(so.exp(-so.abs(z)))
+
+
 def logistic_loss(z: so.NDArray, y: so.NDArray) -> so.NDArray:
-    """mean(log(1 + exp(z)) - y z), written stably as relu(z) - y z + log1p(exp(-|z|))."""
-    return so.mean(so.relu(z) - y * z + so.log1p(so.exp(-so.abs(z))))
+    """The mean logistic loss of logits z and labels y."""
+    return so.mean(logistic_terms(z, y))
+
+
+def fm_logits(x: so.CSRNDArray, w: so.NDArray, v: so.NDArray, b: so.NDArray) -> so.NDArray:
+    """b + x w + the pairwise term of x with factors v, per row of x."""
+    linear = so.reshape(embedding_bag(x, w), shape=(-1,))
+    return so.broadcast_add(linear + fm_interaction(x, v), b)
 
 
 class FactorizationMachine:
@@ -65,8 +76,7 @@ class FactorizationMachine:
         return twin
 
     def logits(self, x: so.CSRNDArray) -> so.NDArray:
-        linear = so.reshape(embedding_bag(x, self.w), shape=(-1,))
-        return so.broadcast_add(linear + fm_interaction(x, self.v), self.b)
+        return fm_logits(x, self.w, self.v, self.b)
 
     def step(self, x: so.CSRNDArray, y: so.NDArray) -> float:
         """One minibatch: forward and backward under autograd, then the Adagrad updates
@@ -74,14 +84,20 @@ class FactorizationMachine:
         with autograd.record():
             loss = logistic_loss(self.logits(x), y)
         loss.backward()
-        for name in ("w", "v"):
-            param, hist = getattr(self, name), self.history[name]
-            if self.sparse:
-                lazy_adagrad(param, param.grad, hist, lr=self.lr, out=param)
-            else:  # the same formula on every row; rows with a zero gradient do not move
-                so.adagrad_update(param, param.grad, hist, lr=self.lr, epsilon=1e-20, out=param)
-        so.adagrad_update(self.b, self.b.grad, self.history["b"], lr=self.lr, epsilon=1e-20, out=self.b)
+        self.update({name: getattr(self, name).grad for name in ("w", "v", "b")})
         return float(loss.asnumpy())
+
+    def update(self, grads: dict) -> None:
+        """The Adagrad updates from gradients ``{"w", "v", "b"}`` (computed here, or summed
+        over data-parallel blocks): lazy on the rows a row_sparse gradient stores, or
+        dense over every row."""
+        for name in ("w", "v"):
+            param, hist, grad = getattr(self, name), self.history[name], grads[name]
+            if grad.stype == "row_sparse":
+                lazy_adagrad(param, grad, hist, lr=self.lr, out=param)
+            else:  # the same formula on every row; rows with a zero gradient do not move
+                so.adagrad_update(param, grad, hist, lr=self.lr, epsilon=1e-20, out=param)
+        so.adagrad_update(self.b, grads["b"], self.history["b"], lr=self.lr, epsilon=1e-20, out=self.b)
 
     def predict(self, x: so.CSRNDArray) -> np.ndarray:
         """Logits of the rows of x (no recording)."""
