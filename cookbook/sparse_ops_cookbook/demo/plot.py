@@ -1,16 +1,16 @@
 """The demo's output: a progress bar (tqdm when installed, else a one-line text bar) and
-the loss-curve PNG (matplotlib when installed, else a small NumPy rasteriser and PNG
-encoder, so the picture is always written)."""
+the loss-curve PNG (matplotlib when installed, else a small NumPy rasteriser written with
+``sparse_ops.png``, so the picture is always written)."""
 from __future__ import annotations
 
 import os
-import struct
 import sys
 import time
-import zlib
 from typing import Any, Sequence
 
 import numpy as np
+
+from sparse_ops.png import draw_text, write_png
 
 
 # ---- progress ---------------------------------------------------------------------------------------
@@ -80,41 +80,6 @@ def progress(total: int, desc: str, enabled: bool = True) -> Any:
 
 
 # ---- PNG ----------------------------------------------------------------------------------------------
-def write_png(path: str, rgb: np.ndarray) -> None:
-    """Write an (h, w, 3) uint8 image as an 8-bit RGB PNG (no filtering, zlib-compressed)."""
-    h, w, _ = rgb.shape
-    raw = np.concatenate([np.zeros((h, 1), np.uint8), rgb.reshape(h, w * 3)], axis=1).tobytes()
-
-    def chunk(kind: bytes, body: bytes) -> bytes:
-        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
-
-    with open(path, "wb") as f:
-        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
-                + chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b""))
-
-
-# 3x5 pixel glyphs for the axis labels, one row of 3 bits per line
-_GLYPHS = {
-    "0": "111101101101111", "1": "010110010010111", "2": "111001111100111", "3": "111001111001111",
-    "4": "101101111001001", "5": "111100111001111", "6": "111100111101111", "7": "111001010010010",
-    "8": "111101111101111", "9": "111101111001111", ".": "000000000000010", " ": "000000000000000",
-    "a": "010101111101101", "b": "110101110101110", "c": "011100100100011", "e": "111100110100111",
-    "h": "101101111101101", "i": "111010010010111", "l": "100100100100111", "n": "110101101101101",
-    "o": "010101101101010", "p": "110101110100100", "r": "110101110101101", "s": "011100010001110",
-    "t": "111010010010010", "(": "010100100100010", ")": "010001001001010", "k": "101101110101101",
-    "d": "110101101101110", ":": "000010000010000", "x": "101101010101101", "g": "011100101101011",
-}
-
-
-def _text(img: np.ndarray, x: int, y: int, s: str, color: tuple, scale: int = 2) -> None:
-    for ch in s:
-        glyph = np.array([int(b) for b in _GLYPHS.get(ch, _GLYPHS[" "])], dtype=bool).reshape(5, 3)
-        block = np.kron(glyph, np.ones((scale, scale), dtype=bool))
-        region = img[y:y + block.shape[0], x:x + block.shape[1]]
-        region[block[:region.shape[0], :region.shape[1]]] = color
-        x += 4 * scale
-
-
 def _polyline(img: np.ndarray, xs: np.ndarray, ys: np.ndarray, color: tuple, thick: int = 1) -> None:
     """Draw the segments between consecutive points (pixel coordinates) by dense sampling."""
     for (x0, y0), (x1, y1) in zip(zip(xs[:-1], ys[:-1]), zip(xs[1:], ys[1:])):
@@ -143,7 +108,7 @@ def _raster_plot(path: str, train: np.ndarray, test_x: np.ndarray, test_y: np.nd
     grey, black = (200, 200, 200), (0, 0, 0)
     for v in np.linspace(lo, hi, 5):
         img[int(round(float(py(v)))), left:w - right] = grey
-        _text(img, 4, int(round(float(py(v)))) - 5, f"{v:.3f}", black)
+        draw_text(img, 4, int(round(float(py(v)))) - 5, f"{v:.3f}", black)
     img[top:h - bottom, left] = black
     img[h - bottom, left:w - right] = black
     for x in test_x:
@@ -156,8 +121,8 @@ def _raster_plot(path: str, train: np.ndarray, test_x: np.ndarray, test_y: np.nd
                                           ("test loss per epoch", (220, 50, 50)))):
         y0 = top + 10 + 16 * row
         img[y0 + 4:y0 + 6, w - right - 200:w - right - 180] = color
-        _text(img, w - right - 172, y0, label, black)
-    _text(img, (left + w - right) // 2 - 100, h - bottom + 12, "batch (ticks: epoch ends)", black)
+        draw_text(img, w - right - 172, y0, label, black)
+    draw_text(img, (left + w - right) // 2 - 100, h - bottom + 12, "batch (ticks: epoch ends)", black)
     write_png(path, img)
 
 
