@@ -17,6 +17,7 @@ if importlib.util.find_spec("sparse_ops_cookbook") is None:
     sys.path.insert(0, COOKBOOK_DIR)
 
 import numpy as np  # noqa: E402
+import pytest  # noqa: E402
 import scipy.sparse as sp  # noqa: E402
 
 import sparse_ops as so  # noqa: E402
@@ -45,3 +46,25 @@ def random_csr(rows: int, cols: int, density: float = 0.3, seed: int = 0, dtype=
 
 def normal(*shape: int, seed: int = 0, dtype="float64") -> so.NDArray:
     return so.array(np.random.default_rng(seed).standard_normal(shape).astype(dtype))
+
+
+def serial_and_parallel(monkeypatch: pytest.MonkeyPatch, run) -> tuple[list, list]:
+    """The outputs of ``run()`` (a list of containers) as NumPy arrays, with the cookbook's
+    cpu kernels forced to their serial form, then to their parallel form
+    (``kernels.cpu.PARALLEL_MIN_WORK`` set huge, then 0). Skips when numba has one thread,
+    where the parallel form never runs.
+
+    The first run's containers stay alive until the second run ends, so the allocator
+    cannot hand the second run a buffer that already holds the right answers in places its
+    kernel failed to write."""
+    import numba
+    from sparse_ops_cookbook.kernels import cpu
+
+    if numba.get_num_threads() < 2:
+        pytest.skip("one numba thread: the cpu kernels never run their parallel form")
+    kept = []
+    for threshold in (1 << 62, 0):
+        monkeypatch.setattr(cpu, "PARALLEL_MIN_WORK", threshold)
+        kept.append(run())
+    serial, parallel = ([x.asnumpy() for x in outputs] for outputs in kept)
+    return serial, parallel

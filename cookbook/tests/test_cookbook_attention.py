@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import sparse_ops as so
-from cookbook_helpers import csr, random_csr, random_dense
+from cookbook_helpers import csr, random_csr, random_dense, serial_and_parallel
 from sparse_ops import autograd as ag
 from sparse_ops.dispatch import InferenceError
 from sparse_ops.sdk.testing import check_numeric_gradient, opcheck
@@ -70,3 +70,10 @@ def test_softmax_needs_csr():
         csr_row_softmax(so.ones((2, 2), dtype="float64"))
     with pytest.raises(InferenceError, match="float32 or float64"):
         csr_row_softmax(so.zeros((2, 2), stype="csr", dtype="int32"))
+
+
+def test_softmax_serial_and_parallel_forms_agree_exactly(monkeypatch):
+    a = random_csr(300, 40, 0.2, seed=8, empty_rows=[0, 63, 64, 299])
+    (serial,), (parallel,) = serial_and_parallel(monkeypatch, lambda: [csr_row_softmax(a)])
+    np.testing.assert_array_equal(serial, parallel)
+    np.testing.assert_allclose(serial, reference(a), rtol=1e-12, atol=1e-15)

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import sparse_ops as so
-from cookbook_helpers import csr, normal
+from cookbook_helpers import csr, normal, random_dense, serial_and_parallel
 from sparse_ops import autograd as ag
 from sparse_ops.dispatch import InferenceError
 from sparse_ops.registry import ParameterError
@@ -65,3 +65,11 @@ def test_embedding_bag_errors():
         embedding_bag(csr(BAGS), normal(9, 3))
     with pytest.raises(ParameterError, match="mode"):
         embedding_bag(csr(BAGS), normal(10, 3), mode="max")
+
+
+def test_mean_pooling_serial_and_parallel_forms_agree_exactly(monkeypatch):
+    bags = random_dense(300, 50, 0.1, seed=5, empty_rows=[0, 200])
+    a, weight = csr(bags), normal(50, 4, seed=6)
+    (serial,), (parallel,) = serial_and_parallel(monkeypatch, lambda: [embedding_bag(a, weight, mode="mean")])
+    np.testing.assert_array_equal(serial, parallel)
+    np.testing.assert_allclose(serial, reference(bags, weight.asnumpy(), "mean"), rtol=1e-12, atol=1e-12)

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import sparse_ops as so
-from cookbook_helpers import normal, random_csr
+from cookbook_helpers import normal, random_csr, serial_and_parallel
 from sparse_ops import autograd as ag
 from sparse_ops.dispatch import InferenceError
 from sparse_ops.sdk.testing import check_numeric_gradient, opcheck
@@ -62,3 +62,18 @@ def test_fm_opcheck():
 def test_fm_errors():
     with pytest.raises(InferenceError, match="one row per feature"):
         fm_interaction(random_csr(3, 4, 0.5), normal(5, 2))
+
+
+def test_fm_serial_and_parallel_forms_agree_exactly(monkeypatch):
+    """Forward and V gradient below and above the cpu kernels' work threshold."""
+    x = random_csr(300, 150, 0.04, seed=7, empty_rows=[5, 128])
+    v, head = normal(150, 6, seed=8), normal(300, seed=9)
+    serial, parallel = serial_and_parallel(monkeypatch, lambda: [
+        fm_interaction(x, v), so.ops._fm_interaction_backward(x, v, head)])
+    for s, p in zip(serial, parallel):
+        np.testing.assert_array_equal(s, p)
+    xd, vd, hd = x.asnumpy(), v.asnumpy(), head.asnumpy()
+    np.testing.assert_allclose(serial[0], 0.5 * (((xd @ vd) ** 2).sum(axis=1) - (xd ** 2) @ (vd ** 2).sum(axis=1)),
+                               rtol=1e-10, atol=1e-12)
+    want = xd.T @ (hd[:, None] * (xd @ vd)) - vd * ((xd * xd).T @ hd)[:, None]
+    np.testing.assert_allclose(serial[1], want, rtol=1e-10, atol=1e-12)

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-import cookbook_helpers  # noqa: F401  (first: puts the cookbook on sys.path when not installed)
+from cookbook_helpers import serial_and_parallel  # first: puts the cookbook on sys.path when not installed
 import sparse_ops as so
 from sparse_ops.dispatch import InferenceError
 from sparse_ops.registry import ParameterError
@@ -85,3 +85,35 @@ def test_declarations_and_errors():
         lazy_adagrad(weight, grad, h)
     with pytest.raises(ParameterError, match="t counts steps from 1"):
         lazy_adam(weight, grad, h, h, lr=0.1, t=0)
+
+
+def test_updates_serial_and_parallel_forms_agree_exactly(monkeypatch):
+    """Both optimizers below and above the cpu kernels' work threshold, on 200 of 300 rows."""
+    rng = np.random.default_rng(3)
+    w0, h0 = rng.standard_normal((300, 5)), np.abs(rng.standard_normal((300, 5)))
+    rows = np.sort(rng.choice(300, 200, replace=False))
+    g = rng.standard_normal((200, 5))
+    grad = so.row_sparse_array((g, rows), shape=(300, 5))
+
+    def run():
+        weight, history = so.array(w0), so.array(h0)
+        lazy_adagrad(weight, grad, history, lr=0.1, epsilon=1e-6, wd=0.01, out=weight)
+        aw, mean, var = so.array(w0), so.zeros((300, 5), dtype="float64"), so.zeros((300, 5), dtype="float64")
+        lazy_adam(aw, grad, mean, var, lr=0.01, wd=0.1, t=1, out=aw)
+        return [weight, history, aw, mean, var]
+
+    serial, parallel = serial_and_parallel(monkeypatch, run)
+    for s, p in zip(serial, parallel):
+        np.testing.assert_array_equal(s, p)
+    gw = g + 0.01 * w0[rows]
+    want_h, want_w = h0.copy(), w0.copy()
+    want_h[rows] += gw * gw
+    want_w[rows] -= 0.1 * gw / (np.sqrt(want_h[rows]) + 1e-6)
+    np.testing.assert_allclose(serial[0], want_w, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(serial[1], want_h, rtol=1e-12, atol=1e-12)
+    ga = g + 0.1 * w0[rows]
+    m, v, w = np.zeros((300, 5)), np.zeros((300, 5)), w0.copy()
+    m[rows], v[rows] = 0.1 * ga, 0.001 * ga * ga
+    w[rows] -= 0.01 * (m[rows] / 0.1) / (np.sqrt(v[rows] / 0.001) + 1e-8)
+    for got, want in zip(serial[2:], (w, m, v)):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)

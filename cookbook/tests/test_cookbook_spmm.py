@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import sparse_ops as so
-from cookbook_helpers import csr, normal, random_csr, random_dense
+from cookbook_helpers import csr, normal, random_csr, random_dense, serial_and_parallel
 from sparse_ops import autograd as ag
 from sparse_ops.dispatch import InferenceError
 from sparse_ops.sdk.testing import check_numeric_gradient, opcheck
@@ -92,3 +92,37 @@ def test_product_errors():
         csr_spmm(a, normal(3, 2, dtype="float32"))
     with pytest.raises(InferenceError, match="A must be csr"):
         csr_sddmm(a.tostype("default"), normal(4, 2), normal(3, 2))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_products_serial_and_parallel_forms_agree_exactly(monkeypatch, dtype):
+    """Below and above the cpu kernels' work threshold: the same bits, and SciPy's values
+    (300 rows: several blocks of rows, the last one partial, with empty rows)."""
+    a = random_csr(300, 120, 0.05, seed=21, dtype=dtype, empty_rows=[0, 64, 299])
+    x, g = normal(120, 7, seed=22, dtype=dtype), normal(300, 7, seed=23, dtype=dtype)
+    serial, parallel = serial_and_parallel(monkeypatch, lambda: [
+        csr_spmm(a, x), csr_spmm_t(a, g), csr_spmm_t(a, g, sparse_grad=True), csr_sddmm(a, g, x)])
+    for s, p in zip(serial, parallel):
+        np.testing.assert_array_equal(s, p)
+    m, xd, gd = a.asscipy(), x.asnumpy(), g.asnumpy()
+    tol = 1e-4 if dtype == "float32" else 1e-12
+    np.testing.assert_allclose(serial[0], m @ xd, rtol=tol, atol=tol)
+    np.testing.assert_allclose(serial[1], m.T @ gd, rtol=tol, atol=tol)
+    np.testing.assert_allclose(serial[2], m.T @ gd, rtol=tol, atol=tol)
+    np.testing.assert_allclose(serial[3], (gd @ xd.T) * (m.toarray() != 0), rtol=tol, atol=tol)
+
+
+def test_parallel_form_needs_the_work_and_threads(monkeypatch):
+    import numba
+
+    from sparse_ops_cookbook.kernels import cpu
+
+    monkeypatch.setattr(cpu, "PARALLEL_MIN_WORK", 1000)
+    assert not cpu._parallel(999)
+    assert cpu._parallel(1000) == (numba.get_num_threads() > 1)
+    threads = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        assert not cpu._parallel(10 ** 9)
+    finally:
+        numba.set_num_threads(threads)

@@ -1,6 +1,8 @@
 """Small helpers shared by the built-in operators' kernels."""
 from __future__ import annotations
 
+import importlib
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -8,6 +10,18 @@ import numpy as np
 from ..storage import _csr_row_ids, _result_index_dtype  # noqa: F401  (re-exported)
 
 _NUMBA_DTYPES = frozenset(np.dtype(t) for t in ("float32", "float64", "int32", "int64"))
+
+
+_KERNEL_MODULES: dict[str, ModuleType] = {}
+
+
+def kernel_module(name: str) -> ModuleType:
+    """``sparse_ops.kernels.<name>``, imported on first use (``import sparse_ops`` compiles
+    nothing) and kept, so a call pays a dictionary look-up, not an import statement."""
+    module = _KERNEL_MODULES.get(name)
+    if module is None:
+        module = _KERNEL_MODULES[name] = importlib.import_module(f"sparse_ops.kernels.{name}")
+    return module
 
 
 def is_host(a: Any) -> bool:

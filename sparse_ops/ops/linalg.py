@@ -26,7 +26,7 @@ import numpy as np
 from ..dispatch import op_function
 from ..ndarray import NDArray, RowSparseNDArray
 from ..registry import Op, Param, kernel, register
-from ._util import index_dtype_for, numba_values
+from ._util import index_dtype_for, kernel_module, numba_values
 
 _BOTH = ("cpu", "gpu")
 
@@ -150,20 +150,6 @@ def _row_slots(rsp: NDArray, rows: int) -> np.ndarray:
 PARALLEL_MIN_WORK = 250_000
 
 
-_kernel_module: Any = None
-
-
-def _kernels() -> Any:
-    """``sparse_ops.kernels.linalg``, imported on first use (``import sparse_ops`` compiles
-    nothing) and kept, so a call pays no import statement."""
-    global _kernel_module
-    if _kernel_module is None:
-        from ..kernels import linalg
-
-        _kernel_module = linalg
-    return _kernel_module
-
-
 def _threads() -> int:
     import numba
 
@@ -176,7 +162,7 @@ def _parallel(work: int) -> bool:
 
 def _csr_times_dense(parts: tuple, b: np.ndarray, out: np.ndarray) -> None:
     """out = A @ b for the csr parts of A and a C-contiguous dense b."""
-    kernels = _kernels()
+    kernels = kernel_module("linalg")
     if _parallel(parts[1].shape[0] * b.shape[1]):
         kernels.csr_dense(*parts, b, out)
     else:
@@ -202,7 +188,7 @@ def _csr_t_times(ctx, parts: tuple, columns: int, b: np.ndarray, out: NDArray, i
     output has a row per column and the stored ones are picked afterwards (no copy when
     every column is stored).
     """
-    kernels = _kernels()
+    kernels = kernel_module("linalg")
     indptr, indices, values = parts
     counts = np.zeros(columns, dtype=np.int64)
     kernels.count_columns(indices, counts)
@@ -349,9 +335,9 @@ class Dot(Op):
             a = np.ascontiguousarray(a)
             product = _dense_buffer(out, parts[2].dtype, a)
             if _parallel(a.shape[0] * max(parts[1].shape[0], a.shape[1])):
-                _kernels().dense_csr(a, *parts, product)
+                kernel_module("linalg").dense_csr(a, *parts, product)
             else:
-                _kernels().dense_csr_rows(a, *parts, product, 0, a.shape[0])
+                kernel_module("linalg").dense_csr_rows(a, *parts, product, 0, a.shape[0])
         _emit_dense(ctx, out, product, (rhs._indices, rhs._indptr))
 
     @kernel(device="gpu", stypes=[("csr", "default"), ("csr", "row_sparse")])

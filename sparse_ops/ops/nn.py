@@ -14,7 +14,7 @@ from .. import random as _random  # noqa: F401  (registers the sampling operator
 from ..dispatch import op_function
 from ..errors import OperatorError
 from ..registry import Op, Param, kernel, register
-from ._util import index_dtype_for, is_host, match_rows, numba_values, rows_in_parallel
+from ._util import index_dtype_for, is_host, kernel_module, match_rows, numba_values, rows_in_parallel
 
 _BOTH = ("cpu", "gpu")
 
@@ -40,7 +40,7 @@ def _kernel_ids(ids):
 def _check_ids(ids, n: int, op: str) -> None:
     """Raise IndexOutOfRangeError unless every id truncates into [0, n) (NaN never does)."""
     if is_host(ids):
-        kernels = _kernels()
+        kernels = kernel_module("nn")
         count = kernels.count_out_of_range if rows_in_parallel(ids.size) else kernels.count_out_of_range_serial
         bad = count(_kernel_ids(ids), n)
     else:
@@ -52,20 +52,6 @@ def _check_ids(ids, n: int, op: str) -> None:
 def _as_int_ids(ids):
     """Checked ids as an integer array (float ids truncate toward zero)."""
     return ids if ids.dtype.kind in "iu" else ids.astype(np.int64)
-
-
-_kernel_module: Any = None
-
-
-def _kernels() -> Any:
-    """``sparse_ops.kernels.nn``, imported on first use (``import sparse_ops`` compiles
-    nothing) and kept, so a call pays no import statement."""
-    global _kernel_module
-    if _kernel_module is None:
-        from ..kernels import nn
-
-        _kernel_module = nn
-    return _kernel_module
 
 
 def _dense(x):
@@ -123,7 +109,7 @@ class EmbeddingOp(Op):
 
     @kernel(device="cpu")
     def dense_cpu(self, ctx, data, weight, out):
-        kernels = _kernels()
+        kernels = kernel_module("nn")
         ids = _kernel_ids(data.reshape(-1))
         rows = out.reshape(ids.shape[0], self.output_dim)
         # a gather only moves bytes: one compiled kernel for every value dtype (float16 too)
@@ -181,7 +167,7 @@ class EmbeddingBackward(Op):
 
     @kernel(device="cpu", stypes=("*", "*"))
     def segment_sum_cpu(self, ctx, data, out_grad, out):
-        kernels = _kernels()
+        kernels = kernel_module("nn")
         ids = _dense(data).reshape(-1)
         width = out.shape[1]
         values = numba_values(np.ascontiguousarray(_dense(out_grad)).reshape(ids.shape[0], width))

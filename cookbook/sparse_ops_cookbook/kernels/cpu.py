@@ -1,16 +1,28 @@
 """The recipes' cpu kernels: plain numba (no SDK types inside) and thin drivers.
 
-The numba kernels (``_name``) write into arrays their caller allocated. The public
+Kernels are compiled with ``sparse_ops.sdk.jit`` (numba's ``njit`` with the SDK's settings:
+on-disk cache, nogil, a threading layer safe for kernels launched from several threads,
+bounds checking in the debug mode ``SPARSE_OPS_BOUNDSCHECK=1``).
+
+The numba kernels (underscored) write into arrays their caller allocated. The public
 functions are the drivers the operators call; ``kernels/gpu.py`` has the same functions
 with the same arguments, launching numba.cuda kernels instead, so an operator's kernel
 method is written once for both devices (``backend(ctx)`` picks the module).
 
-Every kernel compiles on first use for the dtypes it meets and is cached on disk
-(``cache=True``). Rows are spread over cores (``numba.prange``) where a row does enough
-arithmetic to pay for it (products, softmax, factorization machines, optimizer steps);
-light memory-bound passes (gathers, the graph normalisation run once per graph) stay
-serial, which also keeps their compilation cheap. Scalar accumulators are float64 whatever the value dtype;
-rows of a product accumulate in the output's dtype, as SciPy's do.
+Every kernel compiles on first use for the dtypes it meets and is cached on disk. Where a
+row does enough arithmetic to pay for more cores (products, softmax forward, factorization
+machines, optimizer steps) a kernel has two forms: a serial one over a range of rows (``_name_rows(..., start, stop)``) and a parallel one (``_name``) that
+splits the rows into blocks of ``ROWS_PER_TASK`` with ``numba.prange`` and runs the serial
+one on each. The driver runs the parallel form only for at least ``PARALLEL_MIN_WORK``
+multiply-adds (or values) and more than one numba thread: waking the worker threads costs
+~50-100 us on a quiet machine and milliseconds on a loaded one, more than a small input
+takes serially. Both forms add up each row in the same order, so they give bit-identical
+results. Light memory-bound passes (gathers, the graph normalisation run once per graph)
+are serial only, which also keeps their compilation cheap. Scalar accumulators are float64
+whatever the value dtype; rows of a product accumulate in the output's dtype, as SciPy's do.
+
+(The two forms are two Python functions on purpose: numba's on-disk cache key ignores the
+``parallel`` flag, so two dispatchers of one function would share a cache entry.)
 """
 from __future__ import annotations
 
@@ -19,9 +31,19 @@ import math
 import numba
 import numpy as np
 
+from sparse_ops.sdk import jit as _jit
 
-def _jit(parallel: bool = False):
-    return numba.njit(parallel=parallel, cache=True, nogil=True)
+# Below this much work (stored values x columns for the products, values for the softmax and
+# the optimizer rows) a kernel runs serially: a parallel region would cost more than it saves
+# (csr_spmm with 64 columns, 2 threads: serial 205 us vs parallel 223 us at 512k, 397 vs 360
+# at 1.28M).
+PARALLEL_MIN_WORK = 1 << 20
+ROWS_PER_TASK = 64  # rows per parallel task; the fm forward allocates its scratch once per task
+
+
+def _parallel(work: int) -> bool:
+    """Whether a kernel doing ``work`` multiply-adds (or values) should run its parallel form."""
+    return work >= PARALLEL_MIN_WORK and numba.get_num_threads() > 1
 
 
 # ---- csr structure -----------------------------------------------------------------------------
@@ -97,35 +119,45 @@ def gather_csr(ctx, indptr, indices, s_indptr, s_indices, s_data, out) -> None:
 
 
 # ---- products ----------------------------------------------------------------------------------
-@_jit(parallel=True)
-def _spmm(indptr, indices, data, x, mean, out):
+@_jit()
+def _spmm_rows(indptr, indices, data, x, mean, out, start, stop):
     k = out.shape[1]
-    for r in numba.prange(out.shape[0]):
-        start = indptr[r]
-        end = indptr[r + 1]
+    for r in range(start, stop):
+        lo = indptr[r]
+        hi = indptr[r + 1]
         for f in range(k):
             out[r, f] = 0
-        for p in range(start, end):
+        for p in range(lo, hi):
             a = data[p]
             j = indices[p]
             for f in range(k):
                 out[r, f] += a * x[j, f]
-        if mean and end > start:
-            scale = 1.0 / (end - start)
+        if mean and hi > lo:
+            scale = 1.0 / (hi - lo)
             for f in range(k):
                 out[r, f] *= scale
+
+
+@_jit(parallel=True)
+def _spmm(indptr, indices, data, x, mean, out):
+    m = out.shape[0]
+    for t in numba.prange((m + ROWS_PER_TASK - 1) // ROWS_PER_TASK):
+        _spmm_rows(indptr, indices, data, x, mean, out, t * ROWS_PER_TASK, min(m, (t + 1) * ROWS_PER_TASK))
 
 
 def spmm(ctx, indptr, indices, data, x, mean: bool, out) -> None:
     """out[r, :] = sum over stored (r, j) of value * x[j, :]; divided by the row's stored
     count when ``mean`` (empty rows give zeros)."""
-    _spmm(indptr, indices, data, x, mean, out)
+    if _parallel(indices.shape[0] * out.shape[1]):
+        _spmm(indptr, indices, data, x, mean, out)
+    else:
+        _spmm_rows(indptr, indices, data, x, mean, out, 0, out.shape[0])
 
 
-@_jit(parallel=True)
-def _sddmm(indptr, indices, lhs, rhs, out):
+@_jit()
+def _sddmm_rows(indptr, indices, lhs, rhs, out, start, stop):
     k = lhs.shape[1]
-    for i in numba.prange(indptr.shape[0] - 1):
+    for i in range(start, stop):
         for p in range(indptr[i], indptr[i + 1]):
             j = indices[p]
             acc = 0.0
@@ -134,35 +166,55 @@ def _sddmm(indptr, indices, lhs, rhs, out):
             out[p] = acc
 
 
+@_jit(parallel=True)
+def _sddmm(indptr, indices, lhs, rhs, out):
+    m = indptr.shape[0] - 1
+    for t in numba.prange((m + ROWS_PER_TASK - 1) // ROWS_PER_TASK):
+        _sddmm_rows(indptr, indices, lhs, rhs, out, t * ROWS_PER_TASK, min(m, (t + 1) * ROWS_PER_TASK))
+
+
 def sddmm(ctx, indptr, indices, lhs, rhs, out) -> None:
     """out[p] = sum_k lhs[i, k] * rhs[j, k] for each stored (i, j): the sampled product."""
-    _sddmm(indptr, indices, lhs, rhs, out)
+    if _parallel(indices.shape[0] * lhs.shape[1]):
+        _sddmm(indptr, indices, lhs, rhs, out)
+    else:
+        _sddmm_rows(indptr, indices, lhs, rhs, out, 0, indptr.shape[0] - 1)
 
 
 # ---- softmax over each row's stored values -----------------------------------------------------
-@_jit(parallel=True)
-def _row_softmax(indptr, data, out):
-    for r in numba.prange(indptr.shape[0] - 1):
-        start = indptr[r]
-        end = indptr[r + 1]
-        if start == end:
+@_jit()
+def _row_softmax_rows(indptr, data, out, start, stop):
+    for r in range(start, stop):
+        lo = indptr[r]
+        hi = indptr[r + 1]
+        if lo == hi:
             continue
-        top = data[start]
-        for p in range(start + 1, end):
+        top = data[lo]
+        for p in range(lo + 1, hi):
             top = max(top, data[p])
         total = 0.0
-        for p in range(start, end):
+        for p in range(lo, hi):
             e = math.exp(data[p] - top)
             out[p] = e
             total += e
         inv = 1.0 / total
-        for p in range(start, end):
+        for p in range(lo, hi):
             out[p] *= inv
+
+
+@_jit(parallel=True)
+def _row_softmax(indptr, data, out):
+    m = indptr.shape[0] - 1
+    for t in numba.prange((m + ROWS_PER_TASK - 1) // ROWS_PER_TASK):
+        _row_softmax_rows(indptr, data, out, t * ROWS_PER_TASK, min(m, (t + 1) * ROWS_PER_TASK))
 
 
 def row_softmax(ctx, indptr, data, out) -> None:
     """Softmax of each row's stored values (max subtracted first, so large values are safe)."""
-    _row_softmax(indptr, data, out)
+    if _parallel(data.shape[0]):
+        _row_softmax(indptr, data, out)
+    else:
+        _row_softmax_rows(indptr, data, out, 0, indptr.shape[0] - 1)
 
 
 @_jit()
@@ -183,41 +235,46 @@ def row_softmax_backward(ctx, indptr, y, g, out) -> None:
 
 
 # ---- factorization machine ---------------------------------------------------------------------
-_FM_CHUNK = 64  # rows per parallel task: the two k-long scratch rows are allocated once per task
+@_jit()
+def _fm_forward_rows(indptr, indices, data, v, out, start, stop):
+    k = v.shape[1]
+    s = np.empty(k, dtype=v.dtype)  # the value dtype: float32 stays vectorised as float32
+    q = np.empty(k, dtype=v.dtype)
+    for i in range(start, stop):
+        s[:] = 0
+        q[:] = 0
+        for p in range(indptr[i], indptr[i + 1]):
+            x = data[p]
+            j = indices[p]
+            for f in range(k):
+                t = x * v[j, f]
+                s[f] += t
+                q[f] += t * t
+        acc = 0.0
+        for f in range(k):
+            acc += s[f] * s[f] - q[f]
+        out[i] = 0.5 * acc
 
 
 @_jit(parallel=True)
 def _fm_forward(indptr, indices, data, v, out):
     n = out.shape[0]
-    k = v.shape[1]
-    for c in numba.prange((n + _FM_CHUNK - 1) // _FM_CHUNK):
-        s = np.empty(k, dtype=v.dtype)  # the value dtype: float32 stays vectorised as float32
-        q = np.empty(k, dtype=v.dtype)
-        for i in range(c * _FM_CHUNK, min(n, (c + 1) * _FM_CHUNK)):
-            s[:] = 0
-            q[:] = 0
-            for p in range(indptr[i], indptr[i + 1]):
-                x = data[p]
-                j = indices[p]
-                for f in range(k):
-                    t = x * v[j, f]
-                    s[f] += t
-                    q[f] += t * t
-            acc = 0.0
-            for f in range(k):
-                acc += s[f] * s[f] - q[f]
-            out[i] = 0.5 * acc
+    for t in numba.prange((n + ROWS_PER_TASK - 1) // ROWS_PER_TASK):
+        _fm_forward_rows(indptr, indices, data, v, out, t * ROWS_PER_TASK, min(n, (t + 1) * ROWS_PER_TASK))
 
 
 def fm_forward(ctx, indptr, indices, data, v, out) -> None:
     """out[i] = 0.5 * sum_f ((sum_j x_ij v_jf)^2 - sum_j x_ij^2 v_jf^2), one pass over X."""
-    _fm_forward(indptr, indices, data, v, out)
+    if _parallel(indices.shape[0] * v.shape[1]):
+        _fm_forward(indptr, indices, data, v, out)
+    else:
+        _fm_forward_rows(indptr, indices, data, v, out, 0, out.shape[0])
 
 
-@_jit(parallel=True)
-def _fm_backward_rows(t_indptr, t_indices, t_data, rows, v, g, s, out):
+@_jit()
+def _fm_backward_rows(t_indptr, t_indices, t_data, rows, v, g, s, out, start, stop):
     k = v.shape[1]
-    for q in numba.prange(rows.shape[0]):
+    for q in range(start, stop):
         j = rows[q]
         for f in range(k):
             out[q, f] = 0
@@ -232,10 +289,21 @@ def _fm_backward_rows(t_indptr, t_indices, t_data, rows, v, g, s, out):
             out[q, f] -= v[j, f] * c
 
 
+@_jit(parallel=True)
+def _fm_backward(t_indptr, t_indices, t_data, rows, v, g, s, out):
+    m = rows.shape[0]
+    for t in numba.prange((m + ROWS_PER_TASK - 1) // ROWS_PER_TASK):
+        _fm_backward_rows(t_indptr, t_indices, t_data, rows, v, g, s, out, t * ROWS_PER_TASK,
+                          min(m, (t + 1) * ROWS_PER_TASK))
+
+
 def fm_backward_rows(ctx, t_indptr, t_indices, t_data, rows, v, g, s, out) -> None:
     """Row q of the V gradient (feature j = rows[q]) from X's transpose restricted to its
     non-empty rows: dV[j, f] = sum_i g_i x_ij s_if - v_jf sum_i g_i x_ij^2, s = X @ V."""
-    _fm_backward_rows(t_indptr, t_indices, t_data, rows, v, g, s, out)
+    if _parallel(t_indices.shape[0] * v.shape[1]):
+        _fm_backward(t_indptr, t_indices, t_data, rows, v, g, s, out)
+    else:
+        _fm_backward_rows(t_indptr, t_indices, t_data, rows, v, g, s, out, 0, rows.shape[0])
 
 
 # ---- graph normalization -----------------------------------------------------------------------
@@ -295,10 +363,10 @@ def gcn_fill(ctx, indptr, indices, data, self_loops: bool, dinv, out_indptr, out
 
 
 # ---- lazy optimizers ----------------------------------------------------------------------------
-@_jit(parallel=True)
-def _adagrad_rows(weight, rows, grad, history, lr, epsilon, wd):
+@_jit()
+def _adagrad_rows(weight, rows, grad, history, lr, epsilon, wd, start, stop):
     width = weight.shape[1]
-    for q in numba.prange(rows.shape[0]):
+    for q in range(start, stop):
         r = rows[q]
         for f in range(width):
             g = grad[q, f] + wd * weight[r, f]
@@ -307,16 +375,28 @@ def _adagrad_rows(weight, rows, grad, history, lr, epsilon, wd):
             weight[r, f] -= lr * g / (math.sqrt(h) + epsilon)
 
 
+@_jit(parallel=True)
+def _adagrad(weight, rows, grad, history, lr, epsilon, wd):
+    m = rows.shape[0]
+    for t in numba.prange((m + ROWS_PER_TASK - 1) // ROWS_PER_TASK):
+        _adagrad_rows(weight, rows, grad, history, lr, epsilon, wd, t * ROWS_PER_TASK,
+                      min(m, (t + 1) * ROWS_PER_TASK))
+
+
 def adagrad_rows(ctx, weight, rows, grad, history, lr, epsilon, wd) -> None:
     """On rows ``rows`` (grad row q is weight row rows[q]): g' = g + wd * w;
     h += g'^2; w -= lr * g' / (sqrt(h) + epsilon)."""
-    _adagrad_rows(weight, rows, grad, history, lr, epsilon, wd)
+    if _parallel(grad.shape[0] * grad.shape[1]):
+        _adagrad(weight, rows, grad, history, lr, epsilon, wd)
+    else:
+        _adagrad_rows(weight, rows, grad, history, lr, epsilon, wd, 0, rows.shape[0])
 
 
-@_jit(parallel=True)
-def _adam_rows(weight, rows, grad, mean, var, lr, beta1, beta2, epsilon, wd, correction1, correction2):
+@_jit()
+def _adam_rows(weight, rows, grad, mean, var, lr, beta1, beta2, epsilon, wd, correction1, correction2,
+               start, stop):
     width = weight.shape[1]
-    for q in numba.prange(rows.shape[0]):
+    for q in range(start, stop):
         r = rows[q]
         for f in range(width):
             g = grad[q, f] + wd * weight[r, f]
@@ -327,10 +407,22 @@ def _adam_rows(weight, rows, grad, mean, var, lr, beta1, beta2, epsilon, wd, cor
             weight[r, f] -= lr * (m / correction1) / (math.sqrt(v / correction2) + epsilon)
 
 
+@_jit(parallel=True)
+def _adam(weight, rows, grad, mean, var, lr, beta1, beta2, epsilon, wd, correction1, correction2):
+    n = rows.shape[0]
+    for t in numba.prange((n + ROWS_PER_TASK - 1) // ROWS_PER_TASK):
+        _adam_rows(weight, rows, grad, mean, var, lr, beta1, beta2, epsilon, wd, correction1, correction2,
+                   t * ROWS_PER_TASK, min(n, (t + 1) * ROWS_PER_TASK))
+
+
 def adam_rows(ctx, weight, rows, grad, mean, var, lr, beta1, beta2, epsilon, wd, correction1, correction2) -> None:
     """Adam with bias correction (``correction1 = 1 - beta1**t``, ``correction2 = 1 -
     beta2**t``) on rows ``rows``."""
-    _adam_rows(weight, rows, grad, mean, var, lr, beta1, beta2, epsilon, wd, correction1, correction2)
+    args = (weight, rows, grad, mean, var, lr, beta1, beta2, epsilon, wd, correction1, correction2)
+    if _parallel(grad.shape[0] * grad.shape[1]):
+        _adam(*args)
+    else:
+        _adam_rows(*args, 0, rows.shape[0])
 
 
 # ---- row_sparse transpose ------------------------------------------------------------------------
