@@ -33,11 +33,14 @@ import numpy as np
 
 from sparse_ops.sdk import jit as _jit
 
-# Below this much work (stored values x columns for the products, values for the softmax and
-# the optimizer rows) a kernel runs serially: a parallel region would cost more than it saves
-# (csr_spmm with 64 columns, 2 threads: serial 205 us vs parallel 223 us at 512k, 397 vs 360
-# at 1.28M).
-PARALLEL_MIN_WORK = 1 << 20
+# Below this much work (stored values x columns for the products, values for the softmax,
+# OPTIMIZER_COST x values for the optimizer rows) a kernel runs serially: a parallel region
+# would cost more than it saves. Measured on 2 threads: gathers from large tables (1M-row
+# embeddings: the demo's factorization machine) pay from ~250k (fm forward 0.89 ms serial vs
+# 0.47-0.62 ms parallel at 262k, serial faster at 61k); products over a cache-resident dense
+# operand only from ~0.6-1M (csr_spmm, 64 columns: 0.27-0.34 ms either way at 640k).
+PARALLEL_MIN_WORK = 1 << 17
+OPTIMIZER_COST = 4  # sqrt, division and a random row per value: adagrad broke even at 23k values
 ROWS_PER_TASK = 64  # rows per parallel task; the fm forward allocates its scratch once per task
 
 
@@ -386,7 +389,7 @@ def _adagrad(weight, rows, grad, history, lr, epsilon, wd):
 def adagrad_rows(ctx, weight, rows, grad, history, lr, epsilon, wd) -> None:
     """On rows ``rows`` (grad row q is weight row rows[q]): g' = g + wd * w;
     h += g'^2; w -= lr * g' / (sqrt(h) + epsilon)."""
-    if _parallel(grad.shape[0] * grad.shape[1]):
+    if _parallel(OPTIMIZER_COST * grad.shape[0] * grad.shape[1]):
         _adagrad(weight, rows, grad, history, lr, epsilon, wd)
     else:
         _adagrad_rows(weight, rows, grad, history, lr, epsilon, wd, 0, rows.shape[0])
@@ -419,7 +422,7 @@ def adam_rows(ctx, weight, rows, grad, mean, var, lr, beta1, beta2, epsilon, wd,
     """Adam with bias correction (``correction1 = 1 - beta1**t``, ``correction2 = 1 -
     beta2**t``) on rows ``rows``."""
     args = (weight, rows, grad, mean, var, lr, beta1, beta2, epsilon, wd, correction1, correction2)
-    if _parallel(grad.shape[0] * grad.shape[1]):
+    if _parallel(OPTIMIZER_COST * grad.shape[0] * grad.shape[1]):
         _adam(*args)
     else:
         _adam_rows(*args, 0, rows.shape[0])
