@@ -125,6 +125,22 @@ def torch_best_threads(fn: Callable[[], Any], candidates: tuple[int, ...], round
     return best
 
 
+def torch_csr(m: Any, requires_grad: bool = False) -> Any:
+    """A SciPy csr matrix as a PyTorch sparse csr tensor (int64 indices, values copied when
+    they need a gradient); raises ImportError without PyTorch."""
+    import warnings
+
+    import numpy as np
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "sparse CSR support is in beta"
+        values = torch.from_numpy(m.data.copy() if requires_grad else m.data)
+        return torch.sparse_csr_tensor(torch.from_numpy(m.indptr.astype(np.int64)),
+                                       torch.from_numpy(m.indices.astype(np.int64)), values,
+                                       size=m.shape, requires_grad=requires_grad)
+
+
 def _cpu_model() -> str:
     try:
         with open("/proc/cpuinfo") as f:

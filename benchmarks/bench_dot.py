@@ -37,7 +37,7 @@ import scipy.sparse as sp
 
 import sparse_ops as so
 
-from ._timing import describe_machine, frozen_heap, markdown_table, median_time
+from ._timing import describe_machine, frozen_heap, markdown_table, median_time, torch_csr
 from .bench_conversions import random_csr
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -91,12 +91,10 @@ def _torch_matmul(m: sp.csr_matrix, dense: np.ndarray, transpose: bool) -> Calla
         import torch
     except ImportError:
         return None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # "sparse CSR support is in beta"
-        a = torch.sparse_csr_tensor(torch.from_numpy(m.indptr.astype(np.int64)),
-                                    torch.from_numpy(m.indices.astype(np.int64)),
-                                    torch.from_numpy(m.data), size=m.shape, check_invariants=False)
-        if transpose:
+    a = torch_csr(m)
+    if transpose:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # "sparse CSR support is in beta"
             a = a.t().to_sparse_csr()
     b = torch.from_numpy(dense)
     return lambda: a @ b

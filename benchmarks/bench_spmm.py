@@ -17,7 +17,6 @@ result' compares Y and both gradients with PyTorch's. Skipped without the cookbo
 from __future__ import annotations
 
 import statistics
-import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -27,7 +26,7 @@ import scipy.sparse as sp
 import sparse_ops as so
 from sparse_ops import autograd as ag
 
-from ._timing import alternating, markdown_table, paired_ratio, torch_best_threads, torch_threads
+from ._timing import alternating, markdown_table, paired_ratio, torch_best_threads, torch_csr, torch_threads
 from .bench_conversions import random_csr
 
 
@@ -57,11 +56,7 @@ def _torch(m: sp.csr_matrix, x: np.ndarray, g: np.ndarray) -> dict[str, Any] | N
         import torch
     except ImportError:
         return None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # "sparse CSR support is in beta"
-        a = torch.sparse_csr_tensor(torch.from_numpy(m.indptr.astype(np.int64)),
-                                    torch.from_numpy(m.indices.astype(np.int64)),
-                                    torch.from_numpy(m.data.copy()), size=m.shape, requires_grad=True)
+    a = torch_csr(m, requires_grad=True)
     xt = torch.from_numpy(x.copy()).requires_grad_(True)
     gt = torch.from_numpy(g)
 
