@@ -1,21 +1,143 @@
-"""Test helpers for operator authors: compare an op against a reference and check its
-declared gradient against finite differences.
+"""Test helpers for operator authors: ``opcheck`` (run every generic check of an operator on
+sample inputs and say what each check compared), ``check_gradient`` (the op's declared
+gradient against finite differences) and ``check_numeric_gradient`` (autograd through any
+function against finite differences).
 
-``check_gradient`` calls the op's ``gradient`` rule directly (no tape needed), with a
-random head gradient, and compares ``<head, J·dx>`` estimated by central differences
-along random directions with ``<gradient, dx>``.
+Gradients are compared **per element**: every stored value of every floating input (up to
+``max_elements`` of them, chosen at random beyond that) is perturbed by ``±eps`` and the
+central difference of ``<head, op(x)>`` is compared with the analytic gradient at that
+element. A mismatch names the worst element: its index, the analytic and the numeric value.
+
+Why a report and not a count: a check that compared nothing (a storage-aware kernel with no
+dense kernel or reference to compare with, a differentiable op with no gradient) used to pass
+silently. ``opcheck`` now fails on such a check unless it is skipped on purpose, with a
+reason, through ``opcheck(..., skip=...)`` or the op's ``opcheck_skip`` class attribute.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from ..dispatch import invoke, make_plan, run_plan
 from ..ndarray import NDArray
-from ..registry import get_op
+from ..registry import Op, OpDef, get_op
+
+# The checks opcheck runs, by the names ``skip`` and ``opcheck_skip`` use.
+CHECKS: dict[str, str] = {
+    "inference": "inferred output shapes, dtypes and storage types match what the kernel produced",
+    "format": "sparse outputs pass check_format(full_check=True)",
+    "determinism": "two runs give identical outputs (same seed for ops with the random resource)",
+    "reference": "the storage-aware kernel agrees with the dense kernel on densified inputs, or the "
+                 "outputs agree with the op's NumPy reference",
+    "gradient": "the declared gradient agrees with central finite differences, element by element",
+    "gpu": "cpu and gpu outputs agree (when a gpu exists)",
+}
+
+# Outcomes of one check on one sample.
+PASSED = "passed"          # compared something and agreed
+NOT_APPLICABLE = "n/a"     # nothing to compare by the op's nature (dense outputs have no format)
+SKIPPED = "skipped"        # compared nothing, on purpose: a declared skip (with its reason)
+NOTHING = "compared nothing"  # compared nothing and nobody said why: opcheck fails
 
 
+class OpcheckError(AssertionError):
+    """A check of ``opcheck`` failed or compared nothing; ``report`` holds what ran so far."""
+
+    def __init__(self, message: str, report: "OpcheckReport") -> None:
+        super().__init__(message)
+        self.report = report
+
+
+@dataclass
+class CheckOutcome:
+    """One check on one sample: its name (a key of ``CHECKS``), status and what it compared
+    (or why it compared nothing)."""
+
+    check: str
+    status: str
+    detail: str = ""
+
+
+@dataclass
+class SampleReport:
+    """The checks run on one sample."""
+
+    label: str
+    outcomes: list[CheckOutcome] = field(default_factory=list)
+
+    def add(self, check: str, status: str, detail: str = "") -> None:
+        self.outcomes.append(CheckOutcome(check, status, detail))
+
+    @property
+    def compared(self) -> list[str]:
+        """Names of the checks that compared something and passed."""
+        return [o.check for o in self.outcomes if o.status == PASSED]
+
+    @property
+    def not_compared(self) -> list[CheckOutcome]:
+        """The checks that compared nothing (skipped, not applicable), each with its reason."""
+        return [o for o in self.outcomes if o.status != PASSED]
+
+
+@dataclass(eq=False)
+class OpcheckReport:
+    """What ``opcheck`` compared, sample by sample.
+
+    ``int(report)`` and ``report.samples`` are the number of samples checked, and a report
+    compares equal to that integer, so ``assert opcheck(op, samples) == 3`` reads as before.
+    ``str(report)`` is a readable table of every check and its outcome.
+    """
+
+    op: str
+    results: list[SampleReport] = field(default_factory=list)
+
+    @property
+    def samples(self) -> int:
+        return len(self.results)
+
+    def __int__(self) -> int:
+        return self.samples
+
+    def __index__(self) -> int:
+        return self.samples
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, int):
+            return self.samples == other
+        if isinstance(other, OpcheckReport):
+            return self.op == other.op and self.results == other.results
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def skipped(self) -> dict[str, set[str]]:
+        """Check name -> the distinct reasons it compared nothing, over all samples."""
+        out: dict[str, set[str]] = {}
+        for r in self.results:
+            for o in r.not_compared:
+                out.setdefault(o.check, set()).add(f"{o.status}: {o.detail}")
+        return out
+
+    def summary(self) -> str:
+        """One line: checks compared, and the checks that compared nothing with why."""
+        compared = sorted({c for r in self.results for c in r.compared})
+        line = f"{self.samples} samples; compared: {', '.join(compared) or 'nothing'}"
+        skipped = {c: v for c, v in self.skipped().items() if not all(s.startswith(NOT_APPLICABLE) for s in v)}
+        if skipped:
+            line += "; not compared: " + "; ".join(f"{c} ({' / '.join(sorted(v))})" for c, v in sorted(skipped.items()))
+        return line
+
+    def __str__(self) -> str:
+        lines = [f"opcheck {self.op}: {self.summary()}"]
+        for r in self.results:
+            lines.append(f"  {r.label}")
+            lines.extend(f"    {o.check:<12} {o.status}" + (f": {o.detail}" if o.detail else "") for o in r.outcomes)
+        return "\n".join(lines)
+
+
+# ---- values and perturbations -------------------------------------------------------------------
 def _dense_values(x: NDArray) -> np.ndarray:
     return x.asnumpy().astype(np.float64)
 
@@ -47,83 +169,246 @@ def _structure_mask(x: NDArray) -> np.ndarray:
     return mask
 
 
-def check_gradient(op_name: str, inputs: Sequence[NDArray], params: dict[str, Any] | None = None,
-                   wrt: Sequence[int] | None = None, eps: float = 1e-3, rtol: float = 1e-2,
-                   atol: float = 1e-3, seed: int = 0, directions: int = 3) -> list:
-    """Assert that the op's declared gradient matches central differences; returns the
-    gradients. ``wrt`` lists the inputs to check (default: every floating input the op
-    declares a gradient for). Use float64 inputs for tight tolerances."""
-    params = params or {}
-    opdef = get_op(op_name)
-    rng = np.random.default_rng(seed)
-    inst = opdef.instance(params)
-    plan = make_plan(opdef, inst, inputs)
-    outputs = run_plan(plan, inputs)  # every output, hidden ones (e.g. Dropout's mask) too
-    from ..creation import array, zeros
+def _worst(got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> tuple[tuple, float, float] | None:
+    """The element of ``got`` furthest outside ``atol + rtol * |want|`` of ``want``, as
+    (index, got value, wanted value); None when every element is within tolerance."""
+    got, want = got.astype(np.float64), want.astype(np.float64)
+    both_nan = np.isnan(got) & np.isnan(want)
+    with np.errstate(invalid="ignore"):
+        excess = np.abs(got - want) - (atol + rtol * np.abs(want))
+    excess = np.where(both_nan | (got == want), -np.inf, np.where(np.isnan(excess), np.inf, excess))
+    if excess.size == 0 or not np.max(excess) > 0:
+        return None
+    idx = np.unravel_index(int(np.argmax(excess)), excess.shape)
+    return tuple(int(i) for i in idx), float(got[idx]), float(want[idx])
 
-    heads = [array(rng.standard_normal(o.shape), dtype=o.dtype, device=o.device) for o in outputs[:plan.nvis]]
-    hidden = [zeros(o.shape, stype=o.stype, dtype=o.dtype, device=o.device) for o in outputs[plan.nvis:]]
-    grads = inst.gradient(heads + hidden, list(inputs), outputs)
-    if wrt is None:  # every floating input the op gives a gradient for
-        wrt = [i for i, (x, g) in enumerate(zip(inputs, grads)) if g is not None and x.dtype.kind == "f"]
 
+def _compare(got: Any, want: Any, rtol: float, atol: float, what: str, names: tuple[str, str]) -> None:
+    """Raise AssertionError naming the worst element when ``got`` and ``want`` (NDArrays or
+    NumPy arrays) differ in shape or beyond the tolerance."""
+    x = got.asnumpy() if isinstance(got, NDArray) else np.asarray(got)
+    y = want.asnumpy() if isinstance(want, NDArray) else np.asarray(want)
+    if x.shape != y.shape:
+        raise AssertionError(f"{what}: shapes differ, {x.shape} vs {y.shape}")
+    bad = _worst(x, y, rtol, atol)
+    if bad is not None:
+        idx, a, b = bad
+        count = int(np.sum(~np.isclose(x.astype(np.float64), y.astype(np.float64), rtol=rtol, atol=atol,
+                                       equal_nan=True)))
+        raise AssertionError(f"{what}: {count} of {x.size} elements differ; worst at index {idx}: "
+                             f"{names[0]} {a:.6g}, {names[1]} {b:.6g} (rtol {rtol:g}, atol {atol:g})")
+
+
+def _element_gradient_check(objective: Callable[[list], float], inputs: Sequence[NDArray],
+                            grads: Sequence[Any], wrt: Sequence[int], eps: float, rtol: float,
+                            atol: float, rng: np.random.Generator, max_elements: int, label: str) -> int:
+    """Compare ``grads[i]`` (an NDArray, or None meaning zero) with the central difference of
+    ``objective`` at each stored element of each input in ``wrt``; returns how many elements
+    were compared. Raises AssertionError naming the worst element."""
+    compared = 0
+    for i in wrt:
+        x = inputs[i]
+        g = grads[i] if i < len(grads) else None
+        if g is not None and tuple(g.shape) != tuple(x.shape):
+            raise AssertionError(f"{label}gradient of input {i} has shape {g.shape}, the input {x.shape}")
+        analytic_full = np.zeros(x.shape) if g is None else _dense_values(g)
+        base = _dense_values(x)
+        positions = np.argwhere(_structure_mask(x))
+        if positions.shape[0] > max_elements:
+            positions = positions[np.sort(rng.choice(positions.shape[0], max_elements, replace=False))]
+        numeric = np.empty(positions.shape[0])
+        for k, pos in enumerate(map(tuple, positions)):
+            xs = list(inputs)
+            bumped = base.copy()
+            bumped[pos] = base[pos] + eps
+            xs[i] = _with_values(x, bumped)
+            up = objective(xs)
+            bumped[pos] = base[pos] - eps
+            xs[i] = _with_values(x, bumped)
+            numeric[k] = (up - objective(xs)) / (2 * eps)
+        analytic = analytic_full[tuple(positions.T)] if positions.size else np.zeros(0)
+        bad = _worst(analytic, numeric, rtol, atol)
+        if bad is not None:
+            k, a, n = bad
+            where = tuple(int(v) for v in positions[k[0]])
+            none = " (the gradient rule returned None, i.e. zero)" if g is None else ""
+            raise AssertionError(
+                f"{label}gradient of input {i} disagrees with finite differences at index {where}: "
+                f"analytic {a:.6g}, numeric {n:.6g}{none} (eps {eps:g}, rtol {rtol:g}, atol {atol:g}; "
+                f"{int(np.sum(~np.isclose(analytic, numeric, rtol=rtol, atol=atol)))} of "
+                f"{positions.shape[0]} elements differ)")
+        compared += positions.shape[0]
+    return compared
+
+
+def _float_inputs(inputs: Sequence[NDArray]) -> list[int]:
+    return [i for i, x in enumerate(inputs) if x.dtype.kind == "f"]
+
+
+def _gradient_objective(opdef: OpDef, params: dict[str, Any], heads: list, seeded: bool) -> Callable[[list], float]:
     def objective(xs: list) -> float:
+        if seeded:
+            _reseed()
         outs = invoke(opdef, xs, params)
         outs = outs if isinstance(outs, list) else [outs]
-        return sum(float(np.sum(_dense_values(o) * h.asnumpy())) for o, h in zip(outs, heads))
+        return sum(float(np.sum(np.where(h != 0, _dense_values(o) * h, 0.0))) for o, h in zip(outs, heads))
+    return objective
 
-    for i in wrt:
-        g = grads[i]
-        assert g is not None, f"{op_name}: no gradient for input {i}"
-        assert g.shape == inputs[i].shape, f"{op_name}: gradient {i} has shape {g.shape}, input {inputs[i].shape}"
-        base = _dense_values(inputs[i])
-        mask = _structure_mask(inputs[i])
-        for _ in range(directions):
-            d = rng.standard_normal(base.shape) * mask
-            xs = list(inputs)
-            xs[i] = _with_values(inputs[i], base + eps * d)
-            up = objective(xs)
-            xs[i] = _with_values(inputs[i], base - eps * d)
-            down = objective(xs)
-            numeric = (up - down) / (2 * eps)
-            analytic = float(np.sum(_dense_values(g) * d))
-            assert abs(numeric - analytic) <= atol + rtol * abs(numeric), (
-                f"{op_name}: gradient of input {i} disagrees with finite differences: "
-                f"analytic {analytic:.6g}, numeric {numeric:.6g}"
-            )
+
+def _declared_gradient(opdef: OpDef, inputs: list, params: dict[str, Any], rng: np.random.Generator,
+                       seeded: bool) -> tuple[list, list]:
+    """(head gradients of the visible outputs as float64 NumPy arrays, rounded to the outputs'
+    dtypes; the op's gradient rule applied to them)."""
+    from ..creation import array, zeros
+
+    inst = opdef.instance(params)
+    plan = make_plan(opdef, inst, inputs)
+    if seeded:
+        _reseed()
+    outputs = run_plan(plan, inputs)  # every output, hidden ones (e.g. Dropout's mask) too
+    # heads are zero where an output is not finite (1/x at a sparse zero): those entries stay
+    # infinite under any perturbation and would make every difference nan
+    heads = [rng.standard_normal(o.shape) * np.isfinite(o.asnumpy()) for o in outputs[:plan.nvis]]
+    head_arrays = [array(h, dtype=o.dtype, device=o.device) for h, o in zip(heads, outputs)]
+    hidden = [zeros(o.shape, stype=o.stype, dtype=o.dtype, device=o.device) for o in outputs[plan.nvis:]]
+    grads = inst.gradient(head_arrays + hidden, list(inputs), outputs)
+    return [h.astype(o.dtype).astype(np.float64) for h, o in zip(heads, outputs)], list(grads)
+
+
+_SEED = 20240611
+
+
+def _reseed() -> None:
+    """Same seed before each run of an op with the ``random`` resource, so runs can be compared."""
+    from .. import random
+
+    random.seed(_SEED)
+
+
+def check_gradient(op_name: str, inputs: Sequence[NDArray], params: dict[str, Any] | None = None,
+                   wrt: Sequence[int] | None = None, eps: float = 1e-3, rtol: float = 1e-2,
+                   atol: float = 1e-3, seed: int = 0, max_elements: int = 256) -> list:
+    """Assert that the op's declared gradient matches central differences element by element;
+    returns the gradients. ``wrt`` lists the inputs to check (default: every floating input;
+    a None gradient counts as zero, so a forgotten gradient fails where the op does depend on
+    the input). Sparse inputs are perturbed on their stored values only. Use float64 inputs
+    for tight tolerances; a smaller ``eps`` keeps non-smooth ops (ties, kinks) off their kinks."""
+    params = params or {}
+    opdef = get_op(op_name) if isinstance(op_name, str) else op_name
+    rng = np.random.default_rng(seed)
+    inputs = list(inputs)
+    seeded = "random" in opdef.resources
+    heads, grads = _declared_gradient(opdef, inputs, params, rng, seeded)
+    wrt = _float_inputs(inputs) if wrt is None else list(wrt)
+    _element_gradient_check(_gradient_objective(opdef, params, heads, seeded), inputs, grads, wrt,
+                            eps, rtol, atol, rng, max_elements, f"{opdef.name}: ")
     return grads
 
 
-def _allclose(a: NDArray, b: NDArray, rtol: float, atol: float, what: str) -> None:
-    x, y = a.asnumpy(), b.asnumpy()
-    if x.shape != y.shape:
-        raise AssertionError(f"{what}: shapes differ, {x.shape} vs {y.shape}")
-    if not np.allclose(x.astype(np.float64), y.astype(np.float64), rtol=rtol, atol=atol, equal_nan=True):
-        err = np.max(np.abs(x.astype(np.float64) - y.astype(np.float64)))
-        raise AssertionError(f"{what}: values differ (max abs difference {err:.3g})")
+# ---- opcheck --------------------------------------------------------------------------------------
+def _split_sample(sample: Any) -> tuple[list, dict]:
+    if isinstance(sample, tuple) and len(sample) == 2 and isinstance(sample[1], dict):
+        return list(sample[0]), dict(sample[1])
+    return list(sample), {}
+
+
+def _skip_table(opdef: OpDef, skip: Mapping[str, str] | Iterable[str] | None) -> dict[str, str]:
+    """The op's ``opcheck_skip`` declaration merged with the caller's ``skip``: check -> reason."""
+    table: dict[str, str] = dict(getattr(opdef.cls, "opcheck_skip", None) or {})
+    if skip is not None:
+        if isinstance(skip, str):
+            skip = [skip]
+        items = skip.items() if isinstance(skip, Mapping) else ((s, "skipped by the caller") for s in skip)
+        table.update({k: str(v) for k, v in items})
+    unknown = [k for k in table if k not in CHECKS]
+    if unknown:
+        raise ValueError(f"opcheck {opdef.name}: unknown check(s) to skip {unknown}; checks: {', '.join(CHECKS)}")
+    return table
+
+
+def _op_reference(opdef: OpDef, inst: Op, reference: Callable | None,
+                  params: dict[str, Any]) -> Callable[[list], list] | None:
+    """The NumPy reference to compare outputs with, as a function of the inputs' NumPy
+    values returning a list of arrays: opcheck's ``reference(*arrays, **params)``, else the
+    op's ``reference(self, *arrays)`` method (params are the instance's attributes)."""
+    if reference is not None:
+        fn: Callable = lambda arrays: reference(*arrays, **params)  # noqa: E731
+    elif callable(getattr(opdef.cls, "reference", None)):
+        fn = lambda arrays: inst.reference(*arrays)  # noqa: E731
+    else:
+        return None
+
+    def as_list(arrays: list) -> list:
+        out = fn(arrays)
+        return list(out) if isinstance(out, (list, tuple)) else [out]
+    return as_list
+
+
+def _has_kernel_for(opdef: OpDef, device_type: str) -> bool:
+    return device_type in opdef.fcompute or any(dev == device_type for dev, _ in opdef.fcompute_ex)
 
 
 def opcheck(op: Any, samples: Sequence[Any], rtol: float = 1e-5, atol: float = 1e-6,
-            check_grad: bool = True, grad_rtol: float = 1e-2, grad_atol: float = 1e-3) -> int:
-    """Check a registered operator on sample inputs; returns how many samples were checked.
+            check_grad: bool = True, grad_rtol: float = 1e-2, grad_atol: float = 1e-3,
+            eps: float = 1e-3, skip: Mapping[str, str] | Iterable[str] | None = None,
+            reference: Callable[..., Any] | None = None, max_grad_elements: int = 256,
+            verbose: bool = False) -> OpcheckReport:
+    """Check a registered operator on sample inputs; returns an ``OpcheckReport`` saying what
+    each check compared on each sample (``int(report)`` is the number of samples).
 
-    ``samples`` holds ``(inputs, params)`` pairs (or bare input lists). For each sample:
-    the inferred output shapes, dtypes and storage types match what the kernel produced;
-    a storage-aware kernel agrees with the dense kernel on densified inputs; two runs give
-    identical results (unless the op declares the ``random`` resource); the declared
-    gradient matches finite differences (perturbing only stored values of sparse inputs);
-    and, when a gpu device exists, cpu and gpu results agree. Raises AssertionError
-    naming the op, the sample and what disagreed.
+    ``samples`` holds ``(inputs, params)`` pairs (or bare input lists). The checks (names as
+    in ``CHECKS``, used by ``skip``):
+
+    - ``inference``: inferred output shapes, dtypes and storage types match the outputs;
+    - ``format``: sparse outputs pass ``check_format(full_check=True)``;
+    - ``determinism``: two runs give identical outputs (ops with the ``random`` resource run
+      twice from the same seed: ``sparse_ops.random.seed`` is reset);
+    - ``reference``: a storage-aware kernel agrees with the dense kernel on densified inputs;
+      with a NumPy reference (``reference(*arrays, **params)`` here, or a ``reference(self,
+      *arrays)`` method on the op, returning the visible outputs) every sample's outputs are
+      compared with it instead. A storage-aware kernel with neither compares nothing: a failure;
+    - ``gradient`` (with ``check_grad``): for an op declaring itself differentiable (the
+      default), the gradient rule agrees with central differences (step ``eps``, tolerances
+      ``grad_rtol``/``grad_atol``) at every stored element of every floating input (at most
+      ``max_grad_elements`` per input); a None gradient counts as zero. A differentiable op
+      without a gradient rule fails here: declare ``differentiable = False`` or skip it;
+    - ``gpu``: when a gpu exists and the op has gpu kernels, cpu and gpu outputs agree.
+
+    A check that compares nothing fails unless skipped with a reason: ``skip={"reference":
+    "why"}`` here, or the op's class attribute ``opcheck_skip = {"gradient": "why"}``.
+    Raises ``OpcheckError`` (an AssertionError) naming the op, the sample, the check and, for
+    value mismatches, the worst element (index and both values). ``verbose`` prints the report.
     """
     from ..device import gpu, num_gpus
 
     opdef = get_op(op) if isinstance(op, str) else op
-    count = 0
-    for k, sample in enumerate(samples):
-        inputs, params = (sample if isinstance(sample, tuple) and len(sample) == 2 and isinstance(sample[1], dict)
-                          else (sample, {}))
-        inputs = list(inputs)
-        label = f"{opdef.name} sample {k} ({', '.join(x.stype for x in inputs)})"
+    skips = _skip_table(opdef, skip)
+    report = OpcheckReport(opdef.name)
+    seeded = "random" in opdef.resources
+    declared_differentiable = bool(getattr(opdef.cls, "differentiable", True))
+    has_gradient = opdef.cls.gradient is not Op.gradient
+    rng = np.random.default_rng(0)
+    samples = list(samples)
+    if not samples:
+        raise OpcheckError(f"opcheck {opdef.name}: no samples given, so nothing was compared", report)
+
+    def fail(sample: SampleReport, check: str, message: str) -> None:
+        sample.add(check, "FAILED", message)
+        report.results.append(sample)
+        raise OpcheckError(f"{sample.label}: {check}: {message}", report)
+
+    def nothing(sample: SampleReport, check: str, why: str, fix: str) -> None:
+        """Record a check that compared nothing: skipped when declared, else a failure."""
+        if check in skips:
+            sample.add(check, SKIPPED, skips[check])
+        else:
+            fail(sample, check, f"compared nothing: {why}; {fix}, or skip it with a reason "
+                                f"(opcheck(..., skip={{{check!r}: 'why'}}) or opcheck_skip on the op)")
+
+    for k, raw in enumerate(samples):
+        inputs, params = _split_sample(raw)
+        sample = SampleReport(f"{opdef.name} sample {k} ({', '.join(x.stype for x in inputs) or 'no inputs'}"
+                              + (f"; {params}" if params else "") + ")")
         inst = opdef.instance(params)
         plan = make_plan(opdef, inst, inputs)
         mutated = [opdef.arguments.index(m) for m in opdef.mutate]
@@ -134,44 +419,126 @@ def opcheck(op: Any, samples: Sequence[Any], rtol: float = 1e-5, atol: float = 1
                 inputs[i] = x.copy()
             return inputs
 
-        outs = run_plan(plan, fresh_inputs())
+        def run(p: Any, xs: list) -> list:
+            if seeded:
+                _reseed()
+            return run_plan(p, xs)
+
+        outs = run(plan, fresh_inputs())
+        # inference
         for i, o in enumerate(outs):
             got = (o.shape, o.dtype, o.stype)
             want = (plan.out_shapes[i], plan.out_dtypes[i], plan.out_stypes[i])
             if got != want:
-                raise AssertionError(f"{label}: output {i} is {got} but inference said {want}")
-            if o.stype != "default":
-                o.check_format(full_check=True)
-        if "random" not in opdef.resources:
-            again = run_plan(plan, fresh_inputs())
-            for i, (a, b) in enumerate(zip(outs, again)):
-                _allclose(a, b, 0.0, 0.0, f"{label}: output {i} differs between two runs")
-            if plan.mode == "fcompute_ex" and opdef.fcompute.get(plan.device.device_type) is not None:
-                dense_inputs = [x if x.stype == "default" else x.tostype("default") for x in fresh_inputs()]
-                dense_plan = make_plan(opdef, inst, dense_inputs)
-                dense_outs = run_plan(dense_plan, dense_inputs)
-                for i, (a, b) in enumerate(zip(outs, dense_outs)):
-                    _allclose(a, b, rtol, atol, f"{label}: storage-aware kernel and dense path disagree "
-                                                f"on output {i}")
-            if num_gpus() > 0 and plan.device.device_type == "cpu":
-                dev_inputs = [x.to(gpu(0)) for x in fresh_inputs()]
-                gpu_outs = run_plan(make_plan(opdef, inst, dev_inputs), dev_inputs)
-                for i, (a, b) in enumerate(zip(outs, gpu_outs)):
-                    _allclose(a, b, rtol, atol, f"{label}: cpu and gpu disagree on output {i}")
-        if check_grad and opdef.differentiable and "random" not in opdef.resources:
+                fail(sample, "inference", f"output {i} is {got} but inference said {want}")
+        sample.add("inference", PASSED, f"{len(outs)} output(s): {', '.join(plan.out_stypes)}")
+        # format
+        sparse_outs = [i for i, o in enumerate(outs) if o.stype != "default"]
+        for i in sparse_outs:
             try:
-                check_gradient(opdef.name, inputs, params, rtol=grad_rtol, atol=grad_atol)
+                outs[i].check_format(full_check=True)
+            except Exception as exc:  # noqa: BLE001 - any refusal is the finding
+                fail(sample, "format", f"output {i} ({outs[i].stype}) is malformed: {exc}")
+        if sparse_outs:
+            sample.add("format", PASSED, f"output(s) {sparse_outs} well-formed")
+        else:
+            sample.add("format", NOT_APPLICABLE, "no sparse outputs")
+        # determinism
+        if "determinism" in skips:
+            sample.add("determinism", SKIPPED, skips["determinism"])
+        else:
+            again = run(plan, fresh_inputs())
+            for i, (a, b) in enumerate(zip(outs, again)):
+                try:
+                    _compare(a, b, 0.0, 0.0, f"output {i} differs between two runs", ("first", "second"))
+                except AssertionError as exc:
+                    fail(sample, "determinism", str(exc))
+            sample.add("determinism", PASSED, "two runs" + (" from the same seed" if seeded else "") + " identical")
+        # storage-aware kernel vs dense kernel, or vs the NumPy reference
+        ref = _op_reference(opdef, inst, reference, params)
+        if "reference" in skips:
+            sample.add("reference", SKIPPED, skips["reference"])
+        elif ref is not None:
+            arrays = [x.asnumpy() for x in fresh_inputs()]
+            wanted = ref(arrays)
+            if len(wanted) != plan.nvis:
+                fail(sample, "reference", f"the reference returned {len(wanted)} arrays, the op has "
+                                          f"{plan.nvis} visible output(s)")
+            for i, (a, b) in enumerate(zip(outs, wanted)):
+                try:
+                    _compare(a, b, rtol, atol, f"output {i} and the NumPy reference disagree", ("kernel", "reference"))
+                except AssertionError as exc:
+                    fail(sample, "reference", str(exc))
+            sample.add("reference", PASSED, f"outputs vs the NumPy reference ({plan.mode} kernel)")
+        elif plan.mode == "fcompute_ex":
+            if opdef.fcompute.get(plan.device.device_type) is None:
+                nothing(sample, "reference", f"the {','.join(plan.in_stypes)} kernel ran and the op has no dense "
+                        "kernel and no NumPy reference to compare it with", "give a reference (a `reference` "
+                        "method on the op or opcheck(..., reference=fn)) or a dense kernel")
+            else:
+                dense_inputs = [x if x.stype == "default" else x.tostype("default") for x in fresh_inputs()]
+                dense_outs = run(make_plan(opdef, inst, dense_inputs), dense_inputs)
+                for i, (a, b) in enumerate(zip(outs, dense_outs)):
+                    try:
+                        _compare(a, b, rtol, atol, f"storage-aware kernel and dense path disagree on output {i}",
+                                 ("storage-aware", "dense"))
+                    except AssertionError as exc:
+                        fail(sample, "reference", str(exc))
+                sample.add("reference", PASSED, f"{','.join(plan.in_stypes)} kernel vs the dense kernel")
+        else:
+            sample.add("reference", NOT_APPLICABLE, f"{plan.mode} ran the dense kernel, the reference itself")
+        # gradient
+        if not check_grad:
+            sample.add("gradient", SKIPPED, "check_grad=False")
+        elif not declared_differentiable:
+            sample.add("gradient", NOT_APPLICABLE, "the op declares differentiable = False")
+        elif "gradient" in skips:
+            sample.add("gradient", SKIPPED, skips["gradient"])
+        elif not has_gradient:
+            nothing(sample, "gradient", "the op is differentiable (differentiable is not False) but declares "
+                    "no gradient", "write gradient() or declare differentiable = False")
+        elif not _float_inputs(inputs):
+            nothing(sample, "gradient", "the sample has no floating input to differentiate",
+                    "add a sample with float64 inputs")
+        else:
+            xs = fresh_inputs()
+            heads, grads = _declared_gradient(opdef, xs, params, rng, seeded)
+            try:
+                n = _element_gradient_check(_gradient_objective(opdef, params, heads, seeded), xs, grads,
+                                            _float_inputs(xs), eps, grad_rtol, grad_atol, rng,
+                                            max_grad_elements, "")
             except AssertionError as exc:
-                raise AssertionError(f"{label}: {exc}") from None
-        count += 1
-    return count
+                fail(sample, "gradient", str(exc))
+            sample.add("gradient", PASSED, f"{n} elements of input(s) {_float_inputs(xs)} vs finite differences "
+                                           f"(eps {eps:g})")
+        # cpu vs gpu
+        if "gpu" in skips:
+            sample.add("gpu", SKIPPED, skips["gpu"])
+        elif num_gpus() == 0 or plan.device.device_type != "cpu":
+            sample.add("gpu", NOT_APPLICABLE, "no gpu device" if num_gpus() == 0 else "the sample is on a gpu")
+        elif not _has_kernel_for(opdef, "gpu"):
+            sample.add("gpu", NOT_APPLICABLE, "the op has no gpu kernel")
+        else:
+            dev_inputs = [x.to(gpu(0)) for x in fresh_inputs()]
+            gpu_outs = run(make_plan(opdef, inst, dev_inputs), dev_inputs)
+            for i, (a, b) in enumerate(zip(outs, gpu_outs)):
+                try:
+                    _compare(b, a, rtol, atol, f"cpu and gpu disagree on output {i}", ("gpu", "cpu"))
+                except AssertionError as exc:
+                    fail(sample, "gpu", str(exc))
+            sample.add("gpu", PASSED, "gpu outputs equal the cpu outputs")
+        report.results.append(sample)
+    if verbose:
+        print(report)
+    return report
 
 
 def check_numeric_gradient(fn: Any, inputs: Sequence[NDArray], eps: float = 1e-3, rtol: float = 1e-2,
-                           atol: float = 1e-3, seed: int = 0, directions: int = 3) -> list:
+                           atol: float = 1e-3, seed: int = 0, max_elements: int = 256) -> list:
     """Check autograd's gradients of ``fn(*inputs)`` (a function of NDArrays returning one
-    NDArray) against central differences; returns the gradients. Sparse inputs are
-    perturbed on their stored values only."""
+    NDArray) against central differences at each stored element of each input; returns the
+    gradients. Sparse inputs are perturbed on their stored values only; a mismatch names the
+    worst element (index, analytic and numeric value)."""
     from .. import autograd
     from ..creation import array
 
@@ -185,19 +552,10 @@ def check_numeric_gradient(fn: Any, inputs: Sequence[NDArray], eps: float = 1e-3
     out.backward(head)
     grads = [x.grad for x in xs]
     h = head.asnumpy().astype(np.float64)
-    for i, x in enumerate(inputs):
-        base = _dense_values(x)
-        mask = _structure_mask(x)
-        for _ in range(directions):
-            d = rng.standard_normal(base.shape) * mask
-            vals = []
-            for sign in (1, -1):
-                args = list(inputs)
-                args[i] = _with_values(x, base + sign * eps * d)
-                vals.append(float(np.sum(_dense_values(fn(*args)) * h)))
-            numeric = (vals[0] - vals[1]) / (2 * eps)
-            analytic = float(np.sum(_dense_values(grads[i]) * d))
-            if abs(numeric - analytic) > atol + rtol * abs(numeric):
-                raise AssertionError(f"gradient of input {i} disagrees with finite differences: "
-                                     f"analytic {analytic:.6g}, numeric {numeric:.6g}")
+
+    def objective(args: list) -> float:
+        return float(np.sum(_dense_values(fn(*args)) * h))
+
+    _element_gradient_check(objective, list(inputs), grads, _float_inputs(inputs), eps, rtol, atol, rng,
+                            max_elements, "")
     return grads

@@ -89,6 +89,13 @@ class _Binary(Op):
     def dense(self, ctx, lhs, rhs, out):
         self.ufunc(lhs, rhs, out=out)
 
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: two (3, 4) float64 operands in every storage pair with a kernel."""
+        from . import _samples
+
+        return _samples.by_stypes(_samples.kernel_stypes(cls), [(3, 4), (3, 4)])
+
 
 class _AddSub(_Binary):
     sign = 1
@@ -211,6 +218,14 @@ class ElemwiseDiv(_Binary):
         lhs, rhs = inputs
         return [elemwise_div(g, rhs), negative(elemwise_div(elemwise_mul(g, lhs), square(rhs)))]
 
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: dense operands, and sparse numerators (densified, rhs nonzero)."""
+        from . import _samples
+
+        return _samples.by_stypes([("default", "default"), ("csr", "default"), ("row_sparse", "default")],
+                                  [(3, 4), (3, 4)])
+
 
 # ---- broadcasting (dense) --------------------------------------------------------------------------
 def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
@@ -245,6 +260,16 @@ class _Broadcast(_Binary):
         spans = tuple(name for name, s in zip(self._opdef.arguments, (lhs, rhs))
                       if len(s) == len(out) and s[0] == out[0])
         return "rows", spans
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: (3, 4) with (1, 4), (3, 1) with (3, 4), and equal shapes."""
+        from . import _samples
+
+        sig = [("default", "default")]
+        return (_samples.by_stypes(sig, [(3, 4), (1, 4)], positive=(True, False))
+                + _samples.by_stypes(sig, [(3, 1), (3, 4)], positive=(True, False))
+                + _samples.by_stypes(sig, [(2, 3), (2, 3)], positive=(True, False)))
 
 
 @register("broadcast_add")

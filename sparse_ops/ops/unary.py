@@ -147,6 +147,16 @@ class _Unary(_Elementwise):
     def apply(self, xp, x, out):
         self.ufunc(x, out=out, casting="unsafe")
 
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: a (3, 4) float64 array as dense, csr (int64 and int32
+        indices) and row_sparse, values away from 0 (positive for sqrt and the logs)."""
+        from . import _samples
+
+        positive = getattr(cls, "ufunc", None) in (np.sqrt, np.log, np.log1p)
+        return ([[x] for x in _samples.each_stype((3, 4), positive=positive)]
+                + [[_samples.array((4, 3), "csr", seed=5, positive=positive, index_dtype="int32")]])
+
 
 @register("negative")
 class Negative(_Unary):
@@ -301,6 +311,14 @@ class Clip(_Elementwise):
                               _lesser_equal_scalar(x, scalar=self.a_max))
         return [elemwise_mul(out_grads[0], inside)]
 
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: each storage type, bounds keeping and losing sparsity."""
+        from . import _samples
+
+        return ([([x], {"a_min": -0.8, "a_max": 0.9}) for x in _samples.each_stype((3, 4))]
+                + [([x], {"a_min": 0.7, "a_max": 1.2}) for x in _samples.each_stype((3, 4))])
+
 
 # ---- scalar operators ------------------------------------------------------------------------------
 class _Scalar(_Elementwise):
@@ -334,6 +352,18 @@ class _Scalar(_Elementwise):
         a, b = (s, x) if self.reverse else (x, s)
         dt = _float_math(x.dtype) if self.float_math else None
         self.ufunc(a, b, out=out, dtype=dt, casting="unsafe")
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: each storage type with scalar 2 (a positive base for the
+        powers), and scalar 0 for the ops that keep sparsity at 0 (maximum, minimum, compares)."""
+        from . import _samples
+
+        positive = cls.ufunc is np.power
+        out = [([x], {"scalar": 2.0}) for x in _samples.each_stype((3, 4), positive=positive)]
+        if cls.ufunc in (np.maximum, np.minimum, np.greater, np.less, np.not_equal):
+            out += [([x], {"scalar": 0.0}) for x in _samples.each_stype((3, 4), seed=3)]
+        return out
 
 
 @register("_plus_scalar")
