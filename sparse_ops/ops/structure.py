@@ -184,6 +184,17 @@ class CastStorage(Op):
     def gradient(self, out_grads, inputs, outputs):
         return [cast_storage(out_grads[0], stype=inputs[0].stype)]
 
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: every storage type cast to every storage type."""
+        from . import _samples
+
+        return [([x], {"stype": st}) for x in _samples.each_stype((3, 4)) for st in STYPES]
+
+    def reference(self, data: np.ndarray) -> np.ndarray:
+        """NumPy reference for ``opcheck``: casting keeps the values."""
+        return data
+
 
 @register("zeros_like")
 class ZerosLike(Op):
@@ -210,6 +221,13 @@ class ZerosLike(Op):
         else:
             ctx.set_row_sparse(out, values, xp.empty(0, idt))
 
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: a (3, 4) array of each storage type."""
+        from . import _samples
+
+        return [[x] for x in _samples.each_stype((3, 4))]
+
 
 @register("ones_like")
 class OnesLike(Op):
@@ -225,6 +243,13 @@ class OnesLike(Op):
     @kernel(device=_BOTH, stypes=[("row_sparse",), ("csr",)])
     def sparse(self, ctx, data, out):
         out._data[...] = 1
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: a (3, 4) array of each storage type."""
+        from . import _samples
+
+        return [[x] for x in _samples.each_stype((3, 4))]
 
 
 # ---- add_n --------------------------------------------------------------------------------------------
@@ -289,6 +314,19 @@ class AddN(Op):
     def gradient(self, out_grads, inputs, outputs):
         return [out_grads[0]] * len(inputs)
 
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: one, two and three inputs, all row_sparse, all csr, mixed."""
+        from . import _samples
+
+        sigs = [("default",), ("default", "default"), ("row_sparse", "row_sparse"), ("csr", "csr"),
+                ("row_sparse", "default", "csr"), ("row_sparse", "row_sparse", "row_sparse")]
+        return [s for sig in sigs for s in _samples.by_stypes([sig], [(3, 4)] * len(sig))]
+
+    def reference(self, *args: np.ndarray) -> np.ndarray:
+        """NumPy reference for ``opcheck``: the sum of the inputs."""
+        return np.sum(np.stack(args), axis=0)
+
 
 # ---- retain ---------------------------------------------------------------------------------------------
 def _int_ids(ids: Any) -> Any:
@@ -339,6 +377,22 @@ class Retain(Op):
     def gradient(self, out_grads, inputs, outputs):
         return [retain(out_grads[0], inputs[1]), None]
 
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: row_sparse and dense data, ids stored, missing and out of range."""
+        from . import _samples
+
+        ids = _samples.ints([3, 1, 7, 1])
+        return [[_samples.array((5, 3), "row_sparse", seed=1), ids], [_samples.array((5, 3), seed=2), ids],
+                [_samples.array((5, 3), "row_sparse", seed=3), _samples.ints([])]]
+
+    def reference(self, data: np.ndarray, indices: np.ndarray) -> np.ndarray:
+        """NumPy reference for ``opcheck``: the listed rows kept, the others zero."""
+        ids = indices.astype(np.int64).ravel()
+        keep = np.zeros(data.shape[0], dtype=bool)
+        keep[ids[(ids >= 0) & (ids < data.shape[0])]] = True
+        return np.where(keep.reshape((-1,) + (1,) * (data.ndim - 1)), data, 0)
+
 
 # ---- slicing ------------------------------------------------------------------------------------------
 class _SliceBase(Op):
@@ -387,6 +441,15 @@ class Slice(_SliceBase):
         return [_backward_slice(out_grads[0], begin=self.begin, end=self.end, step=self.step,
                                 shape=inputs[0].shape)]
 
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: dense and csr, a plain and a stepped range, row_sparse (fallback)."""
+        from . import _samples
+
+        out = [([x], {"begin": (1, 0), "end": (3, 3)}) for x in _samples.each_stype((4, 5))]
+        out += [([x], {"begin": (0, 1), "end": (4, 5), "step": (2, 2)}) for x in _samples.each_stype((4, 5), seed=2)]
+        return out
+
 
 @register("slice_axis")
 class SliceAxis(_SliceBase):
@@ -411,6 +474,13 @@ class SliceAxis(_SliceBase):
     def gradient(self, out_grads, inputs, outputs):
         begin, end = self._tuples(len(inputs[0].shape))
         return [_backward_slice(out_grads[0], begin=begin, end=end, shape=inputs[0].shape)]
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: rows and columns of dense, csr and row_sparse arrays."""
+        from . import _samples
+
+        return [([x], {"axis": axis, "begin": 1, "end": 3}) for axis in (0, 1) for x in _samples.each_stype((4, 5))]
 
 
 @register("_backward_slice")
@@ -445,6 +515,13 @@ class BackwardSlice(Op):
 
     def gradient(self, out_grads, inputs, outputs):
         return [slice(out_grads[0], begin=self.begin, end=self.end, step=self.step)]
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: a (2, 3) gradient of each storage type into a (4, 5) zero array."""
+        from . import _samples
+
+        return [([g], {"begin": (1, 1), "end": (3, 4), "shape": (4, 5)}) for g in _samples.each_stype((2, 3))]
 
 
 # ---- split and concat ---------------------------------------------------------------------------------
@@ -493,6 +570,15 @@ class Split(Op):
         if self.squeeze_axis:
             parts = [expand_dims(p, axis=a) for p in parts]
         return [parts[0] if len(parts) == 1 else concat(*parts, dim=a)]
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: two and three parts along each axis, squeezed."""
+        from . import _samples
+
+        x = _samples.array((4, 6))
+        return [([x], {"num_outputs": 2, "axis": 0}), ([x], {"num_outputs": 3, "axis": 1}),
+                ([_samples.array((2, 3))], {"num_outputs": 3, "axis": 1, "squeeze_axis": True})]
 
 
 @register("concat")
@@ -557,6 +643,17 @@ class Concat(Op):
             grads.append(slice_axis(g, axis=a, begin=off, end=off + n))
             off += n
         return grads
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: two and three csr inputs along rows and columns, dense inputs."""
+        from . import _samples
+
+        out = []
+        for sig in (("csr", "csr"), ("csr", "csr", "csr"), ("default", "default"), ("csr", "default")):
+            out += _samples.by_stypes([sig], [(2, 3)] * len(sig), {"dim": 0})
+            out += _samples.by_stypes([sig], [(2, 3)] * len(sig), {"dim": 1})
+        return out
 
 
 # ---- reshaping ------------------------------------------------------------------------------------------
@@ -647,6 +744,14 @@ class Reshape(_Reshaping):
     def infer_shape(self, data):
         return [reshape_target(data, self.shape, self.reverse)]
 
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: dense reshapes with -1 and 0, a csr input (fallback)."""
+        from . import _samples
+
+        return [([_samples.array((3, 4))], {"shape": (4, 3)}), ([_samples.array((3, 4))], {"shape": (2, -1)}),
+                ([_samples.array((2, 3, 2))], {"shape": (0, 6)}), ([_samples.array((3, 4), "csr")], {"shape": (6, 2)})]
+
 
 @register("expand_dims")
 class ExpandDims(_Reshaping):
@@ -658,6 +763,13 @@ class ExpandDims(_Reshaping):
         a = _norm_axis(self.axis, len(data), extra=1)
         return [tuple(data[:a]) + (1,) + tuple(data[a:])]
 
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: a new first, middle and last axis."""
+        from . import _samples
+
+        return [([_samples.array((3, 4))], {"axis": axis}) for axis in (0, 1, -1)]
+
 
 @register("flatten")
 class Flatten(_Reshaping):
@@ -667,6 +779,13 @@ class Flatten(_Reshaping):
         if not data:
             raise ValueError("flatten needs an array of at least one dimension")
         return [(data[0], _prod(data[1:]))]
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: 3-d and 2-d dense arrays."""
+        from . import _samples
+
+        return [[_samples.array((2, 3, 2))], [_samples.array((3, 4))]]
 
 
 # ---- transpose -----------------------------------------------------------------------------------------
@@ -734,6 +853,15 @@ class Transpose(Op):
     def gradient(self, out_grads, inputs, outputs):
         perm = self._perm(len(inputs[0].shape))
         return [transpose(out_grads[0], axes=tuple(int(p) for p in np.argsort(perm)))]
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: dense and csr (int64 and int32 indices), a 3-d dense array with axes."""
+        from . import _samples
+
+        return ([[x] for x in _samples.each_stype((3, 4), ("default", "csr"))]
+                + [[_samples.array((4, 3), "csr", seed=4, index_dtype="int32")],
+                   ([_samples.array((2, 3, 4))], {"axes": (1, 2, 0)})])
 
 
 # ---- take ------------------------------------------------------------------------------------------------
@@ -807,6 +935,15 @@ class Take(_TakeParams):
         return [_backward_take(out_grads[0], inputs[1], shape=inputs[0].shape, axis=self.axis,
                                mode=self.mode), None]
 
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: rows and columns of a dense array, repeated and clipped ids, wrap."""
+        from . import _samples
+
+        a = _samples.array((4, 3))
+        return [[a, _samples.ints([0, 2, 2])], ([a, _samples.ints([[1, 0], [2, 1]])], {"axis": 1}),
+                ([a, _samples.ints([5, -1, 3])], {"mode": "wrap"}), [a, _samples.ints([7, 1])]]
+
 
 @register("_backward_take")
 class BackwardTake(_TakeParams):
@@ -838,6 +975,14 @@ class BackwardTake(_TakeParams):
 
     def gradient(self, out_grads, inputs, outputs):
         return [take(out_grads[0], inputs[1], axis=self.axis, mode=self.mode), None]
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: repeated ids accumulate, along rows and columns."""
+        from . import _samples
+
+        return [([_samples.array((3, 3)), _samples.ints([0, 2, 2])], {"shape": (4, 3)}),
+                ([_samples.array((4, 2)), _samples.ints([1, 1])], {"shape": (4, 3), "axis": 1})]
 
 
 # ---- where -------------------------------------------------------------------------------------------------
@@ -877,6 +1022,15 @@ class Where(Op):
         zero = zeros_like(g)
         condition = inputs[0]
         return [None, where(condition, g, zero), where(condition, zero, g)]
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: an integer condition of x's shape, and a 1-d one picking rows."""
+        from . import _samples
+
+        x, y = _samples.array((3, 4), seed=1), _samples.array((3, 4), seed=2)
+        cond = _samples.ints([[1, 0, 0, 2], [0, 1, 1, 0], [3, 0, 0, 1]])
+        return [[cond, x, y], [_samples.ints([0, 1, 0]), x, y]]
 
 
 # ---- functions -----------------------------------------------------------------------------------------------
