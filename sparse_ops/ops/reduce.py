@@ -207,6 +207,16 @@ class _AxisParams(_Reduction):
     keepdims = Param(bool, False, doc="keep reduced axes with length 1")
     exclude = Param(bool, False, doc="reduce the axes not listed in axis")
 
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: each storage type over all axes, rows and columns; keepdims
+        and exclude on a dense 3-d array."""
+        from . import _samples
+
+        out = [([x], {"axis": axis}) for axis in (None, 0, 1) for x in _samples.each_stype((3, 4))]
+        return out + [([_samples.array((2, 3, 2))], {"axis": (0, 2), "keepdims": True}),
+                      ([_samples.array((2, 3, 2))], {"axis": 1, "exclude": True})]
+
 
 @register("sum")
 class Sum(_AxisParams):
@@ -303,6 +313,14 @@ class Norm(_Reduction):
 
         return [elemwise_mul(sign(x), self._spread(g, x.shape))]
 
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: L2 and L1 norms of each storage type over all axes, rows and columns."""
+        from . import _samples
+
+        return [([x], {"axis": axis, "ord": o}) for o in (2, 1) for axis in (None, 0, 1)
+                for x in _samples.each_stype((3, 4))]
+
 
 # ---- broadcasts (the reductions' gradients) --------------------------------------------------------
 def _keepdims_shape(data_shape: tuple[int, ...], shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple:
@@ -354,6 +372,16 @@ class BroadcastReduced(Op):
             return [g]
         return [sum(g, axis=self.axis, keepdims=inputs[0].ndim == len(self.shape))]
 
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: dense and row_sparse results of reducing the last axis (with
+        and without keepdims), a dense one of reducing the first."""
+        from . import _samples
+
+        return ([([x], {"shape": (3, 4, 2), "axis": (2,)}) for x in _samples.each_stype((3, 4), ("default", "row_sparse"))]
+                + [([_samples.array((3, 4, 1))], {"shape": (3, 4, 2), "axis": (2,)}),
+                   ([_samples.array((4, 2))], {"shape": (3, 4, 2), "axis": (0,)})])
+
 
 @register("broadcast_to")
 class BroadcastTo(Op):
@@ -392,6 +420,14 @@ class BroadcastTo(Op):
             g = sum(g, axis=tuple(range(lead)), keepdims=False)
         return [g]
 
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: a column and a row broadcast to (3, 4), new leading axes."""
+        from . import _samples
+
+        return [([_samples.array((3, 1))], {"shape": (3, 4)}), ([_samples.array((1, 4))], {"shape": (3, 4)}),
+                ([_samples.array((4,))], {"shape": (2, 3, 4)})]
+
 
 @register("_div_or_zero")
 class DivOrZero(Op):
@@ -414,6 +450,14 @@ class DivOrZero(Op):
         h = out_grads[0]
         lhs, rhs = inputs
         return [_div_or_zero(h, rhs), negative(_div_or_zero(_div_or_zero(elemwise_mul(h, lhs), rhs), rhs))]
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: nonzero divisors (at a zero divisor the op jumps, so finite
+        differences do not apply; norm's samples with an empty row run that case)."""
+        from . import _samples
+
+        return _samples.by_stypes([("default", "default")], [(3, 4), (3, 4)])
 
 
 # ---- exported functions ---------------------------------------------------------------------------
