@@ -137,6 +137,11 @@ class _Sampler(Op):
     def infer_type(self):
         return [np.dtype(self.dtype)]
 
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples (no inputs): float32 and float64 draws of a few shapes."""
+        return [([], {"shape": (3, 4)}), ([], {"shape": (2, 3, 2), "dtype": "float64"}), ([], {"shape": (0, 3)})]
+
 
 @register("_random_uniform")
 class RandomUniform(_Sampler):

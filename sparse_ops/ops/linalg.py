@@ -454,6 +454,26 @@ class Dot(Op):
                 d_rhs = dot(lhs, g, transpose_a=not ta)
         return [d_lhs, d_rhs]
 
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: every storage pair with a kernel (csr @ dense, dense @ csr,
+        csr.T @ dense and row_sparse, dense @ row_sparse, row_sparse @ dense, dense @ csr.T),
+        dense @ dense, a csr @ row_sparse fallback and two vectors."""
+        from . import _samples
+
+        A = _samples.array
+        return [[A((3, 4), seed=1), A((4, 2), seed=2)],
+                [A((3, 4), "csr", seed=1), A((4, 2), seed=2)],
+                [A((3, 4), "csr", seed=3, index_dtype="int32"), A((4, 2), seed=2)],
+                [A((2, 3), seed=1), A((3, 4), "csr", seed=2)],
+                ([A((3, 4), "csr", seed=1), A((3, 2), seed=2)], {"transpose_a": True}),
+                ([A((3, 4), "csr", seed=1), A((3, 2), "row_sparse", seed=2)], {"transpose_a": True}),
+                [A((2, 3), seed=1), A((3, 4), "row_sparse", seed=2)],
+                [A((3, 4), "row_sparse", seed=1), A((4, 2), seed=2)],
+                ([A((2, 4), seed=1), A((3, 4), "csr", seed=2)], {"transpose_b": True}),
+                [A((3, 4), "csr", seed=1), A((4, 2), "row_sparse", seed=2)],
+                [A((4,), seed=1), A((4,), seed=2)]]
+
 
 @register("FullyConnected")
 class FullyConnectedOp(Op):
@@ -520,6 +540,18 @@ class FullyConnectedOp(Op):
         if not self.no_bias:
             grads.append(_sum(g2, axis=0))
         return grads
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: with and without bias, 3-d data flattened or not, csr data."""
+        from . import _samples
+
+        A = _samples.array
+        return [([A((3, 4), seed=1), A((2, 4), seed=2), A((2,), seed=3)], {"num_hidden": 2}),
+                ([A((3, 4), seed=1), A((2, 4), seed=2)], {"num_hidden": 2, "no_bias": True}),
+                ([A((3, 2, 2), seed=1), A((2, 4), seed=2), A((2,), seed=3)], {"num_hidden": 2}),
+                ([A((3, 2, 4), seed=1), A((2, 4), seed=2), A((2,), seed=3)], {"num_hidden": 2, "flatten": False}),
+                ([A((3, 4), "csr", seed=1), A((2, 4), seed=2), A((2,), seed=3)], {"num_hidden": 2})]
 
 
 dot = op_function("dot")

@@ -141,6 +141,18 @@ class EmbeddingOp(Op):
         return [None, _embedding_backward(data, out_grads[0], input_dim=self.input_dim,
                                           sparse_grad=self.sparse_grad)]
 
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: int64 ids (repeated) into a dense and a row_sparse weight
+        (missing rows read as zeros), with and without ``sparse_grad``."""
+        from . import _samples
+
+        ids = _samples.ints([[0, 2, 4], [2, 1, 2]])
+        params = {"input_dim": 5, "output_dim": 3, "dtype": "float64"}
+        return [([ids, _samples.array((5, 3))], params),
+                ([ids, _samples.array((5, 3))], {**params, "sparse_grad": True}),
+                ([ids, _samples.array((5, 3), "row_sparse", seed=2)], params)]
+
 
 @register("_embedding_backward")
 class EmbeddingBackward(Op):
@@ -228,6 +240,21 @@ class EmbeddingBackward(Op):
         return [None, Embedding(data, head, input_dim=self.input_dim, output_dim=head.shape[1],
                                 dtype=head.dtype)]
 
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: repeated int64 ids, dense and row_sparse results."""
+        from . import _samples
+
+        ids = _samples.ints([[0, 2, 4], [2, 1, 2]])
+        g = _samples.array((2, 3, 4))
+        return [([ids, g], {"input_dim": 6}), ([ids, g], {"input_dim": 6, "sparse_grad": True})]
+
+    def reference(self, data: np.ndarray, out_grad: np.ndarray) -> np.ndarray:
+        """NumPy reference for ``opcheck``: the ``out_grad`` rows summed per id."""
+        out = np.zeros((self.input_dim, out_grad.shape[-1]), dtype=out_grad.dtype)
+        np.add.at(out, data.astype(np.int64).ravel(), out_grad.reshape(-1, out_grad.shape[-1]))
+        return out
+
 
 # ---- Dropout -------------------------------------------------------------------------------------
 _FLOATS = frozenset(np.dtype(t) for t in ("float16", "float32", "float64"))
@@ -285,6 +312,15 @@ class DropoutOp(Op):
 
         g, mask = out_grads[0], outputs[1]
         return [elemwise_mul(g, mask) if g.shape == mask.shape else broadcast_mul(g, mask)]
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: always dropping (opcheck reseeds before each run), shared
+        along an axis, and the identity outside training."""
+        from . import _samples
+
+        x = _samples.array((3, 4))
+        return [([x], {"p": 0.5, "mode": "always"}), ([x], {"p": 0.3, "mode": "always", "axes": (1,)}), [x]]
 
 
 Embedding = op_function("Embedding")

@@ -153,6 +153,31 @@ class _Update(Op):
             s[idx] = v
         o[idx] = new[0]
 
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: (4, 3) float64 weight and states (positive ones last, the
+        sums of squares) with a dense and a row_sparse gradient, lazily and not."""
+        from . import _samples
+
+        n = len(cls._opdef.arguments)
+        positive = (False,) * (n - 1) + (n > 2,)
+        params = {"lr": 0.1, "wd": 0.01}
+        out = _samples.by_stypes(_samples.kernel_stypes(cls), [(4, 3)] * n, params, positive=positive)
+        if "lazy_update" in cls._opdef.params:
+            sig = [("default", "row_sparse") + ("default",) * (n - 2)]
+            out += _samples.by_stypes(sig, [(4, 3)] * n, {**params, "lazy_update": False}, positive=positive)
+        return out
+
+    def reference(self, weight: np.ndarray, grad: np.ndarray, *states: np.ndarray) -> np.ndarray:
+        """NumPy reference for ``opcheck``: ``rows`` applied to every row, or, with
+        ``lazy_update``, only to the rows where the gradient has a nonzero value (the stored
+        rows of the samples' row_sparse gradients, which hold no zeros), the others kept."""
+        rows = np.flatnonzero(np.any(grad.reshape(grad.shape[0], -1) != 0, axis=1)) if self.lazy_update \
+            else np.arange(weight.shape[0])
+        out = weight.copy()
+        out[rows] = self.rows(np, weight[rows], grad[rows], *(s[rows] for s in states))[0]
+        return out
+
 
 @register("sgd_update")
 class SGDUpdate(_Update):
