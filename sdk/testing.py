@@ -12,6 +12,10 @@ Why a report and not a count: a check that compared nothing (a storage-aware ker
 dense kernel or reference to compare with, a differentiable op with no gradient) used to pass
 silently. ``opcheck`` now fails on such a check unless it is skipped on purpose, with a
 reason, through ``opcheck(..., skip=...)`` or the op's ``opcheck_skip`` class attribute.
+
+``sample_array(shape, stype, seed=..., positive=..., dtype=...)`` and ``sample_ints(values)``
+build small sample inputs for an op's ``samples()`` (values away from zero and distinct,
+sparse arrays with an empty row), the same builders the built-in ops use.
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ import numpy as np
 
 from ..dispatch import invoke, make_plan, run_plan
 from ..ndarray import NDArray
+from ..ops._samples import array as sample_array, ints as sample_ints  # noqa: F401  (for samples())
 from ..registry import Op, OpDef, get_op
 
 # The checks opcheck runs, by the names ``skip`` and ``opcheck_skip`` use.
@@ -320,10 +325,27 @@ def _skip_table(opdef: OpDef, skip: Mapping[str, str] | Iterable[str] | None) ->
             skip = [skip]
         items = skip.items() if isinstance(skip, Mapping) else ((s, "skipped by the caller") for s in skip)
         table.update({k: str(v) for k, v in items})
-    unknown = [k for k in table if k not in CHECKS]
+    unknown = [k for k in table if k not in CHECKS and not (
+        k.startswith("gradient:") and k.split(":", 1)[1] in opdef.arguments)]
     if unknown:
-        raise ValueError(f"opcheck {opdef.name}: unknown check(s) to skip {unknown}; checks: {', '.join(CHECKS)}")
+        raise ValueError(f"opcheck {opdef.name}: unknown check(s) to skip {unknown}; checks: {', '.join(CHECKS)}, "
+                         f"or 'gradient:<input>' for one input ({', '.join(opdef.arguments)})")
     return table
+
+
+def _gradient_inputs(opdef: OpDef, inputs: Sequence[NDArray], skips: dict[str, str]) -> tuple[list[int], dict]:
+    """(positions of the floating inputs whose gradient is checked, {input name: reason} of
+    the floating inputs skipped with ``gradient:<name>``)."""
+    names = list(opdef.arguments)
+    checked, skipped = [], {}
+    for i in _float_inputs(inputs):
+        name = names[i] if i < len(names) and not opdef.variadic else None
+        reason = skips.get(f"gradient:{name}") if name else None
+        if reason is None:
+            checked.append(i)
+        else:
+            skipped[name] = reason
+    return checked, skipped
 
 
 def _op_reference(opdef: OpDef, inst: Op, reference: Callable | None,
@@ -375,7 +397,9 @@ def opcheck(op: Any, samples: Sequence[Any], rtol: float = 1e-5, atol: float = 1
     - ``gpu``: when a gpu exists and the op has gpu kernels, cpu and gpu outputs agree.
 
     A check that compares nothing fails unless skipped with a reason: ``skip={"reference":
-    "why"}`` here, or the op's class attribute ``opcheck_skip = {"gradient": "why"}``.
+    "why"}`` here, or the op's class attribute ``opcheck_skip = {"gradient": "why"}``. The
+    key ``"gradient:<input>"`` leaves one floating input out of the gradient check (ids or
+    weights that are data by design, whose gradient the op does not give).
     Raises ``OpcheckError`` (an AssertionError) naming the op, the sample, the check and, for
     value mismatches, the worst element (index and both values). ``verbose`` prints the report.
     """
@@ -497,20 +521,22 @@ def opcheck(op: Any, samples: Sequence[Any], rtol: float = 1e-5, atol: float = 1
         elif not has_gradient:
             nothing(sample, "gradient", "the op is differentiable (differentiable is not False) but declares "
                     "no gradient", "write gradient() or declare differentiable = False")
-        elif not _float_inputs(inputs):
-            nothing(sample, "gradient", "the sample has no floating input to differentiate",
-                    "add a sample with float64 inputs")
         else:
-            xs = fresh_inputs()
-            heads, grads = _declared_gradient(opdef, xs, params, rng, seeded)
-            try:
-                n = _element_gradient_check(_gradient_objective(opdef, params, heads, seeded), xs, grads,
-                                            _float_inputs(xs), eps, grad_rtol, grad_atol, rng,
-                                            max_grad_elements, "")
-            except AssertionError as exc:
-                fail(sample, "gradient", str(exc))
-            sample.add("gradient", PASSED, f"{n} elements of input(s) {_float_inputs(xs)} vs finite differences "
-                                           f"(eps {eps:g})")
+            wrt, not_wrt = _gradient_inputs(opdef, inputs, skips)
+            for name, reason in not_wrt.items():
+                sample.add(f"gradient:{name}", SKIPPED, reason)
+            if not wrt:
+                nothing(sample, "gradient", "the sample has no floating input whose gradient is checked",
+                        "add a sample with float64 inputs")
+            else:
+                xs = fresh_inputs()
+                heads, grads = _declared_gradient(opdef, xs, params, rng, seeded)
+                try:
+                    n = _element_gradient_check(_gradient_objective(opdef, params, heads, seeded), xs, grads,
+                                                wrt, eps, grad_rtol, grad_atol, rng, max_grad_elements, "")
+                except AssertionError as exc:
+                    fail(sample, "gradient", str(exc))
+                sample.add("gradient", PASSED, f"{n} elements of input(s) {wrt} vs finite differences (eps {eps:g})")
         # cpu vs gpu
         if "gpu" in skips:
             sample.add("gpu", SKIPPED, skips["gpu"])

@@ -39,6 +39,25 @@ class CsrRowSoftmax(so.Op):
     def gradient(self, out_grads, inputs, outputs):
         return [_csr_row_softmax_backward(outputs[0], out_grads[0])]
 
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: csr (an empty row; int64 and int32 indices), float64 and
+        float32, and a csr with no stored values."""
+        from sparse_ops.sdk.testing import sample_array
+
+        return [[sample_array((4, 5), "csr", seed=1)], [sample_array((3, 4), "csr", seed=2, index_dtype="int32")],
+                [sample_array((3, 4), "csr", seed=3, dtype="float32")], [so.zeros((3, 3), stype="csr", dtype="float64")]]
+
+    def reference(self, a):
+        """NumPy reference for ``opcheck``: the softmax over each row's nonzero values (the
+        samples store no zeros, so these are the stored values)."""
+        import numpy as np
+
+        stored = a != 0
+        e = np.where(stored, np.exp(a - np.max(np.where(stored, a, -np.inf), axis=1, keepdims=True,
+                                                initial=-np.inf)), 0.0)
+        return e / np.maximum(e.sum(axis=1, keepdims=True), np.finfo(a.dtype).tiny)
+
 
 @so.register("_csr_row_softmax_backward")
 class CsrRowSoftmaxBackward(so.Op):
@@ -69,6 +88,22 @@ class CsrRowSoftmaxBackward(so.Op):
         head = ctx.xp.empty(y.nnz, dtype=y.dtype)
         sample_values(ctx, y, g, head)
         backend(ctx).row_softmax_backward(ctx, y.indptr, y.data, head, ctx.alloc_like(out, y))
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: a softmax output with a dense, a csr and a row_sparse head gradient."""
+        from sparse_ops.sdk.testing import sample_array
+
+        y = csr_row_softmax(sample_array((4, 5), "csr", seed=1))
+        return [[y, sample_array((4, 5), seed=2)], [y, sample_array((4, 5), "csr", seed=3)],
+                [y, sample_array((4, 5), "row_sparse", seed=4)]]
+
+    def reference(self, y, g):
+        """NumPy reference for ``opcheck``: Y * (G - sum_row(G * Y)) at Y's nonzeros (softmax
+        outputs are positive, so these are Y's stored positions)."""
+        import numpy as np
+
+        return np.where(y != 0, y * (g - (g * y).sum(axis=1, keepdims=True)), 0.0)
 
 
 csr_row_softmax = so.dispatch.op_function("csr_row_softmax")

@@ -65,6 +65,20 @@ class EmbeddingBag(so.Op):
     def gradient(self, out_grads, inputs, outputs):
         return [None, _embedding_bag_backward(inputs[0], out_grads[0], mode=self.mode)]
 
+    # the bags (ids and their per-id weights) are data: the op gives them no gradient
+    opcheck_skip = {"gradient:bags": "the bags are data; embedding_bag gives them no gradient by design"}
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: csr bags (an empty bag) with a dense and a row_sparse weight,
+        sum and mean, dense bags."""
+        from sparse_ops.sdk.testing import sample_array
+
+        bags, weight = sample_array((4, 6), "csr", seed=1, positive=True), sample_array((6, 3), seed=2)
+        return [([bags, weight], {"mode": m}) for m in ("sum", "mean")] + [
+            ([bags, sample_array((6, 3), "row_sparse", seed=3)], {"mode": "mean"}),
+            ([bags.tostype("default"), weight], {"mode": "mean"}), [bags.tostype("default"), weight]]
+
 
 @so.register("_embedding_bag_backward")
 class EmbeddingBagBackward(so.Op):
@@ -105,6 +119,16 @@ class EmbeddingBagBackward(so.Op):
 
     def gradient(self, out_grads, inputs, outputs):
         return [None, embedding_bag(inputs[0], out_grads[0], mode=self.mode)]
+
+    opcheck_skip = {"gradient:bags": "the bags are data; the backward gives them no gradient by design"}
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: csr bags (row_sparse result) and dense bags, sum and mean."""
+        from sparse_ops.sdk.testing import sample_array
+
+        bags, g = sample_array((4, 6), "csr", seed=1, positive=True), sample_array((4, 3), seed=2)
+        return [([b, g], {"mode": m}) for b in (bags, bags.tostype("default")) for m in ("sum", "mean")]
 
 
 embedding_bag = so.dispatch.op_function("embedding_bag")

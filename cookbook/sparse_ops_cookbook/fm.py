@@ -51,6 +51,17 @@ class FMInteraction(so.Op):
         x, v = inputs
         return [None, _fm_interaction_backward(x, v, out_grads[0])]
 
+    opcheck_skip = {"gradient:X": "X holds the features (data); fm_interaction gives it no gradient by design"}
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: csr X (an empty row) and dense X with factors V, a csr with
+        no stored values."""
+        from sparse_ops.sdk.testing import sample_array
+
+        x, v = sample_array((4, 5), "csr", seed=1), sample_array((5, 3), seed=2)
+        return [[x, v], [x.tostype("default"), v], [so.zeros((3, 5), stype="csr", dtype="float64"), v]]
+
 
 @so.register("_fm_interaction_backward")
 class FMInteractionBackward(so.Op):
@@ -91,6 +102,14 @@ class FMInteractionBackward(so.Op):
     def dense(self, ctx, x, v, g, out):
         s = x @ v
         out[...] = x.T @ (g[:, None] * s) - v * ((x * x).T @ g)[:, None]
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: csr X (row_sparse result) and dense X."""
+        from sparse_ops.sdk.testing import sample_array
+
+        x, v, g = sample_array((4, 5), "csr", seed=1), sample_array((5, 3), seed=2), sample_array((4,), seed=3)
+        return [[x, v, g], [x.tostype("default"), v, g]]
 
 
 fm_interaction = so.dispatch.op_function("fm_interaction")

@@ -64,6 +64,16 @@ class GCNNorm(so.Op):
         dinv = _inverse_sqrt(xp, a.sum(axis=1))
         out[...] = a * dinv[:, None] * dinv[None, :]
 
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: a weighted csr adjacency with an isolated node, with and
+        without self loops, and the same dense."""
+        from sparse_ops.sdk.testing import sample_array
+
+        a = sample_array((5, 5), "csr", seed=1, positive=True)
+        return [[a], ([a], {"add_self_loops": False}), [a.tostype("default")],
+                ([a.tostype("default")], {"add_self_loops": False})]
+
 
 gcn_norm = so.dispatch.op_function("gcn_norm")
 

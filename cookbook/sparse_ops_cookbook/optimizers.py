@@ -56,6 +56,18 @@ class _LazyUpdate(so.Op):
         width = int(np.prod(weight.shape[1:], dtype=np.int64))
         return _rows(out.data), grad.indices, grad.data.reshape(grad.data.shape[0], width)
 
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: (5, 3) float64 weight and states (the sums of squares
+        positive), a row_sparse gradient with missing rows, and one with no rows."""
+        from sparse_ops.sdk.testing import sample_array
+
+        n = len(cls._opdef.arguments)
+        states = [sample_array((5, 3), seed=10 + k, positive=k == n - 3) for k in range(n - 2)]
+        weight, grad = sample_array((5, 3), seed=1), sample_array((5, 3), "row_sparse", seed=2)
+        empty = so.zeros((5, 3), stype="row_sparse", dtype="float64")
+        return [([weight, grad, *states], {"lr": 0.1, "wd": 0.01}), ([weight, empty, *states], {"lr": 0.1})]
+
 
 @so.register("lazy_adagrad")
 class LazyAdagrad(_LazyUpdate):
@@ -78,6 +90,14 @@ class LazyAdagrad(_LazyUpdate):
         w, rows, g = self._start(ctx, weight, grad, out)
         if rows.shape[0]:
             backend(ctx).adagrad_rows(ctx, w, rows, g, _rows(history.data), self.lr, self.epsilon, self.wd)
+
+    def reference(self, weight, grad, history):
+        """NumPy reference for ``opcheck``: the docstring's formula on the rows where the
+        gradient has a nonzero value (the samples' stored rows hold no zeros)."""
+        rows = np.any(grad != 0, axis=1)
+        g = grad + self.wd * weight
+        h = history + g * g
+        return np.where(rows[:, None], weight - self.lr * g / (np.sqrt(h) + self.epsilon), weight)
 
 
 @so.register("lazy_adam")
@@ -112,6 +132,16 @@ class LazyAdam(_LazyUpdate):
             backend(ctx).adam_rows(ctx, w, rows, g, _rows(mean.data), _rows(var.data), self.lr, self.beta1,
                                    self.beta2, self.epsilon, self.wd, 1.0 - self.beta1 ** self.t,
                                    1.0 - self.beta2 ** self.t)
+
+    def reference(self, weight, grad, mean, var):
+        """NumPy reference for ``opcheck``: the docstring's formula on the rows where the
+        gradient has a nonzero value (the samples' stored rows hold no zeros)."""
+        rows = np.any(grad != 0, axis=1)
+        g = grad + self.wd * weight
+        m = self.beta1 * mean + (1 - self.beta1) * g
+        v = self.beta2 * var + (1 - self.beta2) * g * g
+        m_hat, v_hat = m / (1 - self.beta1 ** self.t), v / (1 - self.beta2 ** self.t)
+        return np.where(rows[:, None], weight - self.lr * m_hat / (np.sqrt(v_hat) + self.epsilon), weight)
 
 
 lazy_adagrad = so.dispatch.op_function("lazy_adagrad")

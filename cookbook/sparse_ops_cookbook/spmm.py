@@ -70,6 +70,16 @@ class CsrSpmm(so.Op):
         return [csr_sddmm(a, g, x) if needs[0] else None,
                 csr_spmm_t(a, g, sparse_grad=self.sparse_grad) if needs[1] else None]
 
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: csr A (an empty row; int32 indices too) @ dense X, a
+        row_sparse gradient for X, dense A, A with no stored values."""
+        from sparse_ops.sdk.testing import sample_array
+
+        a, x = sample_array((4, 5), "csr", seed=1), sample_array((5, 2), seed=2)
+        return [[a, x], ([a, x], {"sparse_grad": True}), [sample_array((4, 5), "csr", seed=3, index_dtype="int32"), x],
+                [a.tostype("default"), x], [so.zeros((3, 5), stype="csr", dtype="float64"), x]]
+
 
 @so.register("csr_spmm_t")
 class CsrSpmmT(so.Op):
@@ -108,6 +118,15 @@ class CsrSpmmT(so.Op):
         if a.stype != "csr":
             return [so.dot(g, h, transpose_b=True) if needs[0] else None, so.dot(a, h) if needs[1] else None]
         return [csr_sddmm(a, g, h) if needs[0] else None, csr_spmm(a, h) if needs[1] else None]
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: csr A.T @ dense G, dense and row_sparse results, dense A."""
+        from sparse_ops.sdk.testing import sample_array
+
+        a, g = sample_array((4, 5), "csr", seed=1), sample_array((4, 2), seed=2)
+        return [[a, g], ([a, g], {"sparse_grad": True}), [a.tostype("default"), g],
+                [so.zeros((4, 5), stype="csr", dtype="float64"), g]]
 
 
 @so.register("csr_sddmm")
@@ -150,6 +169,20 @@ class CsrSddmm(so.Op):
         h = csr_sample(a, out_grads[0])
         return [None, csr_spmm(h, q), csr_spmm_t(h, p)]
 
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: csr A (an empty row) with dense P and Q, A with no stored values."""
+        from sparse_ops.sdk.testing import sample_array
+
+        p, q = sample_array((4, 2), seed=2), sample_array((5, 2), seed=3)
+        return [[sample_array((4, 5), "csr", seed=1), p, q], [so.zeros((4, 5), stype="csr", dtype="float64"), p, q]]
+
+    def reference(self, a, p, q):
+        """NumPy reference for ``opcheck``: (P @ Q.T) at A's nonzeros (the samples store no zeros)."""
+        import numpy as np
+
+        return np.where(a != 0, p @ q.T, 0.0)
+
 
 @so.register("csr_sample")
 class CsrSample(so.Op):
@@ -181,6 +214,20 @@ class CsrSample(so.Op):
 
     def gradient(self, out_grads, inputs, outputs):
         return [None, csr_sample(inputs[0], out_grads[0])]
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: csr A read from a dense and from a csr H."""
+        from sparse_ops.sdk.testing import sample_array
+
+        a = sample_array((4, 5), "csr", seed=1)
+        return [[a, sample_array((4, 5), seed=2)], [a, sample_array((4, 5), "csr", seed=3)]]
+
+    def reference(self, a, h):
+        """NumPy reference for ``opcheck``: H at A's nonzeros (the samples store no zeros)."""
+        import numpy as np
+
+        return np.where(a != 0, h, 0.0)
 
 
 csr_spmm = so.dispatch.op_function("csr_spmm")

@@ -57,6 +57,14 @@ class TransposeCSR(_Transpose):
         data, indices, indptr = ctx.alloc_csr(y, x.nnz, index_dtype=x.indices.dtype)
         backend(ctx).transpose(ctx, x.shape[1], x.indptr, x.indices, x.data, indptr, indices, data)
 
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: csr (int64 and int32 indices, an empty row), dense, no stored values."""
+        from sparse_ops.sdk.testing import sample_array
+
+        return [[sample_array((4, 5), "csr", seed=1)], [sample_array((3, 4), "csr", seed=2, index_dtype="int32")],
+                [sample_array((4, 5))], [so.zeros((3, 5), stype="csr", dtype="float64")]]
+
 
 @so.register("transpose_row_sparse")
 class TransposeRowSparse(_Transpose):
@@ -70,6 +78,15 @@ class TransposeRowSparse(_Transpose):
     def rsp(self, ctx, x, y):
         values, rows = backend(ctx).rsp_transpose(ctx, x.shape[0], x.indices, x.data)
         ctx.set_row_sparse(y, values, rows)
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: row_sparse (int64 and int32 indices, a missing row), dense, no stored rows."""
+        from sparse_ops.sdk.testing import sample_array
+
+        return [[sample_array((4, 3), "row_sparse", seed=1)],
+                [sample_array((3, 4), "row_sparse", seed=2, index_dtype="int32")],
+                [sample_array((4, 3))], [so.zeros((4, 3), stype="row_sparse", dtype="float64")]]
 
 
 transpose_csr = so.dispatch.op_function("transpose_csr")
