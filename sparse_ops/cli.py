@@ -175,16 +175,24 @@ def _ensure_plugin(target: str) -> tuple[str | None, str]:
     return target, ""
 
 
+# `sparse-ops check built-in` (or `sparse_ops`) checks our own operators, as `list --plugin built-in` lists them
+BUILTIN_NAMES = ("built-in", "sparse_ops")
+
+
 def _cmd_check(args: argparse.Namespace) -> int:
     so = _ops_module()
     from .plugins import plugin_ops
-    from .sdk.testing import opcheck
+    from .registry import all_ops
 
-    name, message = _ensure_plugin(args.plugin)
-    if name is None:
-        print(f"sparse-ops check: {message}", file=sys.stderr)
-        return 1
-    ops = plugin_ops(name)
+    if args.plugin in BUILTIN_NAMES:
+        name = "built-in"
+        ops = sorted(opdef.name for opdef in all_ops() if opdef.plugin is None)
+    else:
+        name, message = _ensure_plugin(args.plugin)
+        if name is None:
+            print(f"sparse-ops check: {message}", file=sys.stderr)
+            return 1
+        ops = plugin_ops(name)
     if args.op:
         missing = [o for o in args.op if o not in ops]
         if missing:
@@ -195,27 +203,39 @@ def _cmd_check(args: argparse.Namespace) -> int:
         print(f"sparse-ops check: plugin {name!r} registers no operators", file=sys.stderr)
         return 1
     gpu = "simulated" if so.cuda.is_simulator() else ("yes" if so.cuda.is_available() else "no")
-    print(f"checking plugin {name} ({len(ops)} operators; gpu: {gpu})")
-    failed = skipped = samples_run = 0
+    what = "the built-in operators" if name == "built-in" else f"plugin {name}"
+    print(f"checking {what} ({len(ops)} operators; gpu: {gpu})")
+    return _check_ops(so, ops)
+
+
+def _check_ops(so: Any, ops: list[str]) -> int:
+    """Run opcheck over each op's samples(), one line per op (what it compared, or why it
+    failed), then a summary line; 0 when every op was checked and passed. An op without
+    samples() fails too: every op that ships carries samples."""
+    from .sdk.testing import opcheck
+
+    failed, without, samples_run = [], [], 0
     for op in ops:
         make = getattr(so.get_op(op).cls, "samples", None)
         if not callable(make):
-            skipped += 1
-            print(f"  SKIP {op}: no samples() classmethod")
+            without.append(op)
+            print(f"  FAIL {op}: no samples() classmethod, so nothing was checked")
             continue
         try:
-            n = opcheck(op, list(make()))
+            report = opcheck(op, list(make()))
         except Exception as exc:  # AssertionError from opcheck, or an error in the op or its samples
-            failed += 1
+            failed.append(op)
             print(f"  FAIL {op}: {type(exc).__name__}: {exc}")
             continue
-        samples_run += n
-        print(f"  ok   {op}: {n} samples")
-    checked = len(ops) - skipped
-    print(f"{checked} operators checked ({samples_run} samples), {failed} failed, {skipped} without samples")
-    if failed or checked == 0:
-        return 1
-    return 0
+        samples_run += report.samples
+        print(f"  ok   {op}: {report.summary()}")
+    checked = len(ops) - len(without)
+    line = (f"{checked} operators checked ({samples_run} samples), {len(failed)} failed, "
+            f"{len(without)} without samples")
+    if without:
+        line += " (a failure: every operator that ships carries samples)"
+    print(line)
+    return 1 if failed or without or checked == 0 else 0
 
 
 def _cmd_new_plugin(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -302,7 +322,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     p = sub.add_parser("check", help="run opcheck over a plugin's operators and their samples()",
                        description="Load PLUGIN (an installed plugin's name, a .py file or a package folder) "
                                    "and run sparse_ops.sdk.testing.opcheck on the samples() of each of its "
-                                   "operators. Exit 1 if a check fails or nothing could be checked.")
+                                   "operators; PLUGIN 'built-in' (or 'sparse_ops') checks the built-in "
+                                   "operators. Exit 1 if a check fails, an operator has no samples() or "
+                                   "nothing could be checked.")
     p.add_argument("plugin", metavar="PLUGIN", help="plugin name, .py file or package folder")
     p.add_argument("--op", action="append", metavar="OP", help="check only this operator (repeatable)")
     subs["check"] = p
