@@ -36,6 +36,8 @@ def write_plugin(path: Path, prefix: str, samples: str | None, kernel: str = "y[
             @so.kernel(device=("cpu", "gpu"))
             def dense(self, ctx, x, y):
                 {kernel}
+            def gradient(self, out_grads, inputs, outputs):
+                return [out_grads[0] * 2.0]
         """) + method + textwrap.dedent(extra))
     return path
 
@@ -140,12 +142,15 @@ def test_check_fails_on_a_wrong_op(tmp_path, isolated, capsys):
                         kernel="y[...] = np.random.rand(*y.shape)")
     assert main(["check", str(path)]) == 1
     out = capsys.readouterr().out
-    assert "FAIL clibad_double: AssertionError" in out and "differs between two runs" in out
+    assert "FAIL clibad_double: OpcheckError: clibad_double sample 0 (default): determinism: output 0 differs between two runs" in out
 
 
 def test_check_without_samples_or_ops_fails(tmp_path, isolated, capsys):
     assert main(["check", str(write_plugin(tmp_path / "cli_nosamples.py", "clins", None))]) == 1
-    assert "SKIP clins_double: no samples() classmethod" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "FAIL clins_double: no samples() classmethod, so nothing was checked" in out
+    assert ("0 operators checked (0 samples), 0 failed, 1 without samples (a failure: every operator that ships "
+            "carries samples)") in out
     empty = tmp_path / "cli_empty.py"
     empty.write_text("")
     assert main(["check", str(empty)]) == 1
@@ -159,6 +164,72 @@ def test_check_reports_plugins_that_do_not_load(tmp_path, isolated, capsys):
     broken.write_text("def (:\n")
     assert main(["check", str(broken)]) == 1
     assert "cli_syntax" in capsys.readouterr().err and "SyntaxError" in str(plugins._FAILED["cli_syntax"].error)
+
+
+def test_check_says_what_it_compared(tmp_path, isolated, capsys):
+    path = write_plugin(tmp_path / "cli_said.py", "clisaid", "return [[so.array(np.arange(1.0, 7.0))]]")
+    assert main(["check", str(path)]) == 0
+    assert "ok   clisaid_double: 1 samples; compared: determinism, gradient, inference" in capsys.readouterr().out
+
+
+def test_check_fails_an_op_without_gradient(tmp_path, isolated, capsys):
+    """A differentiable op (the default) without a gradient rule compared nothing in the
+    gradient check: a failure, with the fix in the message."""
+    path = write_plugin(tmp_path / "cli_nograd.py", "clinograd", "return [[so.array(np.ones(2))]]")
+    text = path.read_text().replace("    def gradient(self, out_grads, inputs, outputs):\n"
+                                    "        return [out_grads[0] * 2.0]\n", "")
+    path.write_text(text)
+    assert main(["check", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL clinograd_double: OpcheckError: clinograd_double sample 0 (default): gradient: compared nothing" in out
+    assert "write gradient() or declare differentiable = False" in out
+
+
+def _builtin_ops() -> list[str]:
+    """The ops sparse_ops itself registers (this process also holds ops the tests register)."""
+    return sorted(d.name for d in so.registry.all_ops() if d.plugin is None and d.cls.__module__.startswith("sparse_ops."))
+
+
+def test_check_every_builtin_op():
+    """Every built-in op carries samples and passes opcheck on them (in a fresh process,
+    where the only ops without a plugin are the built-ins)."""
+    ops = _builtin_ops()
+    assert len(ops) >= 80
+    env = {**os.environ, "SPARSE_OPS_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    run = subprocess.run([sys.executable, "-m", "sparse_ops", "check", "built-in"], capture_output=True, text=True,
+                         env=env, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    out = run.stdout
+    assert f"checking the built-in operators ({len(ops)} operators;" in out
+    for op in ops:
+        assert f"  ok   {op}: " in out
+    summary = out.strip().splitlines()[-1]
+    assert summary.startswith(f"{len(ops)} operators checked (") and summary.endswith("0 failed, 0 without samples")
+    samples = int(summary.split("(")[1].split()[0])
+    assert samples == sum(len(so.get_op(op).cls.samples()) for op in ops)
+
+
+def test_check_sparse_ops_is_the_built_ins(capsys):
+    assert main(["check", "sparse_ops", "--op", "dot", "--op", "cast_storage"]) == 0
+    out = capsys.readouterr().out
+    assert "  ok   cast_storage: 9 samples; compared: determinism, format, gradient, inference, reference" in out
+    assert "2 operators checked (20 samples), 0 failed, 0 without samples" in out
+
+
+def test_check_the_cookbook(tmp_path, monkeypatch, capsys):
+    """Every cookbook recipe carries samples and passes (run from a folder without a
+    ``cookbook`` folder in it, so the name is the installed plugin's)."""
+    pytest.importorskip("sparse_ops_cookbook")
+    monkeypatch.chdir(tmp_path)
+    assert main(["check", "cookbook"]) == 0
+    out = capsys.readouterr().out
+    ops = plugins.plugin_ops("cookbook")
+    assert len(ops) == 15
+    for op in ops:
+        assert f"  ok   {op}: " in out
+    assert out.strip().splitlines()[-1].startswith("15 operators checked (")
+    assert out.strip().endswith("0 failed, 0 without samples")
+    assert "not compared: gradient:bags (skipped: the bags are data" in out  # embedding_bag's declared skip
 
 
 def test_check_a_single_op(tmp_path, isolated, capsys):

@@ -105,7 +105,7 @@ class ScaleRows(so.Op):
 
     arguments = ("x", "scale")
     alpha = so.Param(float, 1.0, doc="an extra factor")
-    backward_needs_inputs = ("scale",)
+    backward_needs_inputs = ("x", "scale")
 
     def infer_shape(self, x, scale):
         if len(x) != 2 or scale != x[:1]:
@@ -129,7 +129,9 @@ class ScaleRows(so.Op):
 
     def gradient(self, out_grads, inputs, outputs):
         g = out_grads[0]
-        return [so.ops.my_scale_rows(g, inputs[1], alpha=self.alpha), None]
+        x, scale = inputs
+        # d/dscale[r] = alpha * sum_c g[r, c] * x[r, c]: elemwise_mul keeps x's csr structure
+        return [so.ops.my_scale_rows(g, scale, alpha=self.alpha), so.sum(so.elemwise_mul(g, x), axis=1) * self.alpha]
 
 
 def random_csr(rows, cols, density, seed, index_dtype=np.int64):

@@ -1,0 +1,316 @@
+"""opcheck says what it compared and fails when a check compared nothing.
+
+Each op here is deliberately broken in one way a plugin author can break an op (a csr
+kernel that never writes its output, no gradient, a wrong gradient, a None gradient, a
+gradient rule that forgets an input); opcheck must fail it, name the check, and for value
+mismatches the worst element with both values. The skip declarations and the NumPy
+reference are the ways to make such a check honest again.
+"""
+import re
+
+import numba
+import numpy as np
+import pytest
+
+import sparse_ops as so
+from sparse_ops.sdk.testing import CHECKS, OpcheckError, OpcheckReport, check_gradient, opcheck
+
+
+def csr(values) -> so.CSRNDArray:
+    return so.array(np.asarray(values, dtype=np.float64)).tostype("csr")
+
+
+X = np.array([[0.0, 1.5, 0.0, -2.0], [0.0, 0.0, 0.0, 0.0], [0.5, 0.0, 3.0, 0.0]])
+
+
+class _CsrIdentityRules(so.Op):
+    """Rules of a csr -> csr op of one input, shared by the broken ops below."""
+
+    backward_needs_inputs = ()
+
+    def infer_storage_type(self, data):
+        return [data]
+
+
+@numba.njit(cache=True)
+def _copy_values(src, dst):
+    for j in range(src.shape[0]):
+        dst[j] = src[j]
+
+
+# ---- a csr kernel that never writes its output, and no dense kernel ----------------------------
+@so.register("opcheck_lazy_csr", replace=True)
+class LazyCsr(_CsrIdentityRules):
+    """Meant to be the identity on csr; the kernel allocates nothing and writes nothing."""
+
+    @so.kernel(device="cpu", stypes=("csr",))
+    def csr(self, ctx, data, out):
+        pass  # forgets to write out: out stays an empty csr
+
+    def gradient(self, out_grads, inputs, outputs):
+        return [out_grads[0]]
+
+
+def test_a_csr_kernel_without_dense_kernel_or_reference_fails_with_the_reason():
+    with pytest.raises(OpcheckError, match=r"opcheck_lazy_csr sample 0 \(csr\): reference: compared nothing: the csr "
+                                           r"kernel ran and the op has no dense kernel and no NumPy reference"):
+        opcheck("opcheck_lazy_csr", [[csr(X)]])
+
+
+def test_a_numpy_reference_catches_the_kernel_that_never_writes():
+    with pytest.raises(OpcheckError) as info:
+        opcheck("opcheck_lazy_csr", [[csr(X)]], reference=lambda a: a)
+    msg = str(info.value)
+    # the worst element is the largest stored value the kernel lost: 3.0 at (2, 2)
+    assert "output 0 and the NumPy reference disagree: 4 of 12 elements differ" in msg
+    assert "worst at index (2, 2): kernel 0, reference 3" in msg
+
+
+def test_a_declared_skip_passes_and_the_report_says_what_was_not_compared():
+    report = opcheck("opcheck_lazy_csr", [[csr(X)]], skip={"reference": "checked in test_lazy.py", "gradient": "x"})
+    assert isinstance(report, OpcheckReport) and report == 1 and int(report) == 1 and report.samples == 1
+    (sample,) = report.results
+    assert sample.compared == ["inference", "format", "determinism"]
+    assert {o.check: (o.status, o.detail) for o in sample.not_compared} == {
+        "reference": ("skipped", "checked in test_lazy.py"), "gradient": ("skipped", "x"), "gpu": ("n/a", "no gpu device")}
+    assert "not compared: gradient (skipped: x); reference (skipped: checked in test_lazy.py)" in report.summary()
+    assert "reference    skipped: checked in test_lazy.py" in str(report)
+
+
+def test_the_skip_declared_beside_the_op_counts_too():
+    @so.register("opcheck_lazy_declared", replace=True)
+    class Declared(LazyCsr):
+        opcheck_skip = {"reference": "compared with SciPy in the op's own tests"}
+
+    report = opcheck("opcheck_lazy_declared", [[csr(X)]], check_grad=False)
+    assert report.skipped()["reference"] == {"skipped: compared with SciPy in the op's own tests"}
+
+
+def test_unknown_skip_names_are_refused():
+    with pytest.raises(ValueError, match=r"unknown check\(s\) to skip \['refernce'\]; checks: inference, format"):
+        opcheck("opcheck_lazy_csr", [[csr(X)]], skip={"refernce": "typo"})
+    assert set(CHECKS) == {"inference", "format", "determinism", "reference", "gradient", "gpu"}
+
+
+def test_a_reference_method_on_the_op_is_used():
+    @so.register("opcheck_copy_csr", replace=True)
+    class CopyCsr(_CsrIdentityRules):
+        @so.kernel(device="cpu", stypes=("csr",))
+        def csr(self, ctx, data, out):
+            _copy_values(data.data, ctx.alloc_like(out, data))
+
+        def gradient(self, out_grads, inputs, outputs):
+            return [out_grads[0]]
+
+        def reference(self, data):
+            return data
+
+    report = opcheck("opcheck_copy_csr", [[csr(X)], [so.zeros((2, 3), stype="csr", dtype="float64")]])
+    assert report == 2
+    assert [o.detail for r in report.results for o in r.outcomes if o.check == "reference"] == [
+        "outputs vs the NumPy reference (fcompute_ex kernel)"] * 2
+
+
+# ---- gradients ----------------------------------------------------------------------------------
+@so.register("opcheck_cube", replace=True)
+class Cube(so.Op):
+    """x ** 3 (dense); its gradient is given by the subclasses below."""
+
+    @so.kernel(device="cpu")
+    def dense(self, ctx, data, out):
+        np.power(data, 3, out=out)
+
+
+def test_a_differentiable_op_without_gradient_fails_unless_skipped_or_declared():
+    x = so.array(np.array([[0.5, -1.0], [2.0, 1.5]]))
+    with pytest.raises(OpcheckError, match=r"opcheck_cube sample 0 \(default\): gradient: compared nothing: the op "
+                                           r"is differentiable \(differentiable is not False\) but declares no gradient"):
+        opcheck("opcheck_cube", [[x]])
+    report = opcheck("opcheck_cube", [[x]], skip={"gradient": "tested by hand"})
+    assert report.skipped()["gradient"] == {"skipped: tested by hand"}
+
+    @so.register("opcheck_cube_constant", replace=True)
+    class Constant(Cube):
+        differentiable = False
+
+    report = opcheck("opcheck_cube_constant", [[x]])
+    assert report.skipped()["gradient"] == {"n/a: the op declares differentiable = False"}
+
+
+def test_a_wrong_gradient_names_the_worst_element_and_both_values():
+    @so.register("opcheck_cube_wrong", replace=True)
+    class Wrong(Cube):
+        def gradient(self, out_grads, inputs, outputs):  # 2 x^2 instead of 3 x^2
+            return [so.elemwise_mul(out_grads[0], so.square(inputs[0]) * 2.0)]
+
+    x = np.array([[0.5, -1.0], [2.0, 1.5]])
+    with pytest.raises(OpcheckError) as info:
+        opcheck("opcheck_cube_wrong", [[so.array(x)]])
+    msg = str(info.value)
+    # the error x^2 * head is largest where x = 2: index (1, 0); opcheck's heads are
+    # standard normal draws of seed 0, so the values are exactly computable here
+    head = np.random.default_rng(0).standard_normal((2, 2))
+    found = re.search(r"gradient of input 0 disagrees with finite differences at index \(1, 0\): "
+                      r"analytic (\S+), numeric (\S+) \(eps 0.001, rtol 0.01, atol 0.001; 4 of 4 elements differ\)", msg)
+    assert found, msg
+    np.testing.assert_allclose(float(found[1]), 2 * 4.0 * head[1, 0], rtol=1e-5)  # the rule's 2 x^2
+    np.testing.assert_allclose(float(found[2]), 3 * 4.0 * head[1, 0], rtol=1e-5)  # d(x^3)/dx = 3 x^2
+
+
+def test_a_none_gradient_of_a_float_input_is_compared_with_the_numeric_one():
+    @so.register("opcheck_cube_none", replace=True)
+    class NoneGrad(Cube):
+        def gradient(self, out_grads, inputs, outputs):
+            return [None]
+
+    with pytest.raises(OpcheckError, match=r"gradient of input 0 disagrees .* analytic 0, numeric .* \(the gradient "
+                                           r"rule returned None, i.e. zero\)"):
+        opcheck("opcheck_cube_none", [[so.array(np.array([1.0, 2.0]))]])
+    # where the op really does not depend on the input, None (zero) is right and passes
+    assert opcheck("opcheck_cube_none", [[so.array(np.array([0.0]))]], grad_atol=1e-5) == 1
+
+
+def test_one_input_can_be_left_out_of_the_gradient_check():
+    @so.register("opcheck_scaled_by_data", replace=True)
+    class Scaled(so.Op):
+        """y = w * c: w gets a gradient, c (data, by design) none."""
+
+        arguments = ("w", "c")
+
+        @so.kernel(device="cpu")
+        def dense(self, ctx, w, c, out):
+            np.multiply(w, c, out=out)
+
+        def gradient(self, out_grads, inputs, outputs):
+            return [so.elemwise_mul(out_grads[0], inputs[1]), None]
+
+    w, c = so.array(np.array([1.0, -2.0])), so.array(np.array([0.5, 3.0]))
+    with pytest.raises(OpcheckError, match="gradient of input 1 disagrees"):
+        opcheck("opcheck_scaled_by_data", [[w, c]])
+    report = opcheck("opcheck_scaled_by_data", [[w, c]], skip={"gradient:c": "c is data"})
+    (sample,) = report.results
+    assert "gradient" in sample.compared and report.skipped()["gradient:c"] == {"skipped: c is data"}
+
+
+# ---- eps: a non-smooth op with near ties ---------------------------------------------------------
+@so.register("opcheck_row_top1", replace=True)
+class RowTop1(so.Op):
+    """Keep the largest value of each row, zero the others (a top-k with k = 1)."""
+
+    backward_needs_inputs = ("data",)
+
+    @so.kernel(device="cpu")
+    def dense(self, ctx, data, out):
+        out[...] = np.where(data == data.max(axis=1, keepdims=True), data, 0)
+
+    def gradient(self, out_grads, inputs, outputs):
+        x = inputs[0].asnumpy()
+        return [so.elemwise_mul(out_grads[0], so.array((x == x.max(axis=1, keepdims=True)).astype(x.dtype)))]
+
+
+def test_eps_keeps_finite_differences_off_near_ties():
+    x = so.array(np.array([[1.0, 1.0002, -0.5], [0.3, 2.0, 2.0004]]))  # ties 2e-4 and 4e-4 apart
+    with pytest.raises(OpcheckError, match="gradient of input 0 disagrees with finite differences"):
+        opcheck("opcheck_row_top1", [[x]])  # eps 1e-3 steps across the ties
+    report = opcheck("opcheck_row_top1", [[x]], eps=1e-6, grad_rtol=1e-4, grad_atol=1e-6)
+    assert "6 elements of input(s) [0] vs finite differences (eps 1e-06)" in [
+        o.detail for o in report.results[0].outcomes if o.check == "gradient"]
+
+
+# ---- outputs --------------------------------------------------------------------------------------
+def test_a_nondeterministic_kernel_names_the_worst_element():
+    @so.register("opcheck_noisy", replace=True)
+    class Noisy(so.Op):
+        differentiable = False
+
+        @so.kernel(device="cpu")
+        def dense(self, ctx, data, out):
+            out[...] = data + np.random.rand(*data.shape)
+
+    with pytest.raises(OpcheckError, match=r"determinism: output 0 differs between two runs: 3 of 3 elements differ; "
+                                           r"worst at index \(\d,\): first [\d.]+, second [\d.]+"):
+        opcheck("opcheck_noisy", [[so.array(np.zeros(3))]])
+
+
+def test_opcheck_refuses_an_empty_sample_list():
+    with pytest.raises(OpcheckError, match="no samples given, so nothing was compared"):
+        opcheck("opcheck_lazy_csr", [])
+
+
+def test_check_gradient_is_per_element_and_compares_none():
+    with pytest.raises(AssertionError, match=r"opcheck_cube_none: gradient of input 0 disagrees .*at index \(1,\)"):
+        check_gradient("opcheck_cube_none", [so.array(np.array([0.1, 2.0]))])
+
+
+# ---- the SDK README's scale_rows: the fixed example passes, the old one fails ---------------------------------
+@numba.njit(cache=True)
+def _scale_rows(indptr, data, scale, out):
+    for r in range(indptr.shape[0] - 1):
+        for j in range(indptr[r], indptr[r + 1]):
+            out[j] = data[j] * scale[r]
+
+
+@so.register("readme_scale_rows", replace=True)
+class ScaleRows(so.Op):
+    """sdk/README.md's kernel-first example as the README now writes it."""
+
+    arguments = ("x", "scale")
+    alpha = so.Param(float, 1.0, doc="extra factor")
+    backward_needs_inputs = ("x", "scale")
+
+    def infer_shape(self, x, scale):
+        if len(x) != 2 or scale != x[:1]:
+            raise ValueError(f"scale must have shape ({x[0]},), got {scale}")
+        return [x]
+
+    def infer_type(self, x, scale):
+        return [x]
+
+    def infer_storage_type(self, x, scale):
+        return [x if x == "csr" else "default"]
+
+    @so.kernel(device="cpu", stypes=("csr", "default"))
+    def csr(self, ctx, x, scale, y):
+        data = ctx.alloc_like(y, x)
+        _scale_rows(x.indptr, x.data, (scale.data * self.alpha).astype(x.dtype), data)
+
+    @so.kernel(device=("cpu", "gpu"))
+    def dense(self, ctx, x, scale, y):
+        ctx.xp.multiply(x, (scale * self.alpha)[:, None], out=y, casting="unsafe")
+
+    def gradient(self, out_grads, inputs, outputs):
+        g = out_grads[0]
+        x, scale = inputs
+        return [so.ops.readme_scale_rows(g, scale, alpha=self.alpha),
+                so.sum(so.elemwise_mul(g, x), axis=1) * self.alpha]
+
+
+@so.register("readme_scale_rows_old", replace=True)
+class OldScaleRows(ScaleRows):
+    """The example as the README used to write it: None as the gradient of scale."""
+
+    def gradient(self, out_grads, inputs, outputs):
+        return [so.ops.readme_scale_rows(out_grads[0], inputs[1], alpha=self.alpha), None]
+
+
+def readme_samples():
+    x = csr(X)
+    s = so.array(np.array([0.5, 2.0, -1.5]))
+    return [([x, s], {"alpha": 2.0}), [x.tostype("default"), s]]
+
+
+def test_the_readme_scale_rows_passes_and_its_scale_gradient_is_real():
+    assert opcheck("readme_scale_rows", readme_samples()) == 2
+    x, s = csr(X), so.array(np.array([0.5, 2.0, -1.5]))
+    s.attach_grad()
+    with so.autograd.record():
+        y = so.ops.readme_scale_rows(x, s, alpha=2.0)
+    y.backward()
+    np.testing.assert_allclose(s.grad.asnumpy(), 2.0 * X.sum(axis=1))
+
+
+def test_opcheck_fails_the_old_readme_scale_rows():
+    with pytest.raises(OpcheckError, match=r"readme_scale_rows_old sample 0 \(csr, default; \{'alpha': 2.0\}\): gradient: "
+                                           r"gradient of input 1 disagrees with finite differences at index \(\d,\): "
+                                           r"analytic 0, numeric -?[\d.]+ \(the gradient rule returned None"):
+        opcheck("readme_scale_rows_old", readme_samples())
