@@ -167,6 +167,33 @@ def test_opcheck_runs_every_check_on_the_examples():
     assert opcheck("my_scale_rows", [([x, scale], {"alpha": 3.0}), ([x.tostype("default"), scale], {})]) == 2
 
 
+def test_scale_rows_gives_scale_its_gradient():
+    """sdk/README.md's scale_rows (this ScaleRows) once returned None for scale: scale.grad
+    came out all zeros. Its gradient is alpha * sum_c g[r, c] x[r, c]."""
+    x = random_csr(6, 4, 0.5, 7)
+    scale = so.array(np.linspace(-1.0, 2.0, 6))
+    scale.attach_grad()
+    with ag.record():
+        y = so.ops.my_scale_rows(x, scale, alpha=3.0)
+    y.backward()
+    np.testing.assert_allclose(scale.grad.asnumpy(), 3.0 * x.asnumpy().sum(axis=1))
+
+
+def test_opcheck_fails_the_old_scale_rows_with_a_none_gradient_for_scale():
+    @so.register("my_scale_rows_none", replace=True)
+    class OldScaleRows(ScaleRows):
+        def gradient(self, out_grads, inputs, outputs):  # the README's old gradient
+            return [so.ops.my_scale_rows_none(out_grads[0], inputs[1], alpha=self.alpha), None]
+
+    x = random_csr(20, 12, 0.2, 1)
+    scale = so.array(np.linspace(0.5, 2.0, 20))
+    with pytest.raises(AssertionError, match=r"my_scale_rows_none sample 0 \(csr, default; \{'alpha': 3.0\}\): "
+                                             r"gradient: gradient of input 1 disagrees with finite differences at "
+                                             r"index \(\d+,\): analytic 0, numeric -?[\d.]+ \(the gradient rule "
+                                             r"returned None, i.e. zero\)"):
+        opcheck("my_scale_rows_none", [([x, scale], {"alpha": 3.0})])
+
+
 def test_opcheck_catches_a_kernel_that_disagrees_with_the_dense_path():
     @so.register("my_bad_scale", replace=True)
     class BadScale(ScaleRows):
