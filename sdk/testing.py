@@ -405,164 +405,207 @@ def opcheck(op: Any, samples: Sequence[Any], rtol: float = 1e-5, atol: float = 1
     Raises ``OpcheckError`` (an AssertionError) naming the op, the sample, the check and, for
     value mismatches, the worst element (index and both values). ``verbose`` prints the report.
     """
-    from ..device import gpu, num_gpus
-
     opdef = get_op(op) if isinstance(op, str) else op
-    skips = _skip_table(opdef, skip)
+    options = _Options(rtol, atol, check_grad, grad_rtol, grad_atol, eps, _skip_table(opdef, skip), reference,
+                       max_grad_elements)
     report = OpcheckReport(opdef.name)
-    seeded = "random" in opdef.resources
-    declared_differentiable = bool(getattr(opdef.cls, "differentiable", True))
-    has_gradient = opdef.cls.gradient is not Op.gradient
-    rng = np.random.default_rng(0)
     samples = list(samples)
     if not samples:
         raise OpcheckError(f"opcheck {opdef.name}: no samples given, so nothing was compared", report)
-
-    def fail(sample: SampleReport, check: str, message: str) -> None:
-        sample.add(check, "FAILED", message)
-        report.results.append(sample)
-        raise OpcheckError(f"{sample.label}: {check}: {message}", report)
-
-    def nothing(sample: SampleReport, check: str, why: str, fix: str) -> None:
-        """Record a check that compared nothing: skipped when declared, else a failure."""
-        if check in skips:
-            sample.add(check, SKIPPED, skips[check])
-        else:
-            fail(sample, check, f"compared nothing: {why}; {fix}, or skip it with a reason "
-                                f"(opcheck(..., skip={{{check!r}: 'why'}}) or opcheck_skip on the op)")
-
+    rng = np.random.default_rng(0)  # head gradients and sampled gradient elements: reproducible
     # samples take fallback paths on purpose (the report says which dispatch mode ran), and
     # reach f(0) = inf (log, 1/x at a sparse input's zeros) on purpose: neither is a finding
     with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
         warnings.simplefilter("ignore", StorageFallbackWarning)
         for k, raw in enumerate(samples):
-            inputs, params = _split_sample(raw)
-            sample = SampleReport(f"{opdef.name} sample {k} ({', '.join(x.stype for x in inputs) or 'no inputs'}"
-                                  + (f"; {params}" if params else "") + ")")
-            inst = opdef.instance(params)
-            plan = make_plan(opdef, inst, inputs)
-            mutated = [opdef.arguments.index(m) for m in opdef.mutate]
-            pristine = {i: inputs[i].copy() for i in mutated}  # states the op updates in place
-
-            def fresh_inputs() -> list:
-                for i, x in pristine.items():
-                    inputs[i] = x.copy()
-                return inputs
-
-            def run(p: Any, xs: list) -> list:
-                if seeded:
-                    _reseed()
-                return run_plan(p, xs)
-
-            outs = run(plan, fresh_inputs())
-            # inference
-            for i, o in enumerate(outs):
-                got = (o.shape, o.dtype, o.stype)
-                want = (plan.out_shapes[i], plan.out_dtypes[i], plan.out_stypes[i])
-                if got != want:
-                    fail(sample, "inference", f"output {i} is {got} but inference said {want}")
-            sample.add("inference", PASSED, f"{len(outs)} output(s): {', '.join(plan.out_stypes)}")
-            # format
-            sparse_outs = [i for i, o in enumerate(outs) if o.stype != "default"]
-            for i in sparse_outs:
-                try:
-                    outs[i].check_format(full_check=True)
-                except Exception as exc:  # noqa: BLE001 - any refusal is the finding
-                    fail(sample, "format", f"output {i} ({outs[i].stype}) is malformed: {exc}")
-            if sparse_outs:
-                sample.add("format", PASSED, f"output(s) {sparse_outs} well-formed")
-            else:
-                sample.add("format", NOT_APPLICABLE, "no sparse outputs")
-            # determinism
-            if "determinism" in skips:
-                sample.add("determinism", SKIPPED, skips["determinism"])
-            else:
-                again = run(plan, fresh_inputs())
-                for i, (a, b) in enumerate(zip(outs, again)):
-                    try:
-                        _compare(a, b, 0.0, 0.0, f"output {i} differs between two runs", ("first", "second"))
-                    except AssertionError as exc:
-                        fail(sample, "determinism", str(exc))
-                sample.add("determinism", PASSED, "two runs" + (" from the same seed" if seeded else "") + " identical")
-            # storage-aware kernel vs dense kernel, or vs the NumPy reference
-            ref = _op_reference(opdef, inst, reference, params)
-            if "reference" in skips:
-                sample.add("reference", SKIPPED, skips["reference"])
-            elif ref is not None:
-                arrays = [x.asnumpy() for x in fresh_inputs()]
-                wanted = ref(arrays)
-                if len(wanted) != plan.nvis:
-                    fail(sample, "reference", f"the reference returned {len(wanted)} arrays, the op has "
-                                              f"{plan.nvis} visible output(s)")
-                for i, (a, b) in enumerate(zip(outs, wanted)):
-                    try:
-                        _compare(a, b, rtol, atol, f"output {i} and the NumPy reference disagree", ("kernel", "reference"))
-                    except AssertionError as exc:
-                        fail(sample, "reference", str(exc))
-                sample.add("reference", PASSED, f"outputs vs the NumPy reference ({plan.mode} kernel)")
-            elif plan.mode == "fcompute_ex":
-                if opdef.fcompute.get(plan.device.device_type) is None:
-                    nothing(sample, "reference", f"the {','.join(plan.in_stypes)} kernel ran and the op has no dense "
-                            "kernel and no NumPy reference to compare it with", "give a reference (a `reference` "
-                            "method on the op or opcheck(..., reference=fn)) or a dense kernel")
-                else:
-                    dense_inputs = [x if x.stype == "default" else x.tostype("default") for x in fresh_inputs()]
-                    dense_outs = run(make_plan(opdef, inst, dense_inputs), dense_inputs)
-                    for i, (a, b) in enumerate(zip(outs, dense_outs)):
-                        try:
-                            _compare(a, b, rtol, atol, f"storage-aware kernel and dense path disagree on output {i}",
-                                     ("storage-aware", "dense"))
-                        except AssertionError as exc:
-                            fail(sample, "reference", str(exc))
-                    sample.add("reference", PASSED, f"{','.join(plan.in_stypes)} kernel vs the dense kernel")
-            else:
-                sample.add("reference", NOT_APPLICABLE, f"{plan.mode} ran the dense kernel, the reference itself")
-            # gradient
-            if not check_grad:
-                sample.add("gradient", SKIPPED, "check_grad=False")
-            elif not declared_differentiable:
-                sample.add("gradient", NOT_APPLICABLE, "the op declares differentiable = False")
-            elif "gradient" in skips:
-                sample.add("gradient", SKIPPED, skips["gradient"])
-            elif not has_gradient:
-                nothing(sample, "gradient", "the op is differentiable (differentiable is not False) but declares "
-                        "no gradient", "write gradient() or declare differentiable = False")
-            else:
-                wrt, not_wrt = _gradient_inputs(opdef, inputs, skips)
-                for name, reason in not_wrt.items():
-                    sample.add(f"gradient:{name}", SKIPPED, reason)
-                if not wrt:
-                    nothing(sample, "gradient", "the sample has no floating input whose gradient is checked",
-                            "add a sample with float64 inputs")
-                else:
-                    xs = fresh_inputs()
-                    heads, grads = _declared_gradient(opdef, xs, params, rng, seeded)
-                    try:
-                        n = _element_gradient_check(_gradient_objective(opdef, params, heads, seeded), xs, grads,
-                                                    wrt, eps, grad_rtol, grad_atol, rng, max_grad_elements, "")
-                    except AssertionError as exc:
-                        fail(sample, "gradient", str(exc))
-                    sample.add("gradient", PASSED, f"{n} elements of input(s) {wrt} vs finite differences (eps {eps:g})")
-            # cpu vs gpu
-            if "gpu" in skips:
-                sample.add("gpu", SKIPPED, skips["gpu"])
-            elif num_gpus() == 0 or plan.device.device_type != "cpu":
-                sample.add("gpu", NOT_APPLICABLE, "no gpu device" if num_gpus() == 0 else "the sample is on a gpu")
-            elif not _has_kernel_for(opdef, "gpu"):
-                sample.add("gpu", NOT_APPLICABLE, "the op has no gpu kernel")
-            else:
-                dev_inputs = [x.to(gpu(0)) for x in fresh_inputs()]
-                gpu_outs = run(make_plan(opdef, inst, dev_inputs), dev_inputs)
-                for i, (a, b) in enumerate(zip(outs, gpu_outs)):
-                    try:
-                        _compare(b, a, rtol, atol, f"cpu and gpu disagree on output {i}", ("gpu", "cpu"))
-                    except AssertionError as exc:
-                        fail(sample, "gpu", str(exc))
-                sample.add("gpu", PASSED, "gpu outputs equal the cpu outputs")
-            report.results.append(sample)
+            _SampleCheck(opdef, k, raw, options, report, rng).run()
     if verbose:
         print(report)
     return report
+
+
+@dataclass
+class _Options:
+    """opcheck's arguments, as the per-sample checks read them."""
+
+    rtol: float
+    atol: float
+    check_grad: bool
+    grad_rtol: float
+    grad_atol: float
+    eps: float
+    skips: dict[str, str]
+    reference: Callable[..., Any] | None
+    max_grad_elements: int
+
+
+class _SampleCheck:
+    """The checks of ``opcheck`` on one sample, one method each, in order. Each method
+    records one outcome in ``self.sample`` or raises ``OpcheckError`` through ``fail``."""
+
+    def __init__(self, opdef: OpDef, k: int, raw: Any, options: _Options, report: OpcheckReport,
+                 rng: np.random.Generator) -> None:
+        self.opdef, self.o, self.report, self.rng = opdef, options, report, rng
+        self.inputs, self.params = _split_sample(raw)
+        stypes = ", ".join(x.stype for x in self.inputs) or "no inputs"
+        self.sample = SampleReport(f"{opdef.name} sample {k} ({stypes}" + (f"; {self.params}" if self.params else "")
+                                   + ")")
+        self.seeded = "random" in opdef.resources
+        self.inst = opdef.instance(self.params)
+        self.plan = make_plan(opdef, self.inst, self.inputs)
+        # states the op updates in place (optimizer moments): every run starts from a copy
+        self.pristine = {i: self.inputs[i].copy() for i in (opdef.arguments.index(m) for m in opdef.mutate)}
+
+    def run(self) -> None:
+        self.outs = self.execute(self.plan, self.fresh_inputs())
+        for check in (self.inference, self.format, self.determinism, self.reference, self.gradient, self.gpu):
+            check()
+        self.report.results.append(self.sample)
+
+    # ---- helpers ----------------------------------------------------------------------------------
+    def fresh_inputs(self) -> list:
+        for i, x in self.pristine.items():
+            self.inputs[i] = x.copy()
+        return self.inputs
+
+    def execute(self, plan: Any, xs: list) -> list:
+        if self.seeded:
+            _reseed()
+        return run_plan(plan, xs)
+
+    def fail(self, check: str, message: str) -> None:
+        self.sample.add(check, "FAILED", message)
+        self.report.results.append(self.sample)
+        raise OpcheckError(f"{self.sample.label}: {check}: {message}", self.report)
+
+    def nothing(self, check: str, why: str, fix: str) -> None:
+        """Record a check that compared nothing: skipped when declared, else a failure."""
+        if check in self.o.skips:
+            self.sample.add(check, SKIPPED, self.o.skips[check])
+        else:
+            self.fail(check, f"compared nothing: {why}; {fix}, or skip it with a reason "
+                             f"(opcheck(..., skip={{{check!r}: 'why'}}) or opcheck_skip on the op)")
+
+    def compare(self, check: str, got: list, want: list, rtol: float, atol: float, what: str,
+                names: tuple[str, str]) -> None:
+        """Fail ``check`` at the first output pair of ``got`` and ``want`` that differs."""
+        for i, (a, b) in enumerate(zip(got, want)):
+            try:
+                _compare(a, b, rtol, atol, what.format(i=i), names)
+            except AssertionError as exc:
+                self.fail(check, str(exc))
+
+    def skipped(self, check: str) -> bool:
+        if check in self.o.skips:
+            self.sample.add(check, SKIPPED, self.o.skips[check])
+            return True
+        return False
+
+    # ---- the checks ---------------------------------------------------------------------------------
+    def inference(self) -> None:
+        plan = self.plan
+        for i, o in enumerate(self.outs):
+            got, want = (o.shape, o.dtype, o.stype), (plan.out_shapes[i], plan.out_dtypes[i], plan.out_stypes[i])
+            if got != want:
+                self.fail("inference", f"output {i} is {got} but inference said {want}")
+        self.sample.add("inference", PASSED, f"{len(self.outs)} output(s): {', '.join(plan.out_stypes)}")
+
+    def format(self) -> None:
+        sparse_outs = [i for i, o in enumerate(self.outs) if o.stype != "default"]
+        for i in sparse_outs:
+            try:
+                self.outs[i].check_format(full_check=True)
+            except Exception as exc:  # noqa: BLE001 - any refusal is the finding
+                self.fail("format", f"output {i} ({self.outs[i].stype}) is malformed: {exc}")
+        if sparse_outs:
+            self.sample.add("format", PASSED, f"output(s) {sparse_outs} well-formed")
+        else:
+            self.sample.add("format", NOT_APPLICABLE, "no sparse outputs")
+
+    def determinism(self) -> None:
+        if self.skipped("determinism"):
+            return
+        again = self.execute(self.plan, self.fresh_inputs())
+        self.compare("determinism", self.outs, again, 0.0, 0.0, "output {i} differs between two runs",
+                     ("first", "second"))
+        self.sample.add("determinism", PASSED, "two runs" + (" from the same seed" if self.seeded else "") + " identical")
+
+    def reference(self) -> None:
+        """The storage-aware kernel against the dense kernel, or every output against the
+        NumPy reference when there is one."""
+        plan, o = self.plan, self.o
+        ref = _op_reference(self.opdef, self.inst, o.reference, self.params)
+        if self.skipped("reference"):
+            return
+        if ref is not None:
+            wanted = ref([x.asnumpy() for x in self.fresh_inputs()])
+            if len(wanted) != plan.nvis:
+                self.fail("reference", f"the reference returned {len(wanted)} arrays, the op has {plan.nvis} "
+                                       f"visible output(s)")
+            self.compare("reference", self.outs, wanted, o.rtol, o.atol, "output {i} and the NumPy reference disagree",
+                         ("kernel", "reference"))
+            self.sample.add("reference", PASSED, f"outputs vs the NumPy reference ({plan.mode} kernel)")
+        elif plan.mode != "fcompute_ex":
+            self.sample.add("reference", NOT_APPLICABLE, f"{plan.mode} ran the dense kernel, the reference itself")
+        elif self.opdef.fcompute.get(plan.device.device_type) is None:
+            self.nothing("reference", f"the {','.join(plan.in_stypes)} kernel ran and the op has no dense kernel and "
+                         "no NumPy reference to compare it with", "give a reference (a `reference` method on the op "
+                         "or opcheck(..., reference=fn)) or a dense kernel")
+        else:
+            dense_inputs = [x if x.stype == "default" else x.tostype("default") for x in self.fresh_inputs()]
+            dense_outs = self.execute(make_plan(self.opdef, self.inst, dense_inputs), dense_inputs)
+            self.compare("reference", self.outs, dense_outs, o.rtol, o.atol,
+                         "storage-aware kernel and dense path disagree on output {i}", ("storage-aware", "dense"))
+            self.sample.add("reference", PASSED, f"{','.join(plan.in_stypes)} kernel vs the dense kernel")
+
+    def gradient(self) -> None:
+        opdef, o = self.opdef, self.o
+        if not o.check_grad:
+            self.sample.add("gradient", SKIPPED, "check_grad=False")
+            return
+        if not getattr(opdef.cls, "differentiable", True):
+            self.sample.add("gradient", NOT_APPLICABLE, "the op declares differentiable = False")
+            return
+        if self.skipped("gradient"):
+            return
+        if opdef.cls.gradient is Op.gradient:
+            self.nothing("gradient", "the op is differentiable (differentiable is not False) but declares no "
+                         "gradient", "write gradient() or declare differentiable = False")
+            return
+        wrt, not_wrt = _gradient_inputs(opdef, self.inputs, o.skips)
+        for name, reason in not_wrt.items():
+            self.sample.add(f"gradient:{name}", SKIPPED, reason)
+        if not wrt:
+            self.nothing("gradient", "the sample has no floating input whose gradient is checked",
+                         "add a sample with float64 inputs")
+            return
+        xs = self.fresh_inputs()
+        heads, grads = _declared_gradient(opdef, xs, self.params, self.rng, self.seeded)
+        try:
+            n = _element_gradient_check(_gradient_objective(opdef, self.params, heads, self.seeded), xs, grads, wrt,
+                                        o.eps, o.grad_rtol, o.grad_atol, self.rng, o.max_grad_elements, "")
+        except AssertionError as exc:
+            self.fail("gradient", str(exc))
+        self.sample.add("gradient", PASSED, f"{n} elements of input(s) {wrt} vs finite differences (eps {o.eps:g})")
+
+    def gpu(self) -> None:
+        from ..device import gpu, num_gpus
+
+        if self.skipped("gpu"):
+            return
+        if num_gpus() == 0 or self.plan.device.device_type != "cpu":
+            self.sample.add("gpu", NOT_APPLICABLE, "no gpu device" if num_gpus() == 0 else "the sample is on a gpu")
+        elif not _has_kernel_for(self.opdef, "gpu"):
+            self.sample.add("gpu", NOT_APPLICABLE, "the op has no gpu kernel")
+        elif self.seeded:
+            self.sample.add("gpu", NOT_APPLICABLE, "random draws: each device has its own stream, so the "
+                                                   "same seed gives other numbers on the gpu")
+        else:
+            dev_inputs = [x.to(gpu(0)) for x in self.fresh_inputs()]
+            gpu_outs = self.execute(make_plan(self.opdef, self.inst, dev_inputs), dev_inputs)
+            self.compare("gpu", gpu_outs, self.outs, self.o.rtol, self.o.atol, "cpu and gpu disagree on output {i}",
+                         ("gpu", "cpu"))
+            self.sample.add("gpu", PASSED, "gpu outputs equal the cpu outputs")
 
 
 def check_numeric_gradient(fn: Any, inputs: Sequence[NDArray], eps: float = 1e-3, rtol: float = 1e-2,

@@ -190,12 +190,17 @@ def _builtin_ops() -> list[str]:
     return sorted(d.name for d in so.registry.all_ops() if d.plugin is None and d.cls.__module__.startswith("sparse_ops."))
 
 
-def test_check_every_builtin_op():
+@pytest.mark.parametrize("simulated_gpu", [False, True])
+def test_check_every_builtin_op(simulated_gpu):
     """Every built-in op carries samples and passes opcheck on them (in a fresh process,
-    where the only ops without a plugin are the built-ins)."""
+    where the only ops without a plugin are the built-ins); with the CUDA simulator the gpu
+    kernels are compared with the cpu ones too."""
     ops = _builtin_ops()
     assert len(ops) >= 80
     env = {**os.environ, "SPARSE_OPS_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    env.pop("SPARSE_OPS_CUDA_SIM", None)
+    if simulated_gpu:
+        env["SPARSE_OPS_CUDA_SIM"] = "1"
     run = subprocess.run([sys.executable, "-m", "sparse_ops", "check", "built-in"], capture_output=True, text=True,
                          env=env, timeout=600)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
@@ -207,6 +212,8 @@ def test_check_every_builtin_op():
     assert summary.startswith(f"{len(ops)} operators checked (") and summary.endswith("0 failed, 0 without samples")
     samples = int(summary.split("(")[1].split()[0])
     assert samples == sum(len(so.get_op(op).cls.samples()) for op in ops)
+    dot = "  ok   dot: 11 samples; compared: determinism, format, " + ("gpu, " if simulated_gpu else "")
+    assert dot + "gradient, inference, reference\n" in out
 
 
 def test_check_sparse_ops_is_the_built_ins(capsys):
