@@ -42,11 +42,12 @@ CHECKS: dict[str, str] = {
     "gpu": "cpu and gpu outputs agree (when a gpu exists)",
 }
 
-# Outcomes of one check on one sample.
+# Outcomes of one check on one sample. A check that compared nothing and nobody said why
+# is not an outcome: opcheck fails there ("compared nothing: ...").
 PASSED = "passed"          # compared something and agreed
 NOT_APPLICABLE = "n/a"     # nothing to compare by the op's nature (dense outputs have no format)
 SKIPPED = "skipped"        # compared nothing, on purpose: a declared skip (with its reason)
-NOTHING = "compared nothing"  # compared nothing and nobody said why: opcheck fails
+FAILED = "FAILED"          # compared and disagreed, or compared nothing undeclared (then it raises)
 
 
 class OpcheckError(AssertionError):
@@ -474,7 +475,7 @@ class _SampleCheck:
         return run_plan(plan, xs)
 
     def fail(self, check: str, message: str) -> None:
-        self.sample.add(check, "FAILED", message)
+        self.sample.add(check, FAILED, message)
         self.report.results.append(self.sample)
         raise OpcheckError(f"{self.sample.label}: {check}: {message}", self.report)
 

@@ -240,3 +240,39 @@ def test_opcheck_refuses_an_empty_sample_list():
 def test_check_gradient_is_per_element_and_compares_none():
     with pytest.raises(AssertionError, match=r"opcheck_cube_none: gradient of input 0 disagrees .*at index \(1,\)"):
         check_gradient("opcheck_cube_none", [so.array(np.array([0.1, 2.0]))])
+
+
+# ---- the samples every op ships --------------------------------------------------------------------
+def _matches(signature: tuple, stypes: tuple) -> bool:
+    return len(signature) == len(stypes) and all(k in ("*", s) for k, s in zip(signature, stypes))
+
+
+def _shipped_ops() -> list:
+    """The built-in ops and, when installed, the cookbook's (tests register ops of their own)."""
+    try:
+        import sparse_ops_cookbook  # noqa: F401
+    except ImportError:
+        pass
+    return [d for d in so.registry.all_ops() if (d.plugin is None and d.cls.__module__.startswith("sparse_ops."))
+            or d.plugin == "cookbook"]
+
+
+def test_every_shipped_op_has_samples_for_each_of_its_kernels():
+    """Each storage-aware cpu kernel's input storage types (``*`` matching any) occur in some
+    sample, and so does all-dense input where the op has a dense kernel."""
+    ops = _shipped_ops()
+    assert len(ops) >= 80
+    gaps = {}
+    for d in ops:
+        seen = set()
+        for sample in d.cls.samples():
+            inputs = sample[0] if isinstance(sample, tuple) and len(sample) == 2 and isinstance(sample[1], dict) \
+                else sample
+            seen.add(tuple(x.stype for x in inputs))
+        wanted = {st for (dev, st) in d.fcompute_ex if dev == "cpu" and "..." not in st and len(st) <= 3}
+        missing = [st for st in wanted if not any(_matches(st, got) for got in seen)]
+        if "cpu" in d.fcompute and d.arguments and not any(set(got) == {"default"} for got in seen):
+            missing.append("all dense")
+        if missing:
+            gaps[d.name] = missing
+    assert gaps == {}

@@ -646,10 +646,10 @@ class Concat(Op):
 
     @classmethod
     def samples(cls) -> list:
-        """``opcheck`` samples: two and three csr inputs along rows and columns, dense inputs."""
+        """``opcheck`` samples: one, two and three csr inputs along rows and columns, dense inputs."""
         from . import _samples
 
-        out = []
+        out = _samples.by_stypes([("csr",)], [(2, 3)], {"dim": 0})
         for sig in (("csr", "csr"), ("csr", "csr", "csr"), ("default", "default"), ("csr", "default")):
             out += _samples.by_stypes([sig], [(2, 3)] * len(sig), {"dim": 0})
             out += _samples.by_stypes([sig], [(2, 3)] * len(sig), {"dim": 1})
