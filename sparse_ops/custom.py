@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from .errors import OperatorError
+from .registry import add_class_adapter
 
 _DEFAULT = "default"
 
@@ -289,3 +290,11 @@ def Custom(*inputs: Any, op_type: str, name: str | None = None, out: Any = None,
     from .registry import get_op
 
     return invoke(get_op(op_type), inputs, params, out)
+
+
+def _adapt_prop(name: str, cls: type) -> type | None:
+    """``register``'s hook for the MXNet form: the ``Op`` adapter of a ``CustomOpProp`` subclass."""
+    return op_class_for_prop(name, cls) if issubclass(cls, CustomOpProp) else None
+
+
+add_class_adapter(_adapt_prop)  # registry never imports this module: the MXNet form hooks in
