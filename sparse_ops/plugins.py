@@ -416,13 +416,17 @@ class _Target:
     name: str  # the plugin's name, which is also its module name
     origin: str  # realpath of ``file``, to recognise the same plugin loaded again
 
+    def sources(self) -> list[str]:
+        """The plugin's source files: the file, or every .py file of the package folder."""
+        if self.search is None:
+            return [self.file]
+        return sorted(os.path.join(folder, f) for folder, _, names in os.walk(self.search[0])
+                      for f in names if f.endswith(".py") and "__pycache__" not in folder)
+
     def fingerprint(self) -> str:
-        """A hash of the plugin's source: the file, or every .py file of the package folder."""
-        files = [self.file] if self.search is None else sorted(
-            os.path.join(folder, f) for folder, dirs, names in os.walk(self.search[0])
-            for f in names if f.endswith(".py") and "__pycache__" not in folder)
+        """A hash of the plugin's source files (content, not times: an edit is an edit)."""
         digest = hashlib.sha256()
-        for f in files:
+        for f in self.sources():
             digest.update(os.path.relpath(f, os.path.dirname(self.file)).encode() + b"\0")
             try:
                 with open(f, "rb") as handle:
@@ -524,6 +528,17 @@ def load_path(path: str | os.PathLike, name: str | None = None) -> ModuleType:
         return _load_target(target)
 
 
+def _forget_bytecode(target: _Target) -> None:
+    """Delete the cached bytecode of the plugin's files: Python trusts a ``.pyc`` whose source
+    has the same size and modification second, so an edit made within a second of the last
+    import (``2.0`` -> ``9.0``) would otherwise reload the old code."""
+    for source in target.sources():
+        try:
+            os.remove(importlib.util.cache_from_source(source))
+        except (OSError, NotImplementedError, ValueError):
+            pass  # nothing cached (or a read-only cache folder, where Python decides as it always does)
+
+
 def reload_path(path: str | os.PathLike, name: str | None = None) -> ModuleType:
     """Import again a plugin loaded with ``library.load`` from ``path``, replacing exactly its
     ops: those it still defines get the new code, those it no longer defines are removed,
@@ -543,6 +558,7 @@ def reload_path(path: str | os.PathLike, name: str | None = None) -> ModuleType:
         del _LOADED[name]
         for op in old_ops:
             registry.unregister(op)
+        _forget_bytecode(target)
         try:
             return _load_target(target)
         except PluginError as exc:
