@@ -235,6 +235,8 @@ class Dot(Op):
     default/row_sparse -> row_sparse (transpose_a only), default @ csr -> csr (not
     transpose_a), otherwise default; ``forward_stype`` forces the output storage type."""
 
+    trusted = True  # built-in kernels, tested against NumPy/SciPy references
+
     arguments = ("lhs", "rhs")
     backward_needs_inputs = ("lhs", "rhs")
     transpose_a = Param(bool, False, doc="use the transpose of lhs")
@@ -461,6 +463,8 @@ class FullyConnectedOp(Op):
     ``(data, weight, bias)``, or ``(data, weight)`` with ``no_bias=True``. With
     ``flatten=True`` data of shape ``(batch, ...)`` is taken as ``(batch, prod(...))``;
     with ``flatten=False`` the product is over data's last axis."""
+
+    trusted = True  # built-in kernels, tested against NumPy/SciPy references
 
     arguments = ("data", "weight", "bias")
     variadic = True  # two inputs when no_bias

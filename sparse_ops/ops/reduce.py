@@ -159,6 +159,8 @@ class _Reduction(Op):
     """Shared rules and kernels: subclasses set ``mode`` (the value transform) and
     ``finish`` (from the accumulated sum to the output values)."""
 
+    trusted = True  # built-in kernels, tested against NumPy/SciPy references
+
     mode = PLAIN
     exclude = False  # overridden by a Param where the operator takes one
     backward_needs_inputs = ()
@@ -317,6 +319,8 @@ class BroadcastReduced(Op):
     an array of ``shape`` (with or without keepdims), repeated along ``axis`` to ``shape``.
     A row_sparse input stays row_sparse when the row axis was not reduced."""
 
+    trusted = True  # built-in kernels, tested against NumPy/SciPy references
+
     shape = Param("shape", doc="the shape before the reduction")
     axis = Param("shape", doc="the reduced axes, non-negative")
     backward_needs_inputs = ()
@@ -360,6 +364,8 @@ class BroadcastTo(Op):
     """``data`` repeated to ``shape``: axes of length 1 stretch, a 0 in ``shape`` keeps the
     input's length, and missing leading axes are added (NumPy's rule). Dense."""
 
+    trusted = True  # built-in kernels, tested against NumPy/SciPy references
+
     shape = Param("shape", doc="the target shape")
     backward_needs_inputs = ()
 
@@ -397,6 +403,8 @@ class BroadcastTo(Op):
 class DivOrZero(Op):
     """lhs / rhs where rhs is not 0, else 0 (same shapes, dense): the L2 norm's gradient
     g / norm, which is 0 rather than NaN at a zero norm."""
+
+    trusted = True  # built-in kernels, tested against NumPy/SciPy references
 
     arguments = ("lhs", "rhs")
     backward_needs_inputs = ("lhs", "rhs")
