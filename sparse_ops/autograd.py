@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from .creation import zeros
 from .device import allocating_on
 from .dispatch import accumulate_into
@@ -65,8 +67,12 @@ def _sum_grads(a: NDArray, b: NDArray) -> NDArray:
 
 
 def _ones_like(x: NDArray) -> NDArray:
-    with allocating_on(x.device):
-        return NDArray(x.device.xp.ones(x.shape, dtype=x.dtype), x.device)
+    device = x.device
+    xp = device.xp
+    if xp is np:
+        return NDArray(np.ones(x.shape, dtype=x.dtype), device)
+    with allocating_on(device):
+        return NDArray(xp.ones(x.shape, dtype=x.dtype), device)
 
 
 def _zeros_like_meta(m: Any) -> NDArray:
@@ -103,7 +109,8 @@ def _node_backward(node: Node, out_grads: list) -> list:
 
 def _op_gradient(node: Node, out_grads: list) -> list:
     """An operator's gradient rule; what it raises is reported naming the op and plugin."""
-    opdef, fn = node.opdef, node.fn
+    fn = node.fn
+    opdef = fn._opdef
     if not opdef.differentiable:
         i = next(k for k, p in enumerate(node.parents) if p is not None)
         names = opdef.arguments
@@ -152,9 +159,6 @@ def _run_backward(heads: list, head_grads: Any, retain_graph: bool, create_graph
                 "to the first backward to run backward again"
             )
 
-    def want(info: AGInfo) -> bool:
-        return info in wanted if wanted is not None else info.grad is not None
-
     results: dict[AGInfo, Any] = {}
     with _scope(create_graph, train_mode):
         for node in nodes:
@@ -162,7 +166,7 @@ def _run_backward(heads: list, head_grads: Any, retain_graph: bool, create_graph
             for ref, out in zip(node.out_infos, node.outputs):
                 info = ref()
                 g = grads.pop(info, None) if info is not None else None
-                if g is not None and want(info):
+                if g is not None and (info in wanted if wanted is not None else info.grad is not None):
                     results[info] = g
                 out_grads.append(g if g is not None else _zeros_like_meta(out))
             in_grads = _node_backward(node, out_grads)
@@ -174,7 +178,7 @@ def _run_backward(heads: list, head_grads: Any, retain_graph: bool, create_graph
                 node.inputs = node.outputs = ()
                 node.freed = True
     for info, g in grads.items():  # leaves (variables) left after the walk
-        if want(info):
+        if info in wanted if wanted is not None else info.grad is not None:
             results[info] = g
     return results
 

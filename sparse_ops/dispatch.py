@@ -41,7 +41,7 @@ class Plan:
 
     __slots__ = ("opdef", "inst", "device", "in_stypes", "out_shapes", "out_dtypes", "out_stypes",
                  "mode", "kernel", "contexts", "nout", "nvis", "kernel_stypes", "uses_workspace",
-                 "trusted", "debug", "check", "call")
+                 "trusted", "debug", "check", "kept", "call")
 
     def describe(self) -> dict[str, Any]:
         fn = self.kernel
@@ -245,6 +245,8 @@ def make_plan(opdef: OpDef, inst: Op, inputs: Sequence[NDArray]) -> Plan:
     # storage types the kernel itself produces: dense ones when it runs on densified inputs
     plan.kernel_stypes = ["default"] * plan.nout if plan.mode == "fallback" else list(plan.out_stypes)
     plan.uses_workspace = "workspace" in opdef.resources
+    # what the tape keeps of each recorded call: (input positions or None for all, output positions)
+    plan.kept = inst.kept_for_backward() if opdef.differentiable else ((), ())
     host_dense = (plan.mode == "fcompute" and device.xp is np and not plan.uses_workspace
                   and not plan.debug and plan.nout == 1)
     plan.call = _host_dense_call(plan) if host_dense else plan.call_any

@@ -165,8 +165,16 @@ def _record(plan: Any, inputs: Sequence[Any], outputs: list) -> None:
 
     The outputs of a ``differentiable = False`` op are constants: they join no graph, and
     remember the op so that asking for their gradient says why there is none."""
-    parents = [_parent(x) for x in inputs]
-    if not any(p is not None for p in parents):
+    parents = []
+    needed = False
+    for x in inputs:  # _parent, inlined: this runs on every recorded call
+        info = x._ag
+        if info is not None and (info.node is not None or info.grad_req != "null"):
+            parents.append(info)
+            needed = True
+        else:
+            parents.append(None)
+    if not needed:
         return
     opdef = plan.opdef
     if opdef.constant:
@@ -174,7 +182,7 @@ def _record(plan: Any, inputs: Sequence[Any], outputs: list) -> None:
             info = y._ag = AGInfo()
             info.constant_of = opdef.name
         return
-    keep_in, keep_out = plan.inst.kept_for_backward() if opdef.differentiable else ((), ())
+    keep_in, keep_out = plan.kept
     kept_inputs = [x if keep_in is None or i in keep_in else ArrayMeta(x, f"input {i} of {opdef.name}")
                    for i, x in enumerate(inputs)]
     kept_outputs = [y if i in keep_out else ArrayMeta(y, f"output {i} of {opdef.name}")
