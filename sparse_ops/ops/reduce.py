@@ -25,7 +25,7 @@ from ..creation import full
 from ..dispatch import op_function
 from ..ndarray import NDArray
 from ..registry import Op, Param, kernel, register
-from ._util import is_host, numba_values, row_ids
+from ._util import T, is_host, numba_values, row_ids
 from .elemwise import broadcast_div, elemwise_add, elemwise_mul
 
 _BOTH = ("cpu", "gpu")
@@ -301,9 +301,7 @@ class Norm(_Reduction):
         x, g = inputs[0], out_grads[0]
         if self.ord == 2:
             return [elemwise_mul(x, self._spread(_div_or_zero(g, outputs[0]), x.shape))]
-        from .unary import sign
-
-        return [elemwise_mul(sign(x), self._spread(g, x.shape))]
+        return [elemwise_mul(T.sign(x), self._spread(g, x.shape))]
 
 
 # ---- broadcasts (the reductions' gradients) --------------------------------------------------------
@@ -417,11 +415,9 @@ class DivOrZero(Op):
         out[zero] = 0
 
     def gradient(self, out_grads, inputs, outputs):
-        from .unary import negative
-
         h = out_grads[0]
         lhs, rhs = inputs
-        return [_div_or_zero(h, rhs), negative(_div_or_zero(_div_or_zero(elemwise_mul(h, lhs), rhs), rhs))]
+        return [_div_or_zero(h, rhs), T.negative(_div_or_zero(_div_or_zero(elemwise_mul(h, lhs), rhs), rhs))]
 
 
 # ---- exported functions ---------------------------------------------------------------------------
