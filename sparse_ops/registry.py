@@ -15,7 +15,7 @@ import sys
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -420,6 +420,7 @@ class OpDef:
 _TABLE: dict[str, OpDef] = {}
 _TABLE_LOCK = threading.RLock()  # re-entrant: a subscriber may read the table while it is told
 _OWNERS: "weakref.WeakKeyDictionary[OpDef, Owner]" = weakref.WeakKeyDictionary()  # who registered each record
+_DECLARED: "weakref.WeakKeyDictionary[OpDef, type]" = weakref.WeakKeyDictionary()  # the class @register saw
 _CONTEXT = threading.local()  # .owner: the plugin being loaded on this thread (``registering_as``)
 _SUBSCRIBERS: list[Callable[[str, "OpDef | None"], None]] = []
 _CLASS_ADAPTERS: list[Callable[[str, type], "type | None"]] = []
@@ -481,7 +482,7 @@ def _owner_for(cls: type, plugin: str | None) -> Owner:
 
 
 @contextlib.contextmanager
-def registering_as(owner: Owner | None):
+def registering_as(owner: Owner | None) -> Iterator[Owner | None]:
     """Attribute the registrations made on this thread inside the block to ``owner`` (what
     ``load_plugins`` and ``library.load`` do while a plugin's module runs); nests."""
     previous = getattr(_CONTEXT, "owner", None)
@@ -523,7 +524,7 @@ def _refusal(name: str, old: OpDef, new_cls: type, new_owner: Owner, replace: bo
                 f"registered it (two plugins cannot share an operator name)")
     if replace:
         return None
-    same_class = new_cls is old.cls or new_cls is getattr(old.cls, "prop_class", None)
+    same_class = new_cls is _DECLARED.get(old, old.cls)
     same_place = (new_owner.where, new_owner.qualname) == (old_owner.where, old_owner.qualname)
     if new_owner.kind == old_owner.kind == "user" and same_place and not same_class:
         # user code defining the op again where it did before: a re-run notebook cell, a reload
@@ -569,6 +570,7 @@ def register(name: str, replace: bool = False, plugin: str | None = None) -> Cal
                 raise OperatorError(why)
             _TABLE[name] = opdef
             _OWNERS[opdef] = owner
+            _DECLARED[opdef] = cls
             op_cls._opdef = opdef
             _announce([(name, opdef)])
         return cls
