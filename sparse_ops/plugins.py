@@ -18,7 +18,12 @@ Isolation: every plugin loads under its own name. One that fails to import, rais
 registering, takes an op name another plugin owns or declares an SDK range we do not
 satisfy is reported by name (a ``PluginWarning`` from ``load_plugins``, a ``PluginError``
 from ``library.load``, and in ``plugins_info()``); the ops it registered before failing are
-removed again, and the other plugins load regardless.
+removed again (``registry.snapshot`` before, ``registry.restore`` of its names after), and
+the other plugins load regardless.
+
+Editing: ``library.load`` of a file or folder whose source changed since it was loaded is
+refused with a pointer to ``library.reload``, which imports it again and replaces exactly
+that plugin's ops (keeping the loaded version if the new code fails).
 """
 from __future__ import annotations
 
