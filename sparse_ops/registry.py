@@ -597,9 +597,6 @@ class Snapshot:
     def __init__(self, table: dict[str, OpDef], owners: dict[OpDef, Owner]) -> None:
         self._table, self._owners = table, owners
 
-    def names(self) -> list[str]:
-        return sorted(self._table)
-
     def __repr__(self) -> str:
         return f"<registry.Snapshot of {len(self._table)} operators>"
 
