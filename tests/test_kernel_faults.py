@@ -380,8 +380,7 @@ def test_trust_is_declared_not_inferred(plugin):
         out = so.invoke("plgfault_untrusted_negative", [so.array(np.ones((2, 2), np.float32))])
         np.testing.assert_array_equal(out.asnumpy(), -np.ones((2, 2), np.float32))
     finally:
-        from sparse_ops.registry import _TABLE
-        _TABLE.pop("plgfault_untrusted_negative", None)
+        so.registry.unregister("plgfault_untrusted_negative")
 
 
 def test_debug_mode_from_the_environment(plugin, tmp_path):
