@@ -4,6 +4,12 @@ The project is a pip-installable package: ``pyproject.toml`` with the entry poin
 group ``sparse_ops.plugins``, the package (one kernel-first operator with a numba cpu
 kernel, a numba.cuda gpu kernel, a dense kernel, a gradient and ``samples()``, plus the
 SDK version range it supports), a pytest file using ``opcheck`` and a README.
+
+The package sits in ``src/NAME`` (a src layout), not in ``NAME/`` beside ``pyproject.toml``:
+run from the folder holding the project, ``python -m pytest NAME/tests`` puts that folder
+first on ``sys.path``, where the project folder ``NAME`` would be found as a namespace
+package and shadow the installed one (``cannot import name ... (unknown location)``). With
+``src/``, the editable install's path entry (``.../NAME/src``) holds the only real ``NAME``.
 """
 from __future__ import annotations
 
@@ -11,6 +17,7 @@ import importlib.util
 import keyword
 import os
 import re
+import shlex
 from pathlib import Path
 
 from ..errors import SparseOpsError
@@ -21,9 +28,9 @@ TEMPLATE = Path(__file__).resolve().parent / "template"
 FILES = {
     "pyproject.toml.tmpl": "pyproject.toml",
     "README.md.tmpl": "README.md",
-    "plugin/__init__.py.tmpl": "{name}/__init__.py",
-    "plugin/kernels.py.tmpl": "{name}/kernels.py",
-    "plugin/cuda_kernels.py.tmpl": "{name}/cuda_kernels.py",
+    "plugin/__init__.py.tmpl": "src/{name}/__init__.py",
+    "plugin/kernels.py.tmpl": "src/{name}/kernels.py",
+    "plugin/cuda_kernels.py.tmpl": "src/{name}/cuda_kernels.py",
     "tests/test_plugin.py.tmpl": "tests/test_{name}.py",
 }
 
@@ -97,4 +104,14 @@ def create(name: str, directory: str | os.PathLike = ".") -> Path:
     return root
 
 
-__all__ = ["create", "validate_name", "sdk_range", "render", "ScaffoldError", "TEMPLATE", "FILES"]
+def next_step(name: str, root: str | os.PathLike) -> str:
+    """The shell line ``sparse-ops new-plugin`` prints after writing project ``name`` in
+    ``root``: install it (editable), check its ops, run its tests. It works verbatim from any
+    folder (absolute, quoted paths; ``python -m pip`` so that pip and pytest run in the same
+    interpreter as ``sparse-ops``); ``tests/test_template.py`` runs it."""
+    root = Path(root)
+    return (f"python -m pip install -e {shlex.quote(str(root))}  &&  sparse-ops check {name}  &&  "
+            f"python -m pytest {shlex.quote(str(root / 'tests'))}")
+
+
+__all__ = ["create", "next_step", "validate_name", "sdk_range", "render", "ScaffoldError", "TEMPLATE", "FILES"]

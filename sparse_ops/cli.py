@@ -152,27 +152,43 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
     return 0
 
 
-def _ensure_plugin(target: str) -> tuple[str | None, str]:
-    """Load ``target`` (an installed plugin name, a .py file or a package folder) if needed;
-    returns (plugin name or None, message)."""
+def _looks_like_path(target: str) -> bool:
+    """Whether a ``check`` argument is written as a path: ``./x``, ``../x``, ``/abs/x``,
+    ``~/x``, ``dir/x`` or ``x.py``. A bare word (``myops``) is a plugin name, even when a
+    folder of that name is in the current folder."""
+    seps = tuple(s for s in (os.sep, os.altsep) if s)
+    return target.endswith(".py") or target.startswith(("~", ".")) or any(s in target for s in seps)
+
+
+def _ensure_plugin(target: str | None, path: str | None = None) -> tuple[str | None, str]:
+    """Load what ``sparse-ops check`` names, if needed; returns (plugin name or None, message).
+
+    ``target`` is a plugin name (loaded, or installed under the entry-point group) unless it
+    is written as a path (see ``_looks_like_path``); ``path`` (``--path``) is always a path,
+    a .py file, a package folder or a project folder."""
     import warnings
 
     so = _ops_module()
     from .plugins import PluginError
 
-    if os.sep in target or target.endswith(".py") or os.path.isdir(target):
+    if path is None and _looks_like_path(target):
+        path = target
+    if path is not None:
         try:
-            module = so.library.load(target)
+            module = so.library.load(os.path.expanduser(path))
         except PluginError as exc:
             return None, str(exc)
         return module.__name__, ""
-    if target not in so.plugins_info()["loaded"]:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            info = so.load_plugins([target])
-        if target not in info["loaded"]:
-            return None, f"plugin {target!r} is not loaded: {info['failed'].get(target, {}).get('reason')}"
-    return target, ""
+    if target in so.plugins_info()["loaded"]:
+        return target, ""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        info = so.load_plugins([target])  # an installed plugin that is not loaded yet
+    if target in info["loaded"]:
+        return target, ""
+    hint = (f"; to check the folder {target!r}, write it as a path: `sparse-ops check ./{target}` "
+            f"or `sparse-ops check --path {target}`") if os.path.exists(target) else ""
+    return None, f"plugin {target!r} is not loaded: {info['failed'].get(target, {}).get('reason')}{hint}"
 
 
 # `sparse-ops check built-in` (or `sparse_ops`) checks our own operators, as `list --plugin built-in` lists them
@@ -184,11 +200,11 @@ def _cmd_check(args: argparse.Namespace) -> int:
     from .plugins import plugin_ops
     from .registry import all_ops
 
-    if args.plugin in BUILTIN_NAMES:
+    if args.plugin in BUILTIN_NAMES and args.path is None:
         name = "built-in"
         ops = sorted(opdef.name for opdef in all_ops() if opdef.plugin is None)
     else:
-        name, message = _ensure_plugin(args.plugin)
+        name, message = _ensure_plugin(args.plugin, args.path)
         if name is None:
             print(f"sparse-ops check: {message}", file=sys.stderr)
             return 1
@@ -239,7 +255,7 @@ def _check_ops(so: Any, ops: list[str]) -> int:
 
 
 def _cmd_new_plugin(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from .sdk.scaffold import ScaffoldError, create, validate_name
+    from .sdk.scaffold import ScaffoldError, create, next_step, validate_name
 
     try:
         validate_name(args.name)
@@ -253,8 +269,7 @@ def _cmd_new_plugin(args: argparse.Namespace, parser: argparse.ArgumentParser) -
     print(f"created plugin {args.name} in {root}:")
     for f in sorted(p for p in root.rglob("*") if p.is_file()):
         print(f"  {f.relative_to(root)}")
-    print(f"\nnext: pip install -e {root}  &&  sparse-ops check {args.name}  &&  "
-          f"python -m pytest {root / 'tests'}")
+    print(f"\nnext: {next_step(args.name, root)}")
     return 0
 
 
@@ -320,12 +335,14 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     p.add_argument("--dir", default=".", metavar="D", help="parent folder (default: the current folder)")
     subs["new-plugin"] = p
     p = sub.add_parser("check", help="run opcheck over a plugin's operators and their samples()",
-                       description="Load PLUGIN (an installed plugin's name, a .py file or a package folder) "
-                                   "and run sparse_ops.sdk.testing.opcheck on the samples() of each of its "
-                                   "operators; PLUGIN 'built-in' (or 'sparse_ops') checks the built-in "
-                                   "operators. Exit 1 if a check fails, an operator has no samples() or "
-                                   "nothing could be checked.")
-    p.add_argument("plugin", metavar="PLUGIN", help="plugin name, .py file or package folder")
+                       description="Load PLUGIN (an installed or loaded plugin's name; a path only when written "
+                                   "as one: ./x, /abs/x, x.py, or --path X) and run sparse_ops.sdk.testing.opcheck "
+                                   "on the samples() of each of its operators; PLUGIN 'built-in' (or 'sparse_ops') "
+                                   "checks the built-in operators. Exit 1 if a check fails, an operator has no "
+                                   "samples() or nothing could be checked.")
+    p.add_argument("plugin", metavar="PLUGIN", nargs="?",
+                   help="plugin name ('built-in': ours), or a path written as one (./folder, /abs/folder, file.py)")
+    p.add_argument("--path", metavar="X", help="load the plugin from this .py file, package or project folder")
     p.add_argument("--op", action="append", metavar="OP", help="check only this operator (repeatable)")
     subs["check"] = p
     p = sub.add_parser("demo", help="run the main job: train a factorization machine and a GCN on sparse data",
@@ -380,6 +397,8 @@ def _main(argv: list[str] | None) -> int:
         return 0
     if args.command == "new-plugin":
         return _cmd_new_plugin(args, subs["new-plugin"])
+    if args.command == "check" and (args.plugin is None) == (args.path is None):
+        subs["check"].error("name one plugin: PLUGIN or --path X")  # exits with 2
     handler = {"list": _cmd_list, "info": _cmd_info, "plugins": _cmd_plugins, "check": _cmd_check,
                "bench": _cmd_bench}[args.command]
     return handler(args)

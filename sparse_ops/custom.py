@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from .errors import OperatorError
+from .registry import add_class_adapter
 
 _DEFAULT = "default"
 
@@ -98,10 +99,10 @@ class CustomOp:
         if req in ("write", "inplace"):
             dst[:] = src
         elif req == "add":
-            from .dispatch import _accumulate
+            from .dispatch import accumulate_into
             from .creation import array
 
-            _accumulate(dst, src if hasattr(src, "stype") else array(src, dtype=dst.dtype))
+            accumulate_into(dst, src if hasattr(src, "stype") else array(src, dtype=dst.dtype))
         else:
             raise ValueError(f"unknown req {req!r}")
 
@@ -151,6 +152,9 @@ def op_class_for_prop(name: str, prop_cls: type) -> type:
 
         def kept_for_backward(self):
             return self.keep_in, self.keep_out
+
+        def output_names(self) -> tuple[str, ...]:
+            return tuple(self.outs)
 
         def params_dict(self) -> dict:
             return dict(self.params)
@@ -215,7 +219,7 @@ def op_class_for_prop(name: str, prop_cls: type) -> type:
 
         def gradient(self, out_grads, inputs, outputs):
             from .dispatch import OpContext
-            from .autograd import _state
+            from .tape import _state
             from .creation import zeros
 
             args, aux = inputs[:len(self.args)], inputs[len(self.args):]
@@ -289,3 +293,11 @@ def Custom(*inputs: Any, op_type: str, name: str | None = None, out: Any = None,
     from .registry import get_op
 
     return invoke(get_op(op_type), inputs, params, out)
+
+
+def _adapt_prop(name: str, cls: type) -> type | None:
+    """``register``'s hook for the MXNet form: the ``Op`` adapter of a ``CustomOpProp`` subclass."""
+    return op_class_for_prop(name, cls) if issubclass(cls, CustomOpProp) else None
+
+
+add_class_adapter(_adapt_prop)  # registry never imports this module: the MXNet form hooks in

@@ -18,10 +18,16 @@ Isolation: every plugin loads under its own name. One that fails to import, rais
 registering, takes an op name another plugin owns or declares an SDK range we do not
 satisfy is reported by name (a ``PluginWarning`` from ``load_plugins``, a ``PluginError``
 from ``library.load``, and in ``plugins_info()``); the ops it registered before failing are
-removed again, and the other plugins load regardless.
+removed again (``registry.snapshot`` before, ``registry.restore`` of its names after), and
+the other plugins load regardless.
+
+Editing: ``library.load`` of a file or folder whose source changed since it was loaded is
+refused with a pointer to ``library.reload``, which imports it again and replaces exactly
+that plugin's ops (keeping the loaded version if the new code fails).
 """
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import os
@@ -34,8 +40,9 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Callable, Iterable
 
+from . import registry
 from .errors import OperatorError
-from .registry import _TABLE, _TABLE_LOCK, _current_plugin
+from .registry import Owner
 
 ENTRY_POINT_GROUP = "sparse_ops.plugins"
 AUTOLOAD_DISABLE_ENV = "SPARSE_OPS_DISABLE_PLUGIN_AUTOLOAD"
@@ -59,6 +66,8 @@ class _Record:
     details: str | None = None  # the traceback of a failure
     module: ModuleType | None = field(default=None, repr=False)
     origin: str | None = None  # resolved path for library.load, to recognise a second load
+    fingerprint: str | None = None  # of its source files (library.load), to notice an edit
+    owner: Owner | None = None  # what its ops' registrations are attributed to
 
 
 _LOADED: dict[str, _Record] = {}
@@ -132,60 +141,48 @@ def _check_sdk(name: str, spec: Any) -> None:
 
 
 # ---- loading one plugin, with roll-back ------------------------------------------------------------
-def _rollback(name: str, table_before: dict, ops_attrs_before: set, modules_before: set,
-              packages: Iterable[str]) -> None:
-    """Undo a failed load: the plugin's new ops (or restore what they replaced), their
-    generated functions in ``sparse_ops.ops`` and the plugin's half-imported modules."""
-    ops_module = sys.modules.get("sparse_ops.ops")
-    with _TABLE_LOCK:
-        for op, opdef in list(_TABLE.items()):
-            if opdef.plugin != name or table_before.get(op) is opdef:
-                continue
-            if op in table_before:
-                _TABLE[op] = table_before[op]
-            else:
-                del _TABLE[op]
-                if ops_module is not None and op not in ops_attrs_before and hasattr(ops_module, op):
-                    delattr(ops_module, op)
+def _rollback(name: str, saved: registry.Snapshot, modules_before: set, packages: Iterable[str]) -> None:
+    """Undo a failed load of plugin ``name``: its ops as they were at ``saved`` (the ones it added
+    removed, the ones it replaced restored, generated functions with them; other plugins' ops
+    untouched) and its half-imported modules forgotten."""
+    registry.restore(saved, plugin_ops(name))
     for pkg in packages:
         for mod in [m for m in sys.modules if (m == pkg or m.startswith(pkg + ".")) and m not in modules_before]:
             sys.modules.pop(mod, None)
 
 
-def _adopt(name: str, module: ModuleType) -> None:
-    """Attribute to the plugin the ops its module registered before (a plain import)."""
+def _adopt(owner: Owner, module: ModuleType) -> None:
+    """Attribute to the plugin the ops its module registered before, as user code (a plain
+    ``import`` of the module before the plugin was loaded)."""
     prefix = module.__name__
-    with _TABLE_LOCK:
-        for opdef in _TABLE.values():
-            mod = getattr(opdef.cls, "__module__", "") or ""
-            if opdef.plugin is None and (mod == prefix or mod.startswith(prefix + ".")):
-                opdef.plugin = name
+    for opdef in registry.all_ops():
+        was = registry.owner_of(opdef.name)
+        if was.kind == "user" and (was.where == prefix or was.where.startswith(prefix + ".")):
+            registry.set_owner(opdef.name, owner)
 
 
-def _load(name: str, source: str, run: Callable[[], ModuleType], module_name: str, version: str | None = None,
+def _load(owner: Owner, source: str, run: Callable[[], ModuleType], module_name: str, version: str | None = None,
           source_path: str | None = None, origin: str | None = None) -> _Record:
     """Run ``run`` (which imports module ``module_name`` of the plugin and returns it) with
-    registrations attributed to ``name``; on any failure roll back and raise PluginError."""
-    record = _Record(name=name, source=source, version=version, origin=origin)
+    registrations attributed to ``owner``; on any failure roll back and raise PluginError."""
+    name = owner.plugin
+    record = _Record(name=name, source=source, version=version, origin=origin, owner=owner)
     with _LOCK:
-        ops_module = sys.modules.get("sparse_ops.ops")
-        table_before = dict(_TABLE)
-        ops_attrs_before = set(vars(ops_module)) if ops_module is not None else set()
+        saved = registry.snapshot()
         modules_before = set(sys.modules)
         packages = {name, module_name.partition(".")[0]}  # where its half-imported modules would be
-        previous = getattr(_current_plugin, "name", None)
-        _current_plugin.name = name
         try:
-            declared = _declared_in_source(source_path)
-            if declared is not None:
-                _check_sdk(name, declared)  # refuse before running any of its code
-            module = run()
+            with registry.registering_as(owner):
+                declared = _declared_in_source(source_path)
+                if declared is not None:
+                    _check_sdk(name, declared)  # refuse before running any of its code
+                module = run()
             declared = getattr(module, "SPARSE_OPS_SDK", None)
             if declared is not None:
                 _check_sdk(name, declared)
                 record.sdk = declared
         except (Exception, SystemExit) as exc:  # a plugin must never take the process down
-            _rollback(name, table_before, ops_attrs_before, modules_before, packages)
+            _rollback(name, saved, modules_before, packages)
             own = isinstance(exc, PluginError) and str(exc).startswith(f"plugin {name!r}")  # our SDK check
             reason = str(exc) if own else f"{type(exc).__name__}: {exc}"
             record.error = reason
@@ -194,9 +191,7 @@ def _load(name: str, source: str, run: Callable[[], ModuleType], module_name: st
             if own:
                 raise
             raise PluginError(f"plugin {name!r} failed to load: {reason}") from exc
-        finally:
-            _current_plugin.name = previous
-        _adopt(name, module)
+        _adopt(owner, module)
         record.module = module
         if record.version is None:
             v = getattr(module, "__version__", None)
@@ -359,7 +354,8 @@ def _load_entry_point(ep: EntryPoint) -> _Record:
             obj()  # a set-up hook: "pkg.mod:setup"
         return sys.modules[module_name]
 
-    return _load(ep.name, source, run, module_name, version=ep.version, source_path=source_path)
+    return _load(Owner("plugin", ep.name, where=source), source, run, module_name, version=ep.version,
+                 source_path=source_path)
 
 
 def load_plugins(names: Iterable[str] | None = None) -> dict[str, dict[str, dict[str, Any]]]:
@@ -415,9 +411,38 @@ def autoload() -> None:
 
 
 # ---- run-time loading from a path ----------------------------------------------------------------
-def load_path(path: str | os.PathLike, name: str | None = None) -> ModuleType:
-    """Load a plugin from a ``.py`` file or a package folder (with ``__init__.py``); see
-    ``sparse_ops.library.load``."""
+@dataclass
+class _Target:
+    """What a path given to ``library.load`` / ``library.reload`` names."""
+
+    path: str  # the absolute path as given
+    file: str  # the module's file: the .py file or the package's __init__.py
+    search: list[str] | None  # the package folder, for its submodules (None for a file)
+    name: str  # the plugin's name, which is also its module name
+    origin: str  # realpath of ``file``, to recognise the same plugin loaded again
+
+    def sources(self) -> list[str]:
+        """The plugin's source files: the file, or every .py file of the package folder."""
+        if self.search is None:
+            return [self.file]
+        return sorted(os.path.join(folder, f) for folder, _, names in os.walk(self.search[0])
+                      for f in names if f.endswith(".py") and "__pycache__" not in folder)
+
+    def fingerprint(self) -> str:
+        """A hash of the plugin's source files (content, not times: an edit is an edit)."""
+        digest = hashlib.sha256()
+        for f in self.sources():
+            digest.update(os.path.relpath(f, os.path.dirname(self.file)).encode() + b"\0")
+            try:
+                with open(f, "rb") as handle:
+                    digest.update(handle.read())
+            except OSError:
+                digest.update(b"(unreadable)")
+        return digest.hexdigest()
+
+
+def _locate(path: str | os.PathLike, name: str | None) -> _Target:
+    """Resolve a ``.py`` file, a package folder or a project folder (NAME/ or src/NAME/ inside)."""
     p = os.path.abspath(os.fspath(path))
     if os.path.isdir(p) and not os.path.isfile(os.path.join(p, "__init__.py")):
         # a project folder (as `sparse-ops new-plugin` writes): its package is NAME/ or src/NAME/
@@ -442,43 +467,118 @@ def load_path(path: str | os.PathLike, name: str | None = None) -> ModuleType:
     name = name or default_name
     if not name.isidentifier():
         raise PluginError(f"cannot load plugin from {p}: {name!r} is not a valid module name (pass name=...)")
-    origin = os.path.realpath(file)
+    return _Target(p, file, search, name, os.path.realpath(file))
+
+
+def _loads_file(record: _Record, origin: str) -> bool:
+    """Whether the loaded plugin ``record`` is the module in file ``origin`` (loaded from that
+    path, or through an entry point whose module is that file, as after ``pip install -e``)."""
+    if record.module is None:
+        return False
+    if record.origin is not None:
+        return record.origin == origin
+    file = getattr(record.module, "__file__", None)
+    return file is not None and os.path.realpath(file) == origin
+
+
+def _import_target(target: _Target) -> ModuleType:
+    """Execute the plugin's module (or adopt it when a plain import loaded it already)."""
+    name = target.name
+    if name in sys.modules:  # imported plainly before: adopt its ops
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, target.file, submodule_search_locations=target.search)
+    if spec is None or spec.loader is None:
+        raise PluginError(f"cannot load plugin {name!r} from {target.path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
+
+
+def _load_target(target: _Target) -> ModuleType:
+    owner = Owner("library", target.name, where=target.path)
+    fingerprint = target.fingerprint()
+    record = _load(owner, target.path, lambda: _import_target(target), target.name, source_path=target.file,
+                   origin=target.origin)
+    record.fingerprint = fingerprint
+    return record.module
+
+
+def load_path(path: str | os.PathLike, name: str | None = None) -> ModuleType:
+    """Load a plugin from a ``.py`` file or a package folder (with ``__init__.py``); see
+    ``sparse_ops.library.load``."""
+    target = _locate(path, name)
+    name = target.name
     with _LOCK:
         done = _LOADED.get(name)
         if done is not None:
-            if done.origin == origin and done.module is not None:
-                return done.module  # loading twice is a no-op, as importing twice is
-            raise PluginError(f"plugin {name!r} is already loaded from {done.source}; "
-                              f"cannot load another one of that name from {p}")
+            if not _loads_file(done, target.origin):
+                raise PluginError(f"plugin {name!r} is already loaded from {done.source}; "
+                                  f"cannot load another one of that name from {target.path}")
+            if done.fingerprint is not None and done.fingerprint != target.fingerprint():
+                raise PluginError(f"plugin {name!r}: {target.path} changed since it was loaded; "
+                                  f"sparse_ops.library.reload({os.fspath(path)!r}) loads the new code "
+                                  f"(library.load keeps the version loaded first)")
+            return done.module  # loading twice is a no-op, as importing twice is
         existing = sys.modules.get(name)
         if existing is not None:
             efile = getattr(existing, "__file__", None)
-            if efile is None or os.path.realpath(efile) != origin:
-                raise PluginError(f"cannot load plugin {name!r} from {p}: a different module named {name!r} "
-                                  f"is already imported{f' (from {efile})' if efile else ''}")
+            if efile is None or os.path.realpath(efile) != target.origin:
+                raise PluginError(f"cannot load plugin {name!r} from {target.path}: a different module named "
+                                  f"{name!r} is already imported{f' (from {efile})' if efile else ''}")
+        return _load_target(target)
 
-        def run() -> ModuleType:
-            if name in sys.modules:  # imported plainly before: adopt its ops
-                return sys.modules[name]
-            spec = importlib.util.spec_from_file_location(name, file, submodule_search_locations=search)
-            if spec is None or spec.loader is None:
-                raise PluginError(f"cannot load plugin {name!r} from {p}")
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[name] = module
-            try:
-                spec.loader.exec_module(module)
-            except BaseException:
-                sys.modules.pop(name, None)
-                raise
-            return module
 
-        return _load(name, p, run, name, source_path=file, origin=origin).module
+def _forget_bytecode(target: _Target) -> None:
+    """Delete the cached bytecode of the plugin's files: Python trusts a ``.pyc`` whose source
+    has the same size and modification second, so an edit made within a second of the last
+    import (``2.0`` -> ``9.0``) would otherwise reload the old code."""
+    for source in target.sources():
+        try:
+            os.remove(importlib.util.cache_from_source(source))
+        except (OSError, NotImplementedError, ValueError):
+            pass  # nothing cached (or a read-only cache folder, where Python decides as it always does)
+
+
+def reload_path(path: str | os.PathLike, name: str | None = None) -> ModuleType:
+    """Import again a plugin loaded with ``library.load`` from ``path``, replacing exactly its
+    ops: those it still defines get the new code, those it no longer defines are removed,
+    other owners' ops are untouched. If the new code fails to load, the loaded version stays
+    (its ops, modules and record as they were) and PluginError says why."""
+    target = _locate(path, name)
+    name = target.name
+    with _LOCK:
+        done = _LOADED.get(name)
+        if done is None or done.origin != target.origin:
+            how = "is not loaded" if done is None else f"was loaded from {done.source}"
+            raise PluginError(f"cannot reload plugin {name!r} from {target.path}: it {how}; "
+                              f"library.reload reloads what sparse_ops.library.load loaded from that path")
+        saved = registry.snapshot()
+        old_ops = plugin_ops(name)
+        old_modules = {m: sys.modules.pop(m) for m in list(sys.modules) if m == name or m.startswith(name + ".")}
+        del _LOADED[name]
+        for op in old_ops:
+            registry.unregister(op)
+        _forget_bytecode(target)
+        try:
+            return _load_target(target)
+        except PluginError as exc:
+            registry.restore(saved, old_ops + plugin_ops(name))
+            sys.modules.update(old_modules)
+            _LOADED[name] = done
+            _FAILED.pop(name, None)  # still loaded: the old version
+            raise PluginError(f"plugin {name!r}: reloading {target.path} failed, the version loaded before "
+                              f"stays: {exc}") from exc
 
 
 # ---- what is loaded ------------------------------------------------------------------------------
 def plugin_ops(name: str) -> list[str]:
     """Names of the ops plugin ``name`` registered, sorted."""
-    return sorted(op for op, opdef in list(_TABLE.items()) if opdef.plugin == name)
+    return sorted(opdef.name for opdef in registry.all_ops() if opdef.plugin == name)
 
 
 def plugins_info() -> dict[str, dict[str, dict[str, Any]]]:
@@ -510,5 +610,5 @@ def failure_details(name: str) -> str | None:
 
 
 __all__ = ["ENTRY_POINT_GROUP", "EntryPoint", "PluginError", "PluginWarning", "load_plugins", "plugins_info",
-           "sdk_satisfies", "load_path", "plugin_ops", "installed_plugins", "plugin_module", "autoload",
+           "sdk_satisfies", "load_path", "reload_path", "plugin_ops", "installed_plugins", "plugin_module", "autoload",
            "autoload_disabled", "failure_details"]

@@ -8,17 +8,20 @@ set of parameters, so rules and kernels read them as ``self.lr`` and so on.
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
 import operator
+import sys
 import threading
-from typing import Any, Callable, Iterable, Sequence
+import weakref
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
 from .errors import OperatorError
 
 REQUIRED = object()
-DISPATCH_MODES = ("fcompute", "fcompute_ex", "fallback")
 PARTITIONS = ("rows", "sum", None)  # Op.partition: how an op runs over row blocks (sparse_ops.dask)
 
 
@@ -191,6 +194,11 @@ class Op:
     backward_needs_inputs: tuple[str, ...] | None = None
     backward_needs_outputs: tuple[str, ...] = ()
     differentiable: bool = True
+    # kernels tested against references (the built-ins declare it): after them only the O(1)
+    # structure checks of sparse outputs run; every other kernel's outputs are checked for
+    # array type, dtype and shape, and fully (O(nnz), unset values) under SPARSE_OPS_BOUNDSCHECK=1.
+    # Subclasses inherit it: one that brings kernels of its own untested sets trusted = False.
+    trusted: bool = False
     # how the op distributes over row blocks (sparse_ops.dask): "rows" (row-separable: run per
     # block, stack the results' rows), "sum" (the result is the sum of per-block results) or
     # None (refused); partition_args names the inputs cut into row blocks (None: every input)
@@ -208,6 +216,10 @@ class Op:
         """How many outputs are returned to the caller (the rest serve the backward pass)."""
         n = self.output_count()
         return self._opdef.num_visible_outputs if n == len(self.outputs) else n
+
+    def output_names(self) -> tuple[str, ...]:
+        """The names of this parameter set's outputs, for messages (the declared ``outputs``)."""
+        return self._opdef.outputs
 
     def kept_for_backward(self) -> tuple[tuple[int, ...] | None, tuple[int, ...]]:
         """(input positions, output positions) the tape keeps for ``gradient``; None keeps
@@ -271,7 +283,10 @@ class OpDef:
         self.variadic = bool(cls.variadic)
         self.mutate = tuple(cls.mutate)
         self.resources = tuple(cls.resources)
-        self.differentiable = bool(cls.differentiable) and cls.gradient is not Op.gradient
+        # constant: declared differentiable = False (outputs carry no gradient); differentiable:
+        # has a gradient rule. An op that is neither cannot be differentiated through (an error).
+        self.constant = not cls.differentiable
+        self.differentiable = not self.constant and cls.gradient is not Op.gradient
         self.gradient_takes_needs = self.differentiable and "needs" in inspect.signature(cls.gradient).parameters
         self.params: dict[str, Param] = {}
         for klass in reversed(cls.__mro__):
@@ -298,9 +313,13 @@ class OpDef:
         # kernels: dense ones by device type, storage-aware ones by (device type, input stypes)
         self.fcompute: dict[str, Callable] = {}
         self.fcompute_ex: dict[tuple[str, tuple[str, ...]], Callable] = {}
+        self.trusted_kernels: set[Callable] = set()  # defined by a class that declares trusted = True
         for klass in reversed(cls.__mro__):
             for attr, value in vars(klass).items():
-                for spec in getattr(value, "_sparse_ops_kernels", ()):
+                specs = getattr(value, "_sparse_ops_kernels", ())
+                if specs and klass.trusted:
+                    self.trusted_kernels.add(value)
+                for spec in specs:
                     for dev in spec.devices:
                         if spec.stypes is None:
                             self.fcompute[dev] = value
@@ -368,6 +387,11 @@ class OpDef:
                 raise ParameterError(f"{self.name}: {exc}") from None
         return inst
 
+    @property
+    def label(self) -> str:
+        """How messages name this operator: its name, and its plugin when it has one."""
+        return f"operator {self.name!r}" + (f" (plugin {self.plugin})" if self.plugin else "")
+
     def describe(self) -> str:
         lines = [f"{self.name}({', '.join(self.arguments)}{', ...' if self.variadic else ''})"]
         if self.plugin:
@@ -389,65 +413,242 @@ class OpDef:
 
 
 # ---- the table --------------------------------------------------------------------------------
+# Who may change what: ``register`` adds (or, when allowed, replaces) one op; ``unregister``
+# removes one; ``snapshot`` / ``restore`` undo a batch (a plugin that failed half-way, a test).
+# Every change is announced to the subscribers (``subscribe``): that is how ``sparse_ops.ops``
+# keeps each op's generated function, without this module importing the layers above it.
 _TABLE: dict[str, OpDef] = {}
-_TABLE_LOCK = threading.Lock()
-_current_plugin = threading.local()
+_TABLE_LOCK = threading.RLock()  # re-entrant: a subscriber may read the table while it is told
+_OWNERS: "weakref.WeakKeyDictionary[OpDef, Owner]" = weakref.WeakKeyDictionary()  # who registered each record
+_DECLARED: "weakref.WeakKeyDictionary[OpDef, type]" = weakref.WeakKeyDictionary()  # the class @register saw
+_CONTEXT = threading.local()  # .owner: the plugin being loaded on this thread (``registering_as``)
+_SUBSCRIBERS: list[Callable[[str, "OpDef | None"], None]] = []
+_CLASS_ADAPTERS: list[Callable[[str, type], "type | None"]] = []
+BUILTIN_PACKAGE = "sparse_ops"  # classes defined in this package's modules are the built-ins
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Who registered an op, for error messages and for undoing a plugin's work.
+
+    ``kind`` is ``"built-in"`` (a class defined in the ``sparse_ops`` package), ``"plugin"``
+    (an installed plugin, or ``register(..., plugin=NAME)``), ``"library"`` (a file or folder
+    loaded with ``sparse_ops.library.load``) or ``"user"`` (any other code: a script, a notebook
+    cell, a test module). ``plugin`` is the plugin's name (plugins and libraries); ``where`` is
+    the library's path, the plugin's source, or for user code the module the class was defined
+    in, with ``qualname`` the class's qualified name and ``file`` its file (a notebook cell's
+    pseudo-file included).
+    """
+
+    kind: str
+    plugin: str | None = None
+    where: str = ""
+    qualname: str = ""
+    file: str | None = None
+
+    def __str__(self) -> str:
+        if self.kind == "built-in":
+            return "a built-in"
+        if self.kind == "plugin":
+            return f"plugin {self.plugin!r}"
+        if self.kind == "library":
+            return f"library file {self.where} (plugin {self.plugin!r})"
+        return f"user code: class {self.where}.{self.qualname}" + (f" in {self.file}" if self.file else "")
+
+
+def _defined_in(cls: type) -> str | None:
+    """The file a class's methods were compiled from (works for ``__main__`` and notebook
+    cells, where ``inspect.getfile`` fails); None for a class without Python methods."""
+    for value in vars(cls).values():
+        code = getattr(getattr(value, "__func__", value), "__code__", None)
+        if code is not None:
+            return code.co_filename
+    module = sys.modules.get(cls.__module__)
+    return getattr(module, "__file__", None)
+
+
+def _owner_for(cls: type, plugin: str | None) -> Owner:
+    """The owner of a registration of ``cls``: the explicit ``plugin``, else the plugin being
+    loaded on this thread, else a built-in or user code by where ``cls`` was defined."""
+    if plugin is not None:
+        return Owner("plugin", plugin)
+    current = getattr(_CONTEXT, "owner", None)
+    if current is not None:
+        return current
+    module = getattr(cls, "__module__", "") or ""
+    if module == BUILTIN_PACKAGE or module.startswith(BUILTIN_PACKAGE + "."):
+        return Owner("built-in")
+    return Owner("user", where=module, qualname=cls.__qualname__, file=_defined_in(cls))
+
+
+@contextlib.contextmanager
+def registering_as(owner: Owner | None) -> Iterator[Owner | None]:
+    """Attribute the registrations made on this thread inside the block to ``owner`` (what
+    ``load_plugins`` and ``library.load`` do while a plugin's module runs); nests."""
+    previous = getattr(_CONTEXT, "owner", None)
+    _CONTEXT.owner = owner
+    try:
+        yield owner
+    finally:
+        _CONTEXT.owner = previous
+
+
+def add_class_adapter(adapter: Callable[[str, type], "type | None"]) -> None:
+    """Let ``register`` accept another kind of class: ``adapter(name, cls)`` returns the
+    ``Op`` subclass that runs ``cls``, or None when ``cls`` is not its kind. ``sparse_ops.custom``
+    adds the MXNet ``CustomOpProp`` form this way, so this module never imports it."""
+    if adapter not in _CLASS_ADAPTERS:
+        _CLASS_ADAPTERS.append(adapter)
+
+
+def subscribe(callback: Callable[[str, "OpDef | None"], None]) -> None:
+    """Call ``callback(name, opdef)`` after every change of the table: the new record after a
+    registration or a restore, None after a removal. ``sparse_ops.ops`` subscribes to publish
+    each op's generated function. Subscribers must not raise."""
+    if callback not in _SUBSCRIBERS:
+        _SUBSCRIBERS.append(callback)
+
+
+def _announce(changes: Iterable[tuple[str, "OpDef | None"]]) -> None:
+    for name, opdef in changes:
+        for callback in list(_SUBSCRIBERS):
+            callback(name, opdef)
+
+
+def _refusal(name: str, old: OpDef, new_cls: type, new_owner: Owner, replace: bool) -> str | None:
+    """Why registering ``new_cls`` as ``name`` for ``new_owner`` over ``old`` is refused, or
+    None if it may replace ``old``."""
+    old_owner = owner_of(name)
+    if old_owner.plugin and new_owner.plugin and old_owner.plugin != new_owner.plugin:
+        return (f"plugin {new_owner.plugin!r} cannot register operator {name!r}: {old_owner} already "
+                f"registered it (two plugins cannot share an operator name)")
+    if replace:
+        return None
+    same_class = new_cls is _DECLARED.get(old, old.cls)
+    same_place = (new_owner.where, new_owner.qualname) == (old_owner.where, old_owner.qualname)
+    if new_owner.kind == old_owner.kind == "user" and same_place and not same_class:
+        # user code defining the op again where it did before: a re-run notebook cell, a reload
+        # (the file is not compared: IPython names each run of a cell differently)
+        return None
+    by = f"plugin {new_owner.plugin!r}: " if new_owner.plugin else ""
+    return f"{by}operator {name!r} is already registered (owner: {old_owner}); pass replace=True to replace it"
 
 
 def register(name: str, replace: bool = False, plugin: str | None = None) -> Callable[[type], type]:
     """Class decorator: add an operator to the table under ``name``: an ``Op`` subclass
-    (kernel-first form) or an MXNet-style ``CustomOpProp`` subclass.
+    (kernel-first form) or an MXNet-style ``CustomOpProp`` subclass. Returns the class.
 
-    Registering a taken name is an error unless ``replace=True``. The op remembers the
-    plugin that registered it: ``plugin``, else the plugin being loaded by
-    ``sparse_ops.load_plugins`` / ``sparse_ops.library.load`` on this thread. A plugin can
-    never take a name another plugin registered, even with ``replace=True``.
+    Registering a taken name is an error naming the name's owner (a built-in, a plugin, a
+    library file, user code: see ``Owner``) unless ``replace=True``, with one exception: user
+    code that defines the op again from the same place (the same ``module.qualname``: a re-run
+    notebook cell, ``importlib.reload``) replaces it, since that is an edit, not a clash. A
+    plugin can never take a name another plugin registered, even with ``replace=True``.
+
+    The op belongs to ``plugin`` if given, else to the plugin being loaded on this thread
+    (``registering_as``), else to the built-ins or the user code that defined the class.
     """
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"operator names are identifiers, got {name!r}")
 
     def deco(cls: type) -> type:
-        from .custom import CustomOpProp, op_class_for_prop
-
-        if isinstance(cls, type) and issubclass(cls, CustomOpProp):
-            register(name, replace=replace, plugin=plugin)(op_class_for_prop(name, cls))
-            return cls
-        if not (isinstance(cls, type) and issubclass(cls, Op)):
+        op_cls = cls
+        if isinstance(cls, type) and not issubclass(cls, Op):
+            for adapter in list(_CLASS_ADAPTERS):
+                adapted = adapter(name, cls)
+                if adapted is not None:
+                    op_cls = adapted
+                    break
+        if not (isinstance(op_cls, type) and issubclass(op_cls, Op)):
             raise TypeError(f"@register({name!r}) decorates a subclass of sparse_ops.Op or "
                             f"sparse_ops.CustomOpProp, got {cls!r}")
-        owner = plugin or getattr(_current_plugin, "name", None)
-        opdef = OpDef(name, cls, owner)
+        owner = _owner_for(cls, plugin)
+        opdef = OpDef(name, op_cls, owner.plugin)
         with _TABLE_LOCK:
             old = _TABLE.get(name)
-            if old is not None and old.plugin and owner and old.plugin != owner:
-                raise OperatorError(f"plugin {owner!r} cannot register operator {name!r}: plugin "
-                                    f"{old.plugin!r} already registered it (two plugins cannot share an "
-                                    f"operator name)")
-            if old is not None and not replace:
-                who = f" (registered by plugin {old.plugin})" if old.plugin else " (a built-in)"
-                by = f"plugin {owner!r}: " if owner else ""
-                raise OperatorError(f"{by}operator {name!r} is already registered{who}; "
-                                    f"pass replace=True to replace it")
+            why = None if old is None else _refusal(name, old, cls, owner, replace)
+            if why is not None:
+                raise OperatorError(why)
             _TABLE[name] = opdef
-        cls._opdef = opdef
-        _publish(name)
+            _OWNERS[opdef] = owner
+            _DECLARED[opdef] = cls
+            op_cls._opdef = opdef
+            _announce([(name, opdef)])
         return cls
 
     return deco
 
 
-def _publish(name: str) -> None:
-    """Give a newly registered op its generated function in ``sparse_ops.ops``."""
-    import sys
+def unregister(name: str) -> OpDef:
+    """Remove operator ``name`` from the table (and its generated function from
+    ``sparse_ops.ops``) and return its record; OperatorError if there is none."""
+    with _TABLE_LOCK:
+        opdef = _TABLE.pop(name, None)
+        if opdef is None:
+            raise OperatorError(f"no operator named {name!r} to unregister")
+        _announce([(name, None)])
+    return opdef
 
-    ops = sys.modules.get("sparse_ops.ops")
-    if ops is not None:  # replaced ops get a new function too
-        from .dispatch import op_function
 
-        setattr(ops, name, op_function(name))
+class Snapshot:
+    """The table at one moment, for ``restore``: which record each name held, and owners."""
+
+    __slots__ = ("_table", "_owners")
+
+    def __init__(self, table: dict[str, OpDef], owners: dict[OpDef, Owner]) -> None:
+        self._table, self._owners = table, owners
+
+    def __repr__(self) -> str:
+        return f"<registry.Snapshot of {len(self._table)} operators>"
+
+
+def snapshot() -> Snapshot:
+    """The current table, to ``restore`` later (cheap: it copies the name -> record map)."""
+    with _TABLE_LOCK:
+        table = dict(_TABLE)
+        return Snapshot(table, {opdef: _OWNERS[opdef] for opdef in table.values() if opdef in _OWNERS})
+
+
+def restore(saved: Snapshot, names: Iterable[str] | None = None) -> list[str]:
+    """Put the table back as it was at ``snapshot()``: ops added since are removed, ops replaced
+    or removed since come back (with their owners and generated functions). ``names`` limits
+    this to those names (a failed plugin's own ops), leaving changes to others in place.
+    Returns the names that changed, sorted."""
+    with _TABLE_LOCK:
+        wanted = set(_TABLE) | set(saved._table) if names is None else set(names)
+        changes: list[tuple[str, OpDef | None]] = []
+        for name in sorted(wanted):
+            before, now = saved._table.get(name), _TABLE.get(name)
+            if before is now:
+                continue
+            if before is None:
+                del _TABLE[name]
+            else:
+                _TABLE[name] = before
+                if before in saved._owners:
+                    _OWNERS[before] = saved._owners[before]
+            changes.append((name, before))
+        _announce(changes)
+    return [name for name, _ in changes]
+
+
+def owner_of(name: str) -> Owner:
+    """Who registered operator ``name`` (see ``Owner``); OperatorError if there is none."""
+    opdef = get_op(name)
+    owner = _OWNERS.get(opdef)
+    return owner if owner is not None else _owner_for(opdef.cls, opdef.plugin)
+
+
+def set_owner(name: str, owner: Owner) -> None:
+    """Attribute the registered op ``name`` to ``owner`` (a plugin adopting the ops its module
+    registered in a plain import before ``load_plugins`` ran)."""
+    with _TABLE_LOCK:
+        opdef = get_op(name)
+        _OWNERS[opdef] = owner
+        opdef.plugin = owner.plugin
 
 
 def get_op(name: str) -> OpDef:
+    """The table's record of operator ``name``; OperatorError if there is none."""
     try:
         return _TABLE[name]
     except KeyError:
@@ -460,4 +661,5 @@ def list_ops() -> list[str]:
 
 
 def all_ops() -> Iterable[OpDef]:
+    """Every registered record (a copy of the list: the table may change meanwhile)."""
     return list(_TABLE.values())

@@ -77,14 +77,13 @@ def isolated(monkeypatch, tmp_path_factory):
 
     import sparse_ops as so
     from sparse_ops import plugins
-    from sparse_ops.registry import _TABLE
+    from sparse_ops import registry
 
-    table, loaded, failed = dict(_TABLE), dict(plugins._LOADED), dict(plugins._FAILED)
+    table, loaded, failed = registry.snapshot(), dict(plugins._LOADED), dict(plugins._FAILED)
     ops_attrs, modules = set(vars(so.ops)), set(sys.modules)
     monkeypatch.setattr(sys, "path", list(sys.path))
     yield
-    _TABLE.clear()
-    _TABLE.update(table)
+    registry.restore(table)
     for attr in set(vars(so.ops)) - ops_attrs:
         delattr(so.ops, attr)
     plugins._LOADED.clear()

@@ -254,7 +254,7 @@ def test_check_a_single_op(tmp_path, isolated, capsys):
 def test_new_plugin_writes_the_template(tmp_path, capsys):
     assert main(["new-plugin", "cliscaffold", "--dir", str(tmp_path)]) == 0
     root = tmp_path / "cliscaffold"
-    assert (root / "pyproject.toml").is_file() and (root / "cliscaffold" / "__init__.py").is_file()
+    assert (root / "pyproject.toml").is_file() and (root / "src" / "cliscaffold" / "__init__.py").is_file()
     assert "created plugin cliscaffold" in capsys.readouterr().out
     assert main(["new-plugin", "cliscaffold", "--dir", str(tmp_path)]) == 1  # never overwrites
     assert "already exists" in capsys.readouterr().err

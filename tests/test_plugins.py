@@ -217,14 +217,15 @@ def test_two_plugins_cannot_register_one_name(tmp_path, isolated):
                 y[...] = 2 * x
         """)
     with pytest.raises(PluginError, match=r"plugin 'plg_second' cannot register operator 'plgshared_double': "
-                                          r"plugin 'plg_first' already registered it"):
+                                          r"library file .*plg_first\.py \(plugin 'plg_first'\) already "
+                                          r"registered it"):
         so.library.load(second)
     assert so.get_op("plgshared_double").plugin == "plg_first"
     assert "plgsecond_own" not in so.list_ops()  # rolled back with the failure
 
 
 def test_register_messages_name_the_plugins(isolated):
-    from sparse_ops.registry import _current_plugin
+    from sparse_ops.registry import Owner, registering_as
 
     def declare(name):
         @so.register(name)
@@ -234,18 +235,15 @@ def test_register_messages_name_the_plugins(isolated):
                 y[...] = x
         return T
 
-    _current_plugin.name = "plg_a"
-    try:
+    with registering_as(Owner("plugin", "plg_a")):
         declare("plgreg_x")
         with pytest.raises(so.OperatorError, match="plugin 'plg_a': operator 'plgreg_x' is already registered "
-                                                   r"\(registered by plugin plg_a\)"):
+                                                   r"\(owner: plugin 'plg_a'\)"):
             declare("plgreg_x")
-        with pytest.raises(so.OperatorError, match=r"'plg_a'.*'negative'.*\(a built-in\)"):
+        with pytest.raises(so.OperatorError, match=r"'plg_a'.*'negative'.*\(owner: a built-in\)"):
             declare("negative")
-    finally:
-        _current_plugin.name = None
     assert so.get_op("plgreg_x").plugin == "plg_a"
-    with pytest.raises(so.OperatorError, match=r"^operator 'plgreg_x' is already registered"):
+    with pytest.raises(so.OperatorError, match=r"^operator 'plgreg_x' is already registered \(owner: plugin 'plg_a'\)"):
         declare("plgreg_x")  # no plugin loading: the message names the owner only
 
 

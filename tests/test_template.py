@@ -1,10 +1,12 @@
 """The plugin template (``sparse-ops new-plugin``): the project it writes is complete, its
 op passes ``opcheck`` (cpu, and the numba.cuda kernel in the CUDA simulator), and once
 ``pip install``ed into a fresh virtual environment it is discovered through its entry
-point and its own tests pass there. Everything runs offline."""
+point and its own tests pass there; the next step ``new-plugin`` prints runs verbatim from
+the folder where the project was created. Everything runs offline."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import sysconfig
@@ -13,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from sparse_ops.sdk import SDK_VERSION
-from sparse_ops.sdk.scaffold import FILES, TEMPLATE, create, render, sdk_range, validate_name
+from sparse_ops.sdk.scaffold import FILES, TEMPLATE, create, next_step, render, sdk_range, validate_name
 
 try:
     import tomllib  # Python 3.11+
@@ -70,8 +72,8 @@ def test_names_and_ranges():
 
 def test_the_project_is_complete(project):
     files = sorted(str(p.relative_to(project)) for p in project.rglob("*") if p.is_file())
-    assert files == ["README.md", "myops/__init__.py", "myops/cuda_kernels.py", "myops/kernels.py",
-                     "pyproject.toml", "tests/test_myops.py"]
+    assert files == ["README.md", "pyproject.toml", "src/myops/__init__.py", "src/myops/cuda_kernels.py",
+                     "src/myops/kernels.py", "tests/test_myops.py"]
     for f in project.rglob("*"):
         if f.is_file():
             text = f.read_text()
@@ -83,10 +85,11 @@ def test_the_project_is_complete(project):
     if tomllib is not None:
         meta = tomllib.loads(pyproject)
         assert meta["project"]["entry-points"]["sparse_ops.plugins"] == {NAME: NAME}
-    init = (project / NAME / "__init__.py").read_text()
+        assert meta["tool"]["setuptools"]["package-dir"] == {"": "src"}  # see test_the_printed_next_step...
+    init = (project / "src" / NAME / "__init__.py").read_text()
     assert f'SPARSE_OPS_SDK = ">={SDK_VERSION},<0.2"' in init and f'@so.register("{OP}")' in init
     assert '@so.kernel(device="gpu", stypes=("csr", "default"))' in init
-    assert "@cuda.jit" in (project / NAME / "cuda_kernels.py").read_text()
+    assert "@cuda.jit" in (project / "src" / NAME / "cuda_kernels.py").read_text()
     assert "opcheck" in (project / "tests" / "test_myops.py").read_text()
     with pytest.raises(Exception, match="already exists"):
         create(NAME, project.parent)
@@ -130,26 +133,65 @@ def _parent_site_packages() -> list[str]:
     return sorted(p for p in paths if os.path.isdir(p))
 
 
-@pytest.mark.slow
-def test_pip_installed_plugin_is_discovered_and_its_tests_pass(project, tmp_path):
-    """The plugin and sparse-ops installed (editable, offline) into a fresh venv that sees this
-    environment's numpy/scipy/numba: sparse_ops finds the op through the entry point at import,
-    `sparse-ops check` passes, and the plugin's own tests pass (the gpu one in the simulator)."""
+def fresh_venv(where: Path) -> Path:
+    """A venv without pip of its own that sees this environment's packages (numpy, scipy,
+    numba, pip, setuptools, pytest), with sparse-ops installed editable, offline; returns
+    its bin folder."""
     import importlib.util
 
     for needed in ("pip", "setuptools"):  # found, not imported (setuptools patches distutils)
         if importlib.util.find_spec(needed) is None:
             pytest.skip(f"needs {needed} in this environment to install offline")
-    venv = tmp_path / "venv"
+    venv = where / "venv"
     run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", venv])
     py = venv / "bin" / "python"
     purelib = run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip()
     # when this interpreter is itself a venv, --system-site-packages reaches only the base
     # interpreter's packages: add ours (numpy, scipy, numba, pip, setuptools, pytest) by path
     Path(purelib, "_parent_environment.pth").write_text("\n".join(_parent_site_packages()) + "\n")
-    pip = [py, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index", "-q", "-e"]
-    run(pip + [project], PIP_DISABLE_PIP_VERSION_CHECK="1")
-    run(pip + [ROOT], PIP_DISABLE_PIP_VERSION_CHECK="1")
+    run([py, *PIP_OFFLINE, ROOT], PIP_DISABLE_PIP_VERSION_CHECK="1")
+    return venv / "bin"
+
+
+# pip without an index or build isolation: everything it needs is installed already
+PIP_OFFLINE = ["-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index", "-q", "-e"]
+
+
+@pytest.mark.slow
+def test_the_printed_next_step_runs_verbatim_from_where_the_project_was_created(tmp_path):
+    """`sparse-ops new-plugin myops` prints `python -m pip install -e ... && sparse-ops check myops
+    && python -m pytest .../tests`; pasted into a shell in the folder where it ran (with the
+    venv's bin first on PATH, as an activated venv has it, and pip told to stay offline) it
+    exits 0: `check myops` takes the name for the installed plugin, not the folder ./myops,
+    and pytest imports the installed package, which the project folder does not shadow."""
+    bin_dir = fresh_venv(tmp_path)
+    parent = tmp_path / "work"
+    parent.mkdir()
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "VIRTUAL_ENV": str(bin_dir.parent),
+           "PIP_NO_INDEX": "1", "PIP_NO_BUILD_ISOLATION": "0",  # (pip reads "0" as: no isolation)
+           "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    created = run(["sparse-ops", "new-plugin", NAME], cwd=parent, **env)
+    line = created.stdout.strip().splitlines()[-1]
+    assert line.startswith("next: ") and line[len("next: "):] == next_step(NAME, parent / NAME)
+    out = run(["bash", "-c", line[len("next: "):]], cwd=parent, **env)
+    assert f"ok   {OP}: " in out.stdout and re.search(r"\n=+ \d+ passed", out.stdout), out.stdout
+    # the installed package is the project's src/myops, and the folder ./myops (a would-be
+    # namespace package) does not hide it from Python run in `parent`
+    where = run(["python", "-c", f"import {NAME}; print({NAME}.__file__)"], cwd=parent, **env).stdout.strip()
+    assert where == str(parent / NAME / "src" / NAME / "__init__.py")
+    # the folder, written as a path, is the same plugin, checked from its source
+    for argv in (["sparse-ops", "check", f"./{NAME}"], ["sparse-ops", "check", "--path", NAME]):
+        assert f"ok   {OP}: " in run(argv, cwd=parent, **env).stdout
+
+
+@pytest.mark.slow
+def test_pip_installed_plugin_is_discovered_and_its_tests_pass(project, tmp_path):
+    """The plugin and sparse-ops installed (editable, offline) into a fresh venv that sees this
+    environment's numpy/scipy/numba: sparse_ops finds the op through the entry point at import,
+    `sparse-ops check` passes, and the plugin's own tests pass (the gpu one in the simulator)."""
+    bin_dir = fresh_venv(tmp_path)
+    py = bin_dir / "python"
+    run([py, *PIP_OFFLINE, project], PIP_DISABLE_PIP_VERSION_CHECK="1")
 
     out = run([py, "-c", f"""
 import sys, sparse_ops
@@ -167,9 +209,9 @@ print("discovered")
               SPARSE_OPS_DISABLE_PLUGIN_AUTOLOAD="1")
     assert off.stdout.strip() == "False"
 
-    out = run([venv / "bin" / "sparse-ops", "check", NAME], cwd=tmp_path)
+    out = run([bin_dir / "sparse-ops", "check", NAME], cwd=tmp_path)
     assert f"ok   {OP}: 5 samples" in out.stdout
-    out = run([venv / "bin" / "sparse-ops", "plugins"], cwd=tmp_path)
+    out = run([bin_dir / "sparse-ops", "plugins"], cwd=tmp_path)
     assert f"{NAME} 0.1.0, SDK >=0.1,<0.2 — entry point '{NAME}' of {NAME} 0.1.0" in out.stdout
 
     pytest_cmd = [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"]
@@ -188,7 +230,7 @@ def test_template_op_on_the_gpu_device(project):
 
     if so.num_gpus() == 0:
         pytest.skip("no gpu (set SPARSE_OPS_CUDA_SIM=1 to simulate one)")
-    module = so.library.load(project / NAME)
+    module = so.library.load(project / "src" / NAME)
     op = so.get_op(OP)
     assert op.plugin is not None and ("gpu" in op.fcompute or any(d == "gpu" for d, _ in op.fcompute_ex))
     samples = op.cls.samples()

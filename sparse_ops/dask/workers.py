@@ -82,9 +82,10 @@ def ship_library(path: str | os.PathLike, name: str | None = None, client: Any =
 
 
 def _missing(names: list[str]) -> list[str]:
-    from ..registry import _TABLE
+    from ..registry import list_ops
 
-    return [n for n in names if n not in _TABLE]
+    present = set(list_ops())
+    return [n for n in names if n not in present]
 
 
 def check_workers(ops: Iterable[str], client: Any = None) -> None:

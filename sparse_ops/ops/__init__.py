@@ -3,7 +3,23 @@
 Each module holds one family: its ``Op`` classes (rules, kernels, gradient together)
 and the Python functions ``sparse_ops`` exports.
 """
-from . import elemwise, linalg, nn, optimizer, reduce, structure, unary  # noqa: F401
+from ..dispatch import op_function as _op_function
+from ..registry import OpDef as _OpDef
+from ..registry import subscribe as _subscribe
+
+
+def _publish(name: str, opdef: "_OpDef | None") -> None:
+    """Keep ``sparse_ops.ops.<name>`` the generated function of each registered op (the
+    registry tells us of every registration, replacement, removal and restore)."""
+    if opdef is None:
+        globals().pop(name, None)
+    else:
+        globals()[name] = _op_function(name)
+
+
+_subscribe(_publish)  # first: the built-ins registered by the imports below are published too
+
+from . import elemwise, linalg, nn, optimizer, reduce, structure, unary  # noqa: E402,F401
 from .elemwise import *  # noqa: F401,F403
 from .linalg import *  # noqa: F401,F403
 from .nn import *  # noqa: F401,F403

@@ -13,7 +13,7 @@ import numpy as np
 from ..dispatch import op_function
 from ..ndarray import NDArray
 from ..registry import Op, kernel, register
-from ._util import index_dtype_for, is_host, match_rows, numba_values, row_ids
+from ._util import T, index_dtype_for, is_host, match_rows, numba_values, row_ids
 
 _BOTH = ("cpu", "gpu")
 
@@ -81,6 +81,7 @@ def _dense_plus_sparse(ctx, dense, sparse, sign: int, out, sparse_first: bool) -
 
 
 class _Binary(Op):
+    trusted = True  # built-in kernels, tested against NumPy/SciPy references
     arguments = ("lhs", "rhs")
     partition = "rows"  # equal shapes, value by value: both operands cut into the same row blocks
     ufunc: np.ufunc  # NumPy ufuncs also run on CuPy arrays (``__array_ufunc__``)
@@ -145,10 +146,8 @@ class ElemwiseSub(_AddSub):
     ufunc = np.subtract
 
     def gradient(self, out_grads, inputs, outputs):
-        from .unary import negative
-
         g = out_grads[0]
-        return [g, negative(g)]
+        return [g, T.negative(g)]
 
 
 @register("elemwise_mul")
@@ -212,11 +211,9 @@ class ElemwiseDiv(_Binary):
         ctx.xp.divide(lhs, rhs, out=out, casting="unsafe")
 
     def gradient(self, out_grads, inputs, outputs):
-        from .unary import negative, square
-
         g = out_grads[0]
         lhs, rhs = inputs
-        return [elemwise_div(g, rhs), negative(elemwise_div(elemwise_mul(g, lhs), square(rhs)))]
+        return [elemwise_div(g, rhs), T.negative(elemwise_div(elemwise_mul(g, lhs), T.square(rhs)))]
 
     @classmethod
     def samples(cls) -> list:
@@ -234,15 +231,12 @@ def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
 
 def sum_to_shape(g: NDArray, shape: tuple[int, ...]) -> NDArray:
     """Reduce a broadcast gradient back to ``shape`` (summing the broadcast axes), with ops."""
-    from .reduce import sum as _sum
-    from .structure import reshape
-
     if g.shape == shape:
         return g
     lead = len(g.shape) - len(shape)
     axes = tuple(range(lead)) + tuple(
         lead + i for i, d in enumerate(shape) if d == 1 and g.shape[lead + i] != 1)
-    return reshape(_sum(g, axis=axes, keepdims=False), shape=shape) if axes else reshape(g, shape=shape)
+    return T.reshape(T.sum(g, axis=axes, keepdims=False), shape=shape) if axes else T.reshape(g, shape=shape)
 
 
 class _Broadcast(_Binary):
@@ -294,10 +288,8 @@ class BroadcastSub(_Broadcast):
     ufunc = np.subtract
 
     def gradient(self, out_grads, inputs, outputs):
-        from .unary import negative
-
         g = out_grads[0]
-        return [sum_to_shape(g, inputs[0].shape), sum_to_shape(negative(g), inputs[1].shape)]
+        return [sum_to_shape(g, inputs[0].shape), sum_to_shape(T.negative(g), inputs[1].shape)]
 
 
 @register("broadcast_mul")
@@ -321,12 +313,10 @@ class BroadcastDiv(_Broadcast):
         ctx.xp.divide(lhs, rhs, out=out, casting="unsafe")
 
     def gradient(self, out_grads, inputs, outputs):
-        from .unary import negative, square
-
         g = out_grads[0]
         lhs, rhs = inputs
         dl = broadcast_div(g, rhs)
-        dr = negative(broadcast_div(broadcast_mul(g, lhs), square(rhs)))
+        dr = T.negative(broadcast_div(broadcast_mul(g, lhs), T.square(rhs)))
         return [sum_to_shape(dl, lhs.shape), sum_to_shape(dr, rhs.shape)]
 
 
