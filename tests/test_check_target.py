@@ -20,7 +20,7 @@ def write(path: Path, text: str) -> Path:
 
 
 def plugin(prefix: str, factor: float = 2.0) -> str:
-    """A plugin module with one op, ``{prefix}_double``, and its samples."""
+    """A plugin module with one op, ``{prefix}_double``, its gradient (opcheck checks it) and its samples."""
     return textwrap.dedent(f"""
         import numpy as np
         import sparse_ops as so
@@ -30,6 +30,8 @@ def plugin(prefix: str, factor: float = 2.0) -> str:
             @so.kernel(device="cpu")
             def dense(self, ctx, x, y):
                 y[...] = {factor} * x
+            def gradient(self, out_grads, inputs, outputs):
+                return [out_grads[0] * {factor}]
             @classmethod
             def samples(cls):
                 return [[so.array(np.arange(3.0))]]
