@@ -101,6 +101,27 @@ def from_dlpack(obj: Any, device: Device | str | None = None) -> NDArray:
     return NDArray(data, dev)
 
 
+def coerce(value: Any, stype: str, dtype: Any, device: Device, shape: tuple[int, ...]) -> NDArray:
+    """``value`` (container, array-like, SciPy matrix, scalar) as a fresh container of
+    ``stype``/``dtype`` on ``device``: what ``x[:] = value`` stores."""
+    dt = value_dtype(dtype)
+    if np.isscalar(value):
+        if value != 0:
+            raise ValueError(f"cannot assign the non-zero scalar {value!r} to a {stype} array")
+        return zeros(shape, stype=stype, dtype=dt, device=device)
+    if isinstance(value, NDArray):
+        moved = value.to(device)
+        if moved.stype != stype:
+            new = moved.tostype(stype)
+        else:
+            new = value.copy() if moved is value else moved
+    else:
+        new = array(value, device=device)
+        if new.stype != stype:
+            new = new.tostype(stype)
+    return new.astype(dt, copy=False)
+
+
 # ---- filled arrays ----------------------------------------------------------------------
 def zeros(shape: Any, stype: str = "default", dtype: Any = "float32",
           device: Device | str | None = None) -> NDArray:
