@@ -41,3 +41,30 @@ def source_dtype(dtype: Any) -> np.dtype:
             "pass dtype= to convert"
         )
     return dt
+
+
+# ---- dtypes of operator results ---------------------------------------------------------
+def promote_types(*dtypes: np.dtype) -> np.dtype:
+    """The dtype NumPy gives a binary operation on arrays of ``dtypes`` (``np.result_type``):
+    float32 with float64 is float64, an integer with a float is a float wide enough for
+    both (int32 or int64 with float32 is float64), int32 with int64 is int64. Every result
+    of two supported value dtypes is itself supported."""
+    first = dtypes[0]
+    for d in dtypes[1:]:
+        if d != first:
+            return np.result_type(*dtypes)
+    return first
+
+
+def require_one_dtype(op: str, names: tuple[str, ...], dtypes: tuple[np.dtype, ...]) -> np.dtype:
+    """The one dtype of the inputs of an op that cannot promote (an in-place update, a kernel
+    of one dtype), else a TypeError naming the first argument that differs from the first."""
+    first = dtypes[0]
+    for i, d in enumerate(dtypes[1:], 1):
+        if d != first:
+            name = names[i] if i < len(names) else f"input {i}"
+            head = names[0] if names else "input 0"
+            raise TypeError(
+                f"argument {name!r} is {np.dtype(d).name} but {head!r} is {np.dtype(first).name}; "
+                f"{op} takes inputs of one dtype (it cannot promote): convert one with .astype()")
+    return first

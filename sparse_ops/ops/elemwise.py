@@ -3,14 +3,20 @@
 
 Output storage types follow MXNet 1.9: add/sub keep ``row_sparse`` (r,r) and ``csr``
 (c,c); mul keeps sparsity whenever one side is sparse of a kind it can keep; div is dense.
+
+Mixed dtypes promote as NumPy does (``dtypes.promote_types``: float32 with float64 gives
+float64, int32 with float32 gives float64); the gradients come back in each input's own
+dtype (``in_input_dtypes``).
 """
 from __future__ import annotations
 
-from typing import Any
+import functools
+from typing import Any, Callable
 
 import numpy as np
 
 from ..dispatch import op_function
+from ..dtypes import promote_types
 from ..ndarray import NDArray
 from ..registry import Op, kernel, register
 from ._util import index_dtype_for, is_host, match_rows, numba_values, row_ids
@@ -44,7 +50,7 @@ def _csr_merge(ctx, a, b, op: int, out) -> None:
     np.cumsum(counts, out=indptr[1:])
     nnz = int(indptr[-1])
     indices = np.empty(nnz, dtype=idt)
-    av, bv = numba_values(a._data), numba_values(b._data)
+    av, bv = (numba_values(x._data.astype(out.dtype, copy=False)) for x in (a, b))  # promoted
     values = np.empty(nnz, dtype=av.dtype)
     csr_merge_fill(a._indptr, a._indices, av, b._indptr, b._indices, bv, op, indptr, indices, values)
     ctx.set_csr(out, values.astype(out.dtype, copy=False), indices, indptr)
@@ -58,8 +64,8 @@ def _csr_merge_gpu(ctx, a, b, op: int, out) -> None:
 
     idt = index_dtype_for(a._indices, b._indices, nnz=a.nnz + b.nnz, shape=a.shape)
     with allocating_on(ctx.device):
-        values, indices, indptr = csr_merge(ctx, (a._indptr, a._indices, numba_values(a._data)),
-                                            (b._indptr, b._indices, numba_values(b._data)), op, idt)
+        av, bv = (numba_values(x._data.astype(out.dtype, copy=False)) for x in (a, b))  # promoted
+        values, indices, indptr = csr_merge(ctx, (a._indptr, a._indices, av), (b._indptr, b._indices, bv), op, idt)
         ctx.set_csr(out, values.astype(out.dtype, copy=False), indices, indptr)
 
 
@@ -80,10 +86,35 @@ def _dense_plus_sparse(ctx, dense, sparse, sign: int, out, sparse_first: bool) -
         out[target] -= values
 
 
+def in_input_dtypes(gradient: Callable) -> Callable:
+    """Wrap an op's ``gradient`` so each input's gradient comes back in that input's dtype.
+
+    An op that promotes (float32 with float64 gives float64) receives, and computes, its
+    gradients in the promoted dtype; the float32 input's gradient is cast back, as PyTorch's
+    engine does. The cast is a container conversion, not a recorded op: a second-order
+    gradient through a promoting call does not see it."""
+    @functools.wraps(gradient)
+    def wrapped(self: Op, out_grads: list, inputs: list, outputs: list, **kwargs: Any) -> list:
+        grads = gradient(self, out_grads, inputs, outputs, **kwargs)
+        return [g if g is None or g.dtype == x.dtype else g.astype(x.dtype) for g, x in zip(grads, inputs)]
+
+    return wrapped
+
+
 class _Binary(Op):
+    """Two operands, one output of their promoted dtype (NumPy's ``result_type``)."""
+
     arguments = ("lhs", "rhs")
     partition = "rows"  # equal shapes, value by value: both operands cut into the same row blocks
     ufunc: np.ufunc  # NumPy ufuncs also run on CuPy arrays (``__array_ufunc__``)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "gradient" in cls.__dict__:  # every binary op's gradient, in its inputs' dtypes
+            cls.gradient = in_input_dtypes(cls.__dict__["gradient"])
+
+    def infer_type(self, lhs: np.dtype, rhs: np.dtype) -> list[np.dtype]:
+        return [promote_types(lhs, rhs)]
 
     @kernel(device=_BOTH)
     def dense(self, ctx, lhs, rhs, out):

@@ -16,7 +16,10 @@ from __future__ import annotations
 import numbers
 from typing import Any, Callable
 
+import numpy as np
+
 from .. import autograd as _ag
+from ..dtypes import promote_types
 from ..creation import zeros
 from ..ndarray import NDArray
 from .elemwise import (
@@ -88,10 +91,25 @@ def python_operator(kind: str, x: NDArray, other: Any, reverse: bool = False, ou
     if isinstance(other, NDArray):
         lhs, rhs = (other, x) if reverse else (x, other)
         op = same if lhs.shape == rhs.shape else bcast
-        return op(lhs, rhs) if out is None else op(lhs, rhs, out=out)
+        if out is None:
+            return op(lhs, rhs)
+        _check_in_place(kind, out, lhs, rhs)
+        return op(lhs, rhs, out=out)
     if isinstance(other, numbers.Real):
         return (scalar_with if reverse else with_scalar)(x, scalar=other, out=out)
     return NotImplemented
+
+
+def _check_in_place(kind: str, out: NDArray, lhs: NDArray, rhs: NDArray) -> None:
+    """``x += y`` stores the promoted result back into x's dtype: allowed where NumPy allows
+    it (``same_kind`` casting: float64 into float32 yes, float into an integer array no)."""
+    result = promote_types(lhs.dtype, rhs.dtype)
+    if not np.can_cast(result, out.dtype, casting="same_kind"):
+        raise TypeError(f"in-place {kind}: the result is {result.name}, which cannot be stored in the "
+                        f"{out.dtype.name} array on the left (NumPy's same_kind rule); write x = x {_SYMBOLS[kind]} y")
+
+
+_SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
 
 
 def matmul(lhs: NDArray, rhs: NDArray) -> NDArray:
