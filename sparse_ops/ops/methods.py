@@ -118,7 +118,7 @@ def matmul(lhs: NDArray, rhs: NDArray) -> NDArray:
 
     Shapes follow NumPy's ``matmul`` for 1-d and 2-d operands: a 1-d operand is a vector
     (``(m, k) @ (k,)`` -> ``(m,)``, ``(k,) @ (k, n)`` -> ``(n,)``) and two vectors give a
-    0-d result. Operands of more than two axes are refused: NumPy's ``@`` batches them,
+    0-d result (``vector @ csr`` is dense: a vector cannot be csr). Operands of more than two axes are refused: NumPy's ``@`` batches them,
     MXNet's ``dot`` contracts them, and guessing would be wrong for one of the two.
     """
     for name, x in (("lhs", lhs), ("rhs", rhs)):
@@ -128,7 +128,10 @@ def matmul(lhs: NDArray, rhs: NDArray) -> NDArray:
                 "sparse_ops.dot (MXNet's contraction: lhs's last axis with rhs's first)")
     if lhs.shape[-1] != rhs.shape[0]:
         raise ValueError(f"@: shapes {lhs.shape} and {rhs.shape} do not align: {lhs.shape[-1]} != {rhs.shape[0]}")
-    result = dot(lhs, rhs)
+    if lhs.ndim == 1 and rhs.stype == "csr":
+        result = dot(lhs, rhs, forward_stype="default")  # a vector result cannot be csr
+    else:
+        result = dot(lhs, rhs)
     return reshape(result, shape=()) if lhs.ndim == rhs.ndim == 1 else result
 
 
