@@ -19,7 +19,7 @@ import numpy as np
 from . import device as _dev
 from .device import Device
 from .dtypes import DEFAULT_DTYPE, DEFAULT_INDEX_DTYPE, VALUE_DTYPES, source_dtype, value_dtype
-from .errors import SparseFormatError
+from .errors import SparseFormatError, SparseOpsError
 from .ndarray import STYPES, CSRNDArray, NDArray, RowSparseNDArray
 from .validation import check_csr, csr_is_canonical, normalize_shape
 
@@ -86,6 +86,8 @@ def array(obj: Any, dtype: Any = None, device: Device | str | None = None) -> ND
         return moved.astype(obj.dtype if dtype is None else dtype, copy=moved is obj)
     if _is_scipy_sparse(obj):
         return csr_matrix(obj, dtype=dtype, device=device, copy=True)
+    if device is None and hasattr(obj, "__cuda_array_interface__") and not hasattr(obj, "__dlpack__"):
+        device = _dev.gpu(0)  # device memory stays on a gpu unless told otherwise
     obj = _foreign_array(obj, device)
     dev = _target_device(device, obj)
     return NDArray(_values(obj, dtype, dev, copy=True, what="an array"), dev)
@@ -103,14 +105,11 @@ def _foreign_array(obj: Any, device: Any) -> Any:
         if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
             return _dlpack_array(obj)
         if hasattr(obj, "__cuda_array_interface__"):
-            dev = _dev.as_device(device) if device is not None else _dev.gpu(0)
-            xp = _dev.array_module(dev)
-            if xp is np:  # a simulated gpu holds host memory: the object's own host copy
-                return np.asarray(obj.copy_to_host() if hasattr(obj, "copy_to_host") else obj)
-            with xp.cuda.Device(dev.device_id):
-                return xp.asarray(obj)
+            return _cuda_array(obj, what, device)
         if hasattr(obj, "__array__"):
             return np.asarray(obj)
+    except SparseOpsError:  # no gpu here, say: the message says what is missing
+        raise
     except (TypeError, ValueError, RuntimeError, BufferError) as exc:
         hint = ("detach it first: tensor.detach()" if getattr(obj, "requires_grad", False) else
                 f"sparse_ops holds {', '.join(d.name for d in VALUE_DTYPES)}: convert the source to one of them")
@@ -124,6 +123,20 @@ def _foreign_array(obj: Any, device: Any) -> Any:
 
 _PROTOCOLS = ("sparse_ops.array takes NumPy/CuPy arrays, Python data and objects with __dlpack__ (see "
               "sparse_ops.from_dlpack, zero-copy), __cuda_array_interface__ or __array__")
+
+
+def _cuda_array(obj: Any, what: str, device: Any) -> Any:
+    """An object in gpu memory (``__cuda_array_interface__``: numba device arrays, ...) as a
+    CuPy array sharing it, for a gpu target."""
+    dev = _dev.as_device(device)
+    if dev.device_type != "gpu":
+        raise TypeError(f"a {what} lives in gpu memory (__cuda_array_interface__): pass device=sparse_ops.gpu(i), "
+                        f"or copy it to the host first")
+    xp = _dev.array_module(dev)  # DeviceUnavailableError where there is no gpu
+    if xp is np:  # the simulated gpu holds host memory: the object's own host copy
+        return np.asarray(obj.copy_to_host() if hasattr(obj, "copy_to_host") else obj)
+    with xp.cuda.Device(dev.device_id):
+        return xp.asarray(obj)
 
 
 def _dlpack_array(obj: Any) -> Any:
