@@ -10,6 +10,8 @@
 """
 from __future__ import annotations
 
+import cProfile
+import pstats
 import statistics
 import timeit
 import tracemalloc
@@ -42,6 +44,37 @@ def paired_us(ours: Callable[[], Any], ref: Callable[[], Any] | None, number: in
         if ref is not None:
             b.append(timeit.timeit(ref, number=number) / number * 1e6)
     return statistics.median(a), (statistics.median(b) if b else None)
+
+
+def python_calls(fn: Callable[[], Any]) -> tuple[int, Any]:
+    """(Python-level function calls made by ``fn()``, its result), counted by cProfile
+    (C functions such as NumPy's and builtins are not counted)."""
+    prof = cProfile.Profile()
+    prof.enable()
+    result = fn()
+    prof.disable()
+    stats = pstats.Stats(prof).stats
+    return sum(v[1] for k, v in stats.items() if k[0] != "~") - 1, result  # less Profile.disable
+
+
+def recorded_dot_calls() -> tuple[int, int]:
+    """Python calls of a recorded ``sum(dot(csr, dense))`` forward and of its backward (a
+    50 x 40 csr with 200 values @ 40 x 8), after warm-up: the bookkeeping per op call."""
+    rng = np.random.default_rng(0)
+    dense = np.where(rng.random((50, 40)) < 0.1, rng.random((50, 40)), 0).astype(np.float32)
+    x = so.array(dense).tostype("csr")
+    w = so.array(rng.random((40, 8)).astype(np.float32))
+    w.attach_grad()
+
+    def forward():
+        with ag.record():
+            return so.sum(so.dot(x, w))
+
+    for _ in range(3):
+        forward().backward()
+    n_forward, loss = python_calls(forward)
+    n_backward, _ = python_calls(loss.backward)
+    return n_forward, n_backward
 
 
 def _torch():
@@ -181,6 +214,10 @@ def run(quick: bool = False, scale: int | None = None) -> dict[str, list]:
     rows.append(["record + backward, elemwise_mul 4x4", f"{ours_ag:.2f}", f"{ref_ag:.2f}" if ref_ag else "n/a",
                  f"{ours_ag / ref_ag:.2f}" if ref_ag else "n/a", ""])
 
+    n_forward, n_backward = recorded_dot_calls()
+    python = [["recorded `sum(dot(csr, dense))`, forward", str(n_forward)],
+              ["its backward (`loss.backward()`)", str(n_backward)]]
+
     chain = []
     c = so.array(np.full(1000, 1e-3))
     for length in ((1000, 2000) if scale == 10 else [max(k // scale, 2) for k in (1000, 5000, 10000)]):
@@ -212,7 +249,8 @@ def run(quick: bool = False, scale: int | None = None) -> dict[str, list]:
         tracemalloc.stop()
         h.backward()
         memory.append([name, str(length), f"{peak / 2**20:.1f}"])
-    return {"calls": rows, "chain": chain, "memory": memory, "torch": [torch.__version__ if torch else None]}
+    return {"calls": rows, "python": python, "chain": chain, "memory": memory,
+            "torch": [torch.__version__ if torch else None]}
 
 
 def report(results: dict[str, list]) -> str:
@@ -222,6 +260,8 @@ def report(results: dict[str, list]) -> str:
         "ours and the reference measured in alternation, median of 9 runs of many calls.", "",
         markdown_table(["case", "ours (us)", "PyTorch (us)", "ours / PyTorch", "np.multiply alone (us)"],
                        results["calls"]), "",
+        "Python-level function calls per step (cProfile; the bookkeeping around the kernels):", "",
+        markdown_table(["step", "Python calls"], results["python"]), "",
         "Backward through a chain of `elemwise_add` (1,000 float64 each): time per op should stay flat.", "",
         markdown_table(["chain length", "record + backward (ms)", "per op (us)"], results["chain"]), "",
         "Peak traced memory while recording the chain (arrays of 1,000 float64 = 7.8 KiB each):", "",

@@ -10,11 +10,7 @@ from . import device as _dev
 from .device import Device
 from .errors import OperatorError
 from .ndarray import CSRNDArray, NDArray, RowSparseNDArray
-
-
-def op_label(opdef: Any) -> str:
-    """How messages name an operator: its name, and its plugin when it has one."""
-    return f"operator {opdef.name!r}" + (f" (plugin {opdef.plugin})" if opdef.plugin else "")
+from .rng import generator
 
 
 # ---- unset-output detection (debug mode) ---------------------------------------------------------
@@ -101,19 +97,17 @@ class OpContext:
 
     @property
     def rng(self) -> np.random.Generator:
-        from .random import generator
-
         return generator(self.device)
 
     def workspace(self, shape: Any, dtype: Any = np.float32) -> Any:
         """Temporary memory, valid until the kernel returns (declare ``resources = ("workspace",)``)."""
         if "workspace" not in self.op.resources:
-            raise OperatorError(f"{op_label(self.op)} uses ctx.workspace but does not declare "
+            raise OperatorError(f"{self.op.label} uses ctx.workspace but does not declare "
                                 "resources = ('workspace',)")
         dtype = np.dtype(dtype)
         shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
         if any(int(d) < 0 for d in shape):
-            raise OperatorError(f"{op_label(self.op)}: ctx.workspace got a negative shape {shape}")
+            raise OperatorError(f"{self.op.label}: ctx.workspace got a negative shape {shape}")
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
         align = 64
         start = _workspace.offsets.get(self.device, 0)

@@ -98,10 +98,10 @@ class CustomOp:
         if req in ("write", "inplace"):
             dst[:] = src
         elif req == "add":
-            from .dispatch import _accumulate
+            from .dispatch import accumulate_into
             from .creation import array
 
-            _accumulate(dst, src if hasattr(src, "stype") else array(src, dtype=dst.dtype))
+            accumulate_into(dst, src if hasattr(src, "stype") else array(src, dtype=dst.dtype))
         else:
             raise ValueError(f"unknown req {req!r}")
 
@@ -151,6 +151,9 @@ def op_class_for_prop(name: str, prop_cls: type) -> type:
 
         def kept_for_backward(self):
             return self.keep_in, self.keep_out
+
+        def output_names(self) -> tuple[str, ...]:
+            return tuple(self.outs)
 
         def params_dict(self) -> dict:
             return dict(self.params)
@@ -215,7 +218,7 @@ def op_class_for_prop(name: str, prop_cls: type) -> type:
 
         def gradient(self, out_grads, inputs, outputs):
             from .dispatch import OpContext
-            from .autograd import _state
+            from .tape import _state
             from .creation import zeros
 
             args, aux = inputs[:len(self.args)], inputs[len(self.args):]

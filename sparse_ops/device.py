@@ -162,10 +162,6 @@ def num_gpus() -> int:
         return 0
 
 
-def is_host_module(xp: ModuleType) -> bool:
-    return xp is np
-
-
 def is_cupy_array(a: Any) -> bool:
     return type(a).__module__.startswith("cupy")
 

@@ -12,14 +12,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from . import autograd as _ag
 from . import device as _dev
 from . import settings as _settings
+from .context import OpContext, _workspace, holds_unset, mark_unset, release_workspace
 from .device import Device
 from .errors import OperatorError, SparseFormatError, StorageFallbackWarning
 from .ndarray import STYPES, CSRNDArray, NDArray, RowSparseNDArray
-from .context import OpContext, _workspace, holds_unset, mark_unset, op_label, release_workspace
 from .registry import Op, OpDef, get_op
+from .tape import _record, _scope, _state, check_not_in_graph
 
 REQS = ("write", "inplace", "add", "null")
 _MAX_PLANS = 2048
@@ -29,17 +29,19 @@ class InferenceError(OperatorError, ValueError):
     """An operator's shape, dtype or storage-type rule refused its inputs."""
 
 
-def _op_label(opdef: OpDef) -> str:
-    return op_label(opdef)
-
-
 # ---- plans -------------------------------------------------------------------------------------
 class Plan:
-    """Everything decided for one input signature."""
+    """Everything decided for one input signature, and how to run it.
+
+    ``run(inputs, out, req)`` runs the kernel and returns every output (visible and hidden);
+    ``call(inputs, out, req)`` is the whole operator call: run, record on the tape when
+    autograd records, return the visible outputs. For a dense kernel on host memory with one
+    output (the most common call of all) ``call`` is a short closure built once per plan.
+    """
 
     __slots__ = ("opdef", "inst", "device", "in_stypes", "out_shapes", "out_dtypes", "out_stypes",
                  "mode", "kernel", "contexts", "nout", "nvis", "kernel_stypes", "uses_workspace",
-                 "host_dense", "builtin", "debug", "check")
+                 "trusted", "debug", "check", "kept", "call")
 
     def describe(self) -> dict[str, Any]:
         fn = self.kernel
@@ -54,6 +56,89 @@ class Plan:
             "out_dtypes": [np.dtype(d).name for d in self.out_dtypes],
         }
 
+    def run(self, inputs: Sequence[NDArray], out: Any = None, req: str = "write") -> list[NDArray]:
+        """Run the planned kernel; returns every output (visible and hidden)."""
+        device, mode = self.device, self.mode
+        if mode == "fallback":
+            inputs = [x if x.stype == "default" else x.tostype("default") for x in inputs]
+        if out is None:
+            targets = None
+            results = [_empty_output(s, shape, dt, device)
+                       for s, shape, dt in zip(self.kernel_stypes, self.out_shapes, self.out_dtypes)]
+        else:
+            targets = [None] * self.nout
+            targets[:self.nvis] = _as_list(out, self.nvis, self.opdef)
+            direct = not self.debug  # debug mode marks outputs (below): never the caller's (it may be an input)
+            results = [t if direct and _direct(t, s, shape, dt, device, req) else _empty_output(s, shape, dt, device)
+                       for t, s, shape, dt in zip(targets, self.kernel_stypes, self.out_shapes, self.out_dtypes)]
+        if self.debug:
+            for r in results:
+                if r.stype == "default":
+                    mark_unset(r._data)
+        if self.uses_workspace:
+            mark = _workspace.offsets.get(device, 0)
+        ctx = self.contexts[_state.training]
+        try:
+            if mode == "fcompute_ex":
+                ret = self.kernel(self.inst, ctx, *inputs, *results)
+            else:
+                ret = self.kernel(self.inst, ctx, *[x._data for x in inputs], *[r._data for r in results])
+        except Exception as exc:
+            raise _kernel_error(self, exc) from exc
+        finally:
+            if self.uses_workspace:
+                release_workspace(device, mark)
+        if ret is not None and not self.trusted:
+            _check_returned(self, ret, results)
+        if self.check:
+            _check_outputs(self, results)
+        if mode == "fallback":
+            results = [r if s == "default" else r.tostype(s) for r, s in zip(results, self.out_stypes)]
+        if targets is not None:
+            _store(targets, results, req)
+        return results
+
+    def call_any(self, inputs: Sequence[NDArray], out: Any = None, req: str = "write") -> Any:
+        """The operator call for any plan and any ``out``/``req``: run, record, visible outputs."""
+        if req != "write":
+            if req not in REQS:
+                raise OperatorError(f"{self.opdef.label}: req must be one of {REQS}, got {req!r}")
+            if out is not None and req == "null":
+                return out
+        results = self.run(inputs, out, req)
+        if _state.recording:
+            _record(self, inputs, results)
+        return results[0] if self.nvis == 1 else results[:self.nvis]
+
+
+def _host_dense_call(plan: Plan) -> Any:
+    """The short ``call`` of a plan whose kernel is dense, on host memory, with one output and
+    no workspace: allocate, run, wrap, record. Anything else (``out=``, ``req``) takes
+    ``call_any``."""
+    kernel, inst, contexts, device = plan.kernel, plan.inst, plan.contexts, plan.device
+    shape, dtype = plan.out_shapes[0], plan.out_dtypes[0]
+    general, trusted, empty, state = plan.call_any, plan.trusted, np.empty, _state
+
+    def call(inputs: Sequence[NDArray], out: Any = None, req: str = "write") -> Any:
+        if out is not None or req != "write":
+            return general(inputs, out, req)
+        a = empty(shape, dtype)
+        try:
+            if len(inputs) == 2:
+                ret = kernel(inst, contexts[state.training], inputs[0]._data, inputs[1]._data, a)
+            else:
+                ret = kernel(inst, contexts[state.training], *[x._data for x in inputs], a)
+        except Exception as exc:
+            raise _kernel_error(plan, exc) from exc
+        result = NDArray(a, device)
+        if ret is not None and not trusted:
+            _check_returned(plan, ret, [result])
+        if state.recording:
+            _record(plan, inputs, [result])
+        return result
+
+    return call
+
 
 def _infer(opdef: OpDef, inst: Op, what: str, values: list, nout: int) -> list:
     rule = getattr(inst, f"infer_{what}")
@@ -62,9 +147,9 @@ def _infer(opdef: OpDef, inst: Op, what: str, values: list, nout: int) -> list:
     except OperatorError:
         raise
     except (TypeError, ValueError, IndexError) as exc:
-        raise InferenceError(f"{_op_label(opdef)}: {what.replace('_', ' ')} inference failed: {exc}") from None
+        raise InferenceError(f"{opdef.label}: {what.replace('_', ' ')} inference failed: {exc}") from None
     if len(result) != nout:
-        raise InferenceError(f"{_op_label(opdef)}: infer_{what} returned {len(result)} values for {nout} outputs")
+        raise InferenceError(f"{opdef.label}: infer_{what} returned {len(result)} values for {nout} outputs")
     return result
 
 
@@ -89,7 +174,7 @@ def choose_dispatch(opdef: OpDef, device: Device, in_stypes: tuple[str, ...],
     if dense is not None:
         return "fallback", dense
     raise OperatorError(
-        f"{_op_label(opdef)} has no kernel for device {device} and input storage types "
+        f"{opdef.label} has no kernel for device {device} and input storage types "
         f"{list(in_stypes)} (kernels: {_kernel_list(opdef)})"
     )
 
@@ -110,7 +195,7 @@ def _warn_fallback(plan: Plan) -> None:
         return
     _warned.add(key)
     warnings.warn(
-        f"{_op_label(plan.opdef)}: no storage-aware kernel for input storage types "
+        f"{plan.opdef.label}: no storage-aware kernel for input storage types "
         f"{list(plan.in_stypes)} on {plan.device}; densifying the inputs, running the dense kernel "
         f"and casting the outputs to {list(plan.out_stypes)}. "
         "Set SPARSE_OPS_STORAGE_FALLBACK_LOG_VERBOSE=0 to silence this.",
@@ -124,7 +209,7 @@ def _device_of(opdef: OpDef, inst: Op, inputs: Sequence[NDArray]) -> Device:
         for x in inputs[1:]:
             if x._device is not dev:
                 raise OperatorError(
-                    f"{_op_label(opdef)}: inputs live on different devices "
+                    f"{opdef.label}: inputs live on different devices "
                     f"({', '.join(str(y._device) for y in inputs)}); move them with .to(device)"
                 )
         return dev
@@ -135,7 +220,7 @@ def _device_of(opdef: OpDef, inst: Op, inputs: Sequence[NDArray]) -> Device:
 def make_plan(opdef: OpDef, inst: Op, inputs: Sequence[NDArray]) -> Plan:
     if len(inputs) != len(opdef.arguments) and not opdef.variadic:
         raise OperatorError(
-            f"{_op_label(opdef)} takes {len(opdef.arguments)} input(s) ({', '.join(opdef.arguments)}), "
+            f"{opdef.label} takes {len(opdef.arguments)} input(s) ({', '.join(opdef.arguments)}), "
             f"got {len(inputs)}"
         )
     device = _device_of(opdef, inst, inputs)
@@ -149,33 +234,23 @@ def make_plan(opdef: OpDef, inst: Op, inputs: Sequence[NDArray]) -> Plan:
     plan.out_stypes = _infer(opdef, inst, "storage_type", list(in_stypes), plan.nout)
     for s in plan.out_stypes:
         if s not in STYPES:
-            raise InferenceError(f"{_op_label(opdef)}: infer_storage_type returned unknown storage type {s!r}")
+            raise InferenceError(f"{opdef.label}: infer_storage_type returned unknown storage type {s!r}")
     plan.mode, plan.kernel = choose_dispatch(opdef, device, in_stypes, plan.out_stypes)
     # how hard the outputs are checked (see _check_outputs): our own kernels cheaply, others
     # more, and in debug mode (SPARSE_OPS_BOUNDSCHECK=1) fully, with unset values detected
-    plan.builtin = is_builtin_kernel(plan.kernel)
-    plan.debug = _settings.BOUNDSCHECK and not plan.builtin
+    plan.trusted = plan.kernel in opdef.trusted_kernels
+    plan.debug = _settings.BOUNDSCHECK and not plan.trusted
     plan.check = plan.mode == "fcompute_ex" or plan.debug
     plan.contexts = (OpContext(device, False, opdef, plan.debug), OpContext(device, True, opdef, plan.debug))
     # storage types the kernel itself produces: dense ones when it runs on densified inputs
     plan.kernel_stypes = ["default"] * plan.nout if plan.mode == "fallback" else list(plan.out_stypes)
     plan.uses_workspace = "workspace" in opdef.resources
-    # the common case, served by invoke's short path: a dense kernel on host memory
-    plan.host_dense = (plan.mode == "fcompute" and device.xp is np and not plan.uses_workspace
-                       and not plan.debug and list(zip(plan.out_shapes, plan.out_dtypes)))
+    # what the tape keeps of each recorded call: (input positions or None for all, output positions)
+    plan.kept = inst.kept_for_backward() if opdef.differentiable else ((), ())
+    host_dense = (plan.mode == "fcompute" and device.xp is np and not plan.uses_workspace
+                  and not plan.debug and plan.nout == 1)
+    plan.call = _host_dense_call(plan) if host_dense else plan.call_any
     return plan
-
-
-# modules whose kernels are ours: tested against references, so trusted to give well-formed
-# outputs (only the O(1) sparse checks run after them). Everything else (plugins, user ops,
-# the MXNet-form adapter, which runs the user's forward) is checked harder.
-_BUILTIN_KERNEL_MODULES = ("sparse_ops.ops.", "sparse_ops.random", "sparse_ops.cuda.")
-
-
-def is_builtin_kernel(fn: Any) -> bool:
-    """Whether kernel ``fn`` is one of sparse_ops' own (an op subclassing a built-in and
-    keeping its kernel counts as built-in: the code that runs is ours)."""
-    return (getattr(fn, "__module__", None) or "").startswith(_BUILTIN_KERNEL_MODULES)
 
 
 def _signature(inst: Op, inputs: Sequence[NDArray]) -> tuple:
@@ -214,12 +289,12 @@ def _empty_output(stype: str, shape: tuple, dtype: np.dtype, device: Device) -> 
 def _as_list(out: Any, n: int, opdef: OpDef) -> list:
     outs = list(out) if isinstance(out, (list, tuple)) else [out]
     if len(outs) != n:
-        raise OperatorError(f"{_op_label(opdef)}: out= needs {n} array(s), got {len(outs)}")
+        raise OperatorError(f"{opdef.label}: out= needs {n} array(s), got {len(outs)}")
     for o in outs:
         if not isinstance(o, NDArray):
-            raise OperatorError(f"{_op_label(opdef)}: out= takes NDArrays, got {type(o).__name__}")
+            raise OperatorError(f"{opdef.label}: out= takes NDArrays, got {type(o).__name__}")
         if o._ag is not None:
-            _ag.check_not_in_graph(o)
+            check_not_in_graph(o)
     return outs
 
 
@@ -233,47 +308,8 @@ def _direct(o: NDArray | None, stype: str, shape: tuple, dtype: np.dtype, device
 
 
 def run_plan(plan: Plan, inputs: Sequence[NDArray], out: Any = None, req: str = "write") -> list[NDArray]:
-    """Run the planned kernel; returns every output (visible and hidden)."""
-    device = plan.device
-    mode = plan.mode
-    if mode == "fallback":
-        inputs = [x if x.stype == "default" else x.tostype("default") for x in inputs]
-    if out is None:
-        targets = None
-        results = [_empty_output(s, shape, dt, device)
-                   for s, shape, dt in zip(plan.kernel_stypes, plan.out_shapes, plan.out_dtypes)]
-    else:
-        targets = [None] * plan.nout
-        targets[:plan.nvis] = _as_list(out, plan.nvis, plan.opdef)
-        direct = not plan.debug  # debug mode marks outputs (below): never the caller's (it may be an input)
-        results = [t if direct and _direct(t, s, shape, dt, device, req) else _empty_output(s, shape, dt, device)
-                   for t, s, shape, dt in zip(targets, plan.kernel_stypes, plan.out_shapes, plan.out_dtypes)]
-    if plan.debug:
-        for r in results:
-            if r.stype == "default":
-                mark_unset(r._data)
-    if plan.uses_workspace:
-        mark = _workspace.offsets.get(device, 0)
-    ctx = plan.contexts[_ag._state.training]
-    try:
-        if mode == "fcompute_ex":
-            ret = plan.kernel(plan.inst, ctx, *inputs, *results)
-        else:
-            ret = plan.kernel(plan.inst, ctx, *[x._data for x in inputs], *[r._data for r in results])
-    except Exception as exc:
-        raise _kernel_error(plan, exc) from exc
-    finally:
-        if plan.uses_workspace:
-            release_workspace(device, mark)
-    if ret is not None:
-        _check_returned(plan, ret, results)
-    if plan.check:
-        _check_outputs(plan, results)
-    if mode == "fallback":
-        results = [r if s == "default" else r.tostype(s) for r, s in zip(results, plan.out_stypes)]
-    if targets is not None:
-        _store(plan, targets, results, req)
-    return results
+    """``plan.run``: every output of the planned kernel, visible and hidden (for test helpers)."""
+    return plan.run(inputs, out, req)
 
 
 def _check_outputs(plan: Plan, results: list[NDArray]) -> None:
@@ -287,7 +323,7 @@ def _check_outputs(plan: Plan, results: list[NDArray]) -> None:
     sparse outputs (index ranges, sorted unique indices, monotone ``indptr``) and no value
     left unset (``context.mark_unset``).
     """
-    if plan.builtin:
+    if plan.trusted:
         for i, r in enumerate(results):
             if r.stype != "default":
                 try:
@@ -302,9 +338,9 @@ def _check_outputs(plan: Plan, results: list[NDArray]) -> None:
 
 
 def _output_error(plan: Plan, i: int, what: str, detail: str) -> OperatorError:
-    names = plan.inst.outs if hasattr(plan.inst, "prop_class") else plan.opdef.outputs  # MXNet form: its own
+    names = plan.inst.output_names()
     name = f" ({names[i]!r})" if i < len(names) else ""
-    return OperatorError(f"{_op_label(plan.opdef)}: kernel {plan.kernel.__qualname__} produced {what} "
+    return OperatorError(f"{plan.opdef.label}: kernel {plan.kernel.__qualname__} produced {what} "
                          f"{i}{name}: {detail}")
 
 
@@ -347,8 +383,6 @@ def _check_returned(plan: Plan, ret: Any, results: list[NDArray]) -> None:
     """Kernels write their outputs and return nothing. Returning one of the outputs (or a
     view of one, as ``np.multiply(x, y, out=y)`` does) is harmless; returning any other
     array means the result was computed but never written: refuse it."""
-    if plan.builtin:
-        return
     xp = plan.device.xp
     outs = [a for r in results for a in (r, r._data)]
     for value in ret if isinstance(ret, (tuple, list)) else (ret,):
@@ -358,36 +392,56 @@ def _check_returned(plan: Plan, ret: Any, results: list[NDArray]) -> None:
         if any(xp.may_share_memory(data, r._data) for r in results):
             continue
         raise OperatorError(
-            f"{_op_label(plan.opdef)}: kernel {plan.kernel.__qualname__} returned an array of shape "
+            f"{plan.opdef.label}: kernel {plan.kernel.__qualname__} returned an array of shape "
             f"{tuple(data.shape)} instead of writing its output: kernels write into their output "
             f"arguments (y[...] = value, or ctx.alloc_* for sparse outputs) and return nothing"
         )
 
 
-def _store(plan: Plan, targets: list, results: list, req: str) -> None:
+def _store(targets: list, results: list, req: str) -> None:
     for i, (t, r) in enumerate(zip(targets, results)):
         if t is None or t is r or req == "null":
             continue
         if req == "add":
-            _accumulate(t, r)
+            accumulate_into(t, r)
         else:
             t[:] = r
         results[i] = t
 
 
-def _accumulate(t: NDArray, r: NDArray) -> None:
-    """t += r for any pair of storage types; t keeps its storage type and dtype."""
-    r = r.astype(t.dtype, copy=False)
-    if t.stype == "default":
-        if r.stype == "row_sparse":
-            t._data[r._indices] += r._data
+def accumulate_into(target: NDArray, value: NDArray) -> None:
+    """``target += value`` for any pair of storage types (what ``req="add"`` means); the
+    target keeps its storage type and dtype. Sparse targets add through the table's own
+    ``elemwise_add``, unrecorded."""
+    value = value.astype(target.dtype, copy=False)
+    if target.stype == "default":
+        if value.stype == "row_sparse":
+            target._data[value._indices] += value._data
         else:
-            t._data += (r if r.stype == "default" else r.tostype("default"))._data
+            target._data += (value if value.stype == "default" else value.tostype("default"))._data
         return
-    from .ops.elemwise import elemwise_add
+    if value.stype != target.stype:
+        value = value.tostype(target.stype)
+    with _scope(False, None):
+        target[:] = invoke("elemwise_add", [target, value])
 
-    with _ag.pause(_ag.is_training()):
-        t[:] = elemwise_add(t, r if r.stype == t.stype else r.tostype(t.stype))
+
+def plan_for(opdef: OpDef, inst: Op, inputs: Sequence[NDArray]) -> Plan:
+    """The memoised plan of ``opdef`` with parameters ``inst`` on these inputs."""
+    try:
+        key = _signature(inst, inputs)
+    except AttributeError:
+        bad = next(x for x in inputs if not isinstance(x, NDArray))
+        raise OperatorError(f"{opdef.label}: inputs must be NDArrays, got {type(bad).__name__}") from None
+    plan = opdef.plans.get(key)
+    if plan is None:
+        plan = make_plan(opdef, inst, inputs)
+        if plan.mode == "fallback":
+            _warn_fallback(plan)
+        if len(opdef.plans) >= _MAX_PLANS:
+            opdef.plans.clear()
+        opdef.plans[key] = plan
+    return plan
 
 
 def invoke(op: OpDef | str, inputs: Sequence[NDArray], params: dict[str, Any] | None = None,
@@ -399,69 +453,14 @@ def invoke(op: OpDef | str, inputs: Sequence[NDArray], params: dict[str, Any] | 
     """
     opdef = get_op(op) if isinstance(op, str) else op
     inst = opdef.instance(params) if params else (opdef._default_instance or opdef.instance({}))
-    try:
-        key = _signature(inst, inputs)
-    except AttributeError:
-        bad = next(x for x in inputs if not isinstance(x, NDArray))
-        raise OperatorError(f"{_op_label(opdef)}: inputs must be NDArrays, got {type(bad).__name__}") from None
-    plan = opdef.plans.get(key)
-    if plan is None:
-        plan = make_plan(opdef, inst, inputs)
-        if plan.mode == "fallback":
-            _warn_fallback(plan)
-        if len(opdef.plans) >= _MAX_PLANS:
-            opdef.plans.clear()
-        opdef.plans[key] = plan
-    state = _ag._state
-    host_dense = plan.host_dense
-    if out is None and host_dense:
-        if len(host_dense) == 1:  # the most common case of all, kept short
-            return _run_host_dense(plan, inputs)
-        arrays = [np.empty(shape, dtype) for shape, dtype in host_dense]
-        try:
-            ret = plan.kernel(plan.inst, plan.contexts[state.training], *[x._data for x in inputs], *arrays)
-        except Exception as exc:
-            raise _kernel_error(plan, exc) from exc
-        device = plan.device
-        results = [NDArray(a, device) for a in arrays]
-        if ret is not None:
-            _check_returned(plan, ret, results)
-    else:
-        if req not in REQS:
-            raise OperatorError(f"{_op_label(opdef)}: req must be one of {REQS}, got {req!r}")
-        if out is not None and req == "null":
-            return out
-        results = run_plan(plan, inputs, out, req)
-    if state.recording:
-        _ag._record(plan, inputs, results)
-    return results[0] if plan.nvis == 1 else results[:plan.nvis]
-
-
-def _run_host_dense(plan: Plan, inputs: Sequence[NDArray]) -> NDArray:
-    """Run a plan whose kernel is dense, on host memory, with one output."""
-    shape, dtype = plan.host_dense[0]
-    a = np.empty(shape, dtype)
-    state = _ag._state
-    try:
-        if len(inputs) == 2:
-            ret = plan.kernel(plan.inst, plan.contexts[state.training], inputs[0]._data, inputs[1]._data, a)
-        else:
-            ret = plan.kernel(plan.inst, plan.contexts[state.training], *[x._data for x in inputs], a)
-    except Exception as exc:
-        raise _kernel_error(plan, exc) from exc
-    result = NDArray(a, plan.device)
-    if ret is not None:
-        _check_returned(plan, ret, [result])
-    if state.recording:
-        _ag._record(plan, inputs, [result])
-    return result
+    return plan_for(opdef, inst, inputs).call(inputs, out, req)
 
 
 def _kernel_error(plan: Plan, exc: Exception) -> OperatorError:
     if isinstance(exc, OperatorError):
         return exc
     return OperatorError(
-        f"{_op_label(plan.opdef)}: kernel {plan.kernel.__qualname__} failed on {plan.device} with input "
+        f"{plan.opdef.label}: kernel {plan.kernel.__qualname__} failed on {plan.device} with input "
         f"storage types {list(plan.in_stypes)}: {type(exc).__name__}: {exc}"
     )
 
@@ -490,14 +489,16 @@ def op_function(name: str) -> Any:
         def fn(*inputs: NDArray, out: Any = None, req: str = "write", **params: Any) -> Any:
             return invoke(opdef, inputs, params, out, req)
     else:
+        plans = opdef.plans
+
         def fn(*args: Any, out: Any = None, req: str = "write", **params: Any) -> Any:
-            if out is None and not params and len(args) == nargs:
+            if not params and len(args) == nargs:
                 try:
-                    plan = opdef.plans.get(_signature(opdef._default_instance, args))
-                except AttributeError:  # not NDArrays: invoke says so
+                    plan = plans.get(_signature(opdef._default_instance, args))
+                except AttributeError:  # not NDArrays (or no default parameters): invoke says so
                     plan = None
-                if plan is not None and plan.host_dense and len(plan.host_dense) == 1:
-                    return _run_host_dense(plan, args)  # the shortest path: a repeated plain call
+                if plan is not None:
+                    return plan.call(args, out, req)  # the shortest path: a repeated call
             if len(args) != nargs:
                 if len(args) < nargs:
                     raise TypeError(f"{name}() takes {nargs} input(s) ({', '.join(opdef.arguments)}), got {len(args)}")

@@ -1,7 +1,8 @@
 """Which value and index dtypes containers accept, and how dtypes are normalised."""
 from __future__ import annotations
 
-from typing import Any
+import functools
+from typing import Any, Callable
 
 import numpy as np
 
@@ -68,3 +69,18 @@ def require_one_dtype(op: str, names: tuple[str, ...], dtypes: tuple[np.dtype, .
                 f"argument {name!r} is {np.dtype(d).name} but {head!r} is {np.dtype(first).name}; "
                 f"{op} takes inputs of one dtype (it cannot promote): convert one with .astype()")
     return first
+
+
+def in_input_dtypes(gradient: Callable) -> Callable:
+    """Wrap an op's ``gradient`` so each input's gradient comes back in that input's dtype.
+
+    An operator that promotes (float32 with float64 gives float64) receives, and computes, its
+    gradients in the promoted dtype; the float32 input's gradient is cast back, as PyTorch's
+    engine does. The cast is a container conversion, not a recorded op: a second-order
+    gradient through a promoting call does not see it."""
+    @functools.wraps(gradient)
+    def wrapped(self: Any, out_grads: list, inputs: list, outputs: list, **kwargs: Any) -> list:
+        grads = gradient(self, out_grads, inputs, outputs, **kwargs)
+        return [g if g is None or g.dtype == x.dtype else g.astype(x.dtype) for g, x in zip(grads, inputs)]
+
+    return wrapped

@@ -15,11 +15,10 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from .errors import OperatorError
 from .dtypes import require_one_dtype
+from .errors import OperatorError
 
 REQUIRED = object()
-DISPATCH_MODES = ("fcompute", "fcompute_ex", "fallback")
 PARTITIONS = ("rows", "sum", None)  # Op.partition: how an op runs over row blocks (sparse_ops.dask)
 
 
@@ -192,6 +191,11 @@ class Op:
     backward_needs_inputs: tuple[str, ...] | None = None
     backward_needs_outputs: tuple[str, ...] = ()
     differentiable: bool = True
+    # kernels tested against references (the built-ins declare it): after them only the O(1)
+    # structure checks of sparse outputs run; every other kernel's outputs are checked for
+    # array type, dtype and shape, and fully (O(nnz), unset values) under SPARSE_OPS_BOUNDSCHECK=1.
+    # Subclasses inherit it: one that brings kernels of its own untested sets trusted = False.
+    trusted: bool = False
     # how the op distributes over row blocks (sparse_ops.dask): "rows" (row-separable: run per
     # block, stack the results' rows), "sum" (the result is the sum of per-block results) or
     # None (refused); partition_args names the inputs cut into row blocks (None: every input)
@@ -209,6 +213,10 @@ class Op:
         """How many outputs are returned to the caller (the rest serve the backward pass)."""
         n = self.output_count()
         return self._opdef.num_visible_outputs if n == len(self.outputs) else n
+
+    def output_names(self) -> tuple[str, ...]:
+        """The names of this parameter set's outputs, for messages (the declared ``outputs``)."""
+        return self._opdef.outputs
 
     def kept_for_backward(self) -> tuple[tuple[int, ...] | None, tuple[int, ...]]:
         """(input positions, output positions) the tape keeps for ``gradient``; None keeps
@@ -268,7 +276,10 @@ class OpDef:
         self.variadic = bool(cls.variadic)
         self.mutate = tuple(cls.mutate)
         self.resources = tuple(cls.resources)
-        self.differentiable = bool(cls.differentiable) and cls.gradient is not Op.gradient
+        # constant: declared differentiable = False (outputs carry no gradient); differentiable:
+        # has a gradient rule. An op that is neither cannot be differentiated through (an error).
+        self.constant = not cls.differentiable
+        self.differentiable = not self.constant and cls.gradient is not Op.gradient
         self.gradient_takes_needs = self.differentiable and "needs" in inspect.signature(cls.gradient).parameters
         self.params: dict[str, Param] = {}
         for klass in reversed(cls.__mro__):
@@ -295,9 +306,13 @@ class OpDef:
         # kernels: dense ones by device type, storage-aware ones by (device type, input stypes)
         self.fcompute: dict[str, Callable] = {}
         self.fcompute_ex: dict[tuple[str, tuple[str, ...]], Callable] = {}
+        self.trusted_kernels: set[Callable] = set()  # defined by a class that declares trusted = True
         for klass in reversed(cls.__mro__):
             for attr, value in vars(klass).items():
-                for spec in getattr(value, "_sparse_ops_kernels", ()):
+                specs = getattr(value, "_sparse_ops_kernels", ())
+                if specs and klass.trusted:
+                    self.trusted_kernels.add(value)
+                for spec in specs:
                     for dev in spec.devices:
                         if spec.stypes is None:
                             self.fcompute[dev] = value
@@ -364,6 +379,11 @@ class OpDef:
             except (TypeError, ValueError) as exc:
                 raise ParameterError(f"{self.name}: {exc}") from None
         return inst
+
+    @property
+    def label(self) -> str:
+        """How messages name this operator: its name, and its plugin when it has one."""
+        return f"operator {self.name!r}" + (f" (plugin {self.plugin})" if self.plugin else "")
 
     def describe(self) -> str:
         lines = [f"{self.name}({', '.join(self.arguments)}{', ...' if self.variadic else ''})"]

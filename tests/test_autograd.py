@@ -355,3 +355,60 @@ def test_gradients_are_told_which_inputs_need_them():
     y.backward()
     assert _NeedsSpy.seen == [[True, False]]
     np.testing.assert_allclose(x.grad.asnumpy(), B)
+
+
+@pytest.fixture
+def no_gradient_ops():
+    """Two user ops: one with no gradient rule, one declared differentiable = False."""
+    from sparse_ops.registry import _TABLE
+
+    class Twice(so.Op):
+        """2 * x, with no gradient rule."""
+        arguments = ("values",)
+
+        @so.kernel()
+        def dense(self, ctx, x, y):
+            y[...] = 2 * x
+
+    class Mask(so.Op):
+        """x > 0 as floats: a constant for autograd."""
+        differentiable = False
+
+        @so.kernel()
+        def dense(self, ctx, x, y):
+            y[...] = x > 0
+
+    so.register("ag_test_twice", replace=True)(Twice)
+    so.register("ag_test_mask", replace=True)(Mask)
+    yield
+    for name in ("ag_test_twice", "ag_test_mask"):
+        _TABLE.pop(name, None)
+
+
+def test_backward_through_an_op_without_gradient_names_op_and_input(no_gradient_ops):
+    x = arr(A)
+    x.attach_grad()
+    with ag.record():
+        y = so.invoke("ag_test_twice", [so.elemwise_mul(x, x)])
+        loss = so.sum(y)
+    with pytest.raises(so.OperatorError, match=r"operator 'ag_test_twice' declares no gradient, so autograd "
+                                               r"cannot differentiate through it to input 0 \('values'\)"):
+        loss.backward()
+    # the process and autograd still work afterwards
+    with ag.record():
+        z = so.sum(so.elemwise_mul(x, x))
+    z.backward()
+    np.testing.assert_allclose(x.grad.asnumpy(), 2 * A)
+
+
+def test_constant_outputs_say_so(no_gradient_ops):
+    x = arr(A)
+    x.attach_grad()
+    with ag.record():
+        m = so.invoke("ag_test_mask", [x])
+        y = so.sum(so.elemwise_mul(m, x))  # the mask is a constant factor
+    with pytest.raises(so.OperatorError, match=r"output of operator 'ag_test_mask': it is declared "
+                                               r"differentiable = False, so its outputs are constants"):
+        m.backward()
+    y.backward()
+    np.testing.assert_allclose(x.grad.asnumpy(), (A > 0).astype(float))

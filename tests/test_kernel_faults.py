@@ -22,7 +22,6 @@ import pytest
 
 import sparse_ops as so
 from sparse_ops import autograd, settings
-from sparse_ops.dispatch import is_builtin_kernel
 
 PLUGIN = "plg_faulty"
 
@@ -351,15 +350,38 @@ def test_gradient_faults_name_op_and_plugin_and_leave_autograd_usable(plugin):
     assert_usable("plgfault_mx", "default", "none", registry)
 
 
-def test_which_kernels_count_as_builtin(plugin):
-    assert is_builtin_kernel(so.get_op("elemwise_mul").fcompute["cpu"])
-    assert all(is_builtin_kernel(fn) for fn in so.get_op("dot").fcompute_ex.values())
-    assert not is_builtin_kernel(so.get_op("plgfault_csr").fcompute_ex[("cpu", ("csr",))])
-    assert not is_builtin_kernel(so.get_op("plgfault_mx").fcompute_ex[("cpu", ("...",))])  # runs user code
+def test_trust_is_declared_not_inferred(plugin):
+    """Built-ins declare ``trusted = True``; plugin and MXNet-form kernels are checked, and so
+    is a subclass of a built-in that declares its own kernels untrusted."""
+    def trusted(name, fn):
+        return fn in so.get_op(name).trusted_kernels
+
+    assert trusted("elemwise_mul", so.get_op("elemwise_mul").fcompute["cpu"])
+    assert all(trusted("dot", fn) for fn in so.get_op("dot").fcompute_ex.values())
+    assert not trusted("plgfault_csr", so.get_op("plgfault_csr").fcompute_ex[("cpu", ("csr",))])
+    assert not trusted("plgfault_mx", so.get_op("plgfault_mx").fcompute_ex[("cpu", ("...",))])  # runs user code
     x = as_input(GOOD, "csr")
     so.elemwise_mul(x, x)
     plans = list(so.get_op("elemwise_mul").plans.values())
-    assert plans and all(p.builtin and not p.debug for p in plans)
+    assert plans and all(p.trusted and not p.debug for p in plans)
+
+    cls = so.get_op("negative").cls  # a built-in class, subclassed with a kernel of its own
+
+    class Untrusted(cls):
+        trusted = False
+
+        @so.kernel()
+        def dense(self, ctx, x, y):
+            y[...] = -x
+
+    so.register("plgfault_untrusted_negative", replace=True)(Untrusted)
+    try:
+        assert not so.get_op("plgfault_untrusted_negative").trusted_kernels & {Untrusted.dense}
+        out = so.invoke("plgfault_untrusted_negative", [so.array(np.ones((2, 2), np.float32))])
+        np.testing.assert_array_equal(out.asnumpy(), -np.ones((2, 2), np.float32))
+    finally:
+        from sparse_ops.registry import _TABLE
+        _TABLE.pop("plgfault_untrusted_negative", None)
 
 
 def test_debug_mode_from_the_environment(plugin, tmp_path):

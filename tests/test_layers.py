@@ -81,7 +81,7 @@ def test_the_ops_layer_installed_the_container_methods():
                  "__abs__", "__pow__", "__rtruediv__", "attach_grad", "backward", "sum", "dot", "T"):
         assert name in vars(so.NDArray), name
     assert so.NDArray.__matmul__ is methods._matmul_method
-    assert so.NDArray._check_writable is so.autograd.check_not_in_graph
+    assert so.NDArray._check_writable is so.tape.check_not_in_graph
     np.testing.assert_array_equal((-x + abs(x) * 2).asnumpy(), np.arange(4.0).reshape(2, 2))
     np.testing.assert_array_equal(x.dot(x).asnumpy(), np.arange(4.0).reshape(2, 2) @ np.arange(4.0).reshape(2, 2))
     assert not hasattr(so.ops.unary, "python_operator")  # the table moved: one home

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ..dispatch import op_function
 from ..storage import _csr_row_ids, _result_index_dtype  # noqa: F401  (re-exported)
 
 _NUMBA_DTYPES = frozenset(np.dtype(t) for t in ("float32", "float64", "int32", "int64"))
@@ -71,3 +72,16 @@ def match_rows(sorted_ids: Any, query: Any, xp: Any) -> tuple[Any, Any]:
     found = sorted_ids[pos_c] == query
     q = xp.nonzero(found)[0]
     return q, pos_c[q]
+
+
+class _Table:
+    """Every registered operator's function, looked up by attribute when used: ``T.negative(g)``.
+
+    Gradient rules use operators of other families through it, so the ops modules need not
+    import each other both ways (they import downward only; a test checks)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return op_function(name)
+
+
+T = _Table()

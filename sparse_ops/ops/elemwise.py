@@ -10,16 +10,15 @@ dtype (``in_input_dtypes``).
 """
 from __future__ import annotations
 
-import functools
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from ..dispatch import op_function
-from ..dtypes import promote_types
+from ..dtypes import in_input_dtypes, promote_types
 from ..ndarray import NDArray
 from ..registry import Op, kernel, register
-from ._util import index_dtype_for, is_host, match_rows, numba_values, row_ids
+from ._util import T, index_dtype_for, is_host, match_rows, numba_values, row_ids
 
 _BOTH = ("cpu", "gpu")
 
@@ -86,24 +85,10 @@ def _dense_plus_sparse(ctx, dense, sparse, sign: int, out, sparse_first: bool) -
         out[target] -= values
 
 
-def in_input_dtypes(gradient: Callable) -> Callable:
-    """Wrap an op's ``gradient`` so each input's gradient comes back in that input's dtype.
-
-    An op that promotes (float32 with float64 gives float64) receives, and computes, its
-    gradients in the promoted dtype; the float32 input's gradient is cast back, as PyTorch's
-    engine does. The cast is a container conversion, not a recorded op: a second-order
-    gradient through a promoting call does not see it."""
-    @functools.wraps(gradient)
-    def wrapped(self: Op, out_grads: list, inputs: list, outputs: list, **kwargs: Any) -> list:
-        grads = gradient(self, out_grads, inputs, outputs, **kwargs)
-        return [g if g is None or g.dtype == x.dtype else g.astype(x.dtype) for g, x in zip(grads, inputs)]
-
-    return wrapped
-
-
 class _Binary(Op):
     """Two operands, one output of their promoted dtype (NumPy's ``result_type``)."""
 
+    trusted = True  # built-in kernels, tested against NumPy/SciPy references
     arguments = ("lhs", "rhs")
     partition = "rows"  # equal shapes, value by value: both operands cut into the same row blocks
     ufunc: np.ufunc  # NumPy ufuncs also run on CuPy arrays (``__array_ufunc__``)
@@ -169,10 +154,8 @@ class ElemwiseSub(_AddSub):
     ufunc = np.subtract
 
     def gradient(self, out_grads, inputs, outputs):
-        from .unary import negative
-
         g = out_grads[0]
-        return [g, negative(g)]
+        return [g, T.negative(g)]
 
 
 @register("elemwise_mul")
@@ -236,11 +219,9 @@ class ElemwiseDiv(_Binary):
         ctx.xp.divide(lhs, rhs, out=out, casting="unsafe")
 
     def gradient(self, out_grads, inputs, outputs):
-        from .unary import negative, square
-
         g = out_grads[0]
         lhs, rhs = inputs
-        return [elemwise_div(g, rhs), negative(elemwise_div(elemwise_mul(g, lhs), square(rhs)))]
+        return [elemwise_div(g, rhs), T.negative(elemwise_div(elemwise_mul(g, lhs), T.square(rhs)))]
 
 
 # ---- broadcasting (dense) --------------------------------------------------------------------------
@@ -250,15 +231,12 @@ def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
 
 def sum_to_shape(g: NDArray, shape: tuple[int, ...]) -> NDArray:
     """Reduce a broadcast gradient back to ``shape`` (summing the broadcast axes), with ops."""
-    from .reduce import sum as _sum
-    from .structure import reshape
-
     if g.shape == shape:
         return g
     lead = len(g.shape) - len(shape)
     axes = tuple(range(lead)) + tuple(
         lead + i for i, d in enumerate(shape) if d == 1 and g.shape[lead + i] != 1)
-    return reshape(_sum(g, axis=axes, keepdims=False), shape=shape) if axes else reshape(g, shape=shape)
+    return T.reshape(T.sum(g, axis=axes, keepdims=False), shape=shape) if axes else T.reshape(g, shape=shape)
 
 
 class _Broadcast(_Binary):
@@ -300,10 +278,8 @@ class BroadcastSub(_Broadcast):
     ufunc = np.subtract
 
     def gradient(self, out_grads, inputs, outputs):
-        from .unary import negative
-
         g = out_grads[0]
-        return [sum_to_shape(g, inputs[0].shape), sum_to_shape(negative(g), inputs[1].shape)]
+        return [sum_to_shape(g, inputs[0].shape), sum_to_shape(T.negative(g), inputs[1].shape)]
 
 
 @register("broadcast_mul")
@@ -327,12 +303,10 @@ class BroadcastDiv(_Broadcast):
         ctx.xp.divide(lhs, rhs, out=out, casting="unsafe")
 
     def gradient(self, out_grads, inputs, outputs):
-        from .unary import negative, square
-
         g = out_grads[0]
         lhs, rhs = inputs
         dl = broadcast_div(g, rhs)
-        dr = negative(broadcast_div(broadcast_mul(g, lhs), square(rhs)))
+        dr = T.negative(broadcast_div(broadcast_mul(g, lhs), T.square(rhs)))
         return [sum_to_shape(dl, lhs.shape), sum_to_shape(dr, rhs.shape)]
 
 

@@ -24,11 +24,10 @@ from typing import Any
 import numpy as np
 
 from ..dispatch import op_function
-from ..dtypes import promote_types
+from ..dtypes import in_input_dtypes, promote_types
 from ..ndarray import NDArray, RowSparseNDArray
 from ..registry import Op, Param, kernel, register
-from ._util import index_dtype_for, kernel_module, numba_values
-from .elemwise import in_input_dtypes
+from ._util import T, index_dtype_for, kernel_module, numba_values
 
 _BOTH = ("cpu", "gpu")
 
@@ -243,6 +242,8 @@ class Dot(Op):
     default/row_sparse -> row_sparse (transpose_a only), default @ csr -> csr (not
     transpose_a), otherwise default; ``forward_stype`` forces the output storage type."""
 
+    trusted = True  # built-in kernels, tested against NumPy/SciPy references
+
     arguments = ("lhs", "rhs")
     backward_needs_inputs = ("lhs", "rhs")
     transpose_a = Param(bool, False, doc="use the transpose of lhs")
@@ -439,19 +440,17 @@ class Dot(Op):
         dense lhs always gets a dense gradient (``dense @ csr`` would otherwise be csr).
         Other than matrices, operands are reshaped to their 2-d forms and back. An input
         that needs no gradient (a constant csr data matrix, say) gets none computed."""
-        from .structure import reshape
-
         (g,) = out_grads
         lhs, rhs = inputs
         if lhs.ndim == 2 and rhs.ndim == 2:
             return self._matrix_gradient(g, lhs, rhs, needs or (True, True))
         shape_l, shape_r, shape_out = self._matrix_shapes(lhs.shape, rhs.shape)
         if lhs.ndim == 2 and rhs.ndim == 1:  # d rhs needs no reshape (a csr lhs keeps it row_sparse)
-            d_lhs = self._matrix_gradient(reshape(g, shape=shape_out), lhs, reshape(rhs, shape=shape_r))[0]
+            d_lhs = self._matrix_gradient(T.reshape(g, shape=shape_out), lhs, T.reshape(rhs, shape=shape_r))[0]
             return [d_lhs, dot(lhs, g, transpose_a=not self.transpose_a)]
-        d_lhs, d_rhs = self._matrix_gradient(reshape(g, shape=shape_out), reshape(lhs, shape=shape_l),
-                                             reshape(rhs, shape=shape_r))
-        return [reshape(d_lhs, shape=lhs.shape), reshape(d_rhs, shape=rhs.shape)]
+        d_lhs, d_rhs = self._matrix_gradient(T.reshape(g, shape=shape_out), T.reshape(lhs, shape=shape_l),
+                                             T.reshape(rhs, shape=shape_r))
+        return [T.reshape(d_lhs, shape=lhs.shape), T.reshape(d_rhs, shape=rhs.shape)]
 
     def _matrix_gradient(self, g: NDArray, lhs: NDArray, rhs: NDArray,
                          needs: Any = (True, True)) -> list[NDArray | None]:
@@ -477,6 +476,8 @@ class FullyConnectedOp(Op):
     ``(data, weight, bias)``, or ``(data, weight)`` with ``no_bias=True``. With
     ``flatten=True`` data of shape ``(batch, ...)`` is taken as ``(batch, prod(...))``;
     with ``flatten=False`` the product is over data's last axis."""
+
+    trusted = True  # built-in kernels, tested against NumPy/SciPy references
 
     arguments = ("data", "weight", "bias")
     variadic = True  # two inputs when no_bias
@@ -526,19 +527,17 @@ class FullyConnectedOp(Op):
     @in_input_dtypes
     def gradient(self, out_grads, inputs, outputs):
         from .reduce import sum as _sum
-        from .structure import reshape
-
         g = out_grads[0]
         data, weight = inputs[:2]
         batch = _size(g.shape[:-1])
-        x = data if data.ndim == 2 else reshape(data, shape=(batch, weight.shape[1]))
-        g2 = g if g.ndim == 2 else reshape(g, shape=(batch, self.num_hidden))
+        x = data if data.ndim == 2 else T.reshape(data, shape=(batch, weight.shape[1]))
+        g2 = g if g.ndim == 2 else T.reshape(g, shape=(batch, self.num_hidden))
         d_data = dot(g2, weight)
         if d_data.shape != data.shape:
-            d_data = reshape(d_data, shape=data.shape)
+            d_data = T.reshape(d_data, shape=data.shape)
         grads = [d_data, dot(g2, x, transpose_a=True, forward_stype="default")]
         if not self.no_bias:
-            grads.append(_sum(g2, axis=0))
+            grads.append(T.sum(g2, axis=0))
         return grads
 
 

@@ -8,8 +8,9 @@ to ``NDArray`` (and so to every container) what is written with operators:
   through the table ``PYTHON_OPERATORS``, each one operator call;
 - ``x @ y``: ``dot`` with NumPy's matmul rules for 1-d operands;
 - MXNet's fluent methods (``x.sum(axis=1)`` is ``sum(x, axis=1)``, ``x.dot(y)``, ``x.T``);
-- the autograd methods that need the tape (``attach_grad``, ``backward``) and the
-  in-place write guard of ``x[:] = ...`` (``NDArray._check_writable``).
+- ``attach_grad`` and the in-place write guard of ``x[:] = ...``
+  (``NDArray._check_writable``), from the recording half (``sparse_ops.tape``);
+  ``backward`` runs the engine above the ops, so ``sparse_ops.autograd`` installs it.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .. import autograd as _ag
+from .. import tape as _tape
 from ..dtypes import promote_types
 from ..creation import zeros
 from ..ndarray import NDArray
@@ -175,13 +176,7 @@ def attach_grad(self: NDArray, grad_req: str = "write", stype: str | None = None
     (``write``, ``add`` or ``null``). On a recorded intermediate result the gradient is
     kept as well (MXNet 2's retain-grad semantics)."""
     buf = zeros(self.shape, stype=stype or self.stype, dtype=self.dtype, device=self._device)
-    _ag.mark_variables([self], [buf], grad_req)
-
-
-def backward(self: NDArray, out_grad: NDArray | None = None, retain_graph: bool = False,
-             train_mode: bool = True) -> None:
-    """Backpropagate from this array (``autograd.backward([self], [out_grad])``)."""
-    _ag.backward([self], [out_grad], retain_graph=retain_graph, train_mode=train_mode)
+    _tape.mark_variables([self], [buf], grad_req)
 
 
 # ---- fluent methods ------------------------------------------------------------------------------
@@ -201,7 +196,7 @@ def _fluent(name: str, fn: Callable) -> Callable:
 
 
 def install(cls: type = NDArray) -> None:
-    """Attach the Python operators, ``@``, the fluent and autograd methods to ``cls``."""
+    """Attach the Python operators, ``@``, the fluent methods and ``attach_grad`` to ``cls``."""
     for kind in PYTHON_OPERATORS:
         forward, reverse, in_place = _binary(kind)
         name = "truediv" if kind == "div" else kind
@@ -215,8 +210,8 @@ def install(cls: type = NDArray) -> None:
     cls.__matmul__, cls.__rmatmul__ = _matmul_method, _rmatmul_method
     cls.__neg__ = _negative_method
     cls.__abs__ = _abs_method
-    cls.attach_grad, cls.backward = attach_grad, backward
-    cls._check_writable = staticmethod(_ag.check_not_in_graph)
+    cls.attach_grad = attach_grad
+    cls._check_writable = staticmethod(_tape.check_not_in_graph)
     for name in FLUENT:
         if not hasattr(cls, name):
             fn = next(getattr(m, name) for m in (reduce, structure, unary, linalg) if hasattr(m, name))

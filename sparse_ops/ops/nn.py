@@ -79,6 +79,8 @@ class EmbeddingOp(Op):
     row_sparse with ``sparse_grad=True``; ``data`` gets no gradient.
     """
 
+    trusted = True  # built-in kernels, tested against NumPy/SciPy references
+
     arguments = ("data", "weight")
     backward_needs_inputs = ("data",)
     input_dim = Param(int, doc="number of rows of weight (vocabulary size)")
@@ -146,6 +148,8 @@ class EmbeddingOp(Op):
 class EmbeddingBackward(Op):
     """The weight gradient of ``Embedding``: row ``i`` is the sum of the ``out_grad`` rows
     whose id is ``i``; row_sparse (rows = the distinct ids) when ``sparse_grad``."""
+
+    trusted = True  # built-in kernels, tested against NumPy/SciPy references
 
     arguments = ("data", "out_grad")
     backward_needs_inputs = ("data",)
@@ -240,6 +244,8 @@ class DropoutOp(Op):
     prediction it is the identity. ``axes`` share one draw along those axes (variational
     dropout). The hidden second output is the mask the backward pass multiplies by.
     """
+
+    trusted = True  # built-in kernels, tested against NumPy/SciPy references
 
     outputs = ("output", "mask")
     num_visible_outputs = 1

@@ -73,6 +73,8 @@ class _Update(Op):
     arrays and for gathered rows), ``numba_rows`` (the lazy cpu kernel) and register
     ``sparse_update`` as their storage-aware kernel for their number of states."""
 
+    trusted = True  # built-in kernels, tested against NumPy/SciPy references
+
     differentiable = False
     lazy_update = True  # overridden by a Param where the op has one
 

@@ -25,7 +25,7 @@ from ..creation import full
 from ..dispatch import op_function
 from ..ndarray import NDArray
 from ..registry import Op, Param, kernel, register
-from ._util import is_host, numba_values, row_ids
+from ._util import T, is_host, numba_values, row_ids
 from .elemwise import broadcast_div, elemwise_add, elemwise_mul
 
 _BOTH = ("cpu", "gpu")
@@ -158,6 +158,8 @@ def _reduce_any(ctx: Any, x: NDArray, axes: tuple[int, ...], keepdims: bool, mod
 class _Reduction(Op):
     """Shared rules and kernels: subclasses set ``mode`` (the value transform) and
     ``finish`` (from the accumulated sum to the output values)."""
+
+    trusted = True  # built-in kernels, tested against NumPy/SciPy references
 
     mode = PLAIN
     exclude = False  # overridden by a Param where the operator takes one
@@ -299,9 +301,7 @@ class Norm(_Reduction):
         x, g = inputs[0], out_grads[0]
         if self.ord == 2:
             return [elemwise_mul(x, self._spread(_div_or_zero(g, outputs[0]), x.shape))]
-        from .unary import sign
-
-        return [elemwise_mul(sign(x), self._spread(g, x.shape))]
+        return [elemwise_mul(T.sign(x), self._spread(g, x.shape))]
 
 
 # ---- broadcasts (the reductions' gradients) --------------------------------------------------------
@@ -316,6 +316,8 @@ class BroadcastReduced(Op):
     """The inverse of a reduction's shape change: ``data``, the result of reducing ``axis`` of
     an array of ``shape`` (with or without keepdims), repeated along ``axis`` to ``shape``.
     A row_sparse input stays row_sparse when the row axis was not reduced."""
+
+    trusted = True  # built-in kernels, tested against NumPy/SciPy references
 
     shape = Param("shape", doc="the shape before the reduction")
     axis = Param("shape", doc="the reduced axes, non-negative")
@@ -360,6 +362,8 @@ class BroadcastTo(Op):
     """``data`` repeated to ``shape``: axes of length 1 stretch, a 0 in ``shape`` keeps the
     input's length, and missing leading axes are added (NumPy's rule). Dense."""
 
+    trusted = True  # built-in kernels, tested against NumPy/SciPy references
+
     shape = Param("shape", doc="the target shape")
     backward_needs_inputs = ()
 
@@ -398,6 +402,8 @@ class DivOrZero(Op):
     """lhs / rhs where rhs is not 0, else 0 (same shapes, dense): the L2 norm's gradient
     g / norm, which is 0 rather than NaN at a zero norm."""
 
+    trusted = True  # built-in kernels, tested against NumPy/SciPy references
+
     arguments = ("lhs", "rhs")
     backward_needs_inputs = ("lhs", "rhs")
 
@@ -409,11 +415,9 @@ class DivOrZero(Op):
         out[zero] = 0
 
     def gradient(self, out_grads, inputs, outputs):
-        from .unary import negative
-
         h = out_grads[0]
         lhs, rhs = inputs
-        return [_div_or_zero(h, rhs), negative(_div_or_zero(_div_or_zero(elemwise_mul(h, lhs), rhs), rhs))]
+        return [_div_or_zero(h, rhs), T.negative(_div_or_zero(_div_or_zero(elemwise_mul(h, lhs), rhs), rhs))]
 
 
 # ---- exported functions ---------------------------------------------------------------------------

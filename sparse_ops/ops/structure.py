@@ -153,6 +153,8 @@ def _csr_slice(ctx, x, rows: tuple[int, int], cols: tuple[int, int], out) -> Non
 class CastStorage(Op):
     """The values of ``data`` in storage type ``stype`` (a copy when it already has it)."""
 
+    trusted = True  # built-in kernels, tested against NumPy/SciPy references
+
     stype = Param(str, choices=STYPES, doc="the output storage type")
     backward_needs_inputs = ()
     partition = "rows"
@@ -190,6 +192,8 @@ class ZerosLike(Op):
     """Zeros of the shape, dtype and storage type of ``data`` (an empty sparse array for
     sparse input, keeping its index dtype)."""
 
+    trusted = True  # built-in kernels, tested against NumPy/SciPy references
+
     differentiable = False
     partition = "rows"
 
@@ -214,6 +218,8 @@ class ZerosLike(Op):
 @register("ones_like")
 class OnesLike(Op):
     """Ones of the shape and dtype of ``data``; always dense."""
+
+    trusted = True  # built-in kernels, tested against NumPy/SciPy references
 
     differentiable = False
     partition = "rows"
@@ -245,6 +251,8 @@ class AddN(Op):
     """The sum of any number (at least one) of same-shape arrays. All ``row_sparse`` ->
     ``row_sparse`` (union of rows); anything else -> dense, built from the dense inputs
     with the sparse ones scatter-added (never densified)."""
+
+    trusted = True  # built-in kernels, tested against NumPy/SciPy references
 
     arguments = ("args",)
     variadic = True
@@ -302,6 +310,8 @@ class Retain(Op):
     (others dropped), as row_sparse. Dense ``data`` is accepted too (its listed rows become
     the stored rows); ``indices`` outside ``[0, rows)`` are ignored."""
 
+    trusted = True  # built-in kernels, tested against NumPy/SciPy references
+
     arguments = ("data", "indices")
     backward_needs_inputs = ("indices",)
 
@@ -343,6 +353,8 @@ class Retain(Op):
 # ---- slicing ------------------------------------------------------------------------------------------
 class _SliceBase(Op):
     """What ``slice`` and ``slice_axis`` share: kernels driven by ``_ranges(shape)``."""
+
+    trusted = True  # built-in kernels, tested against NumPy/SciPy references
 
     backward_needs_inputs = ()
 
@@ -417,6 +429,8 @@ class SliceAxis(_SliceBase):
 class BackwardSlice(Op):
     """The gradient of ``slice``: ``grad`` written at ``begin:end:step`` of zeros of ``shape`` (dense)."""
 
+    trusted = True  # built-in kernels, tested against NumPy/SciPy references
+
     arguments = ("grad",)
     begin = Param(_opt_ints)
     end = Param(_opt_ints)
@@ -453,6 +467,8 @@ class Split(Op):
     """MXNet's ``split`` (SliceChannel): ``num_outputs`` equal pieces of ``data`` along
     ``axis`` (one output per piece); ``squeeze_axis=True`` drops that axis (each piece must
     then have length 1 there). Dense outputs."""
+
+    trusted = True  # built-in kernels, tested against NumPy/SciPy references
 
     num_outputs = Param(int, doc="number of pieces (and of outputs)")
     axis = Param(int, 1, doc="the axis to split")
@@ -498,6 +514,8 @@ class Split(Op):
 @register("concat")
 class Concat(Op):
     """Inputs joined along ``dim``. All csr along axis 0 -> csr (rows stacked); otherwise dense."""
+
+    trusted = True  # built-in kernels, tested against NumPy/SciPy references
 
     arguments = ("data",)
     variadic = True
@@ -626,6 +644,8 @@ def reshape_target(shape: Sequence[int], spec: Sequence[int], reverse: bool = Fa
 class _Reshaping(Op):
     """Dense reshapes: the values in order, a new shape; the gradient reshapes back."""
 
+    trusted = True  # built-in kernels, tested against NumPy/SciPy references
+
     backward_needs_inputs = ()
 
     @kernel(device=_BOTH)
@@ -686,6 +706,8 @@ def csr_transpose_xp(xp: Any, x) -> tuple[Any, Any, Any]:
 class Transpose(Op):
     """``data`` with its axes permuted (default: reversed). A csr input gives a csr with
     sorted column indices."""
+
+    trusted = True  # built-in kernels, tested against NumPy/SciPy references
 
     axes = Param("shape", (), doc="the permutation (empty: reverse the axes)")
     backward_needs_inputs = ()
@@ -760,6 +782,7 @@ def _take_positions(xp: Any, indices: Any, n: int, axis: int, mode: str) -> Any:
 
 
 class _TakeParams(Op):
+    trusted = True  # built-in kernels, tested against NumPy/SciPy references
     axis = Param(int, 0, doc="the axis to take along")
     mode = Param(str, "clip", choices=("clip", "wrap", "raise"),
                  doc="out-of-range indices: clip into range, wrap around, or raise IndexError")
@@ -845,6 +868,8 @@ class BackwardTake(_TakeParams):
 class Where(Op):
     """``x`` where ``condition`` is non-zero, else ``y`` (dense). ``condition`` has the shape
     of ``x``, or is 1-d and picks whole rows (MXNet)."""
+
+    trusted = True  # built-in kernels, tested against NumPy/SciPy references
 
     arguments = ("condition", "x", "y")
     backward_needs_inputs = ("condition",)
