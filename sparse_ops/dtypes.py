@@ -63,10 +63,11 @@ def require_one_dtype(op: str, names: tuple[str, ...], dtypes: tuple[np.dtype, .
     first = dtypes[0]
     for i, d in enumerate(dtypes[1:], 1):
         if d != first:
-            name = names[i] if i < len(names) else f"input {i}"
-            head = names[0] if names else "input 0"
+            # named arguments where each input has one; else positions (variadic ops: add_n, concat)
+            name, head = ((f"argument {names[i]!r}", repr(names[0])) if len(names) == len(dtypes)
+                          else (f"input {i}", "input 0"))
             raise TypeError(
-                f"argument {name!r} is {np.dtype(d).name} but {head!r} is {np.dtype(first).name}; "
+                f"{name} is {np.dtype(d).name} but {head} is {np.dtype(first).name}; "
                 f"{op} takes inputs of one dtype (it cannot promote): convert one with .astype()")
     return first
 

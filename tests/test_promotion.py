@@ -180,3 +180,9 @@ def test_an_op_that_cannot_promote_names_the_argument():
         so.invoke("_test_one_dtype_pair", [x, y])
     with pytest.raises(InferenceError, match="grad has dtype float64, weight float32"):
         so.sgd_update(x, y, lr=0.1)  # an in-place update cannot promote its weight
+
+
+def test_variadic_ops_that_cannot_promote_name_the_position():
+    a, b = so.array(np.ones((2, 2), np.float32)), so.array(np.ones((2, 2)))
+    with pytest.raises(InferenceError, match=r"input 2 is float64 but input 0 is float32; add_n takes inputs of one"):
+        so.add_n(a, a, b)

@@ -127,8 +127,7 @@ def matmul(lhs: NDArray, rhs: NDArray) -> NDArray:
             raise ValueError(
                 f"@ takes 1-d and 2-d operands; {name} has shape {x.shape}. For N-d operands call "
                 "sparse_ops.dot (MXNet's contraction: lhs's last axis with rhs's first)")
-    if lhs.shape[-1] != rhs.shape[0]:
-        raise ValueError(f"@: shapes {lhs.shape} and {rhs.shape} do not align: {lhs.shape[-1]} != {rhs.shape[0]}")
+    # shapes that do not align: dot's own error (an InferenceError, a ValueError)
     if lhs.ndim == 1 and rhs.stype == "csr":
         result = dot(lhs, rhs, forward_stype="default")  # a vector result cannot be csr
     else:
