@@ -82,6 +82,13 @@ def in_input_dtypes(gradient: Callable) -> Callable:
     @functools.wraps(gradient)
     def wrapped(self: Any, out_grads: list, inputs: list, outputs: list, **kwargs: Any) -> list:
         grads = gradient(self, out_grads, inputs, outputs, **kwargs)
-        return [g if g is None or g.dtype == x.dtype else g.astype(x.dtype) for g, x in zip(grads, inputs)]
+        dtypes = [x.dtype for x in inputs]
+        first = dtypes[0]
+        for d in dtypes:
+            if d != first:
+                break
+        else:  # one dtype in: nothing was promoted (the common case, kept to a few Python calls)
+            return grads
+        return [g if g is None or g.dtype == d else g.astype(d) for g, d in zip(grads, dtypes)]
 
     return wrapped

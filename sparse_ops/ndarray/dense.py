@@ -147,11 +147,13 @@ class NDArray:
             cupy.cuda.get_current_stream().synchronize()
 
     # ---- autograd ----------------------------------------------------------------------
-    # ``attach_grad`` and ``backward`` run the tape: installed by ``sparse_ops.ops.methods``.
+    # ``attach_grad`` (installed by ``sparse_ops.ops.methods``) and ``backward`` (installed by
+    # ``sparse_ops.autograd``) use the tape, which lives above the containers.
     @staticmethod
     def _check_writable(x: "NDArray") -> None:
-        """Refuse an in-place write into ``x`` while the autograd tape may need it; the
-        autograd layer installs the real check (containers hold ``_ag`` but import no tape)."""
+        """Refuse an in-place write into ``x`` while the autograd tape may need it. A no-op
+        here: ``sparse_ops.ops.methods`` installs ``tape.check_not_in_graph`` (containers
+        hold ``_ag`` but import no tape)."""
 
     @property
     def grad(self) -> "NDArray | None":
@@ -222,9 +224,9 @@ class NDArray:
         return (_rebuild_dense, (self.asnumpy(), self._device))
 
     # ---- Python operators ----------------------------------------------------------------------
-    # ``x + y``, ``x @ y``, ``x > 0``, ``-x``, the fluent methods (``x.sum()``) and
-    # ``attach_grad``/``backward`` are operator calls: the ops layer installs them on this
-    # class (``sparse_ops.ops.methods``), since containers import nothing above them.
+    # ``x + y``, ``x @ y``, ``x > 0``, ``-x`` and the fluent methods (``x.sum()``) are operator
+    # calls: the ops layer installs them on this class (``sparse_ops.ops.methods``), since
+    # containers import nothing above them.
     # __eq__ returns an array, which would make the class unhashable: keep identity hashing
     # so containers can key dicts and sets (autograd relies on that).
     __hash__ = object.__hash__

@@ -313,7 +313,8 @@ class Dot(Op):
 
     @kernel(device="cpu", stypes=[("csr", "default"), ("csr", "row_sparse")])
     def csr_lhs(self, ctx, lhs, rhs, out):
-        lhs, rhs = _promoted(out, lhs, rhs)
+        if lhs._data.dtype != rhs._data.dtype:  # mixed dtypes: the kernels take one
+            lhs, rhs = _promoted(out, lhs, rhs)
         if lhs.ndim != 2 or rhs.ndim > 2:
             return self._densified(ctx, lhs, rhs, out)
         parts = _csr_parts(lhs)
@@ -335,7 +336,8 @@ class Dot(Op):
 
     @kernel(device="cpu", stypes=("default", "csr"))
     def csr_rhs(self, ctx, lhs, rhs, out):
-        lhs, rhs = _promoted(out, lhs, rhs)
+        if lhs._data.dtype != rhs._data.dtype:  # mixed dtypes: the kernels take one
+            lhs, rhs = _promoted(out, lhs, rhs)
         if lhs.ndim != 2 or rhs.ndim > 2:
             return self._densified(ctx, lhs, rhs, out)
         parts = _csr_parts(rhs)
@@ -358,7 +360,8 @@ class Dot(Op):
     def csr_lhs_gpu(self, ctx, lhs, rhs, out):
         """``csr_lhs`` on a gpu. csr.T @ b transposes lhs on the gpu and takes row-wise
         products (no atomics); csr @ row_sparse reads rhs's stored rows through a row map."""
-        lhs, rhs = _promoted(out, lhs, rhs)
+        if lhs._data.dtype != rhs._data.dtype:  # mixed dtypes: the kernels take one
+            lhs, rhs = _promoted(out, lhs, rhs)
         from ..cuda import kernels as gk
         from ..device import allocating_on
 
@@ -390,7 +393,8 @@ class Dot(Op):
     def csr_rhs_gpu(self, ctx, lhs, rhs, out):
         """``csr_rhs`` on a gpu, through transposes: a @ B = (B.T @ a.T).T with B.T built
         on the gpu, and a @ B.T = (B @ a.T).T."""
-        lhs, rhs = _promoted(out, lhs, rhs)
+        if lhs._data.dtype != rhs._data.dtype:  # mixed dtypes: the kernels take one
+            lhs, rhs = _promoted(out, lhs, rhs)
         from ..cuda import kernels as gk
         from ..device import allocating_on
 

@@ -20,8 +20,8 @@ from typing import Any, Callable
 import numpy as np
 
 from .. import tape as _tape
-from ..dtypes import promote_types
 from ..creation import zeros
+from ..dtypes import promote_types
 from ..ndarray import NDArray
 from .elemwise import (
     broadcast_add,
