@@ -45,6 +45,7 @@ def _target_device(device: Any, *arrays: Any) -> Device:
 def _values(obj: Any, dtype: Any, device: Device, copy: bool, what: str) -> Any:
     """``obj`` as a value array of ``device``: its own dtype if it is an array, float32 for
     Python data, ``dtype`` when given."""
+    obj = _foreign_array(obj, device)
     if dtype is not None:
         dt = value_dtype(dtype)
     elif hasattr(obj, "dtype") and hasattr(obj, "shape"):
@@ -60,6 +61,7 @@ def _values(obj: Any, dtype: Any, device: Device, copy: bool, what: str) -> Any:
 
 def _indices(obj: Any, device: Device, copy: bool, name: str) -> Any:
     """An index array kept in its own integer dtype (int64 for Python data); floats are refused."""
+    obj = _foreign_array(obj, device)
     if not hasattr(obj, "dtype"):
         obj = np.asarray(obj)
         if obj.size == 0:
@@ -88,7 +90,7 @@ def array(obj: Any, dtype: Any = None, device: Device | str | None = None) -> ND
         return csr_matrix(obj, dtype=dtype, device=device, copy=True)
     if device is None and hasattr(obj, "__cuda_array_interface__") and not hasattr(obj, "__dlpack__"):
         device = _dev.gpu(0)  # device memory stays on a gpu unless told otherwise
-    obj = _foreign_array(obj, device)
+    obj = _foreign_array(obj, device)  # before the device is chosen: a DLPack gpu tensor stays there
     dev = _target_device(device, obj)
     return NDArray(_values(obj, dtype, dev, copy=True, what="an array"), dev)
 

@@ -112,3 +112,21 @@ def test_cuda_array_interface_on_the_simulated_gpu():
     """)
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0 and "ok" in result.stdout, result.stderr
+
+
+def test_sparse_containers_from_torch_components():
+    torch = pytest.importorskip("torch")
+    import scipy.sparse as sp
+
+    m = sp.random(4, 5, density=0.4, format="csr", dtype=np.float32, random_state=0)
+    data = torch.from_numpy(m.data.copy())
+    c = so.csr_matrix((data, torch.from_numpy(m.indices.astype(np.int64)), torch.from_numpy(m.indptr.astype(np.int64))),
+                      shape=(4, 5))
+    assert c.stype == "csr" and c.dtype == np.float32 and c.aux_types == [np.int64, np.int64]
+    np.testing.assert_array_equal(c.asnumpy(), m.toarray())
+    data[0] = 99.0  # components of a supported dtype are shared, as with NumPy arrays
+    assert c.data[0] == 99.0
+    r = so.row_sparse_array((torch.ones(2, 3, dtype=torch.float64), torch.tensor([0, 2])), shape=(4, 3))
+    np.testing.assert_array_equal(r.asnumpy(), np.array([[1, 1, 1], [0, 0, 0], [1, 1, 1], [0, 0, 0]], np.float64))
+    with pytest.raises(so.SparseFormatError, match="integer dtype"):
+        so.row_sparse_array((torch.ones(1, 3), torch.tensor([0.0])), shape=(4, 3))

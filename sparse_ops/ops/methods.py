@@ -115,12 +115,14 @@ _SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
 
 def matmul(lhs: NDArray, rhs: NDArray) -> NDArray:
     """``lhs @ rhs``: ``dot(lhs, rhs)``, so storage types, kernels and the fallback warning
-    are ``dot``'s (``csr @ dense`` -> default, ``dense @ csr`` -> csr, ``csr @ csr`` -> csr).
+    are ``dot``'s (``csr @ dense`` -> default, ``dense @ csr`` -> csr; pairs without a
+    storage-aware kernel, such as ``csr @ csr`` today, densify with a warning).
 
     Shapes follow NumPy's ``matmul`` for 1-d and 2-d operands: a 1-d operand is a vector
-    (``(m, k) @ (k,)`` -> ``(m,)``, ``(k,) @ (k, n)`` -> ``(n,)``) and two vectors give a
-    0-d result (``vector @ csr`` is dense: a vector cannot be csr). Operands of more than two axes are refused: NumPy's ``@`` batches them,
-    MXNet's ``dot`` contracts them, and guessing would be wrong for one of the two.
+    (``(m, k) @ (k,)`` -> ``(m,)``, ``(k,) @ (k, n)`` -> ``(n,)``), two vectors give a 0-d
+    result, and ``vector @ csr`` is dense (a vector cannot be csr). Operands of more than
+    two axes are refused: NumPy's ``@`` batches them, MXNet's ``dot`` contracts them, and
+    guessing would be wrong for one of the two.
     """
     for name, x in (("lhs", lhs), ("rhs", rhs)):
         if x.ndim not in (1, 2):
