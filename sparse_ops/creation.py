@@ -1,6 +1,10 @@
 """Creating containers: ``array``, ``zeros``/``ones``/``empty``/``full``, ``csr_matrix``,
 ``row_sparse_array`` and ``from_dlpack``.
 
+Any array-like converts: NumPy and CuPy arrays, Python data, and other libraries' arrays
+through DLPack (``__dlpack__``: PyTorch, JAX, ...), the CUDA array interface (numba device
+arrays, on a gpu) or ``__array__``.
+
 Components given by the caller are validated (``validation.py``) before any kernel sees
 them. Arrays already of a supported dtype on the target device are used without a copy
 (as ``scipy.sparse.csr_matrix`` does); pass ``copy=True`` for independent storage.
@@ -14,8 +18,8 @@ import numpy as np
 
 from . import device as _dev
 from .device import Device
-from .dtypes import DEFAULT_DTYPE, DEFAULT_INDEX_DTYPE, source_dtype, value_dtype
-from .errors import SparseFormatError
+from .dtypes import DEFAULT_DTYPE, DEFAULT_INDEX_DTYPE, VALUE_DTYPES, source_dtype, value_dtype
+from .errors import SparseFormatError, SparseOpsError
 from .ndarray import STYPES, CSRNDArray, NDArray, RowSparseNDArray
 from .validation import check_csr, csr_is_canonical, normalize_shape
 
@@ -41,6 +45,7 @@ def _target_device(device: Any, *arrays: Any) -> Device:
 def _values(obj: Any, dtype: Any, device: Device, copy: bool, what: str) -> Any:
     """``obj`` as a value array of ``device``: its own dtype if it is an array, float32 for
     Python data, ``dtype`` when given."""
+    obj = _foreign_array(obj, device)
     if dtype is not None:
         dt = value_dtype(dtype)
     elif hasattr(obj, "dtype") and hasattr(obj, "shape"):
@@ -50,11 +55,13 @@ def _values(obj: Any, dtype: Any, device: Device, copy: bool, what: str) -> Any:
     try:
         return _dev.on_device(obj, device, dtype=dt, copy=copy)
     except (TypeError, ValueError) as exc:
-        raise TypeError(f"cannot make {what} of dtype {dt.name} from {type(obj).__name__}: {exc}") from exc
+        raise TypeError(f"cannot make {what} of dtype {dt.name} from {type(obj).__name__}: {exc} "
+                        f"({_PROTOCOLS})") from exc
 
 
 def _indices(obj: Any, device: Device, copy: bool, name: str) -> Any:
     """An index array kept in its own integer dtype (int64 for Python data); floats are refused."""
+    obj = _foreign_array(obj, device)
     if not hasattr(obj, "dtype"):
         obj = np.asarray(obj)
         if obj.size == 0:
@@ -69,8 +76,11 @@ def array(obj: Any, dtype: Any = None, device: Device | str | None = None) -> ND
     """A new container holding a copy of ``obj``.
 
     Containers keep their storage type and SciPy matrices become csr (as in MXNet);
-    anything else array-like becomes dense. The dtype is ``dtype`` if given, else the
-    source's own for arrays and float32 for Python numbers and lists.
+    anything else array-like becomes dense: NumPy and CuPy arrays, Python data, and other
+    libraries' arrays (a PyTorch tensor, a numba device array) through DLPack, the CUDA
+    array interface or ``__array__``. The dtype is ``dtype`` if given, else the source's
+    own for arrays and float32 for Python numbers and lists. ``from_dlpack`` shares the
+    memory instead of copying.
     """
     if isinstance(obj, NDArray):
         dev = _dev.as_device(device) if device is not None else obj.device
@@ -78,27 +88,107 @@ def array(obj: Any, dtype: Any = None, device: Device | str | None = None) -> ND
         return moved.astype(obj.dtype if dtype is None else dtype, copy=moved is obj)
     if _is_scipy_sparse(obj):
         return csr_matrix(obj, dtype=dtype, device=device, copy=True)
+    if device is None and hasattr(obj, "__cuda_array_interface__") and not hasattr(obj, "__dlpack__"):
+        device = _dev.gpu(0)  # device memory stays on a gpu unless told otherwise
+    obj = _foreign_array(obj, device)  # before the device is chosen: a DLPack gpu tensor stays there
     dev = _target_device(device, obj)
     return NDArray(_values(obj, dtype, dev, copy=True, what="an array"), dev)
 
 
-def from_dlpack(obj: Any, device: Device | str | None = None) -> NDArray:
-    """A dense container sharing memory with a DLPack producer (NumPy, CuPy, PyTorch, ...)."""
+def _foreign_array(obj: Any, device: Any) -> Any:
+    """Another library's array as a NumPy (host) or CuPy (gpu) array, zero-copy where the
+    protocol allows: DLPack first (it carries the device), then the CUDA array interface
+    (device memory: CuPy reads it when the target is a gpu), then ``__array__``. NumPy and
+    CuPy arrays, Python data and anything else come back as they are."""
+    if isinstance(obj, (np.ndarray, np.generic, list, tuple, int, float, bool)) or _dev.is_cupy_array(obj):
+        return obj
+    what = type(obj).__module__.split(".")[0] + "." + type(obj).__qualname__
+    try:
+        if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
+            return _dlpack_array(obj)
+        if hasattr(obj, "__cuda_array_interface__"):
+            return _cuda_array(obj, what, device)
+        if hasattr(obj, "__array__"):
+            return np.asarray(obj)
+    except SparseOpsError:  # no gpu here, say: the message says what is missing
+        raise
+    except (TypeError, ValueError, RuntimeError, BufferError) as exc:
+        hint = ("detach it first: tensor.detach()" if getattr(obj, "requires_grad", False) else
+                f"sparse_ops holds {', '.join(d.name for d in VALUE_DTYPES)}: convert the source to one of them")
+        raise TypeError(f"cannot make an array from a {what}: {exc} ({hint}); once it converts, "
+                        f"sparse_ops.from_dlpack(obj) shares its memory instead of copying") from exc
+    if hasattr(obj, "dtype") and not isinstance(obj.dtype, np.dtype):
+        raise TypeError(f"cannot make an array from a {what}: it speaks none of DLPack (__dlpack__), the CUDA "
+                        f"array interface or __array__; {_PROTOCOLS}")
+    return obj
+
+
+_PROTOCOLS = ("sparse_ops.array takes NumPy/CuPy arrays, Python data and objects with __dlpack__ (see "
+              "sparse_ops.from_dlpack, zero-copy), __cuda_array_interface__ or __array__")
+
+
+def _cuda_array(obj: Any, what: str, device: Any) -> Any:
+    """An object in gpu memory (``__cuda_array_interface__``: numba device arrays, ...) as a
+    CuPy array sharing it, for a gpu target."""
+    dev = _dev.as_device(device)
+    if dev.device_type != "gpu":
+        raise TypeError(f"a {what} lives in gpu memory (__cuda_array_interface__): pass device=sparse_ops.gpu(i), "
+                        f"or copy it to the host first")
+    xp = _dev.array_module(dev)  # DeviceUnavailableError where there is no gpu
+    if xp is np:  # the simulated gpu holds host memory: the object's own host copy
+        return np.asarray(obj.copy_to_host() if hasattr(obj, "copy_to_host") else obj)
+    with xp.cuda.Device(dev.device_id):
+        return xp.asarray(obj)
+
+
+def _dlpack_array(obj: Any) -> Any:
+    """The NumPy (cpu) or CuPy (gpu) array sharing the memory of a DLPack producer."""
     kind, dev_id = obj.__dlpack_device__()
     if kind == 1:  # kDLCPU
-        data = np.from_dlpack(obj)
-        dev = _dev.cpu() if device is None else _dev.as_device(device)
-    elif kind in (2, 3):  # kDLCUDA, kDLCUDAHost
-        import cupy
+        return np.from_dlpack(obj)
+    if kind in (2, 3):  # kDLCUDA, kDLCUDAHost
+        xp = _dev.array_module(_dev.gpu(dev_id))
+        if xp is np:
+            raise TypeError(f"a DLPack array in gpu memory (device {dev_id}) needs CuPy and a real gpu")
+        return xp.from_dlpack(obj)
+    raise TypeError(f"unsupported DLPack device type {kind}")
 
-        data = cupy.from_dlpack(obj)
-        dev = _dev.gpu(dev_id) if device is None else _dev.as_device(device)
-    else:
-        raise TypeError(f"unsupported DLPack device type {kind}")
+
+def from_dlpack(obj: Any, device: Device | str | None = None) -> NDArray:
+    """A dense container sharing memory with a DLPack producer (NumPy, CuPy, PyTorch, ...),
+    copied only when ``device`` asks for another device than the producer's."""
+    if not (hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__")):
+        raise TypeError(f"from_dlpack needs an object with __dlpack__ and __dlpack_device__, got a "
+                        f"{type(obj).__name__}; sparse_ops.array(obj) copies other array-likes")
+    kind, dev_id = obj.__dlpack_device__()
+    data = _dlpack_array(obj)
+    own = _dev.cpu() if kind == 1 else _dev.gpu(dev_id)
+    dev = own if device is None else _dev.as_device(device)
     source_dtype(data.dtype)
-    if _dev.array_module(dev) is not (np if kind == 1 else _dev.array_module(_dev.gpu(dev_id))):
+    if dev != own:
         data = _dev.on_device(data, dev, copy=True)
     return NDArray(data, dev)
+
+
+def coerce(value: Any, stype: str, dtype: Any, device: Device, shape: tuple[int, ...]) -> NDArray:
+    """``value`` (container, array-like, SciPy matrix, scalar) as a fresh container of
+    ``stype``/``dtype`` on ``device``: what ``x[:] = value`` stores."""
+    dt = value_dtype(dtype)
+    if np.isscalar(value):
+        if value != 0:
+            raise ValueError(f"cannot assign the non-zero scalar {value!r} to a {stype} array")
+        return zeros(shape, stype=stype, dtype=dt, device=device)
+    if isinstance(value, NDArray):
+        moved = value.to(device)
+        if moved.stype != stype:
+            new = moved.tostype(stype)
+        else:
+            new = value.copy() if moved is value else moved
+    else:
+        new = array(value, device=device)
+        if new.stype != stype:
+            new = new.tostype(stype)
+    return new.astype(dt, copy=False)
 
 
 # ---- filled arrays ----------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Which value and index dtypes containers accept, and how dtypes are normalised."""
 from __future__ import annotations
 
-from typing import Any
+import functools
+from typing import Any, Callable
 
 import numpy as np
 
@@ -41,3 +42,53 @@ def source_dtype(dtype: Any) -> np.dtype:
             "pass dtype= to convert"
         )
     return dt
+
+
+# ---- dtypes of operator results ---------------------------------------------------------
+def promote_types(*dtypes: np.dtype) -> np.dtype:
+    """The dtype NumPy gives a binary operation on arrays of ``dtypes`` (``np.result_type``):
+    float32 with float64 is float64, an integer with a float is a float wide enough for
+    both (int32 or int64 with float32 is float64), int32 with int64 is int64. Every result
+    of two supported value dtypes is itself supported."""
+    first = dtypes[0]
+    for d in dtypes[1:]:
+        if d != first:
+            return np.result_type(*dtypes)
+    return first
+
+
+def require_one_dtype(op: str, names: tuple[str, ...], dtypes: tuple[np.dtype, ...]) -> np.dtype:
+    """The one dtype of the inputs of an op that cannot promote (an in-place update, a kernel
+    of one dtype), else a TypeError naming the first argument that differs from the first."""
+    first = dtypes[0]
+    for i, d in enumerate(dtypes[1:], 1):
+        if d != first:
+            # named arguments where each input has one; else positions (variadic ops: add_n, concat)
+            name, head = ((f"argument {names[i]!r}", repr(names[0])) if len(names) == len(dtypes)
+                          else (f"input {i}", "input 0"))
+            raise TypeError(
+                f"{name} is {np.dtype(d).name} but {head} is {np.dtype(first).name}; "
+                f"{op} takes inputs of one dtype (it cannot promote): convert one with .astype()")
+    return first
+
+
+def in_input_dtypes(gradient: Callable) -> Callable:
+    """Wrap an op's ``gradient`` so each input's gradient comes back in that input's dtype.
+
+    An operator that promotes (float32 with float64 gives float64) receives, and computes, its
+    gradients in the promoted dtype; the float32 input's gradient is cast back, as PyTorch's
+    engine does. The cast is a container conversion, not a recorded op: a second-order
+    gradient through a promoting call does not see it."""
+    @functools.wraps(gradient)
+    def wrapped(self: Any, out_grads: list, inputs: list, outputs: list, **kwargs: Any) -> list:
+        grads = gradient(self, out_grads, inputs, outputs, **kwargs)
+        dtypes = [x.dtype for x in inputs]
+        first = dtypes[0]
+        for d in dtypes:
+            if d != first:
+                break
+        else:  # one dtype in: nothing was promoted (the common case, kept to a few Python calls)
+            return grads
+        return [g if g is None or g.dtype == d else g.astype(d) for g, d in zip(grads, dtypes)]
+
+    return wrapped

@@ -7,6 +7,10 @@ Everything read is validated like user input: a corrupt or hostile file raises
 ``ValueError`` (``SparseFormatError`` for a broken sparse structure) and creates nothing.
 Before NumPy reads an array (and allocates what its header claims) the claim is checked
 against the bytes the file holds, so a few bytes cannot make it allocate terabytes.
+
+Both take a path or a binary file object (``io.BytesIO``, ``open(path, "wb")``), as
+``np.savez``/``np.load`` and SciPy's ``save_npz``/``load_npz`` do; ``load`` reads from
+the object's current position and needs it seekable (as ``np.load`` does for ``.npz``).
 """
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ import json
 import os
 import tempfile
 import zipfile
-from typing import Any, Union
+from typing import IO, Any, Union
 
 import numpy as np
 
@@ -31,13 +35,16 @@ _NPY_MAGIC = b"\x93NUMPY"
 _DEFLATE_MAX_RATIO = 1032  # deflate cannot expand its input more than ~1032-fold
 
 Saved = Union[NDArray, list, dict]
+File = Union[str, os.PathLike, IO[bytes]]
 
 
-def save(path: str | os.PathLike, data: Saved) -> None:
-    """Write a container, a list of containers or a dict of name -> container to ``path``.
+def save(file: File, data: Saved) -> None:
+    """Write a container, a list of containers or a dict of name -> container to ``file``
+    (a path, or a binary file object written from its current position).
 
-    The file is written to a temporary name first and renamed, so a failure leaves any
-    earlier file at ``path`` as it was.
+    A path is written to a temporary name first and renamed, so a failure leaves any
+    earlier file there as it was; nothing is written to a file object unless every entry
+    is an NDArray.
     """
     if isinstance(data, NDArray):
         kind, names, items = "single", ["0"], [data]
@@ -66,7 +73,10 @@ def save(path: str | os.PathLike, data: Saved) -> None:
     header = {"format": "sparse_ops", "version": _FORMAT_VERSION, "kind": kind, "entries": entries}
     arrays[_HEADER] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
 
-    path = os.fspath(path)
+    if hasattr(file, "write"):
+        np.savez(file, **arrays)
+        return
+    path = os.fspath(file)
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".sparse_ops-", suffix=".npz.tmp", dir=folder)
     try:
@@ -90,21 +100,46 @@ def _components(x: NDArray) -> tuple:
     return (x._data, x._indices, x._indptr)
 
 
-def load(path: str | os.PathLike, device: Any = None) -> Saved:
+def load(file: File, device: Any = None) -> Saved:
     """Read what ``save`` wrote (container, list or dict), a SciPy ``save_npz`` file (one
-    csr) or a ``.npy`` file (one dense array)."""
-    path = os.fspath(path)
+    csr) or a ``.npy`` file (one dense array), from a path or a seekable binary file object."""
+    if hasattr(file, "read"):
+        label = _label(file)
+        try:
+            start = file.tell()
+            size = file.seek(0, os.SEEK_END) - start
+            file.seek(start)
+        except (AttributeError, OSError, ValueError) as exc:
+            raise ValueError(f"{label}: load needs a seekable binary file object (io.BytesIO, "
+                             f"open(path, 'rb')): {exc}") from exc
+        return _load(file, start, size, label, device)
+    path = os.fspath(file)
     try:
-        size = os.path.getsize(path)
-        with open(path, "rb") as f:
-            if f.read(len(_NPY_MAGIC)) == _NPY_MAGIC:
-                f.seek(0)
-                _check_npy(f, size)
-        loaded = np.load(path, allow_pickle=False)
+        f = open(path, "rb")
     except FileNotFoundError:
         raise
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+    except OSError as exc:
         raise ValueError(f"{path}: not a readable .npz/.npy file ({exc})") from exc
+    with f:
+        return _load(f, 0, os.fstat(f.fileno()).st_size, path, device)
+
+
+def _label(f: Any) -> str:
+    """How messages name a file object: its file name when it has one."""
+    name = getattr(f, "name", None)
+    return name if isinstance(name, str) else f"<{type(f).__name__}>"
+
+
+def _load(f: IO[bytes], start: int, size: int, label: str, device: Any) -> Saved:
+    """``load`` from the open binary file ``f`` whose ``size`` bytes from ``start`` hold the file."""
+    try:
+        if f.read(len(_NPY_MAGIC)) == _NPY_MAGIC:
+            f.seek(start)
+            _check_npy(f, size)
+        f.seek(start)
+        loaded = np.load(f, allow_pickle=False)
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        raise ValueError(f"{label}: not a readable .npz/.npy file ({exc})") from exc
     if isinstance(loaded, np.ndarray):
         return array(loaded, device=device)
     with loaded:
@@ -112,14 +147,14 @@ def load(path: str | os.PathLike, device: Any = None) -> Saved:
             _check_members(loaded.zip, size)
             files = set(loaded.files)
             if _HEADER in files:
-                return _load_ours(loaded, files, path, device)
+                return _load_ours(loaded, files, device)
             if "format" in files and "shape" in files:
-                return _load_scipy(loaded, path, device)
+                return _load_scipy(loaded, f, start, device)
             raise ValueError("neither a sparse_ops file nor a SciPy save_npz file")
         except SparseFormatError as exc:
-            raise SparseFormatError(f"{path}: {exc}") from exc
+            raise SparseFormatError(f"{label}: {exc}") from exc
         except (KeyError, TypeError, ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
-            raise ValueError(f"{path}: corrupt sparse_ops file ({exc})") from exc
+            raise ValueError(f"{label}: corrupt sparse_ops file ({exc})") from exc
 
 
 def _check_members(archive: zipfile.ZipFile, size: int) -> None:
@@ -173,7 +208,7 @@ def _member(loaded: Any, name: str) -> np.ndarray:
     return a
 
 
-def _load_ours(loaded: Any, files: set, path: str, device: Any) -> Saved:
+def _load_ours(loaded: Any, files: set, device: Any) -> Saved:
     if loaded.zip.getinfo(_HEADER + ".npy").file_size > _MAX_HEADER_BYTES + 4096:  # + the .npy header
         raise ValueError(f"header member larger than {_MAX_HEADER_BYTES} bytes")
     raw = _member(loaded, _HEADER)
@@ -216,7 +251,7 @@ def _build(stype: str, parts: dict, shape: tuple, device: Any) -> NDArray:
     return csr_matrix((parts["data"], parts["indices"], parts["indptr"]), shape=shape, device=device, copy=True)
 
 
-def _load_scipy(loaded: Any, path: str, device: Any) -> NDArray:
+def _load_scipy(loaded: Any, f: IO[bytes], start: int, device: Any) -> NDArray:
     """A file of SciPy's ``save_npz``. csr and csc members are read here and handed to
     ``csr_matrix`` as they are (SciPy's reader would first cast index arrays of any dtype,
     NaN included, to integers); non-canonical ones are made canonical, as from SciPy."""
@@ -236,6 +271,7 @@ def _load_scipy(loaded: Any, path: str, device: Any) -> NDArray:
         m = (sp.csr_matrix if fmt == "csr" else sp.csc_matrix)(shape, dtype=np.float32)
         m.data, m.indices, m.indptr = data, indices, indptr  # checked by csr_matrix before any use
         return csr_matrix(m, device=device, copy=True)
+    f.seek(start)
     with np.errstate(all="ignore"):
-        m = sp.load_npz(path)  # other layouts (coo, bsr, dia): SciPy reads them, allow_pickle=False
+        m = sp.load_npz(f)  # other layouts (coo, bsr, dia): SciPy reads them, allow_pickle=False
     return csr_matrix(m, device=device, copy=True)

@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from .dtypes import require_one_dtype
 from .errors import OperatorError
 
 REQUIRED = object()
@@ -245,11 +246,7 @@ class Op:
         return [first] * self.output_count()
 
     def infer_type(self, *dtypes: np.dtype) -> list[np.dtype]:
-        first = dtypes[0]
-        for d in dtypes[1:]:
-            if d != first:
-                raise TypeError(f"inputs must have one dtype, got {[str(d) for d in dtypes]}")
-        return [first] * self.output_count()
+        return [require_one_dtype(self._opdef.name, self._opdef.arguments, dtypes)] * self.output_count()
 
     def infer_storage_type(self, *stypes: str) -> list[str]:
         return ["default"] * self.output_count()

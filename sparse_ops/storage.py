@@ -11,8 +11,7 @@ from typing import Any
 import numpy as np
 
 from . import device as _dev
-from .device import Device
-from .dtypes import DEFAULT_INDEX_DTYPE, value_dtype
+from .dtypes import DEFAULT_INDEX_DTYPE
 from .ndarray import STYPES, CSRNDArray, NDArray, RowSparseNDArray
 
 _NUMBA_VALUE_DTYPES = frozenset(np.dtype(t) for t in ("float32", "float64", "int32", "int64"))
@@ -173,28 +172,3 @@ _CASTS = {
     ("csr", "row_sparse"): _csr_to_row_sparse,
     ("row_sparse", "csr"): _row_sparse_to_csr,
 }
-
-
-def coerce(value: Any, stype: str, dtype: Any, device: Device, shape: tuple[int, ...]) -> NDArray:
-    """``value`` (container, array-like, SciPy matrix, scalar) as a fresh container of
-    ``stype``/``dtype`` on ``device``: what ``x[:] = value`` stores."""
-    from .creation import array
-
-    dt = value_dtype(dtype)
-    if np.isscalar(value):
-        if value != 0:
-            raise ValueError(f"cannot assign the non-zero scalar {value!r} to a {stype} array")
-        from .creation import zeros
-
-        return zeros(shape, stype=stype, dtype=dt, device=device)
-    if isinstance(value, NDArray):
-        moved = value.to(device)
-        if moved.stype != stype:
-            new = moved.tostype(stype)
-        else:
-            new = value.copy() if moved is value else moved
-    else:
-        new = array(value, device=device)
-        if new.stype != stype:
-            new = new.tostype(stype)
-    return new.astype(dt, copy=False)

@@ -268,3 +268,101 @@ def test_a_file_cut_anywhere_is_a_value_error(tmp_path):
         cut.write_bytes(blob[:n])
         with pytest.raises(ValueError, match="cut.npz"):
             so.load(cut)
+
+
+# ---- file objects (as np.savez/np.load and SciPy's save_npz/load_npz take them) ---------------------
+def test_round_trips_through_file_objects(tmp_path):
+    _, arrays = sample()
+    for data in (arrays, list(arrays.values()), arrays["csr32"], arrays["rows"], arrays["dense"]):
+        buffer = io.BytesIO()
+        so.save(buffer, data)
+        buffer.seek(0)
+        loaded = so.load(buffer)
+        pairs = zip(data.values(), loaded.values()) if isinstance(data, dict) else (
+            zip(data, loaded) if isinstance(data, list) else [(data, loaded)])
+        for a, b in pairs:
+            assert_same(a, b)
+    with open(tmp_path / "f.npz", "wb") as f:
+        so.save(f, arrays)
+    with open(tmp_path / "f.npz", "rb") as f:
+        loaded = so.load(f)
+        assert not f.closed  # the caller's file stays the caller's
+    for name, x in arrays.items():
+        assert_same(x, loaded[name])
+
+
+def test_file_objects_are_read_from_their_position():
+    _, arrays = sample()
+    buffer = io.BytesIO()
+    buffer.write(b"a prefix the caller wrote")
+    start = buffer.tell()
+    so.save(buffer, arrays["csr32"])
+    buffer.write(b"and a suffix")
+    buffer.seek(start)
+    assert_same(so.load(buffer), arrays["csr32"])
+
+
+def test_file_objects_interoperate_with_scipy_and_numpy():
+    dense, arrays = sample()
+    buffer = io.BytesIO()
+    so.save(buffer, arrays["csr32"])
+    buffer.seek(0)
+    np.testing.assert_array_equal(sp.load_npz(buffer).toarray(), dense.astype(np.float32))
+    for layout in ("csr", "coo"):
+        buffer = io.BytesIO()
+        sp.save_npz(buffer, sp.csr_matrix(dense).asformat(layout))
+        buffer.seek(0)
+        x = so.load(buffer)
+        assert x.stype == "csr"
+        np.testing.assert_array_equal(x.asnumpy(), dense)
+    buffer = io.BytesIO()
+    np.save(buffer, dense)
+    buffer.seek(0)
+    np.testing.assert_array_equal(so.load(buffer).asnumpy(), dense)
+
+
+def test_hostile_file_objects_are_refused_before_allocating():
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        for members in (ours(members={"0.data": claim_bytes((2**40,))}), scipy_members(data=claim_bytes((2**40,)))):
+            buffer = io.BytesIO()
+            with zipfile.ZipFile(buffer, "w") as z:
+                for name, blob in members.items():
+                    z.writestr(name, blob)
+            buffer.seek(0)
+            with pytest.raises(ValueError, match=r"<BytesIO>.*claims shape"):
+                so.load(buffer)
+        with pytest.raises(ValueError, match=r"<BytesIO>.*claims shape \(1099511627776,\)"):
+            so.load(io.BytesIO(claim_bytes((2**40,))))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * 2**20
+    _, arrays = sample()
+    good = io.BytesIO()
+    so.save(good, arrays)
+    blob = good.getvalue()
+    for n in range(0, len(blob), max(1, len(blob) // 30)):
+        with pytest.raises(ValueError, match="<BytesIO>"):
+            so.load(io.BytesIO(blob[:n]))
+
+
+def test_unseekable_file_objects_and_bad_entries_are_refused(tmp_path):
+    class Stream(io.RawIOBase):
+        def readable(self):
+            return True
+
+        def seekable(self):
+            return False
+
+        def tell(self):
+            raise OSError("not seekable")
+
+    with pytest.raises(ValueError, match="seekable binary file object"):
+        so.load(Stream())
+    buffer = io.BytesIO()
+    with pytest.raises(TypeError, match="not an NDArray"):
+        so.save(buffer, [so.array(np.ones(2)), "x"])
+    assert buffer.getvalue() == b""  # nothing written

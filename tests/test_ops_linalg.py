@@ -187,8 +187,9 @@ def test_dot_shape_errors():
         so.dot(m, so.array(np.ones((4, 2, 2), np.float32)), transpose_b=True)
     with pytest.raises(InferenceError, match="at least one dimension"):
         so.dot(m, so.array(np.float32(1)))
-    with pytest.raises(InferenceError, match="dtype"):
-        so.dot(m, so.array(np.ones((4, 2), np.float64)))
+    promoted = so.dot(m, so.array(np.ones((4, 2), np.float64)))  # NumPy's promotion, not an error
+    assert promoted.dtype == np.float64
+    np.testing.assert_array_equal(promoted.asnumpy(), np.full((3, 2), 4.0))
 
 
 def mxnet_dot(a, b, ta, tb):

@@ -147,16 +147,13 @@ class NDArray:
             cupy.cuda.get_current_stream().synchronize()
 
     # ---- autograd ----------------------------------------------------------------------
-    def attach_grad(self, grad_req: str = "write", stype: str | None = None) -> None:
-        """Make this array a variable: backward writes its gradient into ``self.grad``
-        (a zero buffer of storage type ``stype``, default this array's own) per ``grad_req``
-        (``write``, ``add`` or ``null``). On a recorded intermediate result the gradient is
-        kept as well (MXNet 2's retain-grad semantics)."""
-        from ..autograd import mark_variables
-        from ..creation import zeros
-
-        buf = zeros(self.shape, stype=stype or self.stype, dtype=self.dtype, device=self._device)
-        mark_variables([self], [buf], grad_req)
+    # ``attach_grad`` (installed by ``sparse_ops.ops.methods``) and ``backward`` (installed by
+    # ``sparse_ops.autograd``) use the tape, which lives above the containers.
+    @staticmethod
+    def _check_writable(x: "NDArray") -> None:
+        """Refuse an in-place write into ``x`` while the autograd tape may need it. A no-op
+        here: ``sparse_ops.ops.methods`` installs ``tape.check_not_in_graph`` (containers
+        hold ``_ag`` but import no tape)."""
 
     @property
     def grad(self) -> "NDArray | None":
@@ -174,22 +171,13 @@ class NDArray:
         """The same values (shared, not copied) outside any autograd graph."""
         return self._with_values(self._data, copy_aux=False)
 
-    def backward(self, out_grad: "NDArray | None" = None, retain_graph: bool = False,
-                 train_mode: bool = True) -> None:
-        """Backpropagate from this array (``autograd.backward([self], [out_grad])``)."""
-        from ..autograd import backward
-
-        backward([self], [out_grad], retain_graph=retain_graph, train_mode=train_mode)
-
     # ---- indexing --------------------------------------------------------------------
     def __getitem__(self, key: Any) -> "NDArray":
         return NDArray(self._data[_plain_key(key)], self._device)
 
     def __setitem__(self, key: Any, value: Any) -> None:
         if self._ag is not None:
-            from ..autograd import check_not_in_graph
-
-            check_not_in_graph(self)
+            self._check_writable(self)
         if not isinstance(value, NDArray) and type(value).__module__.startswith("scipy.sparse"):
             from ..creation import csr_matrix
 
@@ -235,89 +223,13 @@ class NDArray:
     def __reduce__(self):
         return (_rebuild_dense, (self.asnumpy(), self._device))
 
-    # ---- Python operators (each one operator call; see sparse_ops.ops.unary.python_operator) ----
+    # ---- Python operators ----------------------------------------------------------------------
+    # ``x + y``, ``x @ y``, ``x > 0``, ``-x`` and the fluent methods (``x.sum()``) are operator
+    # calls: the ops layer installs them on this class (``sparse_ops.ops.methods``), since
+    # containers import nothing above them.
     # __eq__ returns an array, which would make the class unhashable: keep identity hashing
     # so containers can key dicts and sets (autograd relies on that).
     __hash__ = object.__hash__
-
-    def _operator(self, kind: str, other: Any, reverse: bool = False, out: "NDArray | None" = None) -> Any:
-        global _python_operator
-        if _python_operator is None:  # the ops import this module, so theirs is imported late
-            from ..ops.unary import python_operator as _python_operator
-        return _python_operator(kind, self, other, reverse, out)
-
-    def __add__(self, other: Any) -> Any:
-        return self._operator("add", other)
-
-    def __radd__(self, other: Any) -> Any:
-        return self._operator("add", other, reverse=True)
-
-    def __iadd__(self, other: Any) -> Any:
-        return self._operator("add", other, out=self)
-
-    def __sub__(self, other: Any) -> Any:
-        return self._operator("sub", other)
-
-    def __rsub__(self, other: Any) -> Any:
-        return self._operator("sub", other, reverse=True)
-
-    def __isub__(self, other: Any) -> Any:
-        return self._operator("sub", other, out=self)
-
-    def __mul__(self, other: Any) -> Any:
-        return self._operator("mul", other)
-
-    def __rmul__(self, other: Any) -> Any:
-        return self._operator("mul", other, reverse=True)
-
-    def __imul__(self, other: Any) -> Any:
-        return self._operator("mul", other, out=self)
-
-    def __truediv__(self, other: Any) -> Any:
-        return self._operator("div", other)
-
-    def __rtruediv__(self, other: Any) -> Any:
-        return self._operator("div", other, reverse=True)
-
-    def __itruediv__(self, other: Any) -> Any:
-        return self._operator("div", other, out=self)
-
-    def __pow__(self, other: Any) -> Any:
-        return self._operator("pow", other)
-
-    def __rpow__(self, other: Any) -> Any:
-        return self._operator("pow", other, reverse=True)
-
-    def __eq__(self, other: Any) -> Any:  # type: ignore[override]
-        return self._operator("eq", other)
-
-    def __ne__(self, other: Any) -> Any:  # type: ignore[override]
-        return self._operator("ne", other)
-
-    def __gt__(self, other: Any) -> Any:
-        return self._operator("gt", other)
-
-    def __ge__(self, other: Any) -> Any:
-        return self._operator("ge", other)
-
-    def __lt__(self, other: Any) -> Any:
-        return self._operator("lt", other)
-
-    def __le__(self, other: Any) -> Any:
-        return self._operator("le", other)
-
-    def __neg__(self) -> "NDArray":
-        from ..ops.unary import negative
-
-        return negative(self)
-
-    def __abs__(self) -> "NDArray":
-        from ..ops.unary import abs as _abs
-
-        return _abs(self)
-
-
-_python_operator = None  # sparse_ops.ops.unary.python_operator, once loaded
 
 
 def _rebuild_dense(values: np.ndarray, device: Device) -> NDArray:

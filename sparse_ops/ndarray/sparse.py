@@ -205,10 +205,8 @@ class BaseSparseNDArray(NDArray):
         if not (isinstance(key, slice) and key == slice(None)) and key is not Ellipsis:
             raise TypeError(f"{type(self).__name__} supports only whole assignment, x[:] = value")
         if self._ag is not None:
-            from ..autograd import check_not_in_graph
-
-            check_not_in_graph(self)
-        from ..storage import coerce
+            self._check_writable(self)
+        from ..creation import coerce
 
         shape = self.shape
         new = coerce(value, self.stype, self.dtype, self._device, shape=shape)

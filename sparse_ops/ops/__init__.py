@@ -30,26 +30,8 @@ from .unary import *  # noqa: F401,F403
 
 __all__ = [name for m in (elemwise, unary, reduce, linalg, structure, nn, optimizer) for name in m.__all__]
 
-# MXNet's fluent methods: x.sum(axis=1) is sum(x, axis=1), and so on.
-_FLUENT = ("sum", "mean", "norm", "square_sum", "reshape", "transpose", "flatten", "expand_dims", "split",
-           "slice", "slice_axis", "take", "clip", "abs", "sign", "square", "sqrt", "exp", "log", "log1p", "relu",
-           "sigmoid", "tanh", "zeros_like", "ones_like", "dot", "broadcast_to")
+# Last: the container methods and Python operators, installed from above (the containers
+# import no operator).
+from . import methods  # noqa: E402
 
-
-def _install_fluent_methods() -> None:
-    from ..ndarray import NDArray
-
-    for name in _FLUENT:
-        fn = globals()[name]
-
-        def method(self, *args, _fn=fn, **kwargs):
-            return _fn(self, *args, **kwargs)
-
-        method.__name__ = name
-        method.__doc__ = f"``{name}(self, ...)``; see ``sparse_ops.{name}``."
-        if not hasattr(NDArray, name):
-            setattr(NDArray, name, method)
-    NDArray.T = property(lambda self: transpose(self), doc="The transpose (``transpose(self)``).")
-
-
-_install_fluent_methods()
+methods.install()

@@ -3,6 +3,10 @@
 
 Output storage types follow MXNet 1.9: add/sub keep ``row_sparse`` (r,r) and ``csr``
 (c,c); mul keeps sparsity whenever one side is sparse of a kind it can keep; div is dense.
+
+Mixed dtypes promote as NumPy does (``dtypes.promote_types``: float32 with float64 gives
+float64, int32 with float32 gives float64); the gradients come back in each input's own
+dtype (``in_input_dtypes``).
 """
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..dispatch import op_function
+from ..dtypes import in_input_dtypes, promote_types
 from ..ndarray import NDArray
 from ..registry import Op, kernel, register
 from ._util import T, index_dtype_for, is_host, match_rows, numba_values, row_ids
@@ -44,7 +49,7 @@ def _csr_merge(ctx, a, b, op: int, out) -> None:
     np.cumsum(counts, out=indptr[1:])
     nnz = int(indptr[-1])
     indices = np.empty(nnz, dtype=idt)
-    av, bv = numba_values(a._data), numba_values(b._data)
+    av, bv = (numba_values(x._data.astype(out.dtype, copy=False)) for x in (a, b))  # promoted
     values = np.empty(nnz, dtype=av.dtype)
     csr_merge_fill(a._indptr, a._indices, av, b._indptr, b._indices, bv, op, indptr, indices, values)
     ctx.set_csr(out, values.astype(out.dtype, copy=False), indices, indptr)
@@ -58,8 +63,8 @@ def _csr_merge_gpu(ctx, a, b, op: int, out) -> None:
 
     idt = index_dtype_for(a._indices, b._indices, nnz=a.nnz + b.nnz, shape=a.shape)
     with allocating_on(ctx.device):
-        values, indices, indptr = csr_merge(ctx, (a._indptr, a._indices, numba_values(a._data)),
-                                            (b._indptr, b._indices, numba_values(b._data)), op, idt)
+        av, bv = (numba_values(x._data.astype(out.dtype, copy=False)) for x in (a, b))  # promoted
+        values, indices, indptr = csr_merge(ctx, (a._indptr, a._indices, av), (b._indptr, b._indices, bv), op, idt)
         ctx.set_csr(out, values.astype(out.dtype, copy=False), indices, indptr)
 
 
@@ -81,10 +86,20 @@ def _dense_plus_sparse(ctx, dense, sparse, sign: int, out, sparse_first: bool) -
 
 
 class _Binary(Op):
+    """Two operands, one output of their promoted dtype (NumPy's ``result_type``)."""
+
     trusted = True  # built-in kernels, tested against NumPy/SciPy references
     arguments = ("lhs", "rhs")
     partition = "rows"  # equal shapes, value by value: both operands cut into the same row blocks
     ufunc: np.ufunc  # NumPy ufuncs also run on CuPy arrays (``__array_ufunc__``)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "gradient" in cls.__dict__:  # every binary op's gradient, in its inputs' dtypes
+            cls.gradient = in_input_dtypes(cls.__dict__["gradient"])
+
+    def infer_type(self, lhs: np.dtype, rhs: np.dtype) -> list[np.dtype]:
+        return [promote_types(lhs, rhs)]
 
     @kernel(device=_BOTH)
     def dense(self, ctx, lhs, rhs, out):

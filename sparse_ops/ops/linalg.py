@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..dispatch import op_function
+from ..dtypes import in_input_dtypes, promote_types
 from ..ndarray import NDArray, RowSparseNDArray
 from ..registry import Op, Param, kernel, register
 from ._util import T, index_dtype_for, kernel_module, numba_values
@@ -96,6 +97,12 @@ def _kernel_values(a: np.ndarray) -> np.ndarray:
     the cast back gives int32's wrap-around result)."""
     a = numba_values(a)
     return a.astype(np.int64) if a.dtype == np.int32 else a
+
+
+def _promoted(out: NDArray, *operands: NDArray) -> tuple[NDArray, ...]:
+    """The operands in the output's (promoted) dtype: a copy of an operand of another dtype
+    only, since the numba kernels compute in one dtype."""
+    return tuple(x.astype(out.dtype, copy=False) for x in operands)
 
 
 def _dense_rhs(rhs: NDArray, transpose: bool) -> np.ndarray:
@@ -276,6 +283,9 @@ class Dot(Op):
         m, n = _size(out_l), _size(out_r)
         return ((k, m) if self.transpose_a else (m, k)), ((n, k) if self.transpose_b else (k, n)), (m, n)
 
+    def infer_type(self, lhs: np.dtype, rhs: np.dtype) -> list[np.dtype]:
+        return [promote_types(lhs, rhs)]  # NumPy's rule; the sparse kernels get promoted operands
+
     def infer_storage_type(self, lhs, rhs):
         if self.forward_stype is not None:
             return [self.forward_stype]
@@ -303,6 +313,8 @@ class Dot(Op):
 
     @kernel(device="cpu", stypes=[("csr", "default"), ("csr", "row_sparse")])
     def csr_lhs(self, ctx, lhs, rhs, out):
+        if lhs._data.dtype != rhs._data.dtype:  # mixed dtypes: the kernels take one
+            lhs, rhs = _promoted(out, lhs, rhs)
         if lhs.ndim != 2 or rhs.ndim > 2:
             return self._densified(ctx, lhs, rhs, out)
         parts = _csr_parts(lhs)
@@ -324,6 +336,8 @@ class Dot(Op):
 
     @kernel(device="cpu", stypes=("default", "csr"))
     def csr_rhs(self, ctx, lhs, rhs, out):
+        if lhs._data.dtype != rhs._data.dtype:  # mixed dtypes: the kernels take one
+            lhs, rhs = _promoted(out, lhs, rhs)
         if lhs.ndim != 2 or rhs.ndim > 2:
             return self._densified(ctx, lhs, rhs, out)
         parts = _csr_parts(rhs)
@@ -346,6 +360,8 @@ class Dot(Op):
     def csr_lhs_gpu(self, ctx, lhs, rhs, out):
         """``csr_lhs`` on a gpu. csr.T @ b transposes lhs on the gpu and takes row-wise
         products (no atomics); csr @ row_sparse reads rhs's stored rows through a row map."""
+        if lhs._data.dtype != rhs._data.dtype:  # mixed dtypes: the kernels take one
+            lhs, rhs = _promoted(out, lhs, rhs)
         from ..cuda import kernels as gk
         from ..device import allocating_on
 
@@ -377,6 +393,8 @@ class Dot(Op):
     def csr_rhs_gpu(self, ctx, lhs, rhs, out):
         """``csr_rhs`` on a gpu, through transposes: a @ B = (B.T @ a.T).T with B.T built
         on the gpu, and a @ B.T = (B @ a.T).T."""
+        if lhs._data.dtype != rhs._data.dtype:  # mixed dtypes: the kernels take one
+            lhs, rhs = _promoted(out, lhs, rhs)
         from ..cuda import kernels as gk
         from ..device import allocating_on
 
@@ -419,6 +437,7 @@ class Dot(Op):
             product = xp.matmul(a[:, rows], stored)
         _emit_dense(ctx, out, product, (rows,))
 
+    @in_input_dtypes
     def gradient(self, out_grads, inputs, outputs, needs=None):
         """d lhs = g @ op(rhs).T and d rhs = op(lhs).T @ g, each written as one dot with the
         transposes folded into its flags. A csr lhs gives a row_sparse d rhs (MXNet); a
@@ -517,6 +536,9 @@ class FullyConnectedOp(Op):
             raise ValueError(f"bias must have shape {(self.num_hidden,)}, got {shapes[2]}")
         return [lead + (self.num_hidden,)]
 
+    def infer_type(self, *dtypes: np.dtype) -> list[np.dtype]:
+        return [promote_types(*dtypes)]  # NumPy's rule for data @ weight.T + bias
+
     @kernel(device=_BOTH)
     def dense(self, ctx, data, weight, *rest):
         out = rest[-1]
@@ -526,6 +548,7 @@ class FullyConnectedOp(Op):
         if not self.no_bias:
             y += rest[0]
 
+    @in_input_dtypes
     def gradient(self, out_grads, inputs, outputs):
         from .reduce import sum as _sum
         g = out_grads[0]

@@ -1,7 +1,7 @@
 """Elementwise operators of one array: unary functions (``sqrt``, ``exp``, ``relu``, ``clip``, ...),
 scalar operators with MXNet's names (``_plus_scalar``, ``_mul_scalar``, ``_greater_scalar``, ...),
-the dense broadcasting comparisons, ``broadcast_power``/``maximum``/``minimum``, and the
-dispatch behind NDArray's Python operators (``x + y``, ``x * 2``, ``x > 0``, ``x += y``).
+and the dense broadcasting comparisons, ``broadcast_power``/``maximum``/``minimum``. NDArray's
+Python operators (``x + y``, ``x * 2``, ``x > 0``, ``x += y``) are in ``methods.py``.
 
 Storage types follow MXNet 1.9: an op keeps a sparse input's storage type when it maps
 0 to 0 (``square``, ``sqrt``, ``abs``, ``x * s``, ...; for scalar ops this is decided from
@@ -18,7 +18,6 @@ array's dtype (``int_array * 2.7`` multiplies by 2).
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any
 
 import numpy as np
@@ -29,14 +28,9 @@ from ..registry import Op, Param, kernel, register
 from ._util import row_ids
 from .elemwise import (
     _Broadcast,
-    broadcast_add,
-    broadcast_div,
     broadcast_mul,
-    broadcast_sub,
-    elemwise_add,
     elemwise_div,
     elemwise_mul,
-    elemwise_sub,
     sum_to_shape,
 )
 
@@ -661,42 +655,6 @@ broadcast_lesser_equal = op_function("broadcast_lesser_equal")
 broadcast_power = op_function("broadcast_power")
 broadcast_maximum = op_function("broadcast_maximum")
 broadcast_minimum = op_function("broadcast_minimum")
-
-
-# ---- Python operators on NDArray ----------------------------------------------------------------------
-# operator -> (same-shape op, broadcasting op, array ∘ scalar op, scalar ∘ array op)
-_PYTHON_OPERATORS = {
-    "add": (elemwise_add, broadcast_add, _plus_scalar, _plus_scalar),
-    "sub": (elemwise_sub, broadcast_sub, _minus_scalar, _rminus_scalar),
-    "mul": (elemwise_mul, broadcast_mul, _mul_scalar, _mul_scalar),
-    "div": (elemwise_div, broadcast_div, _div_scalar, _rdiv_scalar),
-    "pow": (broadcast_power, broadcast_power, _power_scalar, _rpower_scalar),
-    "eq": (broadcast_equal, broadcast_equal, _equal_scalar, _equal_scalar),
-    "ne": (broadcast_not_equal, broadcast_not_equal, _not_equal_scalar, _not_equal_scalar),
-    "gt": (broadcast_greater, broadcast_greater, _greater_scalar, _lesser_scalar),
-    "ge": (broadcast_greater_equal, broadcast_greater_equal, _greater_equal_scalar, _lesser_equal_scalar),
-    "lt": (broadcast_lesser, broadcast_lesser, _lesser_scalar, _greater_scalar),
-    "le": (broadcast_lesser_equal, broadcast_lesser_equal, _lesser_equal_scalar, _greater_equal_scalar),
-}
-
-
-def python_operator(kind: str, x: NDArray, other: Any, reverse: bool = False, out: NDArray | None = None) -> Any:
-    """``x ∘ other`` (``other ∘ x`` when ``reverse``) for NDArray's Python operators.
-
-    Arrays of one shape use the storage-aware ``elemwise_*`` ops, other shapes the dense
-    ``broadcast_*`` ones (comparisons and ``**`` always broadcast); real scalars use the
-    scalar ops, so ``x * 2`` keeps sparsity and ``x + 1`` is dense. ``out`` receives the
-    result (in-place operators pass ``out=x``). Other operands give NotImplemented.
-    """
-    same, bcast, with_scalar, scalar_with = _PYTHON_OPERATORS[kind]
-    if isinstance(other, NDArray):
-        lhs, rhs = (other, x) if reverse else (x, other)
-        if out is None:
-            return (same if lhs.shape == rhs.shape else bcast)(lhs, rhs)
-        return (same if lhs.shape == rhs.shape else bcast)(lhs, rhs, out=out)
-    if isinstance(other, numbers.Real):
-        return (scalar_with if reverse else with_scalar)(x, scalar=other, out=out)
-    return NotImplemented
 
 
 __all__ = [

@@ -1,0 +1,223 @@
+"""What a container does beyond holding and converting values, installed from above.
+
+The containers (``sparse_ops.ndarray``) know nothing of operators, dispatch or autograd:
+layers import downward only. This module, imported last by ``sparse_ops.ops``, attaches
+to ``NDArray`` (and so to every container) what is written with operators:
+
+- the Python operators (``x + y``, ``x * 2``, ``x > 0``, ``x += y``, ``-x``, ``abs(x)``)
+  through the table ``PYTHON_OPERATORS``, each one operator call;
+- ``x @ y``: ``dot`` with NumPy's matmul rules for 1-d operands;
+- MXNet's fluent methods (``x.sum(axis=1)`` is ``sum(x, axis=1)``, ``x.dot(y)``, ``x.T``);
+- ``attach_grad`` and the in-place write guard of ``x[:] = ...``
+  (``NDArray._check_writable``), from the recording half (``sparse_ops.tape``);
+  ``backward`` runs the engine above the ops, so ``sparse_ops.autograd`` installs it.
+"""
+from __future__ import annotations
+
+import numbers
+from typing import Any, Callable
+
+import numpy as np
+
+from .. import tape as _tape
+from ..creation import zeros
+from ..dtypes import promote_types
+from ..ndarray import NDArray
+from .elemwise import (
+    broadcast_add,
+    broadcast_div,
+    broadcast_mul,
+    broadcast_sub,
+    elemwise_add,
+    elemwise_div,
+    elemwise_mul,
+    elemwise_sub,
+)
+from . import linalg, reduce, structure, unary
+from .linalg import dot
+from .structure import reshape, transpose
+from .unary import (
+    _div_scalar,
+    _equal_scalar,
+    _greater_equal_scalar,
+    _greater_scalar,
+    _lesser_equal_scalar,
+    _lesser_scalar,
+    _minus_scalar,
+    _mul_scalar,
+    _not_equal_scalar,
+    _plus_scalar,
+    _power_scalar,
+    _rdiv_scalar,
+    _rminus_scalar,
+    _rpower_scalar,
+    abs as _abs,
+    broadcast_equal,
+    broadcast_greater,
+    broadcast_greater_equal,
+    broadcast_lesser,
+    broadcast_lesser_equal,
+    broadcast_not_equal,
+    broadcast_power,
+    negative,
+)
+
+# ---- Python operators ---------------------------------------------------------------------------
+# operator -> (same-shape op, broadcasting op, array ∘ scalar op, scalar ∘ array op)
+PYTHON_OPERATORS: dict[str, tuple[Callable, Callable, Callable, Callable]] = {
+    "add": (elemwise_add, broadcast_add, _plus_scalar, _plus_scalar),
+    "sub": (elemwise_sub, broadcast_sub, _minus_scalar, _rminus_scalar),
+    "mul": (elemwise_mul, broadcast_mul, _mul_scalar, _mul_scalar),
+    "div": (elemwise_div, broadcast_div, _div_scalar, _rdiv_scalar),
+    "pow": (broadcast_power, broadcast_power, _power_scalar, _rpower_scalar),
+    "eq": (broadcast_equal, broadcast_equal, _equal_scalar, _equal_scalar),
+    "ne": (broadcast_not_equal, broadcast_not_equal, _not_equal_scalar, _not_equal_scalar),
+    "gt": (broadcast_greater, broadcast_greater, _greater_scalar, _lesser_scalar),
+    "ge": (broadcast_greater_equal, broadcast_greater_equal, _greater_equal_scalar, _lesser_equal_scalar),
+    "lt": (broadcast_lesser, broadcast_lesser, _lesser_scalar, _greater_scalar),
+    "le": (broadcast_lesser_equal, broadcast_lesser_equal, _lesser_equal_scalar, _greater_equal_scalar),
+}
+
+
+def python_operator(kind: str, x: NDArray, other: Any, reverse: bool = False, out: NDArray | None = None) -> Any:
+    """``x ∘ other`` (``other ∘ x`` when ``reverse``) for NDArray's Python operators.
+
+    Arrays of one shape use the storage-aware ``elemwise_*`` ops, other shapes the dense
+    ``broadcast_*`` ones (comparisons and ``**`` always broadcast); real scalars use the
+    scalar ops, so ``x * 2`` keeps sparsity and ``x + 1`` is dense. ``out`` receives the
+    result (in-place operators pass ``out=x``). Other operands (NumPy arrays included, which
+    then compute the result themselves through ``__array__``) give NotImplemented.
+    """
+    same, bcast, with_scalar, scalar_with = PYTHON_OPERATORS[kind]
+    if isinstance(other, NDArray):
+        lhs, rhs = (other, x) if reverse else (x, other)
+        op = same if lhs.shape == rhs.shape else bcast
+        if out is None:
+            return op(lhs, rhs)
+        _check_in_place(kind, out, lhs, rhs)
+        return op(lhs, rhs, out=out)
+    if isinstance(other, numbers.Real):
+        return (scalar_with if reverse else with_scalar)(x, scalar=other, out=out)
+    return NotImplemented
+
+
+def _check_in_place(kind: str, out: NDArray, lhs: NDArray, rhs: NDArray) -> None:
+    """``x += y`` stores the promoted result back into x's dtype: allowed where NumPy allows
+    it (``same_kind`` casting: float64 into float32 yes, float into an integer array no)."""
+    result = promote_types(lhs.dtype, rhs.dtype)
+    if not np.can_cast(result, out.dtype, casting="same_kind"):
+        raise TypeError(f"in-place {kind}: the result is {result.name}, which cannot be stored in the "
+                        f"{out.dtype.name} array on the left (NumPy's same_kind rule); write x = x {_SYMBOLS[kind]} y")
+
+
+_SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
+
+
+def matmul(lhs: NDArray, rhs: NDArray) -> NDArray:
+    """``lhs @ rhs``: ``dot(lhs, rhs)``, so storage types, kernels and the fallback warning
+    are ``dot``'s (``csr @ dense`` -> default, ``dense @ csr`` -> csr; pairs without a
+    storage-aware kernel, such as ``csr @ csr`` today, densify with a warning).
+
+    Shapes follow NumPy's ``matmul`` for 1-d and 2-d operands: a 1-d operand is a vector
+    (``(m, k) @ (k,)`` -> ``(m,)``, ``(k,) @ (k, n)`` -> ``(n,)``), two vectors give a 0-d
+    result, and ``vector @ csr`` is dense (a vector cannot be csr). Operands of more than
+    two axes are refused: NumPy's ``@`` batches them, MXNet's ``dot`` contracts them, and
+    guessing would be wrong for one of the two.
+    """
+    for name, x in (("lhs", lhs), ("rhs", rhs)):
+        if x.ndim not in (1, 2):
+            raise ValueError(
+                f"@ takes 1-d and 2-d operands; {name} has shape {x.shape}. For N-d operands call "
+                "sparse_ops.dot (MXNet's contraction: lhs's last axis with rhs's first)")
+    # shapes that do not align: dot's own error (an InferenceError, a ValueError)
+    if lhs.ndim == 1 and rhs.stype == "csr":
+        result = dot(lhs, rhs, forward_stype="default")  # a vector result cannot be csr
+    else:
+        result = dot(lhs, rhs)
+    return reshape(result, shape=()) if lhs.ndim == rhs.ndim == 1 else result
+
+
+def _binary(kind: str) -> tuple[Callable, Callable, Callable]:
+    """(``__op__``, ``__rop__``, ``__iop__``) of Python operator ``kind``."""
+    def forward(self: NDArray, other: Any) -> Any:
+        return python_operator(kind, self, other)
+
+    def reverse(self: NDArray, other: Any) -> Any:
+        return python_operator(kind, self, other, reverse=True)
+
+    def in_place(self: NDArray, other: Any) -> Any:
+        return python_operator(kind, self, other, out=self)
+
+    return forward, reverse, in_place
+
+
+_ARITHMETIC = ("add", "sub", "mul", "div", "pow")  # the others are comparisons: Python reflects them
+
+
+def _negative_method(self: NDArray) -> NDArray:
+    return negative(self)
+
+
+def _abs_method(self: NDArray) -> NDArray:
+    return _abs(self)
+
+
+def _matmul_method(self: NDArray, other: Any) -> Any:
+    return matmul(self, other) if isinstance(other, NDArray) else NotImplemented
+
+
+def _rmatmul_method(self: NDArray, other: Any) -> Any:
+    return matmul(other, self) if isinstance(other, NDArray) else NotImplemented
+
+
+# ---- autograd methods ---------------------------------------------------------------------------
+def attach_grad(self: NDArray, grad_req: str = "write", stype: str | None = None) -> None:
+    """Make this array a variable: backward writes its gradient into ``self.grad``
+    (a zero buffer of storage type ``stype``, default this array's own) per ``grad_req``
+    (``write``, ``add`` or ``null``). On a recorded intermediate result the gradient is
+    kept as well (MXNet 2's retain-grad semantics)."""
+    buf = zeros(self.shape, stype=stype or self.stype, dtype=self.dtype, device=self._device)
+    _tape.mark_variables([self], [buf], grad_req)
+
+
+# ---- fluent methods ------------------------------------------------------------------------------
+# MXNet's fluent methods: x.sum(axis=1) is sum(x, axis=1), and so on.
+FLUENT = ("sum", "mean", "norm", "square_sum", "reshape", "transpose", "flatten", "expand_dims", "split",
+          "slice", "slice_axis", "take", "clip", "abs", "sign", "square", "sqrt", "exp", "log", "log1p", "relu",
+          "sigmoid", "tanh", "zeros_like", "ones_like", "dot", "broadcast_to")
+
+
+def _fluent(name: str, fn: Callable) -> Callable:
+    def method(self: NDArray, *args: Any, **kwargs: Any) -> Any:
+        return fn(self, *args, **kwargs)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"``{name}(self, ...)``; see ``sparse_ops.{name}``."
+    return method
+
+
+def install(cls: type = NDArray) -> None:
+    """Attach the Python operators, ``@``, the fluent methods and ``attach_grad`` to ``cls``."""
+    for kind in PYTHON_OPERATORS:
+        forward, reverse, in_place = _binary(kind)
+        name = "truediv" if kind == "div" else kind
+        setattr(cls, f"__{name}__", forward)
+        if kind in _ARITHMETIC:
+            setattr(cls, f"__r{name}__", reverse)
+            if kind != "pow":  # MXNet has no in-place **; Python then rebinds x = x ** y
+                setattr(cls, f"__i{name}__", in_place)
+    # ``x @= y`` is left to Python's fallback (``x = x @ y``): the product's shape and storage
+    # type may differ from x's (``dense @ csr`` is csr), which no in-place write can keep.
+    cls.__matmul__, cls.__rmatmul__ = _matmul_method, _rmatmul_method
+    cls.__neg__ = _negative_method
+    cls.__abs__ = _abs_method
+    cls.attach_grad = attach_grad
+    cls._check_writable = staticmethod(_tape.check_not_in_graph)
+    for name in FLUENT:
+        if not hasattr(cls, name):
+            fn = next(getattr(m, name) for m in (reduce, structure, unary, linalg) if hasattr(m, name))
+            setattr(cls, name, _fluent(name, fn))
+    cls.T = property(lambda self: transpose(self), doc="The transpose (``transpose(self)``).")
+
+
+__all__ = ["PYTHON_OPERATORS", "python_operator", "matmul", "install"]
