@@ -21,6 +21,7 @@ from .device import Device
 from .dtypes import DEFAULT_DTYPE, DEFAULT_INDEX_DTYPE, VALUE_DTYPES, source_dtype, value_dtype
 from .errors import SparseFormatError, SparseOpsError
 from .ndarray import STYPES, CSRNDArray, NDArray, RowSparseNDArray
+from .ndarray.dense import CONVERSIONS
 from .validation import check_csr, csr_is_canonical, normalize_shape
 
 
@@ -385,3 +386,5 @@ def _expect_shape(x: NDArray, shape: Any) -> NDArray:
         raise SparseFormatError(f"shape {tuple(shape)} does not match the input's shape {x.shape}")
     return x
 
+
+CONVERSIONS.update(coerce=coerce, csr_matrix=csr_matrix)

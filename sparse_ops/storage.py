@@ -13,6 +13,7 @@ import numpy as np
 from . import device as _dev
 from .dtypes import DEFAULT_INDEX_DTYPE
 from .ndarray import STYPES, CSRNDArray, NDArray, RowSparseNDArray
+from .ndarray.dense import CONVERSIONS
 
 _NUMBA_VALUE_DTYPES = frozenset(np.dtype(t) for t in ("float32", "float64", "int32", "int64"))
 
@@ -172,3 +173,6 @@ _CASTS = {
     ("csr", "row_sparse"): _csr_to_row_sparse,
     ("row_sparse", "csr"): _row_sparse_to_csr,
 }
+
+
+CONVERSIONS.update(cast_storage=cast_storage, densify_into=densify_into)

@@ -4,6 +4,7 @@ function (the ops layer installs container methods from above), and ``storage`` 
 import ``creation``. Imports are read with ``ast``, so lazy ones count too."""
 import ast
 import pathlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -85,3 +86,88 @@ def test_the_ops_layer_installed_the_container_methods():
     np.testing.assert_array_equal((-x + abs(x) * 2).asnumpy(), np.arange(4.0).reshape(2, 2))
     np.testing.assert_array_equal(x.dot(x).asnumpy(), np.arange(4.0).reshape(2, 2) @ np.arange(4.0).reshape(2, 2))
     assert not hasattr(so.ops.unary, "python_operator")  # the table moved: one home
+
+
+# ---- the whole package: no import cycle -----------------------------------------------------
+PACKAGES = {"sparse_ops": ROOT, "sparse_ops.sdk": ROOT.parent / "sdk", "sparse_ops.cuda": ROOT.parent / "cuda_backend"}
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for package, folder in PACKAGES.items():
+        for path in folder.rglob("*.py"):
+            parts = list(path.relative_to(folder).with_suffix("").parts)
+            if "template" in parts:
+                continue
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join([package, *parts])] = path
+    return found
+
+
+def _imported(module: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The known modules that ``module`` imports anywhere in its file (edges to its own
+    parent packages left out: Python runs those first whatever the module chose)."""
+    as_read = module + ".__init__" if path.name == "__init__.py" else module
+    names = imported_modules(path.read_text(), as_read)
+    return {n for n in names if n in known and n != module and not module.startswith(n + ".")}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    m = stack.pop()
+                    on_stack.discard(m)
+                    component.append(m)
+                    if m == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_no_import_cycle():
+    known = _modules()
+    graph = {m: _imported(m, p, known) for m, p in known.items()}
+    cycles = _cycles(graph)
+    detail = "\n".join(
+        f"- {', '.join(c)}\n" + "\n".join(f"    {m} -> {sorted(graph[m] & set(c))}" for m in c) for c in cycles)
+    assert not cycles, f"import cycles among sparse_ops modules:\n{detail}"
+
+
+def test_the_cycle_finder_finds_cycles():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert _cycles(graph) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []

@@ -11,6 +11,12 @@ from ..dtypes import value_dtype
 
 STYPES = ("default", "row_sparse", "csr")
 
+# The conversions between storage types and the constructors need every container class, so
+# they live above the classes (``storage.py``, ``creation.py``) and put themselves here when
+# imported (``sparse_ops`` imports both at once): ``cast_storage``, ``densify_into``,
+# ``coerce``, ``csr_matrix``. The containers' methods call them through this table.
+CONVERSIONS: dict[str, Any] = {}
+
 
 class NDArray:
     """An n-d array of one supported dtype on one device, dense (``stype == "default"``).
@@ -97,9 +103,7 @@ class NDArray:
 
     def tostype(self, stype: str) -> "NDArray":
         """A new container holding these values in storage type ``stype``."""
-        from ..storage import cast_storage
-
-        return cast_storage(self, stype)
+        return CONVERSIONS["cast_storage"](self, stype)
 
     def copy(self) -> "NDArray":
         """A deep copy, same storage type, dtype and device."""
@@ -179,17 +183,13 @@ class NDArray:
         if self._ag is not None:
             self._check_writable(self)
         if not isinstance(value, NDArray) and type(value).__module__.startswith("scipy.sparse"):
-            from ..creation import csr_matrix
-
-            value = csr_matrix(value, device=self._device)
+            value = CONVERSIONS["csr_matrix"](value, device=self._device)
         if isinstance(value, NDArray):
             if value._device != self._device:
                 value = value.to(self._device)
             if value.stype != "default":
                 if _is_full_slice(key) and value.shape == self.shape:
-                    from ..storage import densify_into
-
-                    densify_into(value, self._data)
+                    CONVERSIONS["densify_into"](value, self._data)
                     return
                 value = value.tostype("default")
             value = value._data

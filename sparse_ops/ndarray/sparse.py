@@ -31,7 +31,7 @@ from ..device import Device
 from ..dtypes import INDEX_DTYPES, VALUE_DTYPES, source_dtype
 from ..errors import SparseFormatError
 from ..validation import check_csr, check_row_sparse, normalize_shape
-from .dense import NDArray
+from .dense import CONVERSIONS, NDArray
 from .view import ComponentView, component_view
 
 
@@ -206,10 +206,8 @@ class BaseSparseNDArray(NDArray):
             raise TypeError(f"{type(self).__name__} supports only whole assignment, x[:] = value")
         if self._ag is not None:
             self._check_writable(self)
-        from ..creation import coerce
-
         shape = self.shape
-        new = coerce(value, self.stype, self.dtype, self._device, shape=shape)
+        new = CONVERSIONS["coerce"](value, self.stype, self.dtype, self._device, shape=shape)
         if new.shape != shape:
             raise ValueError(f"cannot assign an array of shape {new.shape} to one of shape {shape}")
         self._take_parts(new)
