@@ -23,7 +23,7 @@ from .device import allocating_on
 from .dispatch import accumulate_into
 from .errors import OperatorError
 from .ndarray import NDArray
-from .ops.elemwise import elemwise_add
+from .ops import elemwise_add
 from .tape import (  # noqa: F401  (the public face re-exports the recording half)
     GRAD_REQS, AGInfo, ArrayMeta, Node, _scope, _state, attach, check_not_in_graph, is_recording,
     is_training, mark_variables, parents_of, pause, predict_mode, record, set_recording, set_training,
@@ -273,3 +273,7 @@ class Function:
                 metas = [ArrayMeta(x, f"input {i} of {type(self).__name__}") for i, x in enumerate(inputs)]
                 attach(self, parents, metas, list(outs), outs)
         return outputs
+
+
+__all__ = ["record", "pause", "train_mode", "predict_mode", "is_recording", "is_training", "set_recording",
+           "set_training", "mark_variables", "backward", "grad", "Function", "GRAD_REQS"]

@@ -12,7 +12,7 @@ them. Arrays already of a supported dtype on the target device are used without 
 from __future__ import annotations
 
 import sys
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -68,6 +68,10 @@ class Plan:
         else:
             targets = [None] * self.nout
             targets[:self.nvis] = _as_list(out, self.nvis, self.opdef)
+            for i, (t, dt) in enumerate(zip(targets, self.out_dtypes)):
+                if t is not None and t.dtype != dt and not np.can_cast(dt, t.dtype, "same_kind"):
+                    raise OperatorError(f"{self.opdef.label}: cannot write output {i} ({dt.name}) into out= of "
+                                        f"dtype {t.dtype.name} (NumPy's same_kind casting rule)")
             direct = not self.debug  # debug mode marks outputs (below): never the caller's (it may be an input)
             results = [t if direct and _direct(t, s, shape, dt, device, req) else _empty_output(s, shape, dt, device)
                        for t, s, shape, dt in zip(targets, self.kernel_stypes, self.out_shapes, self.out_dtypes)]

@@ -224,3 +224,20 @@ def test_context_is_train_follows_autograd_mode():
     with so.autograd.train_mode():
         so.invoke("_test_mode", [x])
     assert seen == [False, True]
+
+
+def test_out_of_another_dtype_follows_numpys_same_kind_rule():
+    a = so.array(np.array([[1.5, 2.5]], np.float32))
+    wider = so.zeros((1, 2), dtype="float64")
+    so.elemwise_add(a, a, out=wider)  # float32 -> float64: safe
+    np.testing.assert_array_equal(wider.asnumpy(), [[3.0, 5.0]])
+    narrower = so.zeros((1, 2), dtype="float16")
+    so.elemwise_add(a, a, out=narrower)  # same kind (float): allowed, as np.add(..., out=) allows
+    np.testing.assert_array_equal(narrower.asnumpy(), [[3.0, 5.0]])
+    ints = so.zeros((1, 2), dtype="int32")
+    with pytest.raises(so.OperatorError, match=r"operator 'elemwise_add': cannot write output 0 \(float32\) "
+                                               r"into out= of dtype int32"):
+        so.elemwise_add(a, a, out=ints)
+    with pytest.raises(TypeError):  # NumPy refuses the same
+        np.add(a.asnumpy(), a.asnumpy(), out=np.zeros((1, 2), np.int32))
+    np.testing.assert_array_equal(ints.asnumpy(), [[0, 0]])  # untouched

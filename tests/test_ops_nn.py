@@ -9,7 +9,7 @@ import sparse_ops.random as rnd
 from sparse_ops import autograd
 from sparse_ops.dispatch import InferenceError
 from sparse_ops.errors import OperatorError
-from sparse_ops.ops.nn import IndexOutOfRangeError, _embedding_backward
+from sparse_ops.ops.nn import IndexOutOfRangeError
 from sparse_ops.registry import ParameterError
 from sparse_ops.sdk.testing import check_gradient
 
@@ -96,12 +96,12 @@ def test_embedding_backward_sparse_equals_dense(id_dtype, dtype, rng):
     head = rng.standard_normal((4, 5, 3)).astype(dtype)
     expected = _dense_weight_grad(ids, head.astype(np.float64), input_dim)
     tol = 1e-2 if dtype == "float16" else 1e-5
-    sparse = _embedding_backward(so.array(ids), so.array(head), input_dim=input_dim, sparse_grad=True)
+    sparse = so.ops._embedding_backward(so.array(ids), so.array(head), input_dim=input_dim, sparse_grad=True)
     assert sparse.stype == "row_sparse" and sparse.dtype == np.dtype(dtype) and sparse.shape == (input_dim, 3)
     np.testing.assert_array_equal(sparse.indices, np.unique(ids.astype(np.int64)))
     assert sparse.indices.dtype == (np.int32 if id_dtype == "int32" else np.int64)
     np.testing.assert_allclose(sparse.asnumpy(), expected, rtol=tol, atol=tol)
-    dense = _embedding_backward(so.array(ids), so.array(head), input_dim=input_dim, sparse_grad=False)
+    dense = so.ops._embedding_backward(so.array(ids), so.array(head), input_dim=input_dim, sparse_grad=False)
     assert dense.stype == "default"
     np.testing.assert_allclose(dense.asnumpy(), expected, rtol=tol, atol=tol)
 
@@ -109,11 +109,11 @@ def test_embedding_backward_sparse_equals_dense(id_dtype, dtype, rng):
 def test_embedding_backward_without_ids():
     ids = so.array(np.zeros((0,), np.int64))
     head = so.array(np.zeros((0, 3), np.float32))
-    sparse = _embedding_backward(ids, head, input_dim=5, sparse_grad=True)
+    sparse = so.ops._embedding_backward(ids, head, input_dim=5, sparse_grad=True)
     assert sparse.stype == "row_sparse" and sparse.nnz_rows == 0 and not sparse.asnumpy().any()
-    assert not _embedding_backward(ids, head, input_dim=5).asnumpy().any()
+    assert not so.ops._embedding_backward(ids, head, input_dim=5).asnumpy().any()
     with pytest.raises(InferenceError, match="data.shape"):
-        _embedding_backward(so.array(np.zeros(2, np.int64)), head, input_dim=5)
+        so.ops._embedding_backward(so.array(np.zeros(2, np.int64)), head, input_dim=5)
 
 
 @pytest.mark.parametrize("sparse_grad", [False, True])
@@ -222,7 +222,7 @@ def test_simulated_gpu_paths():
     code = textwrap.dedent("""
         import numpy as np, sparse_ops as so, sparse_ops.random as rnd
         from sparse_ops import autograd
-        from sparse_ops.ops.nn import _embedding_backward, IndexOutOfRangeError
+        from sparse_ops.ops.nn import IndexOutOfRangeError
         gpu = so.gpu(0)
         rnd.seed(3)
         assert rnd.uniform(shape=(10,), device=gpu).device == gpu
@@ -241,11 +241,11 @@ def test_simulated_gpu_paths():
         except IndexOutOfRangeError:
             pass
         head = so.array(np.ones((2, 2, 3), np.float32), device=gpu)
-        g = _embedding_backward(ids, head, input_dim=4, sparse_grad=True)
+        g = so.ops._embedding_backward(ids, head, input_dim=4, sparse_grad=True)
         assert g.stype == "row_sparse" and g.device == gpu
         np.testing.assert_array_equal(g.indices, [0, 1, 3])
         np.testing.assert_array_equal(g.asnumpy()[3], [2, 2, 2])
-        np.testing.assert_array_equal(_embedding_backward(ids, head, input_dim=4).asnumpy(), g.asnumpy())
+        np.testing.assert_array_equal(so.ops._embedding_backward(ids, head, input_dim=4).asnumpy(), g.asnumpy())
         with autograd.train_mode():
             d = so.Dropout(so.array(np.ones((50, 50), np.float32), device=gpu), p=0.5)
         assert d.device == gpu and (d.asnumpy() == 0).any()
@@ -306,10 +306,10 @@ def test_embedding_step_kernels_on_skewed_ids(row_kernels, id_dtype, rng):
     np.testing.assert_array_equal(out.asnumpy(), weight[ids.astype(np.int64)])
     expected = np.zeros((input_dim, width), np.float32)
     np.add.at(expected, ids.astype(np.int64), head)  # float32, in the order of the ids, as ours
-    sparse = _embedding_backward(so.array(ids), so.array(head), input_dim=input_dim, sparse_grad=True)
+    sparse = so.ops._embedding_backward(so.array(ids), so.array(head), input_dim=input_dim, sparse_grad=True)
     np.testing.assert_array_equal(sparse.indices, np.unique(ids.astype(np.int64)))
     np.testing.assert_array_equal(sparse.data, expected[np.unique(ids.astype(np.int64))])
-    dense = _embedding_backward(so.array(ids), so.array(head), input_dim=input_dim)
+    dense = so.ops._embedding_backward(so.array(ids), so.array(head), input_dim=input_dim)
     np.testing.assert_array_equal(dense.asnumpy(), expected)
 
 
@@ -320,7 +320,7 @@ def test_embedding_backward_refuses_out_of_range_ids(row_kernels, bad):
     head = so.array(np.ones((600, 2), np.float32))
     for sparse_grad in (True, False):
         with pytest.raises(IndexOutOfRangeError, match=r"_embedding_backward: 1 id\(s\) outside \[0, input_dim=5000\)"):
-            _embedding_backward(so.array(ids), head, input_dim=5000, sparse_grad=sparse_grad)
+            so.ops._embedding_backward(so.array(ids), head, input_dim=5000, sparse_grad=sparse_grad)
     with pytest.raises(IndexOutOfRangeError, match=r"Embedding: 1 id\(s\)"):
         so.Embedding(so.array(ids), so.zeros((5000, 2)), input_dim=5000, output_dim=2)
 
@@ -329,6 +329,6 @@ def test_embedding_gradient_of_a_huge_sparse_table():
     """Ids of up to 62 bits: the radix sort of the distinct ids takes all its passes."""
     ids = np.array([2**61 + 5, 3, 2**61 + 5, 2**40, 2**62 - 1], np.int64)
     head = np.arange(10, dtype=np.float32).reshape(5, 2)
-    g = _embedding_backward(so.array(ids), so.array(head), input_dim=2**62, sparse_grad=True)
+    g = so.ops._embedding_backward(so.array(ids), so.array(head), input_dim=2**62, sparse_grad=True)
     np.testing.assert_array_equal(g.indices, [3, 2**40, 2**61 + 5, 2**62 - 1])
     np.testing.assert_array_equal(g.data, [head[1], head[3], head[0] + head[2], head[4]])

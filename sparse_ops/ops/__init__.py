@@ -1,10 +1,15 @@
 """The built-in operators, registered through the same public API plugins use.
 
-Each module holds one family: its ``Op`` classes (rules, kernels, gradient together)
-and the Python functions ``sparse_ops`` exports.
+Each module holds one topic: its ``Op`` classes (rules, kernels, gradient and samples
+together). Registration publishes each op's generated function here, as
+``sparse_ops.ops.<name>`` (built-ins and plugins alike, kept current through replacements
+and removals); the built-ins whose names do not start with ``_`` are also
+``sparse_ops.<name>``. Inside the ops, operators of other modules are called through the
+table (``_util.T.<name>``), so the modules import each other one way only.
 """
 from ..dispatch import op_function as _op_function
 from ..registry import OpDef as _OpDef
+from ..registry import list_ops as _list_ops
 from ..registry import subscribe as _subscribe
 
 
@@ -19,16 +24,12 @@ def _publish(name: str, opdef: "_OpDef | None") -> None:
 
 _subscribe(_publish)  # first: the built-ins registered by the imports below are published too
 
-from . import elemwise, linalg, nn, optimizer, reduce, structure, unary  # noqa: E402,F401
-from .elemwise import *  # noqa: F401,F403
-from .linalg import *  # noqa: F401,F403
-from .nn import *  # noqa: F401,F403
-from .optimizer import *  # noqa: F401,F403
-from .reduce import *  # noqa: F401,F403
-from .structure import *  # noqa: F401,F403
-from .unary import *  # noqa: F401,F403
+from .. import random  # noqa: E402,F401  (the sampling operators)
+from . import (  # noqa: E402,F401  (importing a module registers its operators)
+    broadcast, elemwise, indexing, linalg, nn, optimizer, reduce, scalar, shape, storage, unary,
+)
 
-__all__ = [name for m in (elemwise, unary, reduce, linalg, structure, nn, optimizer) for name in m.__all__]
+__all__ = [name for name in _list_ops() if not name.startswith("_")]  # the public built-ins
 
 # Last: the container methods and Python operators, installed from above (the containers
 # import no operator).

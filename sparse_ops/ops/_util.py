@@ -85,3 +85,25 @@ class _Table:
 
 
 T = _Table()
+
+
+# ---- shapes shared by the broadcasting ops and their gradients -----------------------------------
+def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """NumPy's broadcast of ``shapes``."""
+    return tuple(np.broadcast_shapes(*shapes))
+
+
+def sum_to_shape(g: Any, shape: tuple[int, ...]) -> Any:
+    """A broadcast gradient summed back to an input's ``shape`` (the broadcast axes summed,
+    with operators, so the sum is recorded; ``g`` itself when it already fits)."""
+    if g.shape == shape:
+        return g
+    lead = len(g.shape) - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, d in enumerate(shape) if d == 1 and g.shape[lead + i] != 1)
+    return T.reshape(T.sum(g, axis=axes, keepdims=False), shape=shape) if axes else T.reshape(g, shape=shape)
+
+
+def float_math(dtype: np.dtype) -> Any:
+    """The ufunc ``dtype=`` that computes integer inputs in float64 (None: the input's own loop)."""
+    return np.float64 if dtype.kind in "iu" else None

@@ -14,10 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from ..dispatch import op_function
 from ..dtypes import in_input_dtypes, promote_types
-from ..ndarray import NDArray
-from ..registry import Op, kernel, register
+from ..registry import Op, Param, kernel, register
 from ._util import T, index_dtype_for, is_host, match_rows, numba_values, row_ids
 
 _BOTH = ("cpu", "gpu")
@@ -210,7 +208,7 @@ class ElemwiseMul(_Binary):
     def gradient(self, out_grads, inputs, outputs):
         g = out_grads[0]
         lhs, rhs = inputs
-        return [elemwise_mul(g, rhs), elemwise_mul(g, lhs)]
+        return [T.elemwise_mul(g, rhs), T.elemwise_mul(g, lhs)]
 
 
 @register("elemwise_div")
@@ -228,7 +226,7 @@ class ElemwiseDiv(_Binary):
     def gradient(self, out_grads, inputs, outputs):
         g = out_grads[0]
         lhs, rhs = inputs
-        return [elemwise_div(g, rhs), T.negative(elemwise_div(elemwise_mul(g, lhs), T.square(rhs)))]
+        return [T.elemwise_div(g, rhs), T.negative(T.elemwise_div(T.elemwise_mul(g, lhs), T.square(rhs)))]
 
     @classmethod
     def samples(cls) -> list:
@@ -239,110 +237,79 @@ class ElemwiseDiv(_Binary):
                                   [(3, 4), (3, 4)])
 
 
-# ---- broadcasting (dense) --------------------------------------------------------------------------
-def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
-    return tuple(np.broadcast_shapes(*shapes))
+# ---- add_n --------------------------------------------------------------------------------------------
+def _scatter_add(xp, out: Any, x) -> None:
+    """out += x for a sparse container ``x`` (canonical, so no index repeats)."""
+    if x.stype == "row_sparse":
+        out[x._indices] += x._data
+    elif is_host(out) and x.dtype != np.float16 and out.flags.c_contiguous:
+        from ..kernels.structure import csr_scatter_add_into
+
+        csr_scatter_add_into(x._indptr, x._indices, x._data, out)
+    else:
+        out[row_ids(x), x._indices] += x._data
 
 
-def sum_to_shape(g: NDArray, shape: tuple[int, ...]) -> NDArray:
-    """Reduce a broadcast gradient back to ``shape`` (summing the broadcast axes), with ops."""
-    if g.shape == shape:
-        return g
-    lead = len(g.shape) - len(shape)
-    axes = tuple(range(lead)) + tuple(
-        lead + i for i, d in enumerate(shape) if d == 1 and g.shape[lead + i] != 1)
-    return T.reshape(T.sum(g, axis=axes, keepdims=False), shape=shape) if axes else T.reshape(g, shape=shape)
+@register("add_n")
+class AddN(Op):
+    """The sum of any number (at least one) of same-shape arrays. All ``row_sparse`` ->
+    ``row_sparse`` (union of rows); anything else -> dense, built from the dense inputs
+    with the sparse ones scatter-added (never densified)."""
 
+    trusted = True  # built-in kernels, tested against NumPy/SciPy references
 
-class _Broadcast(_Binary):
-    backward_needs_inputs = ("lhs", "rhs")
+    arguments = ("args",)
+    variadic = True
+    num_args = Param(int, None, doc="number of inputs (MXNet compatibility; checked if given)")
+    backward_needs_inputs = ()
+    partition = "rows"
 
-    def infer_shape(self, lhs, rhs):
-        return [broadcast_shape(lhs, rhs)]
+    def infer_shape(self, *shapes):
+        if not shapes:
+            raise ValueError("add_n needs at least one input")
+        if self.num_args is not None and self.num_args != len(shapes):
+            raise ValueError(f"num_args={self.num_args} but {len(shapes)} inputs were given")
+        return super().infer_shape(*shapes)
 
-    def partitioning(self, lhs, rhs):
-        """Row-separable along the output's first axis: operands spanning it are cut into
-        row blocks, those broadcast along it (fewer axes, or length 1) go whole."""
-        out = broadcast_shape(lhs, rhs)
-        if not out:
-            return None, None
-        spans = tuple(name for name, s in zip(self._opdef.arguments, (lhs, rhs))
-                      if len(s) == len(out) and s[0] == out[0])
-        return "rows", spans
+    def infer_storage_type(self, *stypes):
+        return ["row_sparse" if all(s == "row_sparse" for s in stypes) else "default"]
+
+    @kernel(device=_BOTH, stypes=("...",))
+    def any_stypes(self, ctx, *args):
+        *xs, out = args
+        xp = ctx.xp
+        if out.stype == "row_sparse":
+            rows = xp.unique(xp.concatenate([x._indices for x in xs]))
+            rows = rows.astype(index_dtype_for(*[x._indices for x in xs], shape=out.shape), copy=False)
+            data = xp.zeros((rows.shape[0], *out.shape[1:]), dtype=out.dtype)
+            for x in xs:
+                data[xp.searchsorted(rows, x._indices)] += x._data
+            ctx.set_row_sparse(out, data, rows)
+            return
+        o = out._data
+        dense = [x._data for x in xs if x.stype == "default"]
+        if dense:
+            o[...] = dense[0]
+            for d in dense[1:]:
+                xp.add(o, d, out=o)
+        else:
+            o[...] = 0
+        for x in xs:
+            if x.stype != "default":
+                _scatter_add(xp, o, x)
+
+    def gradient(self, out_grads, inputs, outputs):
+        return [out_grads[0]] * len(inputs)
 
     @classmethod
     def samples(cls) -> list:
-        """``opcheck`` samples: (3, 4) with (1, 4), (3, 1) with (3, 4), and equal shapes."""
+        """``opcheck`` samples: one, two and three inputs, all row_sparse, all csr, mixed."""
         from . import _samples
 
-        sig = [("default", "default")]
-        return (_samples.by_stypes(sig, [(3, 4), (1, 4)], positive=(True, False))
-                + _samples.by_stypes(sig, [(3, 1), (3, 4)], positive=(True, False))
-                + _samples.by_stypes(sig, [(2, 3), (2, 3)], positive=(True, False)))
+        sigs = [("default",), ("default", "default"), ("row_sparse", "row_sparse"), ("csr", "csr"),
+                ("row_sparse", "default", "csr"), ("row_sparse", "row_sparse", "row_sparse")]
+        return [s for sig in sigs for s in _samples.by_stypes([sig], [(3, 4)] * len(sig))]
 
-
-@register("broadcast_add")
-class BroadcastAdd(_Broadcast):
-    """lhs + rhs with NumPy broadcasting (dense)."""
-
-    backward_needs_inputs = ()
-
-    ufunc = np.add
-
-    def gradient(self, out_grads, inputs, outputs):
-        g = out_grads[0]
-        return [sum_to_shape(g, inputs[0].shape), sum_to_shape(g, inputs[1].shape)]
-
-
-@register("broadcast_sub")
-class BroadcastSub(_Broadcast):
-    """lhs - rhs with NumPy broadcasting (dense)."""
-
-    backward_needs_inputs = ()
-
-    ufunc = np.subtract
-
-    def gradient(self, out_grads, inputs, outputs):
-        g = out_grads[0]
-        return [sum_to_shape(g, inputs[0].shape), sum_to_shape(T.negative(g), inputs[1].shape)]
-
-
-@register("broadcast_mul")
-class BroadcastMul(_Broadcast):
-    """lhs * rhs with NumPy broadcasting (dense)."""
-
-    ufunc = np.multiply
-
-    def gradient(self, out_grads, inputs, outputs):
-        g = out_grads[0]
-        lhs, rhs = inputs
-        return [sum_to_shape(broadcast_mul(g, rhs), lhs.shape), sum_to_shape(broadcast_mul(g, lhs), rhs.shape)]
-
-
-@register("broadcast_div")
-class BroadcastDiv(_Broadcast):
-    """lhs / rhs with NumPy broadcasting (dense)."""
-
-    @kernel(device=_BOTH)
-    def dense(self, ctx, lhs, rhs, out):
-        ctx.xp.divide(lhs, rhs, out=out, casting="unsafe")
-
-    def gradient(self, out_grads, inputs, outputs):
-        g = out_grads[0]
-        lhs, rhs = inputs
-        dl = broadcast_div(g, rhs)
-        dr = T.negative(broadcast_div(broadcast_mul(g, lhs), T.square(rhs)))
-        return [sum_to_shape(dl, lhs.shape), sum_to_shape(dr, rhs.shape)]
-
-
-elemwise_add = op_function("elemwise_add")
-elemwise_sub = op_function("elemwise_sub")
-elemwise_mul = op_function("elemwise_mul")
-elemwise_div = op_function("elemwise_div")
-broadcast_add = op_function("broadcast_add")
-broadcast_sub = op_function("broadcast_sub")
-broadcast_mul = op_function("broadcast_mul")
-broadcast_div = op_function("broadcast_div")
-
-__all__ = ["elemwise_add", "elemwise_sub", "elemwise_mul", "elemwise_div",
-           "broadcast_add", "broadcast_sub", "broadcast_mul", "broadcast_div"]
+    def reference(self, *args: np.ndarray) -> np.ndarray:
+        """NumPy reference for ``opcheck``: the sum of the inputs."""
+        return np.sum(np.stack(args), axis=0)

@@ -23,7 +23,6 @@ from typing import Any
 
 import numpy as np
 
-from ..dispatch import op_function
 from ..dtypes import in_input_dtypes, promote_types
 from ..ndarray import NDArray, RowSparseNDArray
 from ..registry import Op, Param, kernel, register
@@ -451,7 +450,7 @@ class Dot(Op):
         shape_l, shape_r, shape_out = self._matrix_shapes(lhs.shape, rhs.shape)
         if lhs.ndim == 2 and rhs.ndim == 1:  # d rhs needs no reshape (a csr lhs keeps it row_sparse)
             d_lhs = self._matrix_gradient(T.reshape(g, shape=shape_out), lhs, T.reshape(rhs, shape=shape_r))[0]
-            return [d_lhs, dot(lhs, g, transpose_a=not self.transpose_a)]
+            return [d_lhs, T.dot(lhs, g, transpose_a=not self.transpose_a)]
         d_lhs, d_rhs = self._matrix_gradient(T.reshape(g, shape=shape_out), T.reshape(lhs, shape=shape_l),
                                              T.reshape(rhs, shape=shape_r))
         return [T.reshape(d_lhs, shape=lhs.shape), T.reshape(d_rhs, shape=rhs.shape)]
@@ -463,14 +462,14 @@ class Dot(Op):
         d_lhs = d_rhs = None
         if needs[0]:
             if ta:
-                d_lhs = dot(rhs, g, transpose_a=tb, transpose_b=True, **hint)
+                d_lhs = T.dot(rhs, g, transpose_a=tb, transpose_b=True, **hint)
             else:
-                d_lhs = dot(g, rhs, transpose_b=not tb, **hint)
+                d_lhs = T.dot(g, rhs, transpose_b=not tb, **hint)
         if needs[1]:
             if tb:
-                d_rhs = dot(g, lhs, transpose_a=True, transpose_b=ta)
+                d_rhs = T.dot(g, lhs, transpose_a=True, transpose_b=ta)
             else:
-                d_rhs = dot(lhs, g, transpose_a=not ta)
+                d_rhs = T.dot(lhs, g, transpose_a=not ta)
         return [d_lhs, d_rhs]
 
     @classmethod
@@ -550,16 +549,15 @@ class FullyConnectedOp(Op):
 
     @in_input_dtypes
     def gradient(self, out_grads, inputs, outputs):
-        from .reduce import sum as _sum
         g = out_grads[0]
         data, weight = inputs[:2]
         batch = _size(g.shape[:-1])
         x = data if data.ndim == 2 else T.reshape(data, shape=(batch, weight.shape[1]))
         g2 = g if g.ndim == 2 else T.reshape(g, shape=(batch, self.num_hidden))
-        d_data = dot(g2, weight)
+        d_data = T.dot(g2, weight)
         if d_data.shape != data.shape:
             d_data = T.reshape(d_data, shape=data.shape)
-        grads = [d_data, dot(g2, x, transpose_a=True, forward_stype="default")]
+        grads = [d_data, T.dot(g2, x, transpose_a=True, forward_stype="default")]
         if not self.no_bias:
             grads.append(T.sum(g2, axis=0))
         return grads
@@ -575,9 +573,3 @@ class FullyConnectedOp(Op):
                 ([A((3, 2, 2), seed=1), A((2, 4), seed=2), A((2,), seed=3)], {"num_hidden": 2}),
                 ([A((3, 2, 4), seed=1), A((2, 4), seed=2), A((2,), seed=3)], {"num_hidden": 2, "flatten": False}),
                 ([A((3, 4), "csr", seed=1), A((2, 4), seed=2), A((2,), seed=3)], {"num_hidden": 2})]
-
-
-dot = op_function("dot")
-FullyConnected = op_function("FullyConnected")
-
-__all__ = ["dot", "FullyConnected"]

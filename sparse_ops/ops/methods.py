@@ -23,59 +23,22 @@ from .. import tape as _tape
 from ..creation import zeros
 from ..dtypes import promote_types
 from ..ndarray import NDArray
-from .elemwise import (
-    broadcast_add,
-    broadcast_div,
-    broadcast_mul,
-    broadcast_sub,
-    elemwise_add,
-    elemwise_div,
-    elemwise_mul,
-    elemwise_sub,
-)
-from . import linalg, reduce, structure, unary
-from .linalg import dot
-from .structure import reshape, transpose
-from .unary import (
-    _div_scalar,
-    _equal_scalar,
-    _greater_equal_scalar,
-    _greater_scalar,
-    _lesser_equal_scalar,
-    _lesser_scalar,
-    _minus_scalar,
-    _mul_scalar,
-    _not_equal_scalar,
-    _plus_scalar,
-    _power_scalar,
-    _rdiv_scalar,
-    _rminus_scalar,
-    _rpower_scalar,
-    abs as _abs,
-    broadcast_equal,
-    broadcast_greater,
-    broadcast_greater_equal,
-    broadcast_lesser,
-    broadcast_lesser_equal,
-    broadcast_not_equal,
-    broadcast_power,
-    negative,
-)
+from ._util import T
 
 # ---- Python operators ---------------------------------------------------------------------------
 # operator -> (same-shape op, broadcasting op, array ∘ scalar op, scalar ∘ array op)
 PYTHON_OPERATORS: dict[str, tuple[Callable, Callable, Callable, Callable]] = {
-    "add": (elemwise_add, broadcast_add, _plus_scalar, _plus_scalar),
-    "sub": (elemwise_sub, broadcast_sub, _minus_scalar, _rminus_scalar),
-    "mul": (elemwise_mul, broadcast_mul, _mul_scalar, _mul_scalar),
-    "div": (elemwise_div, broadcast_div, _div_scalar, _rdiv_scalar),
-    "pow": (broadcast_power, broadcast_power, _power_scalar, _rpower_scalar),
-    "eq": (broadcast_equal, broadcast_equal, _equal_scalar, _equal_scalar),
-    "ne": (broadcast_not_equal, broadcast_not_equal, _not_equal_scalar, _not_equal_scalar),
-    "gt": (broadcast_greater, broadcast_greater, _greater_scalar, _lesser_scalar),
-    "ge": (broadcast_greater_equal, broadcast_greater_equal, _greater_equal_scalar, _lesser_equal_scalar),
-    "lt": (broadcast_lesser, broadcast_lesser, _lesser_scalar, _greater_scalar),
-    "le": (broadcast_lesser_equal, broadcast_lesser_equal, _lesser_equal_scalar, _greater_equal_scalar),
+    "add": (T.elemwise_add, T.broadcast_add, T._plus_scalar, T._plus_scalar),
+    "sub": (T.elemwise_sub, T.broadcast_sub, T._minus_scalar, T._rminus_scalar),
+    "mul": (T.elemwise_mul, T.broadcast_mul, T._mul_scalar, T._mul_scalar),
+    "div": (T.elemwise_div, T.broadcast_div, T._div_scalar, T._rdiv_scalar),
+    "pow": (T.broadcast_power, T.broadcast_power, T._power_scalar, T._rpower_scalar),
+    "eq": (T.broadcast_equal, T.broadcast_equal, T._equal_scalar, T._equal_scalar),
+    "ne": (T.broadcast_not_equal, T.broadcast_not_equal, T._not_equal_scalar, T._not_equal_scalar),
+    "gt": (T.broadcast_greater, T.broadcast_greater, T._greater_scalar, T._lesser_scalar),
+    "ge": (T.broadcast_greater_equal, T.broadcast_greater_equal, T._greater_equal_scalar, T._lesser_equal_scalar),
+    "lt": (T.broadcast_lesser, T.broadcast_lesser, T._lesser_scalar, T._greater_scalar),
+    "le": (T.broadcast_lesser_equal, T.broadcast_lesser_equal, T._lesser_equal_scalar, T._greater_equal_scalar),
 }
 
 
@@ -131,10 +94,10 @@ def matmul(lhs: NDArray, rhs: NDArray) -> NDArray:
                 "sparse_ops.dot (MXNet's contraction: lhs's last axis with rhs's first)")
     # shapes that do not align: dot's own error (an InferenceError, a ValueError)
     if lhs.ndim == 1 and rhs.stype == "csr":
-        result = dot(lhs, rhs, forward_stype="default")  # a vector result cannot be csr
+        result = T.dot(lhs, rhs, forward_stype="default")  # a vector result cannot be csr
     else:
-        result = dot(lhs, rhs)
-    return reshape(result, shape=()) if lhs.ndim == rhs.ndim == 1 else result
+        result = T.dot(lhs, rhs)
+    return T.reshape(result, shape=()) if lhs.ndim == rhs.ndim == 1 else result
 
 
 def _binary(kind: str) -> tuple[Callable, Callable, Callable]:
@@ -155,11 +118,11 @@ _ARITHMETIC = ("add", "sub", "mul", "div", "pow")  # the others are comparisons:
 
 
 def _negative_method(self: NDArray) -> NDArray:
-    return negative(self)
+    return T.negative(self)
 
 
 def _abs_method(self: NDArray) -> NDArray:
-    return _abs(self)
+    return T.abs(self)
 
 
 def _matmul_method(self: NDArray, other: Any) -> Any:
@@ -215,9 +178,8 @@ def install(cls: type = NDArray) -> None:
     cls._check_writable = staticmethod(_tape.check_not_in_graph)
     for name in FLUENT:
         if not hasattr(cls, name):
-            fn = next(getattr(m, name) for m in (reduce, structure, unary, linalg) if hasattr(m, name))
-            setattr(cls, name, _fluent(name, fn))
-    cls.T = property(lambda self: transpose(self), doc="The transpose (``transpose(self)``).")
+            setattr(cls, name, _fluent(name, getattr(T, name)))
+    cls.T = property(lambda self: T.transpose(self), doc="The transpose (``transpose(self)``).")
 
 
 __all__ = ["PYTHON_OPERATORS", "python_operator", "matmul", "install"]

@@ -6,15 +6,11 @@ gradient is the operator ``_embedding_backward``: per-id sums of the head gradie
 """
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-from .. import random as _random  # noqa: F401  (registers the sampling operators with the other built-ins)
-from ..dispatch import op_function
 from ..errors import OperatorError
 from ..registry import Op, Param, kernel, register
-from ._util import index_dtype_for, is_host, kernel_module, match_rows, numba_values, rows_in_parallel
+from ._util import T, index_dtype_for, is_host, kernel_module, match_rows, numba_values, rows_in_parallel
 
 _BOTH = ("cpu", "gpu")
 
@@ -140,7 +136,7 @@ class EmbeddingOp(Op):
 
     def gradient(self, out_grads, inputs, outputs):
         data = inputs[0]
-        return [None, _embedding_backward(data, out_grads[0], input_dim=self.input_dim,
+        return [None, T._embedding_backward(data, out_grads[0], input_dim=self.input_dim,
                                           sparse_grad=self.sparse_grad)]
 
     @classmethod
@@ -241,7 +237,7 @@ class EmbeddingBackward(Op):
         # linear in out_grad: its gradient gathers the head rows back
         head = out_grads[0]
         data = inputs[0]
-        return [None, Embedding(data, head, input_dim=self.input_dim, output_dim=head.shape[1],
+        return [None, T.Embedding(data, head, input_dim=self.input_dim, output_dim=head.shape[1],
                                 dtype=head.dtype)]
 
     @classmethod
@@ -314,10 +310,8 @@ class DropoutOp(Op):
             out[...] = data
 
     def gradient(self, out_grads, inputs, outputs):
-        from .elemwise import broadcast_mul, elemwise_mul
-
         g, mask = out_grads[0], outputs[1]
-        return [elemwise_mul(g, mask) if g.shape == mask.shape else broadcast_mul(g, mask)]
+        return [T.elemwise_mul(g, mask) if g.shape == mask.shape else T.broadcast_mul(g, mask)]
 
     @classmethod
     def samples(cls) -> list:
@@ -327,10 +321,3 @@ class DropoutOp(Op):
 
         x = _samples.array((3, 4))
         return [([x], {"p": 0.5, "mode": "always"}), ([x], {"p": 0.3, "mode": "always", "axes": (1,)}), [x]]
-
-
-Embedding = op_function("Embedding")
-_embedding_backward = op_function("_embedding_backward")
-Dropout = op_function("Dropout")
-
-__all__ = ["Embedding", "Dropout"]

@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 
-from ..dispatch import op_function
 from ..registry import Op, Param, kernel, register
 from ._util import rows_in_parallel
 
@@ -278,11 +277,3 @@ class AdagradUpdate(_Update):
     def numba_rows(self, out, idx, grad, history):
         _lazy_rows("adagrad_rows", grad, out, idx, grad, history, self.lr, self.epsilon, self.wd, self.rescale_grad,
                    self.clip_gradient)
-
-
-sgd_update = op_function("sgd_update")
-sgd_mom_update = op_function("sgd_mom_update")
-adam_update = op_function("adam_update")
-adagrad_update = op_function("adagrad_update")
-
-__all__ = ["sgd_update", "sgd_mom_update", "adam_update", "adagrad_update"]

@@ -22,11 +22,9 @@ from typing import Any
 import numpy as np
 
 from ..creation import full
-from ..dispatch import op_function
 from ..ndarray import NDArray
 from ..registry import Op, Param, kernel, register
 from ._util import T, is_host, numba_values, row_ids
-from .elemwise import broadcast_div, elemwise_add, elemwise_mul
 
 _BOTH = ("cpu", "gpu")
 PLAIN, SQUARE, ABS = 0, 1, 2  # value transforms before summing (kernels/reduce.py uses the same codes)
@@ -201,7 +199,7 @@ class _Reduction(Op):
         axes = self.axes(len(shape))
         if not axes:
             return g
-        return _broadcast_reduced(g, shape=shape, axis=axes)
+        return T._broadcast_reduced(g, shape=shape, axis=axes)
 
 
 class _AxisParams(_Reduction):
@@ -248,7 +246,7 @@ class Mean(_AxisParams):
         g = out_grads[0]
         shape = inputs[0].shape
         count = max(_count(shape, self.axes(len(shape))), 1)
-        return [self._spread(broadcast_div(g, full((), count, dtype=g.dtype, device=g.device)), shape)]
+        return [self._spread(T.broadcast_div(g, full((), count, dtype=g.dtype, device=g.device)), shape)]
 
 
 @register("square_sum")
@@ -285,8 +283,8 @@ class SquareSum(_AxisParams):
 
     def gradient(self, out_grads, inputs, outputs):
         x = inputs[0]
-        t = elemwise_mul(x, self._spread(out_grads[0], x.shape))
-        return [elemwise_add(t, t)]
+        t = T.elemwise_mul(x, self._spread(out_grads[0], x.shape))
+        return [T.elemwise_add(t, t)]
 
 
 @register("norm")
@@ -310,8 +308,8 @@ class Norm(_Reduction):
     def gradient(self, out_grads, inputs, outputs):
         x, g = inputs[0], out_grads[0]
         if self.ord == 2:
-            return [elemwise_mul(x, self._spread(_div_or_zero(g, outputs[0]), x.shape))]
-        return [elemwise_mul(T.sign(x), self._spread(g, x.shape))]
+            return [T.elemwise_mul(x, self._spread(T._div_or_zero(g, outputs[0]), x.shape))]
+        return [T.elemwise_mul(T.sign(x), self._spread(g, x.shape))]
 
     @classmethod
     def samples(cls) -> list:
@@ -372,7 +370,7 @@ class BroadcastReduced(Op):
         g = out_grads[0]
         if not self.axis:
             return [g]
-        return [sum(g, axis=self.axis, keepdims=inputs[0].ndim == len(self.shape))]
+        return [T.sum(g, axis=self.axis, keepdims=inputs[0].ndim == len(self.shape))]
 
     @classmethod
     def samples(cls) -> list:
@@ -383,54 +381,6 @@ class BroadcastReduced(Op):
         return ([([x], {"shape": (3, 4, 2), "axis": (2,)}) for x in _samples.each_stype((3, 4), ("default", "row_sparse"))]
                 + [([_samples.array((3, 4, 1))], {"shape": (3, 4, 2), "axis": (2,)}),
                    ([_samples.array((4, 2))], {"shape": (3, 4, 2), "axis": (0,)})])
-
-
-@register("broadcast_to")
-class BroadcastTo(Op):
-    """``data`` repeated to ``shape``: axes of length 1 stretch, a 0 in ``shape`` keeps the
-    input's length, and missing leading axes are added (NumPy's rule). Dense."""
-
-    trusted = True  # built-in kernels, tested against NumPy/SciPy references
-
-    shape = Param("shape", doc="the target shape")
-    backward_needs_inputs = ()
-
-    def infer_shape(self, data):
-        lead = len(self.shape) - len(data)
-        if lead < 0:
-            raise ValueError(f"cannot broadcast shape {data} to the shorter shape {self.shape}")
-        target = list(self.shape)
-        for i, d in enumerate(data):
-            t = target[lead + i]
-            if t == 0:
-                target[lead + i] = d
-            elif d != t and d != 1:
-                raise ValueError(f"cannot broadcast shape {data} to {self.shape}: axis {lead + i} has "
-                                 f"length {d}, neither 1 nor {t}")
-        return [tuple(target)]
-
-    @kernel(device=_BOTH)
-    def dense(self, ctx, data, out):
-        out[...] = data
-
-    def gradient(self, out_grads, inputs, outputs):
-        g = out_grads[0]
-        in_shape = inputs[0].shape
-        lead = g.ndim - len(in_shape)
-        stretched = tuple(lead + i for i, d in enumerate(in_shape) if d == 1 and g.shape[lead + i] != 1)
-        if stretched:
-            g = sum(g, axis=stretched, keepdims=True)
-        if lead:
-            g = sum(g, axis=tuple(range(lead)), keepdims=False)
-        return [g]
-
-    @classmethod
-    def samples(cls) -> list:
-        """``opcheck`` samples: a column and a row broadcast to (3, 4), new leading axes."""
-        from . import _samples
-
-        return [([_samples.array((3, 1))], {"shape": (3, 4)}), ([_samples.array((1, 4))], {"shape": (3, 4)}),
-                ([_samples.array((4,))], {"shape": (2, 3, 4)})]
 
 
 @register("_div_or_zero")
@@ -453,7 +403,7 @@ class DivOrZero(Op):
     def gradient(self, out_grads, inputs, outputs):
         h = out_grads[0]
         lhs, rhs = inputs
-        return [_div_or_zero(h, rhs), T.negative(_div_or_zero(_div_or_zero(elemwise_mul(h, lhs), rhs), rhs))]
+        return [T._div_or_zero(h, rhs), T.negative(T._div_or_zero(T._div_or_zero(T.elemwise_mul(h, lhs), rhs), rhs))]
 
     @classmethod
     def samples(cls) -> list:
@@ -462,15 +412,3 @@ class DivOrZero(Op):
         from . import _samples
 
         return _samples.by_stypes([("default", "default")], [(3, 4), (3, 4)])
-
-
-# ---- exported functions ---------------------------------------------------------------------------
-sum = op_function("sum")  # noqa: A001  (MXNet's name; the builtin is not used in this module)
-mean = op_function("mean")
-norm = op_function("norm")
-square_sum = op_function("square_sum")
-broadcast_to = op_function("broadcast_to")
-_broadcast_reduced = op_function("_broadcast_reduced")
-_div_or_zero = op_function("_div_or_zero")
-
-__all__ = ["sum", "mean", "norm", "square_sum", "broadcast_to"]

@@ -1,0 +1,240 @@
+"""Dense broadcasting operators of two arrays (NumPy's broadcasting rules): arithmetic
+(``broadcast_add``/``sub``/``mul``/``div``/``power``/``maximum``/``minimum``), comparisons
+(``broadcast_equal``, ``broadcast_greater``, ... giving 1/0 in the promoted dtype), and
+``broadcast_to``. Their gradients sum the broadcast axes back (``sum_to_shape``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..registry import Op, Param, kernel, register
+from ._util import T, broadcast_shape, float_math, sum_to_shape
+from .elemwise import _Binary
+
+_BOTH = ("cpu", "gpu")
+
+
+# ---- broadcasting (dense) --------------------------------------------------------------------------
+class _Broadcast(_Binary):
+    backward_needs_inputs = ("lhs", "rhs")
+
+    def infer_shape(self, lhs, rhs):
+        return [broadcast_shape(lhs, rhs)]
+
+    def partitioning(self, lhs, rhs):
+        """Row-separable along the output's first axis: operands spanning it are cut into
+        row blocks, those broadcast along it (fewer axes, or length 1) go whole."""
+        out = broadcast_shape(lhs, rhs)
+        if not out:
+            return None, None
+        spans = tuple(name for name, s in zip(self._opdef.arguments, (lhs, rhs))
+                      if len(s) == len(out) and s[0] == out[0])
+        return "rows", spans
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: (3, 4) with (1, 4), (3, 1) with (3, 4), and equal shapes."""
+        from . import _samples
+
+        sig = [("default", "default")]
+        return (_samples.by_stypes(sig, [(3, 4), (1, 4)], positive=(True, False))
+                + _samples.by_stypes(sig, [(3, 1), (3, 4)], positive=(True, False))
+                + _samples.by_stypes(sig, [(2, 3), (2, 3)], positive=(True, False)))
+
+
+@register("broadcast_add")
+class BroadcastAdd(_Broadcast):
+    """lhs + rhs with NumPy broadcasting (dense)."""
+
+    backward_needs_inputs = ()
+
+    ufunc = np.add
+
+    def gradient(self, out_grads, inputs, outputs):
+        g = out_grads[0]
+        return [sum_to_shape(g, inputs[0].shape), sum_to_shape(g, inputs[1].shape)]
+
+
+@register("broadcast_sub")
+class BroadcastSub(_Broadcast):
+    """lhs - rhs with NumPy broadcasting (dense)."""
+
+    backward_needs_inputs = ()
+
+    ufunc = np.subtract
+
+    def gradient(self, out_grads, inputs, outputs):
+        g = out_grads[0]
+        return [sum_to_shape(g, inputs[0].shape), sum_to_shape(T.negative(g), inputs[1].shape)]
+
+
+@register("broadcast_mul")
+class BroadcastMul(_Broadcast):
+    """lhs * rhs with NumPy broadcasting (dense)."""
+
+    ufunc = np.multiply
+
+    def gradient(self, out_grads, inputs, outputs):
+        g = out_grads[0]
+        lhs, rhs = inputs
+        return [sum_to_shape(T.broadcast_mul(g, rhs), lhs.shape), sum_to_shape(T.broadcast_mul(g, lhs), rhs.shape)]
+
+
+@register("broadcast_div")
+class BroadcastDiv(_Broadcast):
+    """lhs / rhs with NumPy broadcasting (dense)."""
+
+    @kernel(device=_BOTH)
+    def dense(self, ctx, lhs, rhs, out):
+        ctx.xp.divide(lhs, rhs, out=out, casting="unsafe")
+
+    def gradient(self, out_grads, inputs, outputs):
+        g = out_grads[0]
+        lhs, rhs = inputs
+        dl = T.broadcast_div(g, rhs)
+        dr = T.negative(T.broadcast_div(T.broadcast_mul(g, lhs), T.square(rhs)))
+        return [sum_to_shape(dl, lhs.shape), sum_to_shape(dr, rhs.shape)]
+
+
+# ---- broadcasting array-array operators (dense) ----------------------------------------------------
+class _BroadcastCompare(_Broadcast):
+    """1 where ``lhs ∘ rhs`` holds, else 0, in the inputs' dtype, with NumPy broadcasting.
+    Piecewise constant: zero gradients."""
+
+    backward_needs_inputs = ()
+
+    def gradient(self, out_grads, inputs, outputs):
+        zero = T._mul_scalar(out_grads[0], scalar=0.0)
+        return [sum_to_shape(zero, inputs[0].shape), sum_to_shape(zero, inputs[1].shape)]
+
+
+@register("broadcast_equal")
+class BroadcastEqual(_BroadcastCompare):
+    """lhs == rhs as 1/0 with NumPy broadcasting (dense)."""
+
+    ufunc = np.equal
+
+
+@register("broadcast_not_equal")
+class BroadcastNotEqual(_BroadcastCompare):
+    """lhs != rhs as 1/0 with NumPy broadcasting (dense)."""
+
+    ufunc = np.not_equal
+
+
+@register("broadcast_greater")
+class BroadcastGreater(_BroadcastCompare):
+    """lhs > rhs as 1/0 with NumPy broadcasting (dense)."""
+
+    ufunc = np.greater
+
+
+@register("broadcast_greater_equal")
+class BroadcastGreaterEqual(_BroadcastCompare):
+    """lhs >= rhs as 1/0 with NumPy broadcasting (dense)."""
+
+    ufunc = np.greater_equal
+
+
+@register("broadcast_lesser")
+class BroadcastLesser(_BroadcastCompare):
+    """lhs < rhs as 1/0 with NumPy broadcasting (dense)."""
+
+    ufunc = np.less
+
+
+@register("broadcast_lesser_equal")
+class BroadcastLesserEqual(_BroadcastCompare):
+    """lhs <= rhs as 1/0 with NumPy broadcasting (dense)."""
+
+    ufunc = np.less_equal
+
+
+@register("broadcast_power")
+class BroadcastPower(_Broadcast):
+    """lhs ** rhs with NumPy broadcasting (dense); integer inputs are computed in float64."""
+
+    backward_needs_outputs = ("output",)
+
+    @kernel(device=_BOTH)
+    def dense(self, ctx, lhs, rhs, out):
+        ctx.xp.power(lhs, rhs, out=out, dtype=float_math(lhs.dtype), casting="unsafe")
+
+    def gradient(self, out_grads, inputs, outputs):
+        g, (lhs, rhs), y = out_grads[0], inputs, outputs[0]
+        dl = T.broadcast_mul(g, T.broadcast_mul(rhs, T.broadcast_power(lhs, T._minus_scalar(rhs, scalar=1.0))))
+        dr = T.broadcast_mul(T.broadcast_mul(g, y), T.log(lhs))
+        return [sum_to_shape(dl, lhs.shape), sum_to_shape(dr, rhs.shape)]
+
+
+@register("broadcast_maximum")
+class BroadcastMaximum(_Broadcast):
+    """max(lhs, rhs) with NumPy broadcasting (dense); ties send the gradient to lhs."""
+
+    ufunc = np.maximum
+
+    def gradient(self, out_grads, inputs, outputs):
+        g, (lhs, rhs) = out_grads[0], inputs
+        return [sum_to_shape(T.broadcast_mul(g, T.broadcast_greater_equal(lhs, rhs)), lhs.shape),
+                sum_to_shape(T.broadcast_mul(g, T.broadcast_lesser(lhs, rhs)), rhs.shape)]
+
+
+@register("broadcast_minimum")
+class BroadcastMinimum(_Broadcast):
+    """min(lhs, rhs) with NumPy broadcasting (dense); ties send the gradient to lhs."""
+
+    ufunc = np.minimum
+
+    def gradient(self, out_grads, inputs, outputs):
+        g, (lhs, rhs) = out_grads[0], inputs
+        return [sum_to_shape(T.broadcast_mul(g, T.broadcast_lesser_equal(lhs, rhs)), lhs.shape),
+                sum_to_shape(T.broadcast_mul(g, T.broadcast_greater(lhs, rhs)), rhs.shape)]
+
+
+# ---- broadcast_to ------------------------------------------------------------------------------
+@register("broadcast_to")
+class BroadcastTo(Op):
+    """``data`` repeated to ``shape``: axes of length 1 stretch, a 0 in ``shape`` keeps the
+    input's length, and missing leading axes are added (NumPy's rule). Dense."""
+
+    trusted = True  # built-in kernels, tested against NumPy/SciPy references
+
+    shape = Param("shape", doc="the target shape")
+    backward_needs_inputs = ()
+
+    def infer_shape(self, data):
+        lead = len(self.shape) - len(data)
+        if lead < 0:
+            raise ValueError(f"cannot broadcast shape {data} to the shorter shape {self.shape}")
+        target = list(self.shape)
+        for i, d in enumerate(data):
+            t = target[lead + i]
+            if t == 0:
+                target[lead + i] = d
+            elif d != t and d != 1:
+                raise ValueError(f"cannot broadcast shape {data} to {self.shape}: axis {lead + i} has "
+                                 f"length {d}, neither 1 nor {t}")
+        return [tuple(target)]
+
+    @kernel(device=_BOTH)
+    def dense(self, ctx, data, out):
+        out[...] = data
+
+    def gradient(self, out_grads, inputs, outputs):
+        g = out_grads[0]
+        in_shape = inputs[0].shape
+        lead = g.ndim - len(in_shape)
+        stretched = tuple(lead + i for i, d in enumerate(in_shape) if d == 1 and g.shape[lead + i] != 1)
+        if stretched:
+            g = T.sum(g, axis=stretched, keepdims=True)
+        if lead:
+            g = T.sum(g, axis=tuple(range(lead)), keepdims=False)
+        return [g]
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: a column and a row broadcast to (3, 4), new leading axes."""
+        from . import _samples
+
+        return [([_samples.array((3, 1))], {"shape": (3, 4)}), ([_samples.array((1, 4))], {"shape": (3, 4)}),
+                ([_samples.array((4,))], {"shape": (2, 3, 4)})]

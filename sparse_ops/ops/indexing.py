@@ -1,0 +1,429 @@
+"""Indexing operators: ``slice``, ``slice_axis``, ``take`` and ``where`` (MXNet names and
+semantics), and the scatters of their gradients, ``_backward_slice`` and ``_backward_take``
+(operators, so gradients are recorded like any other call).
+
+Output storage types follow MXNet 1.9: ``slice``/``slice_axis`` of a csr (step 1) stay csr;
+everything else is dense.
+"""
+from __future__ import annotations
+
+import builtins
+import operator
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..errors import OperatorError
+from ..registry import Op, Param, kernel, register
+from ..storage import cast_storage as _cast_storage
+from ..storage import densify_into
+from ._util import T
+from .shape import _norm_axis, _prod
+
+_BOTH = ("cpu", "gpu")
+_pyslice = builtins.slice  # this module defines an operator class named ``Slice``; keep Python's
+
+
+class TakeIndexError(OperatorError, IndexError):
+    """``take(..., mode="raise")`` met an index outside the axis."""
+
+
+# ---- parameter parsing and slice ranges ------------------------------------------------------------
+def _opt_int(v: Any) -> int | None:
+    """An int, or None (also spelled ``"None"``)."""
+    if v is None or (isinstance(v, str) and v.strip() in ("None", "")):
+        return None
+    if isinstance(v, (bool, np.bool_)):
+        raise ValueError(f"expected an int or None, got {v!r}")
+    if isinstance(v, str):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        if not float(v).is_integer():
+            raise ValueError(f"expected an int or None, got {v!r}")
+        return int(v)
+    return operator.index(v)
+
+
+def _opt_ints(v: Any) -> tuple[int | None, ...]:
+    """A tuple of ints and Nones, from a sequence, an int or a string such as ``"(1, None)"``."""
+    if v is None:
+        return ()
+    if isinstance(v, str):
+        parts = [p.strip() for p in v.strip().strip("()[]").split(",")]
+        return tuple(_opt_int(p) for p in parts if p)
+    if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)):
+        return (int(v),)
+    return tuple(_opt_int(p) for p in v)
+
+
+def _slice_ranges(shape: Sequence[int], begin: Sequence[int | None], end: Sequence[int | None],
+                  step: Sequence[int | None]) -> tuple[tuple[int, int, int], ...]:
+    """Normalised ``(begin, end, step)`` per axis under MXNet's rules: None takes the
+    default for the step's direction, negative values count from the end, a range outside
+    the axis or running against the step is an error. ``end == -1`` means "through index 0"
+    for a negative step. Unlike MXNet, ``begin == end`` gives an empty axis."""
+    nd = len(shape)
+    if len(begin) != len(end):
+        raise ValueError(f"begin {tuple(begin)} and end {tuple(end)} must have the same length")
+    if len(begin) > nd:
+        raise ValueError(f"begin {tuple(begin)} has more entries than the data has axes ({nd})")
+    if step and len(step) != len(begin):
+        raise ValueError(f"step {tuple(step)} and begin {tuple(begin)} must have the same length")
+    ranges = []
+    for i, n in enumerate(shape):
+        if i >= len(begin):
+            ranges.append((0, n, 1))
+            continue
+        s = step[i] if step and step[i] is not None else 1
+        if s == 0:
+            raise ValueError(f"step[{i}] cannot be 0")
+        if n == 0:
+            ranges.append((0, 0, s))
+            continue
+        b, e = begin[i], end[i]
+        b = (n - 1 if s < 0 else 0) if b is None else (b + n if b < 0 else b)
+        e = (-1 if s < 0 else n) if e is None else (e + n if e < 0 else e)
+        lo = 0 if s > 0 else -1
+        if not 0 <= b <= n - (s < 0):
+            raise ValueError(f"begin[{i}]={begin[i]} is out of range for axis {i} of length {n}")
+        if not lo <= e <= n:
+            raise ValueError(f"end[{i}]={end[i]} is out of range for axis {i} of length {n}")
+        if (s > 0 and b > e) or (s < 0 and b < e):
+            raise ValueError(
+                f"slicing axis {i} from begin={begin[i]} to end={end[i]} with step {s} is invalid "
+                f"(begin must be {'<=' if s > 0 else '>='} end)")
+        ranges.append((b, e, s))
+    return tuple(ranges)
+
+
+def _range_len(r: tuple[int, int, int]) -> int:
+    b, e, s = r
+    return max(0, (e - b + s - 1) // s) if s > 0 else max(0, (b - e - s - 1) // (-s))
+
+
+def _range_key(ranges: Sequence[tuple[int, int, int]]) -> tuple:
+    return tuple(_pyslice(b, e if e >= 0 else None, s) for b, e, s in ranges)
+
+
+def _csr_slice(ctx, x, rows: tuple[int, int], cols: tuple[int, int], out) -> None:
+    """Rows ``rows[0]:rows[1]`` (zero-copy, the container's own row slice) and, when narrower
+    than the matrix, columns ``cols[0]:cols[1]`` (the stored values in range, shifted)."""
+    sub = x[rows[0]:rows[1]]
+    cb, ce = cols
+    if cb == 0 and ce == x.shape[1]:
+        ctx.set_csr(out, sub._data, sub._indices, sub._indptr)
+        return
+    xp = ctx.xp
+    idt = sub._indptr.dtype
+    keep = (sub._indices >= cb) & (sub._indices < ce)
+    kept_before = xp.zeros(keep.shape[0] + 1, dtype=idt)
+    xp.cumsum(keep, out=kept_before[1:])
+    indptr = kept_before[sub._indptr]
+    indices = (sub._indices[keep] - cb).astype(idt, copy=False)
+    ctx.set_csr(out, sub._data[keep], indices, indptr)
+
+
+# ---- slicing ------------------------------------------------------------------------------------------
+class _SliceBase(Op):
+    """What ``slice`` and ``slice_axis`` share: kernels driven by ``_ranges(shape)``."""
+
+    trusted = True  # built-in kernels, tested against NumPy/SciPy references
+
+    backward_needs_inputs = ()
+
+    def _ranges(self, shape: Sequence[int]) -> tuple[tuple[int, int, int], ...]:
+        raise NotImplementedError
+
+    def infer_shape(self, data):
+        return [tuple(_range_len(r) for r in self._ranges(data))]
+
+    @kernel(device=_BOTH)
+    def dense(self, ctx, data, out):
+        out[...] = data[_range_key(self._ranges(data.shape))]
+
+    @kernel(device=_BOTH, stypes=("csr",))
+    def csr(self, ctx, data, out):
+        ranges = self._ranges(data.shape)
+        if out.stype == "csr":
+            _csr_slice(ctx, data, ranges[0][:2], ranges[1][:2], out)
+        else:  # a stepped slice: dense result
+            out._data[...] = _cast_storage(data, "default")._data[_range_key(ranges)]
+
+
+@register("slice")
+class Slice(_SliceBase):
+    """``data[begin:end:step]`` over the leading ``len(begin)`` axes (MXNet's ``slice``: None
+    entries take the default, negative values count from the end, out-of-range bounds are
+    errors). A csr input with unit steps gives a csr: the row range is zero-copy, a column
+    range keeps the stored values inside it."""
+
+    begin = Param(_opt_ints, doc="first index per axis (None: from the start)")
+    end = Param(_opt_ints, doc="stop index per axis, exclusive (None: to the end)")
+    step = Param(_opt_ints, (), doc="step per axis (None or omitted: 1)")
+
+    def _ranges(self, shape):
+        return _slice_ranges(shape, self.begin, self.end, self.step)
+
+    def infer_storage_type(self, data):
+        unit = all(s in (None, 1) for s in self.step)
+        return ["csr" if data == "csr" and unit else "default"]
+
+    def gradient(self, out_grads, inputs, outputs):
+        return [T._backward_slice(out_grads[0], begin=self.begin, end=self.end, step=self.step,
+                                shape=inputs[0].shape)]
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: dense and csr, a plain and a stepped range, row_sparse (fallback)."""
+        from . import _samples
+
+        out = [([x], {"begin": (1, 0), "end": (3, 3)}) for x in _samples.each_stype((4, 5))]
+        out += [([x], {"begin": (0, 1), "end": (4, 5), "step": (2, 2)}) for x in _samples.each_stype((4, 5), seed=2)]
+        return out
+
+
+@register("slice_axis")
+class SliceAxis(_SliceBase):
+    """``data`` restricted to ``begin:end`` along ``axis`` (``end=None``: to the end); a csr
+    input gives a csr."""
+
+    axis = Param(int, doc="the axis to slice")
+    begin = Param(int, doc="first index (negative counts from the end)")
+    end = Param(_opt_int, optional=True, doc="stop index, exclusive (None: to the end)")
+
+    def _tuples(self, ndim: int) -> tuple[tuple, tuple]:
+        a = _norm_axis(self.axis, ndim)
+        return (None,) * a + (self.begin,), (None,) * a + (self.end,)
+
+    def _ranges(self, shape):
+        begin, end = self._tuples(len(shape))
+        return _slice_ranges(shape, begin, end, ())
+
+    def infer_storage_type(self, data):
+        return ["csr" if data == "csr" else "default"]
+
+    def gradient(self, out_grads, inputs, outputs):
+        begin, end = self._tuples(len(inputs[0].shape))
+        return [T._backward_slice(out_grads[0], begin=begin, end=end, shape=inputs[0].shape)]
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: rows and columns of dense, csr and row_sparse arrays."""
+        from . import _samples
+
+        return [([x], {"axis": axis, "begin": 1, "end": 3}) for axis in (0, 1) for x in _samples.each_stype((4, 5))]
+
+
+@register("_backward_slice")
+class BackwardSlice(Op):
+    """The gradient of ``slice``: ``grad`` written at ``begin:end:step`` of zeros of ``shape`` (dense)."""
+
+    trusted = True  # built-in kernels, tested against NumPy/SciPy references
+
+    arguments = ("grad",)
+    begin = Param(_opt_ints)
+    end = Param(_opt_ints)
+    step = Param(_opt_ints, ())
+    shape = Param("shape", doc="shape of the sliced input")
+    backward_needs_inputs = ()
+
+    def _ranges(self):
+        return _slice_ranges(self.shape, self.begin, self.end, self.step)
+
+    def infer_shape(self, grad):
+        expect = tuple(_range_len(r) for r in self._ranges())
+        if tuple(grad) != expect:
+            raise ValueError(f"gradient of shape {grad} does not match the slice's shape {expect}")
+        return [self.shape]
+
+    @kernel(device=_BOTH)
+    def dense(self, ctx, grad, out):
+        out[...] = 0
+        out[_range_key(self._ranges())] = grad
+
+    @kernel(device=_BOTH, stypes=[("row_sparse",), ("csr",)])
+    def sparse(self, ctx, grad, out):
+        out._data[...] = 0
+        densify_into(grad, out._data[_range_key(self._ranges())])
+
+    def gradient(self, out_grads, inputs, outputs):
+        return [T.slice(out_grads[0], begin=self.begin, end=self.end, step=self.step)]
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: a (2, 3) gradient of each storage type into a (4, 5) zero array."""
+        from . import _samples
+
+        return [([g], {"begin": (1, 1), "end": (3, 4), "shape": (4, 5)}) for g in _samples.each_stype((2, 3))]
+
+
+# ---- take ------------------------------------------------------------------------------------------------
+def _take_positions(xp: Any, indices: Any, n: int, axis: int, mode: str) -> Any:
+    """``indices`` as int64 positions in ``[0, n)`` under ``mode`` (floats truncate, as MXNet's
+    cast does): clip into range, wrap around, or raise naming the first bad index."""
+    idx = indices.astype(np.int64)
+    if idx.size == 0:
+        return idx
+    if n == 0:
+        first = indices.ravel()[0].item()
+        raise TakeIndexError(f"operator 'take': cannot take index {first} from axis {axis}, which has length 0")
+    if mode == "clip":
+        xp.clip(idx, 0, n - 1, out=idx)
+    elif mode == "wrap":
+        xp.remainder(idx, n, out=idx)
+    else:
+        bad = (idx < 0) | (idx >= n)
+        if bool(bad.any()):
+            first = indices.ravel()[int(xp.argmax(bad.ravel()))].item()
+            raise TakeIndexError(f"operator 'take': index {first} is out of bounds for axis {axis} "
+                                 f"with size {n} (mode='raise' needs 0 <= index < {n})")
+    return idx
+
+
+class _TakeParams(Op):
+    trusted = True  # built-in kernels, tested against NumPy/SciPy references
+    axis = Param(int, 0, doc="the axis to take along")
+    mode = Param(str, "clip", choices=("clip", "wrap", "raise"),
+                 doc="out-of-range indices: clip into range, wrap around, or raise IndexError")
+    backward_needs_inputs = ("indices",)
+
+    def infer_type(self, first, indices):
+        if indices.kind not in "iuf":
+            raise TypeError(f"take needs integer (or floating point) indices, got {indices}")
+        return [first]
+
+
+@register("take")
+class Take(_TakeParams):
+    """Entries of ``a`` at ``indices`` along ``axis`` (dense); the output's shape is
+    ``a.shape[:axis] + indices.shape + a.shape[axis+1:]``."""
+
+    arguments = ("a", "indices")
+
+    def partitioning(self, a, indices):
+        """Along axis 0 the output's rows follow the indices' (``a`` whole); along another
+        axis they follow ``a``'s rows (indices whole)."""
+        if not a:
+            return None, None
+        if _norm_axis(self.axis, len(a)) == 0:
+            return ("rows", ("indices",)) if indices else (None, None)
+        return "rows", ("a",)
+
+    def infer_shape(self, a, indices):
+        if not a:
+            raise ValueError("take needs an array of at least one dimension")
+        ax = _norm_axis(self.axis, len(a))
+        return [tuple(a[:ax]) + tuple(indices) + tuple(a[ax + 1:])]
+
+    @kernel(device=_BOTH)
+    def dense(self, ctx, a, indices, out):
+        xp = ctx.xp
+        ax = _norm_axis(self.axis, a.ndim)
+        idx = _take_positions(xp, indices, a.shape[ax], ax, self.mode)
+        if xp is np:
+            np.take(a, idx, axis=ax, out=out, mode="clip")  # positions are in range already
+        else:
+            out[...] = xp.take(a, idx, axis=ax)
+
+    def gradient(self, out_grads, inputs, outputs):
+        return [T._backward_take(out_grads[0], inputs[1], shape=inputs[0].shape, axis=self.axis,
+                               mode=self.mode), None]
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: rows and columns of a dense array, repeated and clipped ids, wrap."""
+        from . import _samples
+
+        a = _samples.array((4, 3))
+        return [[a, _samples.ints([0, 2, 2])], ([a, _samples.ints([[1, 0], [2, 1]])], {"axis": 1}),
+                ([a, _samples.ints([5, -1, 3])], {"mode": "wrap"}), [a, _samples.ints([7, 1])]]
+
+
+@register("_backward_take")
+class BackwardTake(_TakeParams):
+    """The gradient of ``take``: ``grad`` scatter-added (repeated indices accumulate) into
+    zeros of ``shape`` (dense)."""
+
+    arguments = ("grad", "indices")
+    shape = Param("shape", doc="shape of the array taken from")
+
+    def infer_shape(self, grad, indices):
+        ax = _norm_axis(self.axis, len(self.shape))
+        expect = tuple(self.shape[:ax]) + tuple(indices) + tuple(self.shape[ax + 1:])
+        if tuple(grad) != expect:
+            raise ValueError(f"gradient of shape {grad} does not match take's output shape {expect}")
+        return [self.shape]
+
+    @kernel(device=_BOTH)
+    def dense(self, ctx, grad, indices, out):
+        xp = ctx.xp
+        out[...] = 0
+        ax = _norm_axis(self.axis, out.ndim)
+        n = out.shape[ax]
+        idx = _take_positions(xp, indices, n, ax, self.mode).ravel()
+        if idx.size == 0:
+            return
+        pre, post = _prod(out.shape[:ax]), _prod(out.shape[ax + 1:])
+        target = out.reshape(pre, n, post).transpose(1, 0, 2)
+        xp.add.at(target, idx, grad.reshape(pre, idx.size, post).transpose(1, 0, 2))
+
+    def gradient(self, out_grads, inputs, outputs):
+        return [T.take(out_grads[0], inputs[1], axis=self.axis, mode=self.mode), None]
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: repeated ids accumulate, along rows and columns."""
+        from . import _samples
+
+        return [([_samples.array((3, 3)), _samples.ints([0, 2, 2])], {"shape": (4, 3)}),
+                ([_samples.array((4, 2)), _samples.ints([1, 1])], {"shape": (4, 3), "axis": 1})]
+
+
+# ---- where -------------------------------------------------------------------------------------------------
+@register("where")
+class Where(Op):
+    """``x`` where ``condition`` is non-zero, else ``y`` (dense). ``condition`` has the shape
+    of ``x``, or is 1-d and picks whole rows (MXNet)."""
+
+    trusted = True  # built-in kernels, tested against NumPy/SciPy references
+
+    arguments = ("condition", "x", "y")
+    backward_needs_inputs = ("condition",)
+    partition = "rows"
+
+    def infer_shape(self, condition, x, y):
+        if tuple(x) != tuple(y):
+            raise ValueError(f"x and y must have one shape, got {tuple(x)} and {tuple(y)}")
+        if tuple(condition) != tuple(x) and not (len(condition) == 1 and x and condition[0] == x[0]):
+            raise ValueError(f"condition of shape {tuple(condition)} must have the shape of x {tuple(x)} "
+                             f"or be 1-d of length x.shape[0]")
+        return [x]
+
+    def infer_type(self, condition, x, y):
+        if x != y:
+            raise TypeError(f"x and y must have one dtype, got {x} and {y}")
+        return [x]
+
+    @kernel(device=_BOTH)
+    def dense(self, ctx, condition, x, y, out):
+        xp = ctx.xp
+        pick = condition != 0
+        if pick.ndim != out.ndim:
+            pick = pick.reshape(pick.shape + (1,) * (out.ndim - 1))
+        xp.copyto(out, y)
+        xp.copyto(out, x, where=pick)
+
+    def gradient(self, out_grads, inputs, outputs):
+        g = out_grads[0]
+        zero = T.zeros_like(g)
+        condition = inputs[0]
+        return [None, T.where(condition, g, zero), T.where(condition, zero, g)]
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: an integer condition of x's shape, and a 1-d one picking rows."""
+        from . import _samples
+
+        x, y = _samples.array((3, 4), seed=1), _samples.array((3, 4), seed=2)
+        cond = _samples.ints([[1, 0, 0, 2], [0, 1, 1, 0], [3, 0, 0, 1]])
+        return [[cond, x, y], [_samples.ints([0, 1, 0]), x, y]]
