@@ -1,7 +1,7 @@
 """The csr primitives, once for the whole project and both devices: row ids, transpose,
 csr @ dense, segment sums, row gathers.
 
-Every function takes the op context ``ctx`` first (None: the cpu, NumPy arrays) and the
+Every function takes the op context ``ctx`` first (or a device; None: the cpu) and the
 csr matrix as its component arrays (``indptr``, ``indices``, ``data``), and writes into
 arrays the caller allocated unless it says it returns new ones. The per-row work is
 ``sparse_ops.sdk.rowkernel`` bodies, so the cpu (numba, serial or ``prange`` by the one
@@ -123,14 +123,13 @@ def nonempty_rows(ctx: Any, indptr: Any) -> tuple[Any, Any]:
 
 # ---- csr @ dense -----------------------------------------------------------------------------------
 @row_kernel(lanes=True)
-def _csr_dense_row(i, lane, lanes, indptr, indices, data, b, mean, out):
+def _csr_dense_row(i, lane, lanes, indptr, indices, data, b, out):
     # Two stored values at a time: each pass over the output row does two multiply-adds
     # (fewer loads and stores of ``out``). On a gpu the lanes stride over the columns.
     n = b.shape[1]
     for c in range(lane, n, lanes):
         out[i, c] = 0
-    start, end = indptr[i], indptr[i + 1]
-    j = start
+    j, end = indptr[i], indptr[i + 1]
     while j + 1 < end:
         c0, v0 = indices[j], data[j]
         c1, v1 = indices[j + 1], data[j + 1]
@@ -141,19 +140,27 @@ def _csr_dense_row(i, lane, lanes, indptr, indices, data, b, mean, out):
         c0, v0 = indices[j], data[j]
         for c in range(lane, n, lanes):
             out[i, c] += v0 * b[c0, c]
-    if mean and end > start:
-        scale = 1.0 / (end - start)
-        for c in range(lane, n, lanes):
+
+
+@row_kernel(lanes=True)
+def _mean_row(i, lane, lanes, indptr, out):
+    # apart from the product, so the product's arithmetic stays in the values' dtype
+    count = indptr[i + 1] - indptr[i]
+    if count > 0:
+        scale = 1.0 / count
+        for c in range(lane, out.shape[1], lanes):
             out[i, c] *= scale
 
 
 def csr_dense(ctx: Any, indptr: Any, indices: Any, data: Any, b: Any, out: Any, mean: bool = False) -> Any:
     """out = A @ b for csr A (m x k) and row-major dense b (k x n), accumulated in out's
-    dtype; with ``mean`` each row is divided by its stored count (empty rows give zeros).
-    ``out`` (m x n) is written whole and returned."""
+    dtype; with ``mean`` each row is then divided by its stored count (empty rows give
+    zeros). ``out`` (m x n) is written whole and returned."""
     rows = out.shape[0]
     if rows and out.shape[1]:
-        _csr_dense_row(ctx, rows, indptr, indices, data, b, bool(mean), out, work=indices.shape[0] * b.shape[1])
+        _csr_dense_row(ctx, rows, indptr, indices, data, b, out, work=indices.shape[0] * b.shape[1])
+        if mean:
+            _mean_row(ctx, rows, indptr, out, work=out.size)
     return out
 
 
@@ -206,5 +213,16 @@ def take_rows(ctx: Any, indptr: Any, indices: Any, data: Any, rows: Any) -> tupl
     return new_ptr, out_indices, out_data
 
 
+def keep_columns(ctx: Any, indptr: Any, indices: Any, data: Any, slot: Any) -> tuple[Any, Any, Any]:
+    """(indptr, indices, data) of a csr keeping only the columns ``c`` with ``slot[c] >= 0``,
+    renumbered ``slot[c]`` (csr @ row_sparse: only the columns at stored rows count)."""
+    xp = _xp(ctx)
+    target = slot[indices]
+    keep = target >= 0
+    kept_before = xp.zeros(indices.shape[0] + 1, dtype=np.int64)
+    xp.cumsum(keep, out=kept_before[1:])
+    return kept_before[indptr].astype(indptr.dtype), target[keep].astype(indices.dtype), data[keep]
+
+
 __all__ = ["PLAIN", "SQUARE", "ABS", "row_ids", "transpose", "transpose_into", "nonempty_rows", "csr_dense",
-           "segment_sum", "take_rows"]
+           "segment_sum", "take_rows", "keep_columns"]

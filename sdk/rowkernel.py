@@ -129,16 +129,18 @@ def cpu_parallel(_n, {params}):
 
 def gpu():
     """The numba.cuda driver (built on first gpu use: importing numba.cuda is slow)."""
-    global cuda  # a module global, as numba's CUDA simulator expects to find it
+    # module globals, not closure cells: numba's CUDA simulator swaps the ``cuda`` global,
+    # and a closure cell would put a per-process object into numba's cache key
+    global cuda, _gpu_body
     from numba import cuda
 
-    body = cuda.jit(device=True)(_kernel.body)
+    _gpu_body = cuda.jit(device=True)(_kernel.body)
 
     @cuda.jit(cache={cache})
     def gpu_rows(_n, {params}):
 {gpu_index}
         if _i < _n:
-            body(_i, {gpu_lane_args}{params})
+            _gpu_body(_i, {gpu_lane_args}{params})
 
     return gpu_rows
 '''
@@ -152,7 +154,8 @@ class RowKernel:
     """A per-row body with its cpu and gpu drivers (see the module docstring).
 
     Call it as ``kernel(ctx, n, *args, work=None)``: runs the body for rows ``0 .. n-1``
-    on the device of op context ``ctx`` (None or a cpu context: the cpu drivers)."""
+    on the device of ``ctx``: an op context (a gpu one launches on its stream), a device,
+    or None (the cpu)."""
 
     def __init__(self, body: Callable[..., Any], lanes: bool = False, cost: int = 1) -> None:
         self.body = body
@@ -245,7 +248,7 @@ class RowKernel:
         launch(ctx, self.gpu_driver(), config, n, *args)
 
     def __call__(self, ctx: Any, n: int, *args: Any, work: int | None = None) -> None:
-        if ctx is not None and ctx.device.device_type == "gpu":
+        if is_gpu(ctx):
             self.run_gpu(ctx, int(n), *args)
         else:
             self.run_cpu(int(n), *args, work=work)
@@ -272,8 +275,9 @@ def row_kernel(body: Callable[..., Any] | None = None, *, lanes: bool = False, c
 
 
 def is_gpu(ctx: Any) -> bool:
-    """Whether op context ``ctx`` runs on a gpu (None: the cpu)."""
-    return ctx is not None and ctx.device.device_type == "gpu"
+    """Whether ``ctx`` (an op context, a device, or None for the cpu) is on a gpu."""
+    device = getattr(ctx, "device", ctx)
+    return device is not None and device.device_type == "gpu"
 
 
 __all__ = ["row_kernel", "RowKernel", "parallel_worth", "is_gpu", "PARALLEL_MIN_WORK", "ROWS_PER_TASK",
