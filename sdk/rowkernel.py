@@ -171,8 +171,13 @@ class RowKernel:
             raise TypeError(f"row kernel {body.__qualname__}: the body takes the row index first"
                             + (", then lane and lanes" if lanes else ""))
         self.params = params[skip:]
-        self._source = inspect.getsource(body)
-        self.sha = hashlib.sha256(self._source.encode()).hexdigest()
+        try:
+            source = inspect.getsource(body).encode()
+            self.cacheable = True
+        except (OSError, TypeError):  # no source file (exec'd code): compiled, never cached on disk
+            source = body.__code__.co_code + repr(body.__code__.co_consts).encode()
+            self.cacheable = False
+        self.sha = hashlib.sha256(source).hexdigest()
         self.key = f"{body.__module__}.{body.__qualname__}:{self.sha[:16]}"
         _BODIES[self.key] = self
         self._module: Any = None
@@ -184,7 +189,7 @@ class RowKernel:
         if self._cpu_body is None:
             from sparse_ops.kernels import jit
 
-            self._cpu_body = jit()(self.body)
+            self._cpu_body = jit(cache=self.cacheable)(self.body)
         return self._cpu_body
 
     def drivers(self) -> Any:
@@ -205,7 +210,7 @@ class RowKernel:
             gpu_lane_args="_lane, 32, " if self.lanes else "")
 
     def _load(self) -> Any:
-        folder = driver_dir()
+        folder = driver_dir() if self.cacheable else None
         text = self._source_text(cache=folder is not None)
         module_name = f"sparse_ops_rowkernel_{self.body.__module__.replace('.', '_')}_{self.__name__}_{self.sha[:16]}"
         if folder is None:  # nowhere to write: compile from the text, without a disk cache

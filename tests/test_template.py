@@ -85,8 +85,8 @@ def test_the_project_is_complete(project):
         assert meta["project"]["entry-points"]["sparse_ops.plugins"] == {NAME: NAME}
     init = (project / NAME / "__init__.py").read_text()
     assert f'SPARSE_OPS_SDK = ">={SDK_VERSION},<0.2"' in init and f'@so.register("{OP}")' in init
-    assert '@so.kernel(device="gpu", stypes=("csr", "default"))' in init
-    assert "@cuda.jit" in (project / NAME / "cuda_kernels.py").read_text()
+    assert '@so.kernel(device=("cpu", "gpu"), stypes=("csr", "default"))' in init
+    assert "@row_kernel" in (project / NAME / "kernels.py").read_text()  # one body for both devices
     assert "opcheck" in (project / "tests" / "test_myops.py").read_text()
     with pytest.raises(Exception, match="already exists"):
         create(NAME, project.parent)
@@ -110,7 +110,7 @@ for (x, scale), params in so.get_op({OP!r}).cls.samples():
         continue
     xg, sg = x.to(so.gpu(0)), scale.to(so.gpu(0))
     plan = so.explain({OP!r}, xg, sg, **params)
-    assert plan["dispatch_mode"] == "fcompute_ex" and plan["kernel"].endswith("csr_gpu"), plan
+    assert plan["dispatch_mode"] == "fcompute_ex" and plan["kernel"].endswith(".csr"), plan
     y = so.ops.{OP}(xg, sg, **params)
     want = params.get("alpha", 1.0) * scale.asnumpy()[:, None] * x.asnumpy()
     np.testing.assert_allclose(y.asnumpy(), want, rtol=1e-6)
