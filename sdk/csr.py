@@ -61,10 +61,11 @@ def _counting_sort_kernel() -> Any:
                 cursor[c + 1] += cursor[c]
             for r in range(indptr.shape[0] - 1):  # rows in order: each output row comes out sorted
                 for p in range(indptr[r], indptr[r + 1]):
-                    q = cursor[indices[p]]
+                    c = indices[p]
+                    q = cursor[c]
                     out_indices[q] = r
                     out_data[q] = data[p]
-                    cursor[indices[p]] = q + 1
+                    cursor[c] = q + 1
             for c in range(n_cols, 0, -1):  # cursor[c] is now where column c + 1 starts
                 cursor[c] = cursor[c - 1]
             cursor[0] = 0

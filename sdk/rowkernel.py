@@ -52,7 +52,6 @@ import importlib.util
 import inspect
 import os
 import sys
-import tempfile
 import threading
 import types
 from typing import Any, Callable
@@ -81,23 +80,11 @@ def driver_dir() -> str | None:
     are written to: ``$NUMBA_CACHE_DIR/sparse_ops-rowkernels`` when numba's cache folder is
     set (the bounds-check mode sets its own), else ``$XDG_CACHE_HOME/sparse_ops/rowkernels``
     (``~/.cache/...``), else one under the temporary folder; None when none is writable."""
+    from sparse_ops import _numba_env
+
     user = os.environ.get("NUMBA_CACHE_DIR")
-    if user:
-        candidates = [os.path.join(user, "sparse_ops-rowkernels")]
-    else:
-        home_cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        candidates = [os.path.join(home_cache, "sparse_ops", "rowkernels")]
-    uid = os.getuid() if hasattr(os, "getuid") else "user"
-    candidates.append(os.path.join(tempfile.gettempdir(), f"sparse_ops-rowkernels-{uid}"))
-    for folder in candidates:
-        try:
-            os.makedirs(folder, exist_ok=True)
-            with tempfile.TemporaryFile(dir=folder):
-                pass
-        except OSError:
-            continue
-        return folder
-    return None
+    candidates = [os.path.join(user, "sparse_ops-rowkernels") if user else _numba_env.user_cache_dir("rowkernels")]
+    return _numba_env.first_writable(candidates, "sparse_ops-rowkernels")
 
 
 # Bodies by key, for the generated driver modules to find theirs (they import this module).
@@ -157,10 +144,11 @@ class RowKernel:
     on the device of ``ctx``: an op context (a gpu one launches on its stream), a device,
     or None (the cpu)."""
 
-    def __init__(self, body: Callable[..., Any], lanes: bool = False, cost: int = 1) -> None:
+    def __init__(self, body: Callable[..., Any], lanes: bool = False, cost: int = 1, parallel: bool = True) -> None:
         self.body = body
         self.lanes = lanes
         self.cost = cost
+        self.parallel = parallel
         self.__name__ = body.__name__
         self.__qualname__ = body.__qualname__
         self.__module__ = body.__module__
@@ -189,7 +177,15 @@ class RowKernel:
         if self._cpu_body is None:
             from sparse_ops.kernels import jit
 
-            self._cpu_body = jit(cache=self.cacheable)(self.body)
+            import numba
+
+            from sparse_ops import _numba_env
+            from sparse_ops.settings import BOUNDSCHECK
+
+            # inlined into the drivers (numba IR inlining): the drivers' constant lane
+            # arguments (0, 1) then make the lane loops plain loops LLVM vectorises
+            self._cpu_body = numba.njit(inline="always", nogil=True, cache=self.cacheable and _numba_env.CACHE_OK,
+                                        boundscheck=BOUNDSCHECK or None)(self.body)
         return self._cpu_body
 
     def drivers(self) -> Any:
@@ -238,7 +234,7 @@ class RowKernel:
     def run_cpu(self, n: int, *args: Any, work: int | None = None) -> None:
         """Run the body for rows ``0 .. n-1`` on the cpu: parallel when the work pays."""
         drivers = self.drivers()
-        if parallel_worth(self.cost * (n if work is None else work)):
+        if self.parallel and parallel_worth(self.cost * (n if work is None else work)):
             drivers.cpu_parallel(n, *args)
         else:
             drivers.cpu_serial(0, n, *args)
@@ -270,13 +266,17 @@ def _same_text(path: str, text: str) -> bool:
         return False
 
 
-def row_kernel(body: Callable[..., Any] | None = None, *, lanes: bool = False, cost: int = 1) -> Any:
+def row_kernel(body: Callable[..., Any] | None = None, *, lanes: bool = False, cost: int = 1,
+               parallel: bool = True) -> Any:
     """Decorator: the per-row ``body`` as a ``RowKernel`` running on cpu and gpu (see the
     module docstring). ``lanes=True``: the warp-per-row form, body ``(r, lane, lanes, ...)``.
-    ``cost``: work units per unit of ``work=`` (for the parallel-size policy)."""
-    if body is None:
-        return lambda f: RowKernel(f, lanes=lanes, cost=cost)
-    return RowKernel(body, lanes=lanes, cost=cost)
+    ``cost``: work units per unit of ``work=`` (for the parallel-size policy).
+    ``parallel=False``: the cpu always runs the serial form, for light memory-bound passes
+    that more cpu threads do not speed up (gathers, one-off structure passes)."""
+    def build(f: Callable[..., Any]) -> RowKernel:
+        return RowKernel(f, lanes=lanes, cost=cost, parallel=parallel)
+
+    return build if body is None else build(body)
 
 
 def is_gpu(ctx: Any) -> bool:

@@ -9,7 +9,9 @@ row's stored values) from that one source. The public functions are what the ope
 call, the same on both devices: ``fn(ctx, ...)``.
 
 The csr structure work (transpose, csr @ dense, dropping empty rows) is the SDK's own
-(``sparse_ops.sdk.csr``). Both cpu forms add up each row in the same order, so they give
+(``sparse_ops.sdk.csr``). Light memory-bound passes (gathers, the softmax gradient, the
+graph normalisation run once per graph, the row_sparse transpose) are serial on the cpu
+(``parallel=False``): measured on 2 threads, more threads did not pay. Both cpu forms add up each row in the same order, so they give
 bit-identical results. Scalar accumulators are float64 whatever the value dtype; rows of
 a product accumulate in the output's dtype, as SciPy's do.
 """
@@ -32,7 +34,7 @@ def transpose(ctx, n_cols, indptr, indices, data, out_indptr, out_indices, out_d
 nonempty_rows = csr.nonempty_rows
 
 
-@row_kernel(lanes=True)
+@row_kernel(lanes=True, parallel=False)
 def _gather_dense(r, lane, lanes, indptr, indices, dense, out):
     for p in range(indptr[r] + lane, indptr[r + 1], lanes):
         out[p] = dense[r, indices[p]]
@@ -43,7 +45,7 @@ def gather_dense(ctx, indptr, indices, dense, out) -> None:
     _gather_dense(ctx, indptr.shape[0] - 1, indptr, indices, dense, out, work=indices.shape[0])
 
 
-@row_kernel(lanes=True)
+@row_kernel(lanes=True, parallel=False)
 def _gather_csr(r, lane, lanes, indptr, indices, s_indptr, s_indices, s_data, out):
     lo0 = s_indptr[r]
     hi0 = s_indptr[r + 1]
@@ -116,7 +118,7 @@ def row_softmax(ctx, indptr, data, out) -> None:
     _row_softmax(ctx, indptr.shape[0] - 1, indptr, data, out, work=data.shape[0])
 
 
-@row_kernel
+@row_kernel(parallel=False)
 def _row_softmax_backward(r, indptr, y, g, out):
     start = indptr[r]
     end = indptr[r + 1]
@@ -181,7 +183,7 @@ def fm_backward_rows(ctx, t_indptr, t_indices, t_data, rows, v, g, s, out) -> No
 
 
 # ---- graph normalization -----------------------------------------------------------------------
-@row_kernel
+@row_kernel(parallel=False)
 def _gcn_count(r, indptr, indices, data, self_loops, counts, degree):
     start = indptr[r]
     end = indptr[r + 1]
@@ -205,7 +207,7 @@ def gcn_count(ctx, indptr, indices, data, self_loops: bool, counts, degree) -> N
     _gcn_count(ctx, indptr.shape[0] - 1, indptr, indices, data, self_loops, counts, degree, work=indices.shape[0])
 
 
-@row_kernel
+@row_kernel(parallel=False)
 def _gcn_fill(r, indptr, indices, data, self_loops, dinv, out_indptr, out_indices, out_data):
     q = out_indptr[r]
     pending = self_loops  # the diagonal is still to be added
@@ -272,14 +274,14 @@ def adam_rows(ctx, weight, rows, grad, mean, var, lr, beta1, beta2, epsilon, wd,
 
 
 # ---- row_sparse transpose ------------------------------------------------------------------------
-@row_kernel(lanes=True)
+@row_kernel(lanes=True, parallel=False)
 def _mark_nonzero_columns(r, lane, lanes, data, flags):
     for c in range(lane, data.shape[1], lanes):
         if data[r, c] != 0:
             flags[c] = 1  # every writer writes the same value
 
 
-@row_kernel(lanes=True)
+@row_kernel(lanes=True, parallel=False)
 def _rsp_transpose_fill(q, lane, lanes, indices, data, keep, out):
     c = keep[q]
     for r in range(lane, indices.shape[0], lanes):
