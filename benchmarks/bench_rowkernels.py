@@ -78,6 +78,11 @@ def cases(old: dict[str, Any], quick: bool) -> dict[str, tuple[Callable[[], Any]
 
     cb = old["cookbook"]
     scale = 10 if quick else 1
+
+    class _Host:  # what the drivers read off an op context on the cpu
+        xp = np
+        device = type("D", (), {"device_type": "cpu"})()
+
     rng = np.random.default_rng(0)
     out: dict[str, tuple[Callable[[], Any], Callable[[], Any]]] = {}
 
@@ -155,7 +160,7 @@ def cases(old: dict[str, Any], quick: bool) -> dict[str, tuple[Callable[[], Any]
                                             lambda: new.row_softmax_backward(None, ip, dt, grad, vals))
     fm = np.empty(n, dtype=np.float32)
     out["cookbook fm forward"] = (lambda: cb.fm_forward(None, ip, ix, dt, v, fm),
-                                  lambda: new.fm_forward(None, ip, ix, dt, v, fm))
+                                  lambda: new.fm_forward(_Host, ip, ix, dt, v, fm))
     tp, tx, tv = (np.empty(d + 1, dtype=ip.dtype), np.empty(m.nnz, dtype=ix.dtype), np.empty(m.nnz, dtype=dt.dtype))
     cb.transpose(None, d, ip, ix, dt, tp, tx, tv)
     out["cookbook transpose"] = (lambda: cb.transpose(None, d, ip, ix, dt, tp, tx, tv),
@@ -200,10 +205,6 @@ def cases(old: dict[str, Any], quick: bool) -> dict[str, tuple[Callable[[], Any]
     out["cookbook adam rows"] = (
         lambda: cb.adam_rows(None, w, upd, gr, mean, var, 1e-9, 0.9, 0.999, 1e-8, 0.0, 0.1, 0.001),
         lambda: new.adam_rows(None, w, upd, gr, mean, var, 1e-9, 0.9, 0.999, 1e-8, 0.0, 0.1, 0.001))
-
-    class _Host:  # what the drivers read off an op context on the cpu
-        xp = np
-        device = type("D", (), {"device_type": "cpu"})()
 
     stored_idx = np.sort(rng.choice(20_000, 2_000 // scale, replace=False)).astype(np.int64)
     stored = rng.standard_normal((stored_idx.shape[0], 512)).astype(np.float32)

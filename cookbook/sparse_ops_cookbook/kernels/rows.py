@@ -136,26 +136,31 @@ def row_softmax_backward(ctx, indptr, y, g, out) -> None:
 
 # ---- factorization machine ---------------------------------------------------------------------
 @row_kernel
-def _fm_forward(i, indptr, indices, data, v, out):
-    # factor by factor: no scratch vector (a gpu thread cannot allocate one); the row's
-    # rows of v stay in cache across the factors
+def _fm_forward(i, indptr, indices, data, v, scratch, out):
+    # scratch[i] holds row i's sums (s) and sums of squares (q) per factor, in the value
+    # dtype: the factor loops stay vectorised (float32 as float32), and each row owns
+    # its scratch (a gpu thread cannot allocate one)
+    k = v.shape[1]
+    for f in range(k):
+        scratch[i, 0, f] = 0
+        scratch[i, 1, f] = 0
+    for p in range(indptr[i], indptr[i + 1]):
+        x = data[p]
+        j = indices[p]
+        for f in range(k):
+            t = x * v[j, f]
+            scratch[i, 0, f] += t
+            scratch[i, 1, f] += t * t
     acc = 0.0
-    start = indptr[i]
-    end = indptr[i + 1]
-    for f in range(v.shape[1]):
-        s = 0.0
-        q = 0.0
-        for p in range(start, end):
-            t = data[p] * v[indices[p], f]
-            s += t
-            q += t * t
-        acc += s * s - q
+    for f in range(k):
+        acc += scratch[i, 0, f] * scratch[i, 0, f] - scratch[i, 1, f]
     out[i] = 0.5 * acc
 
 
 def fm_forward(ctx, indptr, indices, data, v, out) -> None:
     """out[i] = 0.5 * sum_f ((sum_j x_ij v_jf)^2 - sum_j x_ij^2 v_jf^2), one pass over X."""
-    _fm_forward(ctx, out.shape[0], indptr, indices, data, v, out, work=indices.shape[0] * v.shape[1])
+    scratch = ctx.xp.empty((out.shape[0], 2, v.shape[1]), dtype=v.dtype)
+    _fm_forward(ctx, out.shape[0], indptr, indices, data, v, scratch, out, work=indices.shape[0] * v.shape[1])
 
 
 @row_kernel(lanes=True)
@@ -282,8 +287,13 @@ def _mark_nonzero_columns(r, lane, lanes, data, flags):
 
 
 @row_kernel(lanes=True, parallel=False)
-def _rsp_transpose_fill(q, lane, lanes, indices, data, keep, out):
+def _rsp_transpose_fill(q, lane, lanes, indices, data, keep, zero_first, out):
+    # zero_first: the cpu clears the row it then scatters into (in cache); gpu lanes
+    # would race doing that, so there ``out`` arrives zeroed
     c = keep[q]
+    if zero_first:
+        for f in range(out.shape[1]):
+            out[q, f] = 0
     for r in range(lane, indices.shape[0], lanes):
         out[q, indices[r]] = data[r, c]
 
@@ -296,6 +306,8 @@ def rsp_transpose(ctx, n_rows: int, indices, data):
     flags = xp.zeros(data.shape[1], dtype=xp.uint8)
     _mark_nonzero_columns(ctx, data.shape[0], data, flags, work=data.size)
     keep = xp.flatnonzero(flags).astype(indices.dtype)
-    out = xp.zeros((keep.shape[0], n_rows), dtype=data.dtype)
-    _rsp_transpose_fill(ctx, keep.shape[0], indices, data, keep, out, work=keep.shape[0] * indices.shape[0])
+    on_gpu = ctx.device.device_type == "gpu"
+    out = (xp.zeros if on_gpu else xp.empty)((keep.shape[0], n_rows), dtype=data.dtype)
+    _rsp_transpose_fill(ctx, keep.shape[0], indices, data, keep, not on_gpu, out,
+                        work=keep.shape[0] * indices.shape[0])
     return out, keep
