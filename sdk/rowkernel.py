@@ -35,6 +35,10 @@ NumPy array functions (the CUDA target has none). It writes into arrays the call
 allocated; rows must not write each other's outputs (the parallel and gpu drivers run
 rows in any order).
 
+The cpu drivers paste the body's statements into their row loop (so a short row pays no
+call and no reference counting of the array arguments); a body that ``return``s early is
+called instead, inlined by numba, which costs up to ~25% on rows of a few values.
+
 Compilation and caching: nothing compiles at import, and this module imports no numba
 until a kernel first runs. Each driver is generated as Python source into a cache folder
 (``driver_dir()``), named by the body's module, name and a hash of its source, and loaded
