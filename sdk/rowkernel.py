@@ -242,7 +242,7 @@ class RowKernel:
         folder = driver_dir() if self.cacheable else None
         text = self._source_text(cache=folder is not None)
         text_sha = hashlib.sha256(text.encode()).hexdigest()[:16]  # the body and this SDK's template
-        module_name = f"sparse_ops_rowkernel_{self.body.__module__.replace('.', '_')}_{self.__name__}_{text_sha}"
+        module_name = f"sparse_ops_rowkernel_{str(self.body.__module__).replace('.', '_')}_{self.__name__}_{text_sha}"
         if folder is None:  # nowhere to write: compile from the text, without a disk cache
             namespace: dict[str, Any] = {"__name__": module_name}
             exec(compile(text, f"<{module_name}>", "exec"), namespace)
