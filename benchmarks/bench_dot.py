@@ -16,7 +16,7 @@ Cases (``--quick`` divides the csr row counts by 10):
   (``transpose_a=True``), row_sparse result. SciPy: ``m.T @ g`` (dense result).
 * ``csr @ dense, small``: 1,000 x 1,000 csr, 10 nnz per row, times 1,000 x 8: here the
   fixed per-call cost shows (this size runs the serial kernel: below
-  ``sparse_ops.ops.linalg.PARALLEL_MIN_WORK`` multiply-adds a parallel region costs more).
+  ``sparse_ops.sdk.rowkernel.PARALLEL_MIN_WORK`` multiply-adds a parallel region costs more).
 
 Run ``python -m benchmarks.bench_dot [--quick]``; writes ``benchmarks/results/dot.md``
 (``dot-quick.md`` with ``--quick``).
@@ -115,18 +115,13 @@ def _size(m: sp.csr_matrix, dense: np.ndarray, transpose: bool) -> str:
 
 
 def bench_csr_dense(m: sp.csr_matrix, b: np.ndarray, case: str, calls: int = 1) -> Result:
-    from sparse_ops.kernels.linalg import csr_dense, csr_dense_rows
-    from sparse_ops.ops.linalg import _parallel
+    from sparse_ops.sdk.csr import csr_dense
 
     x, y = so.csr_matrix(m), so.array(b)
-    parallel = _parallel(m.nnz * b.shape[1])  # as so.dot decides
 
     def raw():
         out = np.empty((m.shape[0], b.shape[1]), dtype=b.dtype)
-        if parallel:
-            csr_dense(m.indptr, m.indices, m.data, b, out)
-        else:
-            csr_dense_rows(m.indptr, m.indices, m.data, b, out, 0, m.shape[0])
+        csr_dense(None, m.indptr, m.indices, m.data, b, out)  # serial or parallel as so.dot decides
         return out
 
     t = interleaved({"ours": lambda: so.dot(x, y), "raw": raw, "ref": lambda: m @ b}, calls=calls)

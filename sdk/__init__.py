@@ -4,6 +4,11 @@
   (re-exported from the runtime: there is one registration API), and ``jit``, numba's
   ``njit`` with the project's settings (on-disk cache, nogil, a thread-safe threading
   layer, bounds checking under ``SPARSE_OPS_BOUNDSCHECK=1``);
+- ``sparse_ops.sdk.rowkernel``: ``row_kernel``, one per-row numba body from which the SDK
+  builds the cpu (serial / ``prange``) and gpu (thread or warp per row) drivers, and the
+  project's one parallel-size policy ``parallel_worth``;
+- ``sparse_ops.sdk.csr``: the csr primitives on both devices (row ids, transpose,
+  csr @ dense, segment sums, row gathers), written with ``row_kernel``;
 - ``sparse_ops.sdk.testing``: ``opcheck``, ``check_gradient``, ``check_numeric_gradient``;
 - ``sparse_ops.sdk.launch``: grid helpers for numba.cuda kernels;
 - ``sparse_ops.sdk.scaffold`` and ``template/``: ``sparse-ops new-plugin``;

@@ -30,7 +30,6 @@ FILES = {
     "README.md.tmpl": "README.md",
     "plugin/__init__.py.tmpl": "src/{name}/__init__.py",
     "plugin/kernels.py.tmpl": "src/{name}/kernels.py",
-    "plugin/cuda_kernels.py.tmpl": "src/{name}/cuda_kernels.py",
     "tests/test_plugin.py.tmpl": "tests/test_{name}.py",
 }
 

@@ -52,11 +52,21 @@ def boundscheck_cache_dir() -> str | None:
     elif user:
         candidates = [os.path.join(user, SUBFOLDER)]
     else:
-        home_cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        candidates = [os.path.join(home_cache, "sparse_ops", "numba-boundscheck")]
+        candidates = [user_cache_dir("numba-boundscheck")]
+    return first_writable(candidates, SUBFOLDER)
+
+
+def user_cache_dir(name: str) -> str:
+    """``$XDG_CACHE_HOME/sparse_ops/<name>`` (``~/.cache/sparse_ops/<name>`` by default)."""
+    home_cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(home_cache, "sparse_ops", name)
+
+
+def first_writable(candidates: list[str], temp_name: str) -> str | None:
+    """The first writable (created if need be) of ``candidates``, else ``<temp>/<temp_name>-<uid>``
+    in the temporary folder; None when none is."""
     uid = os.getuid() if hasattr(os, "getuid") else "user"
-    candidates.append(os.path.join(tempfile.gettempdir(), f"{SUBFOLDER}-{uid}"))
-    for folder in candidates:
+    for folder in [*candidates, os.path.join(tempfile.gettempdir(), f"{temp_name}-{uid}")]:
         if _writable(folder):
             return folder
     return None

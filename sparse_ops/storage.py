@@ -158,11 +158,10 @@ def _indptr_from_counts(counts: Any, xp: Any) -> Any:
 
 
 def _csr_row_ids(x: CSRNDArray, xp: Any) -> Any:
-    """The row of each stored value."""
-    if xp is np:
-        return np.repeat(np.arange(x.shape[0], dtype=x._indptr.dtype), np.diff(x._indptr))
-    positions = xp.arange(x._indices.shape[0], dtype=x._indptr.dtype)
-    return xp.searchsorted(x._indptr, positions, side="right") - 1
+    """The row of each stored value (``sparse_ops.sdk.csr.row_ids`` on x's device)."""
+    from .sdk.csr import row_ids
+
+    return row_ids(x.device, x._indptr)
 
 
 _CASTS = {

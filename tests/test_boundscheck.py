@@ -18,6 +18,7 @@ import pytest
 KERNELS = '''
 import numba
 from sparse_ops.kernels import jit
+from sparse_ops.sdk.rowkernel import row_kernel
 
 
 @jit()
@@ -28,6 +29,11 @@ def ours(a, i):
 @numba.njit(cache=True)
 def plain(a, i):  # a plugin's own numba kernel, not using our jit
     return a[i]
+
+
+@row_kernel
+def rows(r, a, out):  # the SDK's one-body form: its generated cpu driver
+    out[r] = a[r + 10]
 '''
 
 RUN = '''
@@ -47,6 +53,13 @@ for name in ("ours", "plain"):
     except IndexError as exc:
         out[name] = "IndexError: " + str(exc)
     out[name + "_cache_hits"] = sum(fn.stats.cache_hits.values())
+result = np.zeros(1)
+try:
+    oob_kernels.rows(None, 1, a, result)
+    out["rows"] = float(result[0])
+except IndexError as exc:
+    out["rows"] = "IndexError: " + str(exc)
+out["rows_cache_hits"] = sum(oob_kernels.rows.drivers().cpu_serial.stats.cache_hits.values())
 out["numba_cache_dir"] = __import__("numba").config.CACHE_DIR
 print(json.dumps(out))
 '''
@@ -74,11 +87,11 @@ def kernels(tmp_path: Path) -> Path:
 
 def test_boundscheck_mode_raises_and_keeps_its_own_cache(kernels: Path):
     normal = _run(kernels, boundscheck=False)
-    assert normal["ours"] == 10.0 and normal["plain"] == 10.0  # unchecked: read big[10]
+    assert normal["ours"] == normal["plain"] == normal["rows"] == 10.0  # unchecked: read big[10]
     assert normal["numba_cache_dir"] == ""  # numba's default: __pycache__ beside the source
 
     checked = _run(kernels, boundscheck=True)  # the unchecked code is cached: must not be loaded
-    for name in ("ours", "plain"):
+    for name in ("ours", "plain", "rows"):
         assert checked[name].startswith("IndexError"), checked
         assert checked[name + "_cache_hits"] == 0
     folder = kernels / "xdg" / "sparse_ops" / "numba-boundscheck"
@@ -86,11 +99,11 @@ def test_boundscheck_mode_raises_and_keeps_its_own_cache(kernels: Path):
     assert any(folder.rglob("*.nbi")), "the checked kernels are cached in their own folder"
 
     again = _run(kernels, boundscheck=True)  # ... and loaded from there by the next checked run
-    for name in ("ours", "plain"):
+    for name in ("ours", "plain", "rows"):
         assert again[name].startswith("IndexError") and again[name + "_cache_hits"] == 1
 
     after = _run(kernels, boundscheck=False)  # a normal run still gets the fast unchecked code
-    for name in ("ours", "plain"):
+    for name in ("ours", "plain", "rows"):
         assert after[name] == 10.0 and after[name + "_cache_hits"] == 1
 
 

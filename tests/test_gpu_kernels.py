@@ -90,7 +90,8 @@ def test_gpu_kernel_is_chosen(case):
     plan = so.explain(op, *inputs, **params)
     assert plan["device"] == "gpu(0)"
     assert plan["dispatch_mode"] == "fcompute_ex", plan
-    assert plan["kernel"].endswith("_gpu"), plan
+    # a storage-aware kernel registered for the gpu (the csr merges serve both devices)
+    assert plan["kernel"].endswith(("_gpu", ".csr_csr")), plan
 
 
 # ---- elemwise on (csr, csr) ----------------------------------------------------------------------
@@ -244,18 +245,20 @@ def test_csr_transpose_matches_scipy(index_dtype, shape, density):
 
 
 def test_launch_helpers_cover_the_work():
-    from sparse_ops.cuda import kernels as gk
-    from sparse_ops.sdk.launch import grid_for
+    from sparse_ops.sdk.launch import grid_for, rows_grid, warp_per_row
 
-    assert [gk._lanes(n) for n in (0, 1, 2, 3, 5, 32, 33, 1000)] == [1, 1, 2, 4, 8, 32, 32, 32]
-    for rows, cols in [(1, 1), (6, 3), (100, 40), (7, 1)]:
-        blocks, threads = grid_for(rows * gk._lanes(cols), gk.BLOCK)
-        assert blocks * threads >= rows * gk._lanes(cols)
+    for n in (1, 6, 100, 300, 7):
+        blocks, threads = grid_for(n)
+        assert blocks * threads >= n and threads % 32 == 0
+        assert rows_grid(n) == grid_for(n)
+        blocks, threads = warp_per_row(n)
+        assert blocks * (threads // 32) >= n
 
 
 # The simulator runs kernels as Python: it never types or compiles them. Compiling them to
 # PTX (libNVVM only, no GPU) catches what only a GPU build would refuse, and shows that
-# float32 products accumulate in float32.
+# float32 products accumulate in float32. The kernels are the bodies of the built-ins'
+# one-body row kernels (``sparse_ops.sdk.rowkernel``), compiled for the CUDA target.
 PTX_CHECK = r"""
 import itertools, re, sys
 from numba import cuda, types as T
@@ -265,23 +268,26 @@ try:
 except Exception as exc:
     print("no libNVVM:", exc)
     sys.exit(3)
-import sparse_ops.cuda.kernels as K
+import sparse_ops.kernels.elemwise as E
+from sparse_ops.sdk import csr as C
 combos = [*itertools.product((T.int32, T.int64), (T.float32, T.float64)), (T.int32, T.int32)]
 for idx, vt in combos:
-    i, v1, v2, slots = idx[::1], vt[::1], vt[:, ::1], T.int64[::1]
+    i, v1, v2 = idx[::1], vt[::1], vt[:, ::1]
     sigs = {
-        "merge_count": (i, i, i, i, T.int64, T.int64[::1]),
-        "merge_fill": (i, i, v1, i, i, v1, T.int64, i, i, v1),
-        "count_columns": (i, T.int64[::1]),
-        "expand_rows": (i, i),
-        "gather_rows": (i, i, v1, i, i, i, v1),
-        "csr_dense": (i, i, v1, v2, T.int64, vt, v2),
-        "csr_dense_slots": (i, i, v1, slots, v2, T.int64, vt, v2),
+        E.csr_merge_count: (i, i, i, i, T.int64, T.int64[::1]),
+        E.csr_merge_fill: (i, i, v1, i, i, v1, T.int64, i, i, v1),
+        C._row_ids_row: (i, i),
+        C._gather_rows_row: (i, i, v1, i, i, i, v1),
+        C._csr_dense_row: (i, i, v1, v2, v2),
+        C._segment_sum_row: (i, v1, T.int64, T.float64[::1]),
     }
-    for name, sig in sigs.items():
-        ptx, _ = cuda.compile_ptx(getattr(K, name).py_func, sig, cc=(7, 5))
-        if vt == T.float32 and name.startswith("csr_dense"):
-            assert not re.search(r"\b(?:add|sub|mul|fma)(?:\.rn)?\.f64\b", ptx), (name, "float64 arithmetic")
+    for kernel, sig in sigs.items():
+        # the body as a kernel of its own, its row (lane, lanes) as arguments: typing the SDK's
+        # driver, which calls the body as a device function, needs a CUDA driver
+        index = (T.int64,) * (3 if kernel.lanes else 1)
+        ptx, _ = cuda.compile_ptx(kernel.body, (*index, *sig), cc=(7, 5))
+        if vt == T.float32 and kernel is C._csr_dense_row:
+            assert not re.search(r"\b(?:add|sub|mul|fma)(?:\.rn)?\.f64\b", ptx), (kernel, "float64 arithmetic")
 print("ok")
 """
 

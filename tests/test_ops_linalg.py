@@ -246,7 +246,7 @@ def test_dot_parallel_kernels_against_scipy(dtype, index_dtype, used_columns):
     columns below one half, picks the stored ones of a full product above)."""
     import scipy.sparse as sp
 
-    from sparse_ops.ops.linalg import PARALLEL_MIN_WORK
+    from sparse_ops.sdk.rowkernel import PARALLEL_MIN_WORK
 
     rng = np.random.default_rng(0)
     m = sp.random(3000, 700, density=0.01 / used_columns, format="csr", dtype=dtype, random_state=1)

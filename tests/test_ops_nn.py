@@ -287,10 +287,10 @@ def test_through_the_tape(rng):
 def row_kernels(request, monkeypatch):
     """The form of the row kernels under test: small inputs run the serial one; "parallel"
     lowers the size threshold so even these run the parallel driver."""
-    from sparse_ops.ops import _util
+    from sparse_ops.sdk import rowkernel
 
     if request.param == "parallel":
-        monkeypatch.setattr(_util, "ROW_PARALLEL_MIN_VALUES", 0)
+        monkeypatch.setattr(rowkernel, "PARALLEL_MIN_WORK", 0)
     return request.param
 
 

@@ -72,8 +72,8 @@ def test_names_and_ranges():
 
 def test_the_project_is_complete(project):
     files = sorted(str(p.relative_to(project)) for p in project.rglob("*") if p.is_file())
-    assert files == ["README.md", "pyproject.toml", "src/myops/__init__.py", "src/myops/cuda_kernels.py",
-                     "src/myops/kernels.py", "tests/test_myops.py"]
+    assert files == ["README.md", "pyproject.toml", "src/myops/__init__.py", "src/myops/kernels.py",
+                     "tests/test_myops.py"]
     for f in project.rglob("*"):
         if f.is_file():
             text = f.read_text()
@@ -88,8 +88,8 @@ def test_the_project_is_complete(project):
         assert meta["tool"]["setuptools"]["package-dir"] == {"": "src"}  # see test_the_printed_next_step...
     init = (project / "src" / NAME / "__init__.py").read_text()
     assert f'SPARSE_OPS_SDK = ">={SDK_VERSION},<0.2"' in init and f'@so.register("{OP}")' in init
-    assert '@so.kernel(device="gpu", stypes=("csr", "default"))' in init
-    assert "@cuda.jit" in (project / "src" / NAME / "cuda_kernels.py").read_text()
+    assert '@so.kernel(device=("cpu", "gpu"), stypes=("csr", "default"))' in init
+    assert "@row_kernel" in (project / "src" / NAME / "kernels.py").read_text()  # one body for both devices
     assert "opcheck" in (project / "tests" / "test_myops.py").read_text()
     with pytest.raises(Exception, match="already exists"):
         create(NAME, project.parent)
@@ -113,7 +113,7 @@ for (x, scale), params in so.get_op({OP!r}).cls.samples():
         continue
     xg, sg = x.to(so.gpu(0)), scale.to(so.gpu(0))
     plan = so.explain({OP!r}, xg, sg, **params)
-    assert plan["dispatch_mode"] == "fcompute_ex" and plan["kernel"].endswith("csr_gpu"), plan
+    assert plan["dispatch_mode"] == "fcompute_ex" and plan["kernel"].endswith(".csr"), plan
     y = so.ops.{OP}(xg, sg, **params)
     want = params.get("alpha", 1.0) * scale.asnumpy()[:, None] * x.asnumpy()
     np.testing.assert_allclose(y.asnumpy(), want, rtol=1e-6)

@@ -14,17 +14,13 @@ FLOATS = (np.dtype("float32"), np.dtype("float64"))
 
 
 def backend(ctx: so.OpContext) -> ModuleType:
-    """The kernels module for the op context's device: ``kernels.cpu`` (numba) or
-    ``kernels.gpu`` (numba.cuda). Both expose the same functions, so a kernel method is
-    written once and registered for both devices. Imported here, lazily, so that
-    ``import sparse_ops_cookbook`` imports no numba."""
-    if ctx.device.device_type == "gpu":
-        from .kernels import gpu
+    """The recipes' kernels module (``kernels.rows``): one body per kernel, which the SDK
+    runs with numba on the cpu and numba.cuda on a gpu, so a kernel method is written
+    once and registered for both devices. Imported here, lazily, so that
+    ``import sparse_ops_cookbook`` compiles nothing."""
+    from .kernels import rows
 
-        return gpu
-    from .kernels import cpu
-
-    return cpu
+    return rows
 
 
 def check_floats(**dtypes: np.dtype) -> np.dtype:

@@ -51,20 +51,20 @@ def normal(*shape: int, seed: int = 0, dtype="float64") -> so.NDArray:
 def serial_and_parallel(monkeypatch: pytest.MonkeyPatch, run) -> tuple[list, list]:
     """The outputs of ``run()`` (a list of containers) as NumPy arrays, with the cookbook's
     cpu kernels forced to their serial form, then to their parallel form
-    (``kernels.cpu.PARALLEL_MIN_WORK`` set huge, then 0). Skips when numba has one thread,
+    (the SDK's one threshold ``sparse_ops.sdk.rowkernel.PARALLEL_MIN_WORK`` set huge, then 0). Skips when numba has one thread,
     where the parallel form never runs.
 
     The first run's containers stay alive until the second run ends, so the allocator
     cannot hand the second run a buffer that already holds the right answers in places its
     kernel failed to write."""
     import numba
-    from sparse_ops_cookbook.kernels import cpu
+    from sparse_ops.sdk import rowkernel
 
     if numba.get_num_threads() < 2:
         pytest.skip("one numba thread: the cpu kernels never run their parallel form")
     kept = []
     for threshold in (1 << 62, 0):
-        monkeypatch.setattr(cpu, "PARALLEL_MIN_WORK", threshold)
+        monkeypatch.setattr(rowkernel, "PARALLEL_MIN_WORK", threshold)
         kept.append(run())
     serial, parallel = ([x.asnumpy() for x in outputs] for outputs in kept)
     return serial, parallel

@@ -115,14 +115,14 @@ def test_products_serial_and_parallel_forms_agree_exactly(monkeypatch, dtype):
 def test_parallel_form_needs_the_work_and_threads(monkeypatch):
     import numba
 
-    from sparse_ops_cookbook.kernels import cpu
+    from sparse_ops.sdk import rowkernel
 
-    monkeypatch.setattr(cpu, "PARALLEL_MIN_WORK", 1000)
-    assert not cpu._parallel(999)
-    assert cpu._parallel(1000) == (numba.get_num_threads() > 1)
+    monkeypatch.setattr(rowkernel, "PARALLEL_MIN_WORK", 1000)
+    assert not rowkernel.parallel_worth(999)
+    assert rowkernel.parallel_worth(1000) == (numba.get_num_threads() > 1)
     threads = numba.get_num_threads()
     numba.set_num_threads(1)
     try:
-        assert not cpu._parallel(10 ** 9)
+        assert not rowkernel.parallel_worth(10 ** 9)
     finally:
         numba.set_num_threads(threads)

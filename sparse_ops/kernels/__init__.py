@@ -42,6 +42,7 @@ if "NUMBA_THREADING_LAYER" not in os.environ:
         numba.config.THREADING_LAYER = _layer
 
 
-def jit(parallel: bool = False) -> Callable[[Callable[..., Any]], Any]:
-    """numba.njit with the project's settings (see the module docstring)."""
-    return numba.njit(parallel=parallel, cache=_numba_env.CACHE_OK, nogil=True, boundscheck=BOUNDSCHECK or None)
+def jit(parallel: bool = False, cache: bool = True) -> Callable[[Callable[..., Any]], Any]:
+    """numba.njit with the project's settings (see the module docstring); ``cache=False``
+    for functions numba cannot cache (no source file)."""
+    return numba.njit(parallel=parallel, cache=cache and _numba_env.CACHE_OK, nogil=True, boundscheck=BOUNDSCHECK or None)

@@ -1,4 +1,5 @@
-"""numba CPU kernels of ``dot``: products of a csr matrix with a dense one, in each orientation.
+"""numba CPU kernels of ``dot``: products of a csr matrix with a dense one, in the orientations
+that have no gpu form (csr @ dense itself is ``sparse_ops.sdk.csr.csr_dense``, for both devices).
 
 Each product has a serial kernel over a range (of rows, or of output columns) and a
 parallel driver that splits the whole range among the threads. Small products call the
@@ -12,38 +13,6 @@ from numba import prange
 from . import jit
 
 ROWS_PER_TASK = 64
-
-
-@jit()
-def csr_dense_rows(indptr, indices, data, b, out, start, stop):
-    """out[start:stop] = A[start:stop] @ b for csr A (m x k), row-major dense b (k x n).
-
-    Two stored values at a time, so each pass over the output row does two
-    multiply-adds (fewer loads and stores of ``out``).
-    """
-    n = b.shape[1]
-    for i in range(start, stop):
-        for c in range(n):
-            out[i, c] = 0
-        j, end = indptr[i], indptr[i + 1]
-        while j + 1 < end:
-            c0, v0 = indices[j], data[j]
-            c1, v1 = indices[j + 1], data[j + 1]
-            for c in range(n):
-                out[i, c] += v0 * b[c0, c] + v1 * b[c1, c]
-            j += 2
-        if j < end:
-            c0, v0 = indices[j], data[j]
-            for c in range(n):
-                out[i, c] += v0 * b[c0, c]
-
-
-@jit(parallel=True)
-def csr_dense(indptr, indices, data, b, out):
-    """out = A @ b (see ``csr_dense_rows``), blocks of rows in parallel."""
-    m = indptr.shape[0] - 1
-    for t in prange((m + ROWS_PER_TASK - 1) // ROWS_PER_TASK):
-        csr_dense_rows(indptr, indices, data, b, out, t * ROWS_PER_TASK, min(m, (t + 1) * ROWS_PER_TASK))
 
 
 @jit()

@@ -1,4 +1,5 @@
-"""Row and column sums of a csr matrix, optionally of the squares or absolute values.
+"""Column sums of a csr matrix, optionally of the squares or absolute values (the row sums
+are ``sparse_ops.sdk.csr.segment_sum``, whose modes these share).
 
 The kernels add into zero-initialised accumulators (float64 or int64, chosen by the
 caller) whose dtype also types the running sums, so float32 values are summed in
@@ -6,31 +7,8 @@ float64. The value transform (``mode``) is tested outside the inner loops.
 """
 from numba import prange
 
+from ..sdk.csr import ABS, PLAIN, SQUARE  # noqa: F401  (the modes, re-exported)
 from . import jit
-
-PLAIN, SQUARE, ABS = 0, 1, 2
-
-
-@jit()
-def _row_total(indptr, data, r, mode, acc):
-    lo, hi = indptr[r], indptr[r + 1]
-    if mode == SQUARE:
-        for j in range(lo, hi):
-            acc += data[j] * data[j]
-    elif mode == ABS:
-        for j in range(lo, hi):
-            acc += abs(data[j])
-    else:
-        for j in range(lo, hi):
-            acc += data[j]
-    return acc
-
-
-@jit(parallel=True)
-def csr_row_sums(indptr, data, mode, out):
-    """out[r] += sum of the (transformed) stored values of row r."""
-    for r in prange(out.shape[0]):
-        out[r] = _row_total(indptr, data, r, mode, out[r])
 
 
 @jit()

@@ -40,19 +40,18 @@ def row_ids(x: Any) -> Any:
     return _csr_row_ids(x, x.device.xp)
 
 
-# Row gathers, scatters and lazy optimizer updates move a few bytes per value: below this many
-# values a serial kernel beats waking numba's worker threads (crossover measured at about 16k
-# rows of 64 float32 on the 2-core development machine, where a parallel region costs ~50-100 us).
-ROW_PARALLEL_MIN_VALUES = 1 << 20
+# Row gathers, scatters and lazy optimizer updates move a few bytes per value: for the
+# project's one parallel-size policy (``sparse_ops.sdk.rowkernel.parallel_worth``) a value
+# is 1/8 of a work unit (crossover measured at about 16k rows of 64 float32 on the 2-core
+# development machine, where a parallel region costs ~50-100 us).
+ROW_VALUES_PER_WORK = 8
 
 
 def rows_in_parallel(values: int) -> bool:
     """Whether a row kernel touching ``values`` values should run its parallel form."""
-    if values < ROW_PARALLEL_MIN_VALUES:
-        return False
-    import numba
+    from ..sdk.rowkernel import parallel_worth
 
-    return numba.get_num_threads() > 1
+    return parallel_worth(values // ROW_VALUES_PER_WORK)
 
 
 def index_dtype_for(*arrays: Any, nnz: int = 0, shape: tuple = ()) -> np.dtype:

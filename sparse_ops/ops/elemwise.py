@@ -36,32 +36,15 @@ def _rsp_union(ctx, a, b, sign: int, out) -> None:
 
 
 def _csr_merge(ctx, a, b, op: int, out) -> None:
-    """Row-wise union (add, sub) or intersection (mul) of two canonical csr arrays."""
-    from ..kernels.elemwise import csr_merge_count, csr_merge_fill
-
-    rows = a.shape[0]
-    idt = index_dtype_for(a._indices, b._indices, nnz=a.nnz + b.nnz, shape=a.shape)
-    counts = np.empty(rows, dtype=np.int64)
-    csr_merge_count(a._indptr, a._indices, b._indptr, b._indices, op != 2, counts)
-    indptr = np.zeros(rows + 1, dtype=idt)
-    np.cumsum(counts, out=indptr[1:])
-    nnz = int(indptr[-1])
-    indices = np.empty(nnz, dtype=idt)
-    av, bv = (numba_values(x._data.astype(out.dtype, copy=False)) for x in (a, b))  # promoted
-    values = np.empty(nnz, dtype=av.dtype)
-    csr_merge_fill(a._indptr, a._indices, av, b._indptr, b._indices, bv, op, indptr, indices, values)
-    ctx.set_csr(out, values.astype(out.dtype, copy=False), indices, indptr)
-
-
-def _csr_merge_gpu(ctx, a, b, op: int, out) -> None:
-    """``_csr_merge`` on a gpu: numba.cuda kernels (``sparse_ops.cuda.kernels``), float16
-    computed in float32."""
-    from ..cuda.kernels import csr_merge
+    """Row-wise union (add, sub) or intersection (mul) of two canonical csr arrays, on
+    either device (``sparse_ops.kernels.elemwise``), in the promoted dtype of the output;
+    float16 computed in float32."""
     from ..device import allocating_on
+    from ..kernels.elemwise import csr_merge
 
     idt = index_dtype_for(a._indices, b._indices, nnz=a.nnz + b.nnz, shape=a.shape)
+    av, bv = (numba_values(x._data.astype(out.dtype, copy=False)) for x in (a, b))  # promoted
     with allocating_on(ctx.device):
-        av, bv = (numba_values(x._data.astype(out.dtype, copy=False)) for x in (a, b))  # promoted
         values, indices, indptr = csr_merge(ctx, (a._indptr, a._indices, av), (b._indptr, b._indices, bv), op, idt)
         ctx.set_csr(out, values.astype(out.dtype, copy=False), indices, indptr)
 
@@ -122,13 +105,9 @@ class _AddSub(_Binary):
     def rsp_rsp(self, ctx, lhs, rhs, out):
         _rsp_union(ctx, lhs, rhs, self.sign, out)
 
-    @kernel(device="cpu", stypes=("csr", "csr"))
+    @kernel(device=_BOTH, stypes=("csr", "csr"))
     def csr_csr(self, ctx, lhs, rhs, out):
         _csr_merge(ctx, lhs, rhs, 0 if self.sign > 0 else 1, out)
-
-    @kernel(device="gpu", stypes=("csr", "csr"))
-    def csr_csr_gpu(self, ctx, lhs, rhs, out):
-        _csr_merge_gpu(ctx, lhs, rhs, 0 if self.sign > 0 else 1, out)
 
     @kernel(device=_BOTH, stypes=[("default", "row_sparse"), ("default", "csr")])
     def dns_sparse(self, ctx, lhs, rhs, out):
@@ -191,13 +170,9 @@ class ElemwiseMul(_Binary):
         dense, sparse = (lhs, rhs) if lhs.stype == "default" else (rhs, lhs)
         ctx.set_row_sparse(out, dense._data[sparse._indices] * sparse._data, sparse._indices)
 
-    @kernel(device="cpu", stypes=("csr", "csr"))
+    @kernel(device=_BOTH, stypes=("csr", "csr"))
     def csr_csr(self, ctx, lhs, rhs, out):
         _csr_merge(ctx, lhs, rhs, 2, out)
-
-    @kernel(device="gpu", stypes=("csr", "csr"))
-    def csr_csr_gpu(self, ctx, lhs, rhs, out):
-        _csr_merge_gpu(ctx, lhs, rhs, 2, out)
 
     @kernel(device=_BOTH, stypes=[("default", "csr"), ("csr", "default")])
     def dns_csr(self, ctx, lhs, rhs, out):

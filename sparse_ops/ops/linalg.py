@@ -26,6 +26,8 @@ import numpy as np
 from ..dtypes import in_input_dtypes, promote_types
 from ..ndarray import NDArray, RowSparseNDArray
 from ..registry import Op, Param, kernel, register
+from ..sdk import csr as sdk_csr
+from ..sdk.rowkernel import parallel_worth
 from ._util import T, index_dtype_for, kernel_module, numba_values
 
 _BOTH = ("cpu", "gpu")
@@ -124,24 +126,13 @@ def _csr_parts(x: NDArray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def _take_rows(parts: tuple, rows: np.ndarray) -> tuple:
-    """csr parts of the rows ``rows`` (in that order) of the csr ``parts``; vectorised."""
-    indptr, indices, values = parts
-    starts = indptr[rows]
-    lengths = indptr[rows + 1] - starts
-    new_ptr = np.zeros(rows.shape[0] + 1, dtype=indptr.dtype)
-    np.cumsum(lengths, out=new_ptr[1:])
-    positions = np.repeat(starts - new_ptr[:-1], lengths) + np.arange(new_ptr[-1], dtype=indptr.dtype)
-    return new_ptr, indices[positions], values[positions]
+    """csr parts of the rows ``rows`` (in that order) of the csr ``parts``."""
+    return sdk_csr.take_rows(None, *parts, rows)
 
 
 def _keep_columns(parts: tuple, slot: np.ndarray) -> tuple:
     """csr parts keeping the columns ``c`` with ``slot[c] >= 0``, renumbered ``slot[c]``."""
-    indptr, indices, values = parts
-    target = slot[indices]
-    keep = target >= 0
-    kept_before = np.zeros(indices.shape[0] + 1, dtype=np.int64)
-    np.cumsum(keep, out=kept_before[1:])
-    return kept_before[indptr].astype(indptr.dtype), target[keep].astype(indices.dtype), values[keep]
+    return sdk_csr.keep_columns(None, *parts, slot)
 
 
 def _row_slots(rsp: NDArray, rows: int) -> np.ndarray:
@@ -151,28 +142,15 @@ def _row_slots(rsp: NDArray, rows: int) -> np.ndarray:
     return slot
 
 
-# Below this many multiply-adds a serial kernel beats starting a parallel region (which costs
-# ~50-100 us on a quiet 2-core machine and milliseconds when other processes share the cores).
-PARALLEL_MIN_WORK = 250_000
-
-
 def _threads() -> int:
     import numba
 
     return numba.get_num_threads()
 
 
-def _parallel(work: int) -> bool:
-    return work >= PARALLEL_MIN_WORK and _threads() > 1
-
-
 def _csr_times_dense(parts: tuple, b: np.ndarray, out: np.ndarray) -> None:
     """out = A @ b for the csr parts of A and a C-contiguous dense b."""
-    kernels = kernel_module("linalg")
-    if _parallel(parts[1].shape[0] * b.shape[1]):
-        kernels.csr_dense(*parts, b, out)
-    else:
-        kernels.csr_dense_rows(*parts, b, out, 0, out.shape[0])
+    sdk_csr.csr_dense(None, *parts, b, out)
 
 
 def _column_chunks(counts: np.ndarray, chunks: int) -> np.ndarray:
@@ -206,7 +184,7 @@ def _csr_t_times(ctx, parts: tuple, columns: int, b: np.ndarray, out: NDArray, i
         indices, counts = slot[indices], counts[cols]
     product = np.zeros((counts.shape[0], b.shape[1]), dtype=values.dtype)
     if cols.shape[0] and b.shape[1]:
-        if _parallel(indices.shape[0] * b.shape[1]):
+        if parallel_worth(indices.shape[0] * b.shape[1]):
             kernels.csr_t_dense(indptr, indices, values, b, _column_chunks(counts, _threads()), product)
         else:
             kernels.csr_t_dense_columns(indptr, indices, values, b, 0, counts.shape[0], product)
@@ -349,7 +327,7 @@ class Dot(Op):
         else:
             a = np.ascontiguousarray(a)
             product = _dense_buffer(out, parts[2].dtype, a)
-            if _parallel(a.shape[0] * max(parts[1].shape[0], a.shape[1])):
+            if parallel_worth(a.shape[0] * max(parts[1].shape[0], a.shape[1])):
                 kernel_module("linalg").dense_csr(a, *parts, product)
             else:
                 kernel_module("linalg").dense_csr_rows(a, *parts, product, 0, a.shape[0])

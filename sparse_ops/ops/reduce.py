@@ -97,14 +97,15 @@ def _csr_reduce(xp: Any, x: Any, axes: tuple[int, ...], keepdims: bool, mode: in
         return xp.asarray(total).reshape(reduced_shape(x.shape, axes, keepdims))
     data = x._data
     if use_numba and is_host(data) and data.dtype in _NUMBA_DTYPES:
-        from ..kernels.reduce import csr_col_sums_chunked, csr_col_sums_into, csr_row_sums
+        from ..kernels.reduce import csr_col_sums_chunked, csr_col_sums_into
+        from ..sdk.csr import segment_sum
 
         data = numba_values(data)
         wide = np.dtype(np.float64) if data.dtype.kind == "f" else np.dtype(np.int64)
         indptr = x._indptr
         if axes == (1,):
             sums = np.zeros(rows, dtype=wide)
-            csr_row_sums(indptr, data, mode, sums)
+            segment_sum(None, indptr, data, sums, mode)
         else:
             chunks = _col_chunks(x.nnz, cols)
             if chunks == 1:  # no parallel region: its start-up costs more than it saves here

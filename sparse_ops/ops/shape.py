@@ -6,13 +6,13 @@ Output storage types follow MXNet 1.9: ``concat`` of csr arrays along axis 0 and
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from ..registry import Op, Param, kernel, register
 from ..storage import densify_into
-from ._util import T, index_dtype_for, row_ids
+from ._util import T, index_dtype_for
 
 _BOTH = ("cpu", "gpu")
 
@@ -308,18 +308,6 @@ class Flatten(_Reshaping):
 
 
 # ---- transpose -----------------------------------------------------------------------------------------
-def csr_transpose_xp(xp: Any, x) -> tuple[Any, Any, Any]:
-    """(data, indices, indptr) of the transpose of canonical csr ``x``, vectorised for any
-    array module: sort the stored values by (column, row)."""
-    rows, cols = x.shape
-    idt = index_dtype_for(x._indices, x._indptr, nnz=x.nnz, shape=(cols, rows))
-    r = row_ids(x).astype(np.int64)
-    order = xp.argsort(x._indices.astype(np.int64) * max(rows, 1) + r)
-    indptr = xp.zeros(cols + 1, dtype=idt)
-    xp.cumsum(xp.bincount(x._indices, minlength=cols), out=indptr[1:])
-    return x._data[order], r[order].astype(idt), indptr
-
-
 @register("transpose")
 class Transpose(Op):
     """``data`` with its axes permuted (default: reversed). A csr input gives a csr with
@@ -350,26 +338,19 @@ class Transpose(Op):
     def dense(self, ctx, data, out):
         out[...] = ctx.xp.transpose(data, self._perm(data.ndim))
 
-    @kernel(device="cpu", stypes=("csr",))
-    def csr_cpu(self, ctx, data, out):
+    @kernel(device=_BOTH, stypes=("csr",))
+    def csr(self, ctx, data, out):
         if self._perm(2) == (0, 1):
             ctx.set_csr(out, data._data.copy(), data._indices, data._indptr)
             return
-        from ..kernels.structure import csr_transpose
+        from ..sdk.csr import transpose_into
 
         idt = index_dtype_for(data._indices, data._indptr, nnz=data.nnz, shape=out.shape)
         values, indices, indptr = ctx.alloc_csr(out, data.nnz, idt)
         src = data._data
         if src.dtype == np.float16:  # numba has no float16 on the cpu: move the bits
             src, values = src.view(np.uint16), values.view(np.uint16)
-        csr_transpose(data._indptr, data._indices, src, data.shape[1], indptr, indices, values)
-
-    @kernel(device="gpu", stypes=("csr",))
-    def csr_gpu(self, ctx, data, out):
-        if self._perm(2) == (0, 1):
-            ctx.set_csr(out, data._data.copy(), data._indices, data._indptr)
-            return
-        ctx.set_csr(out, *csr_transpose_xp(ctx.xp, data))
+        transpose_into(ctx, data.shape[1], data._indptr, data._indices, src, indptr, indices, values)
 
     def gradient(self, out_grads, inputs, outputs):
         perm = self._perm(len(inputs[0].shape))

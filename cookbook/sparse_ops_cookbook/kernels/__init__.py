@@ -1,2 +1,2 @@
-"""The recipes' kernels: ``cpu`` (numba) and ``gpu`` (numba.cuda), with the same driver
-functions. Imported lazily by the operators, so importing the cookbook imports no numba."""
+"""The recipes' kernels (``rows``): one body per kernel for cpu and gpu, built by
+``sparse_ops.sdk.rowkernel``. Imported lazily by the operators; nothing compiles at import."""

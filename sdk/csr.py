@@ -1,0 +1,229 @@
+"""The csr primitives, once for the whole project and both devices: row ids, transpose,
+csr @ dense, segment sums, row gathers.
+
+Every function takes the op context ``ctx`` first (or a device; None: the cpu) and the
+csr matrix as its component arrays (``indptr``, ``indices``, ``data``), and writes into
+arrays the caller allocated unless it says it returns new ones. The per-row work is
+``sparse_ops.sdk.rowkernel`` bodies, so the cpu (numba, serial or ``prange`` by the one
+size policy) and the gpu (numba.cuda, on the context's stream) run the same source.
+The built-ins (``sparse_ops.ops``, ``sparse_ops.kernels``), the gpu backend
+(``sparse_ops.cuda``) and the cookbook use these; this module imports none of them.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .rowkernel import is_gpu, row_kernel
+
+PLAIN, SQUARE, ABS = 0, 1, 2  # the value transforms of ``segment_sum``
+
+
+def _xp(ctx: Any) -> Any:
+    return np if ctx is None else ctx.xp
+
+
+# ---- row ids ---------------------------------------------------------------------------------------
+@row_kernel(lanes=True)
+def _row_ids_row(r, lane, lanes, indptr, out):
+    for p in range(indptr[r] + lane, indptr[r + 1], lanes):
+        out[p] = r
+
+
+def row_ids(ctx: Any, indptr: Any, out: Any = None) -> Any:
+    """The row of each stored value (``indptr`` expanded), into ``out`` (new, of indptr's
+    dtype, when None); returned."""
+    if out is None:
+        out = _xp(ctx).empty(int(indptr[-1]), dtype=indptr.dtype)
+    _row_ids_row(ctx, indptr.shape[0] - 1, indptr, out, work=out.shape[0])
+    return out
+
+
+# ---- transpose -------------------------------------------------------------------------------------
+_counting_sort: Any = None
+
+
+def _counting_sort_kernel() -> Any:
+    """The cpu transpose: one serial counting sort by column (compiled on first use)."""
+    global _counting_sort
+    if _counting_sort is None:
+        from sparse_ops.kernels import jit
+
+        @jit()
+        def counting_sort(n_cols, indptr, indices, data, out_indptr, out_indices, out_data):
+            # out_indptr holds counts, then each column's next free slot, then is shifted into indptr
+            cursor = out_indptr
+            cursor[:] = 0
+            for p in range(indices.shape[0]):
+                cursor[indices[p] + 1] += 1
+            for c in range(n_cols):
+                cursor[c + 1] += cursor[c]
+            for r in range(indptr.shape[0] - 1):  # rows in order: each output row comes out sorted
+                for p in range(indptr[r], indptr[r + 1]):
+                    c = indices[p]
+                    q = cursor[c]
+                    out_indices[q] = r
+                    out_data[q] = data[p]
+                    cursor[c] = q + 1
+            for c in range(n_cols, 0, -1):  # cursor[c] is now where column c + 1 starts
+                cursor[c] = cursor[c - 1]
+            cursor[0] = 0
+
+        _counting_sort = counting_sort
+    return _counting_sort
+
+
+def transpose_into(ctx: Any, n_cols: int, indptr: Any, indices: Any, data: Any,
+                   out_indptr: Any, out_indices: Any, out_data: Any) -> None:
+    """Write the csr of the transpose of a canonical csr with ``n_cols`` columns into the
+    out arrays (``n_cols + 1``, nnz, nnz entries). The result is canonical: each output row
+    lists its source rows in increasing order, on both devices.
+
+    cpu: a counting sort by column (serial: one pass, memory bound). gpu: counts per
+    column and their prefix sum give the indptr; a stable sort of the column indices
+    (CuPy's radix sort) orders the row ids and values. Deterministic, with no atomics and
+    no row too long for it (a one-thread-per-row sort would stall on a hub column)."""
+    if not is_gpu(ctx):
+        _counting_sort_kernel()(n_cols, indptr, indices, data, out_indptr, out_indices, out_data)
+        return
+    xp = ctx.xp
+    out_indptr[0] = 0
+    if n_cols:
+        xp.cumsum(xp.bincount(indices, minlength=n_cols), out=out_indptr[1:])
+    if indices.shape[0]:
+        rows = row_ids(ctx, indptr, xp.empty(indices.shape[0], dtype=out_indices.dtype))
+        order = xp.argsort(indices, kind="stable")
+        xp.take(rows, order, out=out_indices)
+        xp.take(data, order, out=out_data)
+
+
+def transpose(ctx: Any, n_cols: int, indptr: Any, indices: Any, data: Any,
+              index_dtype: Any = None) -> tuple[Any, Any, Any]:
+    """(indptr, indices, data) of the transpose (new arrays; see ``transpose_into``).
+    Index dtype: ``index_dtype``, else the source's (int64 when the row count needs it)."""
+    xp = _xp(ctx)
+    idt = np.dtype(index_dtype or indices.dtype)
+    if indptr.shape[0] - 1 > np.iinfo(idt).max:  # the transpose's indices are row numbers
+        idt = np.dtype(np.int64)
+    out = (xp.empty(n_cols + 1, dtype=idt), xp.empty(indices.shape[0], dtype=idt),
+           xp.empty(data.shape[0], dtype=data.dtype))
+    transpose_into(ctx, n_cols, indptr, indices, data, *out)
+    return out
+
+
+def nonempty_rows(ctx: Any, indptr: Any) -> tuple[Any, Any]:
+    """(rows holding a stored value, the indptr of the csr keeping only those rows).
+
+    Empty rows own no stored values, so dropping them only drops indptr entries: the
+    indices and values arrays are shared unchanged."""
+    xp = _xp(ctx)
+    rows = xp.flatnonzero(indptr[1:] != indptr[:-1])
+    return rows, xp.concatenate((indptr[rows], indptr[-1:])).astype(indptr.dtype, copy=False)
+
+
+# ---- csr @ dense -----------------------------------------------------------------------------------
+@row_kernel(lanes=True)
+def _csr_dense_row(i, lane, lanes, indptr, indices, data, b, out):
+    # Two stored values at a time: each pass over the output row does two multiply-adds
+    # (fewer loads and stores of ``out``). On a gpu the lanes stride over the columns.
+    n = b.shape[1]
+    for c in range(lane, n, lanes):
+        out[i, c] = 0
+    j, end = indptr[i], indptr[i + 1]
+    while j + 1 < end:
+        c0, v0 = indices[j], data[j]
+        c1, v1 = indices[j + 1], data[j + 1]
+        for c in range(lane, n, lanes):
+            out[i, c] += v0 * b[c0, c] + v1 * b[c1, c]
+        j += 2
+    if j < end:
+        c0, v0 = indices[j], data[j]
+        for c in range(lane, n, lanes):
+            out[i, c] += v0 * b[c0, c]
+
+
+@row_kernel(lanes=True)
+def _mean_row(i, lane, lanes, indptr, out):
+    # apart from the product, so the product's arithmetic stays in the values' dtype
+    count = indptr[i + 1] - indptr[i]
+    if count > 0:
+        scale = 1.0 / count
+        for c in range(lane, out.shape[1], lanes):
+            out[i, c] *= scale
+
+
+def csr_dense(ctx: Any, indptr: Any, indices: Any, data: Any, b: Any, out: Any, mean: bool = False) -> Any:
+    """out = A @ b for csr A (m x k) and row-major dense b (k x n), accumulated in out's
+    dtype; with ``mean`` each row is then divided by its stored count (empty rows give
+    zeros). ``out`` (m x n) is written whole and returned."""
+    rows = out.shape[0]
+    if rows and out.shape[1]:
+        _csr_dense_row(ctx, rows, indptr, indices, data, b, out, work=indices.shape[0] * b.shape[1])
+        if mean:
+            _mean_row(ctx, rows, indptr, out, work=out.size)
+    return out
+
+
+# ---- segment sums ----------------------------------------------------------------------------------
+@row_kernel
+def _segment_sum_row(r, indptr, data, mode, out):
+    acc = out[r]
+    lo, hi = indptr[r], indptr[r + 1]
+    if mode == 1:  # SQUARE
+        for j in range(lo, hi):
+            acc += data[j] * data[j]
+    elif mode == 2:  # ABS
+        for j in range(lo, hi):
+            acc += abs(data[j])
+    else:
+        for j in range(lo, hi):
+            acc += data[j]
+    out[r] = acc
+
+
+def segment_sum(ctx: Any, indptr: Any, data: Any, out: Any, mode: int = PLAIN) -> Any:
+    """out[r] += sum of the (``PLAIN``, ``SQUARE``d or ``ABS``olute) values
+    ``data[indptr[r]:indptr[r + 1]]``: the row sums of a csr matrix. ``out``'s dtype types
+    the running sums (pass float64 to sum float32 values in float64). Returned."""
+    _segment_sum_row(ctx, out.shape[0], indptr, data, int(mode), out, work=data.shape[0])
+    return out
+
+
+# ---- row gathers -----------------------------------------------------------------------------------
+@row_kernel
+def _gather_rows_row(s, indptr, indices, data, rows, new_ptr, out_indices, out_data):
+    r = rows[s]
+    src, dst = indptr[r], new_ptr[s]
+    for t in range(indptr[r + 1] - src):
+        out_indices[dst + t] = indices[src + t]
+        out_data[dst + t] = data[src + t]
+
+
+def take_rows(ctx: Any, indptr: Any, indices: Any, data: Any, rows: Any) -> tuple[Any, Any, Any]:
+    """(indptr, indices, data) of the rows ``rows`` (in that order) of a csr: new arrays."""
+    xp = _xp(ctx)
+    new_ptr = xp.zeros(rows.shape[0] + 1, dtype=indptr.dtype)
+    if rows.shape[0]:
+        xp.cumsum(indptr[rows + 1] - indptr[rows], out=new_ptr[1:])
+    nnz = int(new_ptr[-1])
+    out_indices = xp.empty(nnz, dtype=indices.dtype)
+    out_data = xp.empty(nnz, dtype=data.dtype)
+    if nnz:
+        _gather_rows_row(ctx, rows.shape[0], indptr, indices, data, rows, new_ptr, out_indices, out_data, work=nnz)
+    return new_ptr, out_indices, out_data
+
+
+def keep_columns(ctx: Any, indptr: Any, indices: Any, data: Any, slot: Any) -> tuple[Any, Any, Any]:
+    """(indptr, indices, data) of a csr keeping only the columns ``c`` with ``slot[c] >= 0``,
+    renumbered ``slot[c]`` (csr @ row_sparse: only the columns at stored rows count)."""
+    xp = _xp(ctx)
+    target = slot[indices]
+    keep = target >= 0
+    kept_before = xp.zeros(indices.shape[0] + 1, dtype=np.int64)
+    xp.cumsum(keep, out=kept_before[1:])
+    return kept_before[indptr].astype(indptr.dtype), target[keep].astype(indices.dtype), data[keep]
+
+
+__all__ = ["PLAIN", "SQUARE", "ABS", "row_ids", "transpose", "transpose_into", "nonempty_rows", "csr_dense",
+           "segment_sum", "take_rows", "keep_columns"]

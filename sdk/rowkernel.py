@@ -1,0 +1,323 @@
+"""One kernel body, two devices: ``row_kernel`` builds the cpu and gpu drivers of a
+per-row (or per-value, per-element) body the author writes once as plain numba Python.
+
+Write the body for one row ``r`` (any loop index: a row of a csr matrix, a stored value,
+a row of a dense array) and decorate it::
+
+    from sparse_ops.sdk.rowkernel import row_kernel
+
+    @row_kernel
+    def scale_rows(r, indptr, data, scale, out):
+        for p in range(indptr[r], indptr[r + 1]):
+            out[p] = data[p] * scale[r]
+
+    scale_rows(ctx, n_rows, indptr, data, scale, out)   # ctx: the op context (or None: cpu)
+
+and the SDK builds, on first use:
+
+- the cpu drivers: a serial loop over the rows, and a ``numba.prange`` loop over blocks
+  of ``ROWS_PER_TASK`` rows; the call runs the parallel one only when ``parallel_worth``
+  says the work (``work=``, default: the number of rows) pays for waking numba's threads
+  (``PARALLEL_MIN_WORK``: the one parallel-size policy of the project);
+- the gpu driver: a numba.cuda kernel with one thread per row, launched on the op
+  context's stream (``sparse_ops.sdk.launch.launch``), CuPy arrays on a GPU and NumPy
+  arrays under the simulator (``SPARSE_OPS_CUDA_SIM=1``).
+
+``@row_kernel(lanes=True)`` is the warp-per-row form: the body takes ``(r, lane, lanes,
+...)`` and strides its inner loop by ``lanes`` from ``lane`` (``for f in range(lane, k,
+lanes)``). On the gpu a warp serves each row (``lanes`` = 32, reads of a row coalesced);
+on the cpu the drivers pass ``lane = 0, lanes = 1``, so the loop is the plain one. Each
+lane must write outputs no other lane writes (the lanes do not synchronise).
+
+The body must be numba code that compiles for both targets: scalars and array indexing,
+``math``, ``range``, calls to other such functions; no allocation (``np.empty``) and no
+NumPy array functions (the CUDA target has none). It writes into arrays the caller
+allocated; rows must not write each other's outputs (the parallel and gpu drivers run
+rows in any order).
+
+The cpu drivers paste the body's statements into their row loop (so a short row pays no
+call and no reference counting of the array arguments); a body that ``return``s early is
+called instead, inlined by numba, which costs up to ~25% on rows of a few values.
+
+Compilation and caching: nothing compiles at import, and this module imports no numba
+until a kernel first runs. Each driver is generated as Python source into a cache folder
+(``driver_dir()``), named by the body's module, name and a hash of its source, and loaded
+from that file; numba's on-disk cache (``cache=True``) then keeps the machine code beside
+it, so a second process loads the driver instead of compiling it (numba cannot cache a
+function built by ``exec`` from a string; a closure over the body would hash a
+per-process object into numba's cache key). The cpu drivers get the project's numba
+settings (``sparse_ops.kernels.jit``: nogil, bounds checking under
+``SPARSE_OPS_BOUNDSCHECK=1``, whose cache lives in a folder of its own).
+"""
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.util
+import inspect
+import os
+import sys
+import textwrap
+import threading
+import types
+from typing import Any, Callable
+
+# Below this much work a kernel runs its serial cpu form: waking numba's worker threads
+# costs ~50-100 us on a quiet machine and milliseconds on a loaded one. Work is counted in
+# multiply-adds (products), values touched (gathers, softmax), or values times a per-value
+# cost (``cost=`` of the kernel: the optimizers' sqrt and division count 4). One number for
+# the whole project; measured on 2 threads, gathers from large tables pay from ~128k.
+PARALLEL_MIN_WORK = 1 << 17
+ROWS_PER_TASK = 64  # rows per task of the parallel cpu driver
+CPU_INLINE = "always"  # numba's ``inline`` option for bodies in the cpu drivers
+
+
+def parallel_worth(work: int) -> bool:
+    """Whether a cpu kernel doing ``work`` units of work should run its parallel form:
+    at least ``PARALLEL_MIN_WORK`` and more than one numba thread."""
+    if work < PARALLEL_MIN_WORK:
+        return False
+    import numba
+
+    return numba.get_num_threads() > 1
+
+
+def driver_dir() -> str | None:
+    """The folder generated drivers (and, beside them, numba's cache of their machine code)
+    are written to: ``$NUMBA_CACHE_DIR/sparse_ops-rowkernels`` when numba's cache folder is
+    set (the bounds-check mode sets its own), else ``$XDG_CACHE_HOME/sparse_ops/rowkernels``
+    (``~/.cache/...``), else one under the temporary folder; None when none is writable."""
+    from sparse_ops import _numba_env
+
+    user = os.environ.get("NUMBA_CACHE_DIR")
+    candidates = [os.path.join(user, "sparse_ops-rowkernels") if user else _numba_env.user_cache_dir("rowkernels")]
+    return _numba_env.first_writable(candidates, "sparse_ops-rowkernels")
+
+
+# Bodies by key, for the generated driver modules to find theirs (they import this module).
+_BODIES: dict[str, "RowKernel"] = {}
+_BUILD_LOCK = threading.Lock()
+
+_TEMPLATE = '''\
+"""Drivers of {where}, generated by sparse_ops.sdk.rowkernel (body source sha256 {sha})."""
+from sparse_ops.sdk.rowkernel import _BODIES
+
+_kernel = _BODIES[{key!r}]
+# the cpu drivers hold the body's statements (below), so they see the body's globals
+globals().update({{k: v for k, v in _kernel.body.__globals__.items() if not k.startswith("__")}})
+
+import numba  # noqa: E402
+from sparse_ops.kernels import jit as _jit  # noqa: E402
+
+_body = _kernel.cpu_body(inline={inline!r})  # for bodies that cannot be pasted in (they ``return``)
+
+
+@_jit(cache={cache})
+def cpu_serial(_start, _stop, {params}):
+    for _i in range(_start, _stop):
+{row_code}
+
+
+@_jit(parallel=True, cache={cache})
+def cpu_parallel(_n, {params}):
+    for _t in numba.prange((_n + {block} - 1) // {block}):
+        for _i in range(_t * {block}, min(_n, (_t + 1) * {block})):
+{row_code}
+
+
+def gpu():
+    """The numba.cuda driver (built on first gpu use: importing numba.cuda is slow)."""
+    # module globals, not closure cells: numba's CUDA simulator swaps the ``cuda`` global,
+    # and a closure cell would put a per-process object into numba's cache key
+    global cuda, _gpu_body
+    from numba import cuda
+
+    _gpu_body = cuda.jit(device=True)(_kernel.body)
+
+    @cuda.jit(cache={cache})
+    def gpu_rows(_n, {params}):
+{gpu_index}
+        if _i < _n:
+            _gpu_body(_i, {gpu_lane_args}{params})
+
+    return gpu_rows
+'''
+
+_THREAD_INDEX = "        _i = cuda.grid(1)"
+_WARP_INDEX = ("        _lane = cuda.threadIdx.x % 32\n"
+               "        _i = cuda.blockIdx.x * (cuda.blockDim.x // 32) + cuda.threadIdx.x // 32")
+
+
+class RowKernel:
+    """A per-row body with its cpu and gpu drivers (see the module docstring).
+
+    Call it as ``kernel(ctx, n, *args, work=None)``: runs the body for rows ``0 .. n-1``
+    on the device of ``ctx``: an op context (a gpu one launches on its stream), a device,
+    or None (the cpu)."""
+
+    def __init__(self, body: Callable[..., Any], lanes: bool = False, cost: int = 1, parallel: bool = True) -> None:
+        self.body = body
+        self.lanes = lanes
+        self.cost = cost
+        self.parallel = parallel
+        self.__name__ = body.__name__
+        self.__qualname__ = body.__qualname__
+        self.__module__ = body.__module__
+        self.__doc__ = body.__doc__
+        params = list(inspect.signature(body).parameters)
+        skip = 3 if lanes else 1
+        if len(params) <= skip - 1:
+            raise TypeError(f"row kernel {body.__qualname__}: the body takes the row index first"
+                            + (", then lane and lanes" if lanes else ""))
+        self.params = params[skip:]
+        try:
+            source = inspect.getsource(body).encode()
+            self.cacheable = True
+        except (OSError, TypeError):  # no source file (exec'd code): compiled, never cached on disk
+            source = body.__code__.co_code + repr(body.__code__.co_consts).encode()
+            self.cacheable = False
+        self.sha = hashlib.sha256(source).hexdigest()
+        self.key = f"{body.__module__}.{body.__qualname__}:{self.sha[:16]}"
+        _BODIES[self.key] = self
+        self._module: Any = None
+        self._cpu_body: Any = None
+        self._gpu: Any = None
+
+    def cpu_body(self, inline: str = CPU_INLINE) -> Any:
+        """The body compiled for the cpu (a numba dispatcher the cpu drivers call);
+        ``inline="always"`` inlines it into them at numba's IR level."""
+        if self._cpu_body is None:
+            import numba
+
+            from sparse_ops import _numba_env
+            from sparse_ops.settings import BOUNDSCHECK
+
+            self._cpu_body = numba.njit(inline=inline, nogil=True, cache=self.cacheable and _numba_env.CACHE_OK,
+                                        boundscheck=BOUNDSCHECK or None)(self.body)
+        return self._cpu_body
+
+    def drivers(self) -> Any:
+        """The module of generated drivers (``cpu_serial``, ``cpu_parallel``, ``gpu()``),
+        written to ``driver_dir()`` and imported on first use."""
+        if self._module is None:
+            with _BUILD_LOCK:
+                if self._module is None:
+                    self._module = self._load()
+        return self._module
+
+    def _row_code(self) -> str:
+        """The cpu drivers' code for row ``_i``: the body's own statements, pasted in with
+        its row (and ``lane = 0``, ``lanes = 1``) bound, when it has a source and no
+        ``return``; else a call of the body, inlined by numba. Pasted code is faster for
+        short rows: numba's call, even inlined, adds reference counting of every array
+        argument per row (gcn fill: 1.25x the hand-written loop)."""
+        lane = "0, 1, " if self.lanes else ""
+        call = f"_body(_i, {lane}{', '.join(self.params)})"
+        names = list(inspect.signature(self.body).parameters)
+        try:
+            fn = ast.parse(textwrap.dedent(inspect.getsource(self.body))).body[0]
+        except (OSError, TypeError, SyntaxError, IndexError):
+            return " " * 12 + call
+        inner = [n for stmt in fn.body for n in ast.walk(stmt)]
+        if not isinstance(fn, ast.FunctionDef) or any(
+                isinstance(n, (ast.Return, ast.Yield, ast.YieldFrom, ast.FunctionDef, ast.Lambda, ast.Global,
+                               ast.Nonlocal)) for n in inner):
+            return " " * 12 + call
+        stmts = fn.body
+        if stmts and isinstance(stmts[0], ast.Expr) and isinstance(getattr(stmts[0], "value", None), ast.Constant):
+            stmts = stmts[1:]  # the docstring
+        bind = [f"{names[0]} = _i"] + ([f"{names[1]} = 0", f"{names[2]} = 1"] if self.lanes else [])
+        code = "\n".join(bind + [ast.unparse(stmt) for stmt in stmts] or ["pass"])
+        return textwrap.indent(code, " " * 12)
+
+    def _source_text(self, cache: bool = True) -> str:
+        lane = "0, 1, " if self.lanes else ""
+        return _TEMPLATE.format(row_code=self._row_code(),
+            where=f"{self.body.__module__}.{self.body.__qualname__}", sha=self.sha, key=self.key,
+            params=", ".join(self.params), lane_args=lane, cache=cache, inline=CPU_INLINE, block=ROWS_PER_TASK,
+            gpu_index=_WARP_INDEX if self.lanes else _THREAD_INDEX,
+            gpu_lane_args="_lane, 32, " if self.lanes else "")
+
+    def _load(self) -> Any:
+        folder = driver_dir() if self.cacheable else None
+        text = self._source_text(cache=folder is not None)
+        text_sha = hashlib.sha256(text.encode()).hexdigest()[:16]  # the body and this SDK's template
+        module_name = f"sparse_ops_rowkernel_{str(self.body.__module__).replace('.', '_')}_{self.__name__}_{text_sha}"
+        if folder is None:  # nowhere to write: compile from the text, without a disk cache
+            namespace: dict[str, Any] = {"__name__": module_name}
+            exec(compile(text, f"<{module_name}>", "exec"), namespace)
+            return types.SimpleNamespace(**namespace)
+        path = os.path.join(folder, module_name + ".py")
+        if not _same_text(path, text):  # rewrite only on change: numba's cache checks the file's time
+            tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+            with open(tmp, "w") as f:
+                f.write(text)
+            os.replace(tmp, path)
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module  # numba finds a function's module there (caching needs it)
+        spec.loader.exec_module(module)
+        return module
+
+    def gpu_driver(self) -> Any:
+        """The numba.cuda kernel of this body (thread or warp per row)."""
+        if self._gpu is None:
+            self._gpu = self.drivers().gpu()
+        return self._gpu
+
+    def run_cpu(self, n: int, *args: Any, work: int | None = None) -> None:
+        """Run the body for rows ``0 .. n-1`` on the cpu: parallel when the work pays."""
+        drivers = self.drivers()
+        if self.parallel and parallel_worth(self.cost * (n if work is None else work)):
+            drivers.cpu_parallel(n, *args)
+        else:
+            drivers.cpu_serial(0, n, *args)
+
+    def run_gpu(self, ctx: Any, n: int, *args: Any) -> None:
+        """Launch the gpu driver for rows ``0 .. n-1`` on ``ctx``'s stream."""
+        if n <= 0:
+            return
+        from .launch import rows_grid, launch, warp_per_row
+
+        config = warp_per_row(n) if self.lanes else rows_grid(n)
+        launch(ctx, self.gpu_driver(), config, n, *args)
+
+    def __call__(self, ctx: Any, n: int, *args: Any, work: int | None = None) -> None:
+        if is_gpu(ctx):
+            self.run_gpu(ctx, int(n), *args)
+        else:
+            self.run_cpu(int(n), *args, work=work)
+
+    def __repr__(self) -> str:
+        return f"<row_kernel {self.__module__}.{self.__qualname__}{' (lanes)' if self.lanes else ''}>"
+
+
+def _same_text(path: str, text: str) -> bool:
+    try:
+        with open(path) as f:
+            return f.read() == text
+    except OSError:
+        return False
+
+
+def row_kernel(body: Callable[..., Any] | None = None, *, lanes: bool = False, cost: int = 1,
+               parallel: bool = True) -> Any:
+    """Decorator: the per-row ``body`` as a ``RowKernel`` running on cpu and gpu (see the
+    module docstring). ``lanes=True``: the warp-per-row form, body ``(r, lane, lanes, ...)``.
+    ``cost``: work units per unit of ``work=`` (for the parallel-size policy).
+    ``parallel=False``: the cpu always runs the serial form, for light memory-bound passes
+    that more cpu threads do not speed up (gathers, one-off structure passes)."""
+    def build(f: Callable[..., Any]) -> RowKernel:
+        return RowKernel(f, lanes=lanes, cost=cost, parallel=parallel)
+
+    return build if body is None else build(body)
+
+
+def is_gpu(ctx: Any) -> bool:
+    """Whether ``ctx`` (an op context, a device, or None for the cpu) is on a gpu."""
+    device = getattr(ctx, "device", ctx)
+    return device is not None and device.device_type == "gpu"
+
+
+__all__ = ["row_kernel", "RowKernel", "parallel_worth", "is_gpu", "PARALLEL_MIN_WORK", "ROWS_PER_TASK",
+           "driver_dir"]

@@ -1,0 +1,116 @@
+"""``sparse_ops.sdk.rowkernel``: one per-row body, cpu drivers (serial and parallel) that
+agree with NumPy, the early-return and no-source fallbacks, and the one size policy.
+(The gpu drivers run in the gpu tests: built-ins in test_gpu_kernels.py, the cookbook's
+recipes in cookbook/tests/test_cookbook_gpu.py.)"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sparse_ops.sdk import rowkernel
+from sparse_ops.sdk.rowkernel import row_kernel
+
+
+@row_kernel
+def _row_max(r, indptr, data, out):
+    out[r] = 0
+    if indptr[r + 1] > indptr[r]:
+        top = data[indptr[r]]
+        for p in range(indptr[r] + 1, indptr[r + 1]):
+            top = max(top, data[p])
+        out[r] = top
+
+
+@row_kernel
+def _row_max_early_return(r, indptr, data, out):
+    out[r] = 0
+    if indptr[r + 1] == indptr[r]:
+        return
+    top = data[indptr[r]]
+    for p in range(indptr[r] + 1, indptr[r + 1]):
+        top = max(top, data[p])
+    out[r] = top
+
+
+@row_kernel(lanes=True)
+def _scaled_rows(r, lane, lanes, x, scale, out):
+    for f in range(lane, x.shape[1], lanes):
+        out[r, f] = x[r, f] * scale[r]
+
+
+def _ragged(rows: int = 300, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(0, 6, size=rows)
+    indptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    data = rng.standard_normal(indptr[-1])
+    want = np.array([data[a:b].max() if b > a else 0.0 for a, b in zip(indptr[:-1], indptr[1:])])
+    return indptr, data, want
+
+
+@pytest.mark.parametrize("kernel", [_row_max, _row_max_early_return])
+@pytest.mark.parametrize("threshold", [1 << 62, 0])  # the serial form, then the parallel one
+def test_cpu_drivers_match_numpy(monkeypatch, kernel, threshold):
+    monkeypatch.setattr(rowkernel, "PARALLEL_MIN_WORK", threshold)
+    indptr, data, want = _ragged()
+    out = np.full(want.shape, np.nan)
+    kernel(None, want.shape[0], indptr, data, out)
+    np.testing.assert_array_equal(out, want)
+
+
+def test_the_body_is_pasted_in_unless_it_returns():
+    assert "_body(" not in _row_max._row_code() and "top = max(top, data[p])" in _row_max._row_code()
+    assert _row_max_early_return._row_code().strip().startswith("_body(_i, ")
+
+
+def test_lanes_body_runs_with_one_lane_on_the_cpu():
+    x = np.arange(12.0).reshape(4, 3)
+    scale = np.array([1.0, 2.0, 0.5, -1.0])
+    out = np.empty_like(x)
+    _scaled_rows(None, 4, x, scale, out)
+    np.testing.assert_array_equal(out, x * scale[:, None])
+
+
+def test_a_body_without_source_file_compiles_uncached():
+    namespace: dict = {}
+    exec("def body(r, a, out):\n    out[r] = 2 * a[r]\n", namespace)
+    kernel = rowkernel.RowKernel(namespace["body"])
+    assert not kernel.cacheable
+    out = np.zeros(5)
+    kernel(None, 5, np.arange(5.0), out)
+    np.testing.assert_array_equal(out, 2 * np.arange(5.0))
+
+
+def test_one_parallel_size_policy(monkeypatch):
+    import numba
+
+    monkeypatch.setattr(rowkernel, "PARALLEL_MIN_WORK", 1000)
+    assert not rowkernel.parallel_worth(999)
+    assert rowkernel.parallel_worth(1000) == (numba.get_num_threads() > 1)
+
+
+def test_a_body_needs_its_row_argument():
+    with pytest.raises(TypeError, match="row index first"):
+        row_kernel(lambda: None)
+    with pytest.raises(TypeError, match="lane and lanes"):
+        row_kernel(lanes=True)(lambda r, lane: None)
+
+
+@pytest.mark.gpu
+def test_gpu_drivers_match_the_cpu():
+    """Thread-per-row and warp-per-row drivers on the gpu (numba's CUDA simulator without one)."""
+    import sparse_ops as so
+
+    if so.num_gpus() == 0:
+        pytest.skip("no gpu (set SPARSE_OPS_CUDA_SIM=1 to simulate one)")
+    gpu = so.gpu(0)
+    xp = gpu.xp
+    indptr, data, want = _ragged(rows=40)
+    for kernel in (_row_max, _row_max_early_return):
+        out = xp.full(want.shape, np.nan)
+        kernel(gpu, want.shape[0], xp.asarray(indptr), xp.asarray(data), out)
+        np.testing.assert_array_equal(so.device.to_host(out), want)
+    x = np.arange(8.0 * 40).reshape(8, 40)  # 40 columns: a warp's lanes stride past 32
+    scale = np.linspace(-1, 1, 8)
+    out = xp.empty(x.shape)
+    _scaled_rows(gpu, 8, xp.asarray(x), xp.asarray(scale), out)
+    np.testing.assert_array_equal(so.device.to_host(out), x * scale[:, None])
