@@ -259,15 +259,18 @@ def make_plan(opdef: OpDef, inst: Op, inputs: Sequence[NDArray]) -> Plan:
 
 def _signature(inst: Op, inputs: Sequence[NDArray]) -> tuple:
     """What a plan depends on: the parameters and each input's class (storage type),
-    device, dtype and shape (all fixed for a container's lifetime)."""
+    device, dtype and shape (all fixed for a container's lifetime). A dense array's shape is
+    read off its values rather than through the property: this runs on every call."""
     n = len(inputs)
     if n == 2:  # the common arities spelled out: this runs on every call
         a, b = inputs
-        return (inst, a.__class__, a._device, a._data.dtype, a.shape,
-                b.__class__, b._device, b._data.dtype, b.shape)
+        ca, cb = a.__class__, b.__class__
+        return (inst, ca, a._device, a._data.dtype, a._data.shape if ca is NDArray else a.shape,
+                cb, b._device, b._data.dtype, b._data.shape if cb is NDArray else b.shape)
     if n == 1:
         a = inputs[0]
-        return (inst, a.__class__, a._device, a._data.dtype, a.shape)
+        ca = a.__class__
+        return (inst, ca, a._device, a._data.dtype, a._data.shape if ca is NDArray else a.shape)
     if n == 0:  # the device then comes from a parameter or the current default
         return (inst, _dev.current_device())
     key = [inst]

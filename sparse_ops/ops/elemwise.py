@@ -84,7 +84,7 @@ class _Binary(Op):
 
     @kernel(device=_BOTH)
     def dense(self, ctx, lhs, rhs, out):
-        self.ufunc(lhs, rhs, out=out)
+        self.ufunc(lhs, rhs, out)  # out positional: NumPy parses it faster than the keyword
 
     @classmethod
     def samples(cls) -> list:
