@@ -167,8 +167,16 @@ class BroadcastPower(_Broadcast):
         return [sum_to_shape(dl, lhs.shape), sum_to_shape(dr, rhs.shape)]
 
 
+class _Extremum(_Broadcast):
+    """maximum / minimum: NumPy deprecates their output as a positional argument."""
+
+    @kernel(device=_BOTH)
+    def dense(self, ctx, lhs, rhs, out):
+        self.ufunc(lhs, rhs, out=out)
+
+
 @register("broadcast_maximum")
-class BroadcastMaximum(_Broadcast):
+class BroadcastMaximum(_Extremum):
     """max(lhs, rhs) with NumPy broadcasting (dense); ties send the gradient to lhs."""
 
     ufunc = np.maximum
@@ -180,7 +188,7 @@ class BroadcastMaximum(_Broadcast):
 
 
 @register("broadcast_minimum")
-class BroadcastMinimum(_Broadcast):
+class BroadcastMinimum(_Extremum):
     """min(lhs, rhs) with NumPy broadcasting (dense); ties send the gradient to lhs."""
 
     ufunc = np.minimum
