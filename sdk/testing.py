@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..dispatch import invoke, make_plan, run_plan
+from ..dispatch import invoke, make_plan
 from ..errors import StorageFallbackWarning
 from ..ndarray import NDArray
 from ..ops._samples import array as sample_array, ints as sample_ints  # noqa: F401  (for samples())
@@ -273,7 +273,7 @@ def _declared_gradient(opdef: OpDef, inputs: list, params: dict[str, Any], rng: 
     plan = make_plan(opdef, inst, inputs)
     if seeded:
         _reseed()
-    outputs = run_plan(plan, inputs)  # every output, hidden ones (e.g. Dropout's mask) too
+    outputs = plan.run(inputs)  # every output, hidden ones (e.g. Dropout's mask) too
     # heads are zero where an output is not finite (1/x at a sparse zero): those entries stay
     # infinite under any perturbation and would make every difference nan
     heads = [rng.standard_normal(o.shape) * np.isfinite(o.asnumpy()) for o in outputs[:plan.nvis]]
@@ -472,7 +472,7 @@ class _SampleCheck:
     def execute(self, plan: Any, xs: list) -> list:
         if self.seeded:
             _reseed()
-        return run_plan(plan, xs)
+        return plan.run(xs)
 
     def fail(self, check: str, message: str) -> None:
         self.sample.add(check, FAILED, message)

@@ -314,11 +314,6 @@ def _direct(o: NDArray | None, stype: str, shape: tuple, dtype: np.dtype, device
     return stype != "default" or o._data.flags.c_contiguous
 
 
-def run_plan(plan: Plan, inputs: Sequence[NDArray], out: Any = None, req: str = "write") -> list[NDArray]:
-    """``plan.run``: every output of the planned kernel, visible and hidden (for test helpers)."""
-    return plan.run(inputs, out, req)
-
-
 def _check_outputs(plan: Plan, results: list[NDArray]) -> None:
     """Check what a kernel produced before anything else sees it (an ``OperatorError``
     naming the op, its plugin, the kernel and the output otherwise).
