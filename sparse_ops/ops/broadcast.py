@@ -168,11 +168,21 @@ class BroadcastPower(_Broadcast):
 
 
 class _Extremum(_Broadcast):
-    """maximum / minimum: NumPy deprecates their output as a positional argument."""
+    """maximum / minimum. The gradient goes where the picked input wins (``lhs_wins`` and
+    ``rhs_wins`` name the comparison ops; ties go to lhs). NumPy deprecates these ufuncs'
+    output as a positional argument, hence their own dense kernel."""
+
+    lhs_wins: str
+    rhs_wins: str
 
     @kernel(device=_BOTH)
     def dense(self, ctx, lhs, rhs, out):
         self.ufunc(lhs, rhs, out=out)
+
+    def gradient(self, out_grads, inputs, outputs):
+        g, (lhs, rhs) = out_grads[0], inputs
+        return [sum_to_shape(T.broadcast_mul(g, getattr(T, self.lhs_wins)(lhs, rhs)), lhs.shape),
+                sum_to_shape(T.broadcast_mul(g, getattr(T, self.rhs_wins)(lhs, rhs)), rhs.shape)]
 
 
 @register("broadcast_maximum")
@@ -180,11 +190,7 @@ class BroadcastMaximum(_Extremum):
     """max(lhs, rhs) with NumPy broadcasting (dense); ties send the gradient to lhs."""
 
     ufunc = np.maximum
-
-    def gradient(self, out_grads, inputs, outputs):
-        g, (lhs, rhs) = out_grads[0], inputs
-        return [sum_to_shape(T.broadcast_mul(g, T.broadcast_greater_equal(lhs, rhs)), lhs.shape),
-                sum_to_shape(T.broadcast_mul(g, T.broadcast_lesser(lhs, rhs)), rhs.shape)]
+    lhs_wins, rhs_wins = "broadcast_greater_equal", "broadcast_lesser"
 
 
 @register("broadcast_minimum")
@@ -192,11 +198,7 @@ class BroadcastMinimum(_Extremum):
     """min(lhs, rhs) with NumPy broadcasting (dense); ties send the gradient to lhs."""
 
     ufunc = np.minimum
-
-    def gradient(self, out_grads, inputs, outputs):
-        g, (lhs, rhs) = out_grads[0], inputs
-        return [sum_to_shape(T.broadcast_mul(g, T.broadcast_lesser_equal(lhs, rhs)), lhs.shape),
-                sum_to_shape(T.broadcast_mul(g, T.broadcast_greater(lhs, rhs)), rhs.shape)]
+    lhs_wins, rhs_wins = "broadcast_lesser_equal", "broadcast_greater"
 
 
 # ---- broadcast_to ------------------------------------------------------------------------------
