@@ -6,6 +6,8 @@ csr matrix as its component arrays (``indptr``, ``indices``, ``data``), and writ
 arrays the caller allocated unless it says it returns new ones. The per-row work is
 ``sparse_ops.sdk.rowkernel`` bodies, so the cpu (numba, serial or ``prange`` by the one
 size policy) and the gpu (numba.cuda, on the context's stream) run the same source.
+Index arrays these functions return are read-only, as a container's index views are, so a
+kernel that reads both meets one array type and numba compiles it once.
 The built-ins (``sparse_ops.ops``, ``sparse_ops.kernels``), the gpu backend
 (``sparse_ops.cuda``) and the cookbook use these; this module imports none of them.
 """
@@ -22,6 +24,14 @@ PLAIN, SQUARE, ABS = 0, 1, 2  # the value transforms of ``segment_sum``
 
 def _xp(ctx: Any) -> Any:
     return np if ctx is None else ctx.xp
+
+
+def _frozen(*arrays: Any) -> tuple[Any, ...]:
+    """Mark new host index arrays read-only (CuPy arrays have no such flag)."""
+    for a in arrays:
+        if isinstance(a, np.ndarray):
+            a.flags.writeable = False
+    return arrays
 
 
 # ---- row ids ---------------------------------------------------------------------------------------
@@ -109,7 +119,7 @@ def transpose(ctx: Any, n_cols: int, indptr: Any, indices: Any, data: Any,
     out = (xp.empty(n_cols + 1, dtype=idt), xp.empty(indices.shape[0], dtype=idt),
            xp.empty(data.shape[0], dtype=data.dtype))
     transpose_into(ctx, n_cols, indptr, indices, data, *out)
-    return out
+    return (*_frozen(out[0], out[1]), out[2])
 
 
 def nonempty_rows(ctx: Any, indptr: Any) -> tuple[Any, Any]:
@@ -119,7 +129,7 @@ def nonempty_rows(ctx: Any, indptr: Any) -> tuple[Any, Any]:
     indices and values arrays are shared unchanged."""
     xp = _xp(ctx)
     rows = xp.flatnonzero(indptr[1:] != indptr[:-1])
-    return rows, xp.concatenate((indptr[rows], indptr[-1:])).astype(indptr.dtype, copy=False)
+    return _frozen(rows, xp.concatenate((indptr[rows], indptr[-1:])).astype(indptr.dtype, copy=False))
 
 
 # ---- csr @ dense -----------------------------------------------------------------------------------
@@ -190,6 +200,31 @@ def segment_sum(ctx: Any, indptr: Any, data: Any, out: Any, mode: int = PLAIN) -
     return out
 
 
+@row_kernel(lanes=True)
+def _segment_sum_rows_row(u, lane, lanes, starts, order, values, dest_rows, dest):
+    d = dest_rows[u]
+    n = dest.shape[1]
+    for c in range(lane, n, lanes):
+        dest[d, c] = 0
+    for k in range(starts[u], starts[u + 1]):
+        src = order[k]
+        for c in range(lane, n, lanes):
+            dest[d, c] += values[src, c]
+
+
+def segment_sum_rows(ctx: Any, starts: Any, order: Any, values: Any, dest_rows: Any, dest: Any) -> Any:
+    """dest[dest_rows[u], :] = the sum of rows ``values[order[k], :]`` for k in
+    [starts[u], starts[u + 1]), in dest's dtype: rows of a dense array summed by group (an
+    embedding's gradient, its ids grouped by a counting sort). It is csr @ dense for the
+    csr (``starts``, ``order``) of ones. Each group writes its own row, so there are no
+    atomics and every row adds up in the order of ``order``, on both devices. Returned."""
+    groups = starts.shape[0] - 1
+    if groups and dest.shape[1]:
+        _segment_sum_rows_row(ctx, groups, starts, order, values, dest_rows, dest,
+                              work=order.shape[0] * dest.shape[1])
+    return dest
+
+
 # ---- row gathers -----------------------------------------------------------------------------------
 @row_kernel
 def _gather_rows_row(s, indptr, indices, data, rows, new_ptr, out_indices, out_data):
@@ -211,7 +246,7 @@ def take_rows(ctx: Any, indptr: Any, indices: Any, data: Any, rows: Any) -> tupl
     out_data = xp.empty(nnz, dtype=data.dtype)
     if nnz:
         _gather_rows_row(ctx, rows.shape[0], indptr, indices, data, rows, new_ptr, out_indices, out_data, work=nnz)
-    return new_ptr, out_indices, out_data
+    return (*_frozen(new_ptr, out_indices), out_data)
 
 
 def keep_columns(ctx: Any, indptr: Any, indices: Any, data: Any, slot: Any) -> tuple[Any, Any, Any]:
@@ -222,8 +257,8 @@ def keep_columns(ctx: Any, indptr: Any, indices: Any, data: Any, slot: Any) -> t
     keep = target >= 0
     kept_before = xp.zeros(indices.shape[0] + 1, dtype=np.int64)
     xp.cumsum(keep, out=kept_before[1:])
-    return kept_before[indptr].astype(indptr.dtype), target[keep].astype(indices.dtype), data[keep]
+    return (*_frozen(kept_before[indptr].astype(indptr.dtype), target[keep].astype(indices.dtype)), data[keep])
 
 
 __all__ = ["PLAIN", "SQUARE", "ABS", "row_ids", "transpose", "transpose_into", "nonempty_rows", "csr_dense",
-           "segment_sum", "take_rows", "keep_columns"]
+           "segment_sum", "segment_sum_rows", "take_rows", "keep_columns"]

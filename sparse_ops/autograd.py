@@ -199,11 +199,15 @@ def _write_grad(info: AGInfo, g: NDArray) -> None:
     with _scope(False, None):
         if info.grad_req == "add":
             accumulate_into(buf, g)
-        elif (buf.stype == "default" and g.stype == "default" and buf._device is g._device
-              and buf.dtype == g.dtype):
-            buf._data[...] = g._data  # the common case: one copy into the buffer, no conversions
+        elif (buf.stype != g.stype or buf._device is not g._device or buf.dtype != g.dtype
+              or buf.shape != g.shape):
+            buf[:] = g  # a conversion (or the shape error) on the way
+        elif buf.stype == "default":
+            buf._data[...] = g._data  # the common case: one copy into the buffer
         else:
-            buf[:] = g
+            # one copy of the values (a gradient may be a head gradient the caller holds);
+            # the index arrays are shared read-only, as operators share them
+            buf._take_parts(g._with_values(g._data.copy(), copy_aux=False))
 
 
 def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, train_mode: bool = True) -> None:

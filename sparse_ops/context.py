@@ -10,6 +10,7 @@ from . import device as _dev
 from .device import Device
 from .errors import OperatorError
 from .ndarray import CSRNDArray, NDArray, RowSparseNDArray
+from .ndarray.view import plain
 from .rng import generator
 
 
@@ -146,11 +147,18 @@ class OpContext:
 
     def set_csr(self, out: CSRNDArray, data: Any, indices: Any, indptr: Any) -> None:
         """Hand arrays the kernel built to csr output ``out`` (no copy; checked cheaply after the kernel)."""
-        out._data, out._indices, out._indptr = data, indices, indptr
+        out._data, out._indices, out._indptr = plain(data), plain(indices), plain(indptr)
 
     def set_row_sparse(self, out: RowSparseNDArray, data: Any, indices: Any) -> None:
         """Hand arrays the kernel built to row_sparse output ``out`` (no copy)."""
-        out._data, out._indices = data, indices
+        out._data, out._indices = plain(data), plain(indices)
+
+    def adopt(self, out: NDArray, result: NDArray) -> None:
+        """Hand the arrays of sparse container ``result`` (out's storage type) to output ``out``."""
+        if result.stype == "csr":
+            self.set_csr(out, result.data, result.indices, result.indptr)
+        else:
+            self.set_row_sparse(out, result.data, result.indices)
 
     def alloc_like(self, out: NDArray, like: NDArray) -> Any:
         """Give sparse output ``out`` the structure of ``like`` (index arrays shared, never

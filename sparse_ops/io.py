@@ -94,10 +94,10 @@ _PARTS = {"default": ("values",), "row_sparse": ("data", "indices"), "csr": ("da
 
 def _components(x: NDArray) -> tuple:
     if x.stype == "default":
-        return (x._data,)
+        return (x.data,)
     if x.stype == "row_sparse":
-        return (x._data, x._indices)
-    return (x._data, x._indices, x._indptr)
+        return (x.data, x.indices)
+    return (x.data, x.indices, x.indptr)
 
 
 def load(file: File, device: Any = None) -> Saved:

@@ -41,18 +41,18 @@ def densify_into(x: NDArray, out: Any) -> None:
     """Write the dense values of sparse ``x`` into the existing array ``out`` (same shape)."""
     xp = x.device.xp
     if x.stype == "csr":
-        if _numba_ok(xp, x._data) or (xp is np and x.dtype == np.float16 and out.dtype == x.dtype):
+        if _numba_ok(xp, x.data) or (xp is np and x.dtype == np.float16 and out.dtype == x.dtype):
             if out.dtype == x.dtype and out.flags.c_contiguous:
                 from .kernels.convert import csr_zero_and_scatter_into
 
-                csr_zero_and_scatter_into(x._indptr, x._indices, _bits(x._data), _bits(out))
+                csr_zero_and_scatter_into(x.indptr, x.indices, _bits(x.data), _bits(out))
                 return
         out[...] = 0
         rows = _csr_row_ids(x, xp)
-        out[rows, x._indices] = x._data
+        out[rows, x.indices] = x.data
     else:
         out[...] = 0
-        out[x._indices] = x._data
+        out[x.indices] = x.data
 
 
 def _csr_to_dense(x: CSRNDArray) -> NDArray:
@@ -62,9 +62,9 @@ def _csr_to_dense(x: CSRNDArray) -> NDArray:
     if xp is np:
         from .kernels.convert import csr_scatter_into
 
-        csr_scatter_into(x._indptr, x._indices, _bits(x._data), _bits(out))
+        csr_scatter_into(x.indptr, x.indices, _bits(x.data), _bits(out))
     else:
-        out[_csr_row_ids(x, xp), x._indices] = x._data
+        out[_csr_row_ids(x, xp), x.indices] = x.data
     return NDArray(out, x.device)
 
 
@@ -72,13 +72,13 @@ def _row_sparse_to_dense(x: RowSparseNDArray) -> NDArray:
     xp = x.device.xp
     with _dev.allocating_on(x.device):
         out = xp.zeros(x.shape, dtype=x.dtype)
-    out[x._indices] = x._data
+    out[x.indices] = x.data
     return NDArray(out, x.device)
 
 
 # ---- from dense --------------------------------------------------------------------------
 def _dense_to_csr(x: NDArray) -> CSRNDArray:
-    a = x._data
+    a = x.data
     if a.ndim != 2:
         raise ValueError(f"csr arrays are 2-d; cannot convert an array of shape {x.shape}")
     xp = x.device.xp
@@ -105,7 +105,7 @@ def _dense_to_csr(x: NDArray) -> CSRNDArray:
 
 
 def _dense_to_row_sparse(x: NDArray) -> RowSparseNDArray:
-    a = x._data
+    a = x.data
     if a.ndim < 1:
         raise ValueError("row_sparse arrays have at least one dimension; got a 0-d array")
     xp = x.device.xp
@@ -120,11 +120,11 @@ def _dense_to_row_sparse(x: NDArray) -> RowSparseNDArray:
 def _csr_to_row_sparse(x: CSRNDArray) -> RowSparseNDArray:
     xp = x.device.xp
     with _dev.allocating_on(x.device):
-        nonempty = xp.diff(x._indptr) > 0
-        keep = xp.nonzero(nonempty)[0].astype(x._indices.dtype, copy=False)
+        nonempty = xp.diff(x.indptr) > 0
+        keep = xp.nonzero(nonempty)[0].astype(x.indices.dtype, copy=False)
         values = xp.zeros((keep.shape[0], x.shape[1]), dtype=x.dtype)
         slot = xp.cumsum(nonempty) - 1  # position of each kept row in ``keep``
-        values[slot[_csr_row_ids(x, xp)], x._indices] = x._data
+        values[slot[_csr_row_ids(x, xp)], x.indices] = x.data
     return RowSparseNDArray._trusted(values, keep, x.shape, x.device)
 
 
@@ -133,13 +133,13 @@ def _row_sparse_to_csr(x: RowSparseNDArray) -> CSRNDArray:
         raise ValueError(f"csr arrays are 2-d; cannot convert a row_sparse array of shape {x.shape}")
     xp = x.device.xp
     with _dev.allocating_on(x.device):
-        mask = x._data != 0
+        mask = x.data != 0
         counts = xp.zeros(x.shape[0], dtype=np.int64)
-        counts[x._indices] = mask.sum(axis=1)
+        counts[x.indices] = mask.sum(axis=1)
         indptr = _indptr_from_counts(counts, xp)
         _, cols = xp.nonzero(mask)
-        idx_dtype = _result_index_dtype(x._indices.dtype, int(indptr[-1]), x.shape)
-    return CSRNDArray._trusted(x._data[mask], cols.astype(idx_dtype, copy=False),
+        idx_dtype = _result_index_dtype(x.indices.dtype, int(indptr[-1]), x.shape)
+    return CSRNDArray._trusted(x.data[mask], cols.astype(idx_dtype, copy=False),
                                indptr.astype(idx_dtype, copy=False), x.shape, x.device)
 
 
@@ -161,7 +161,7 @@ def _csr_row_ids(x: CSRNDArray, xp: Any) -> Any:
     """The row of each stored value (``sparse_ops.sdk.csr.row_ids`` on x's device)."""
     from .sdk.csr import row_ids
 
-    return row_ids(x.device, x._indptr)
+    return row_ids(x.device, x.indptr)
 
 
 _CASTS = {

@@ -103,6 +103,26 @@ def test_grad_req_write_add_null():
         y.backward()  # nothing needed a gradient, so nothing was recorded
 
 
+def test_sparse_gradient_written_with_one_copy_of_its_values():
+    """A row_sparse gradient stored into a row_sparse buffer: the buffer object stays, it
+    gets its own copy of the values (the head gradient the caller holds is not aliased) and
+    the index arrays are shared read-only."""
+    x = so.array(A).tostype("row_sparse")
+    x.attach_grad(stype="row_sparse")
+    buf = x.grad
+    h = so.array(np.array([[0.0, 0, 0], [1, 2, 3], [0, 0, 0]])).tostype("row_sparse")
+    with ag.record():
+        y = so.add_n(x)  # its gradient hands the head gradient on unchanged
+    y.backward(h)
+    assert x.grad is buf and x.grad.stype == "row_sparse"
+    np.testing.assert_array_equal(x.grad.asnumpy(), h.asnumpy())
+    assert not np.shares_memory(x.grad.data, h.data) and np.shares_memory(x.grad.indices, h.indices)
+    h.data[...] = 7  # the caller's head gradient changes; the stored gradient does not
+    np.testing.assert_array_equal(x.grad.asnumpy(), [[0, 0, 0], [1, 2, 3], [0, 0, 0]])
+    with pytest.raises(ValueError, match="read-only"):
+        x.grad.indices[0] = 0
+
+
 def test_fan_out_contributions_are_summed():
     x = arr(A)
     x.attach_grad()

@@ -176,6 +176,40 @@ def test_views_are_zero_copy_and_index_views_read_only():
     assert d.asnumpy()[0, 0] == 5
 
 
+def test_components_are_one_set_of_arrays_for_everyone():
+    """Users, built-in kernels and plugin kernels read the same cached component views, and
+    a view handed on into a new container stores the array it shows, not the view."""
+    x = so.csr_matrix(sp.random(6, 5, density=0.4, format="csr", random_state=1, dtype=np.float32))
+    assert x.indices is x.indices and x.indptr is x.indptr and x.data is x.data
+    y = so.csr_matrix((x.data, x.indices, x.indptr), shape=x.shape)
+    assert all(type(a) is np.ndarray for a in (y._data, y._indices, y._indptr))
+    assert y.indices.base is not None and np.shares_memory(y.indices, x.indices)
+    derived = so.csr_matrix((x.data * 2, x.indices[:], x.indptr), shape=x.shape)  # arrays derived from views
+    assert all(type(a) is np.ndarray for a in (derived._data, derived._indices))
+    for out in (so.square(x), so.negative(x), x.tostype("row_sparse"), so.elemwise_add(x, x)):
+        assert type(out._data) is np.ndarray and all(type(a) is np.ndarray for a in out._aux())
+    assert so.square(x).indices.base is not None and np.shares_memory(so.square(x).indices, x.indices)
+
+
+def test_builtin_and_plugin_kernels_share_one_numba_specialisation():
+    """dot(csr, dense) (a built-in) and the cookbook's csr_spmm (a plugin) run the same
+    sdk.csr row kernel on a container's components: numba compiles it once per dtype,
+    not once for the built-in's arrays and once for the plugin's read-only views."""
+    pytest.importorskip("sparse_ops_cookbook")
+    from sparse_ops.sdk import csr as sdk_csr
+
+    a = so.csr_matrix(sp.random(40, 30, density=0.2, format="csr", random_state=2, dtype=np.float64))
+    w = so.array(np.random.default_rng(0).standard_normal((30, 4)))
+    np.testing.assert_allclose(so.dot(a, w).asnumpy(), a.asscipy() @ w.asnumpy(), rtol=1e-12)
+    np.testing.assert_allclose(so.ops.csr_spmm(a, w).asnumpy(), a.asscipy() @ w.asnumpy(), rtol=1e-12)
+    serial = sdk_csr._csr_dense_row.drivers().cpu_serial
+    # arguments: start, stop, indptr, indices, data, b, out
+    mine = [sig for sig in serial.signatures
+            if str(sig[4].dtype) == a.data.dtype.name and str(sig[3].dtype) == a.indices.dtype.name]
+    assert len(mine) == 1, mine
+    assert not mine[0][2].mutable and not mine[0][3].mutable and mine[0][4].mutable
+
+
 def test_big_shapes_beyond_int32_product():
     rows, cols = 200_000, 50_000  # 1e10 elements
     x = so.csr_matrix((np.ones(3, np.float32), np.array([0, 49_999, 7]), np.array([0, 2] + [3] * (rows - 1))),

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 import sparse_ops as so
+from sparse_ops.sdk import csr
 
 BOTH = ("cpu", "gpu")
 FLOATS = (np.dtype("float32"), np.dtype("float64"))
@@ -58,23 +59,10 @@ def dense_operand(ctx: so.OpContext, x: so.NDArray) -> Any:
         return xp.ascontiguousarray(x.tostype("default").data)
 
 
-def freeze(*arrays: Any) -> None:
-    """Mark host index arrays read-only, as the containers' index views are: numba then
-    compiles one specialisation per kernel, whichever source its indices come from."""
-    for a in arrays:
-        if isinstance(a, np.ndarray):
-            a.flags.writeable = False
-
-
 def transpose_parts(ctx: so.OpContext, n_cols: int, indptr: Any, indices: Any, data: Any) -> tuple:
-    """(indptr, indices, data) of the transpose of a csr with ``n_cols`` columns."""
-    xp = ctx.xp
-    t_indptr = xp.empty(n_cols + 1, dtype=indptr.dtype)
-    t_indices = xp.empty(indices.shape[0], dtype=indices.dtype)
-    t_data = xp.empty(data.shape[0], dtype=data.dtype)
-    backend(ctx).transpose(ctx, n_cols, indptr, indices, data, t_indptr, t_indices, t_data)
-    freeze(t_indptr, t_indices)
-    return t_indptr, t_indices, t_data
+    """(indptr, indices, data) of the transpose of a csr with ``n_cols`` columns (index
+    arrays read-only, like a container's)."""
+    return csr.transpose(ctx, n_cols, indptr, indices, data)
 
 
 def spmm_t(ctx: so.OpContext, a: so.CSRNDArray, g: Any, out: so.NDArray) -> None:
@@ -87,7 +75,6 @@ def spmm_t(ctx: so.OpContext, a: so.CSRNDArray, g: Any, out: so.NDArray) -> None
         k.spmm(ctx, t_indptr, t_indices, t_data, g, False, out.data)
         return
     rows, c_indptr = k.nonempty_rows(ctx, t_indptr)
-    freeze(c_indptr)
     values, idx = ctx.alloc_row_sparse(out, rows.shape[0], index_dtype=a.indices.dtype)
     idx[...] = rows
     k.spmm(ctx, c_indptr, t_indices, t_data, g, False, values)

@@ -4,8 +4,9 @@ Each row kernel has a serial form over a range of rows and a parallel driver tha
 the rows among the threads; the operators call the serial form for small inputs (waking
 the worker threads costs more than an embedding batch of a few thousand rows takes).
 The gradient ranks the ids with a hash table (no sort of all ids, only of the distinct
-ones), then adds each head row into its id's row in the order of the ids, so a row's sum
-is the same in the serial and the parallel form.
+ones), then adds each head row into its id's row in the order of the ids: here serially
+(``scatter_add_rows``), or grouped by id (``group_by_rank``) and summed per group in
+parallel by ``sparse_ops.sdk.csr.segment_sum_rows``; a row's sum is the same either way.
 """
 import numpy as np
 from numba import prange
@@ -176,21 +177,3 @@ def group_by_rank(rank, groups):
         order[fill[u]] = i
         fill[u] += 1
     return order, starts
-
-
-@jit(parallel=True)
-def segment_sum_rows(order, starts, values, dest_rows, dest):
-    """dest[dest_rows[u], :] = sum of values[order[k], :] for k in [starts[u], starts[u + 1]).
-
-    ``order`` lists the rows of ``values`` grouped by id, each group ascending (so a row's
-    sum equals ``scatter_add_rows``' into a zeroed row); each group writes one distinct
-    destination row, so the groups run in parallel without races.
-    """
-    for u in prange(starts.shape[0] - 1):
-        dst = dest[dest_rows[u]]
-        for j in range(dst.shape[0]):
-            dst[j] = 0
-        for k in range(starts[u], starts[u + 1]):
-            src = values[order[k]]
-            for j in range(dst.shape[0]):
-                dst[j] += src[j]

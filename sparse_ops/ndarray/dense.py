@@ -8,6 +8,7 @@ import numpy as np
 from .. import device as _dev
 from ..device import Device
 from ..dtypes import value_dtype
+from .view import ComponentView
 
 STYPES = ("default", "row_sparse", "csr")
 
@@ -30,7 +31,7 @@ class NDArray:
     stype = "default"
 
     def __init__(self, data: Any, device: Device | None = None) -> None:
-        self._data = data
+        self._data = data if type(data) is not ComponentView else data.view(np.ndarray)
         self._device = device if device is not None else _dev.current_device()
         self._ag = None  # autograd.AGInfo once the array takes part in autograd
 

@@ -32,7 +32,7 @@ from ..dtypes import INDEX_DTYPES, VALUE_DTYPES, source_dtype
 from ..errors import SparseFormatError
 from ..validation import check_csr, check_row_sparse, normalize_shape
 from .dense import CONVERSIONS, NDArray
-from .view import ComponentView, component_view
+from .view import ComponentView, component_view, plain
 
 
 def _read_only(a: Any) -> Any:
@@ -81,8 +81,9 @@ class BaseSparseNDArray(NDArray):
     # _unchecked: None once validated (or built trusted); for a container built with
     # check=False, the index arrays given then, which the first use validates (a kernel
     # that later hands the container new arrays through OpContext replaces them, and
-    # arrays built by our kernels are trusted). _ro: cached read-only bases of index views.
-    __slots__ = ("_shape", "_unchecked", "_ro")
+    # arrays built by our kernels are trusted). _views: the component views handed out, per
+    # component (values first), cached with the array they show.
+    __slots__ = ("_shape", "_unchecked", "_views")
     _aux_names: tuple[str, ...] = ()
 
     @property
@@ -139,24 +140,33 @@ class BaseSparseNDArray(NDArray):
     def _empty_structure(self, shape: tuple, data: Any, aux: tuple) -> bool:
         raise NotImplementedError
 
-    def _read_only_aux(self, i: int) -> Any:
-        """Index array ``i`` as a read-only view whose flag cannot be switched back on
-        (its memory is seen through a read-only buffer); the buffer is cached per array."""
-        a = self._aux()[i]
-        if not isinstance(a, np.ndarray) or not a.flags.c_contiguous:
-            return _read_only(a)  # CuPy (no flags), or a strided view: plain read-only view
-        ro = self._ro
-        if ro is None:
-            ro = self._ro = [None] * len(self._aux_names)
-        hit = ro[i]
-        if hit is None or hit[0] is not a:
-            hit = ro[i] = (a, np.frombuffer(memoryview(a).toreadonly(), dtype=a.dtype).reshape(a.shape))
-        return hit[1].view(ComponentView)
+    def _view(self, i: int) -> Any:
+        """Component ``i`` (0: the values, then the index arrays) as handed to users and
+        kernels alike: the values writable, the index arrays read-only for good (their
+        memory is seen through a read-only buffer, so the flag cannot be switched back).
+        One view per stored array, cached: every reader gets the same object."""
+        a = self._data if i == 0 else self._aux()[i - 1]
+        views = self._views
+        if views is None:
+            views = self._views = [None] * (1 + len(self._aux_names))
+        hit = views[i]
+        if hit is not None and hit[0] is a:
+            return hit[1]
+        if i == 0 or not isinstance(a, np.ndarray):
+            v = component_view(a, writable=True)  # values; CuPy (no flags)
+        elif a.flags.c_contiguous:
+            v = np.frombuffer(memoryview(a).toreadonly(), dtype=a.dtype).reshape(a.shape).view(ComponentView)
+        else:
+            v = _read_only(a)  # a strided view: a plain read-only view
+        if type(v) is ComponentView:
+            v._source = a  # what ``plain`` gives back when a kernel hands this view on
+        views[i] = (a, v)
+        return v
 
     @property
     def data(self) -> Any:
         """The stored values, a writable zero-copy view."""
-        return component_view(self._data, writable=True)
+        return self._view(0)
 
     @property
     def nnz(self) -> int:
@@ -168,7 +178,7 @@ class BaseSparseNDArray(NDArray):
 
     def aux_data(self, i: int) -> Any:
         """Index array ``i`` (csr: 0 = indptr, 1 = indices; row_sparse: 0 = indices), read-only."""
-        return self._read_only_aux(i)
+        return self._view(i + 1)
 
     @property
     def aux_types(self) -> list[np.dtype]:
@@ -268,13 +278,12 @@ class RowSparseNDArray(BaseSparseNDArray):
 
     def __init__(self, data: Any, indices: Any, shape: Any, device: Device | None = None,
                  check: bool = True) -> None:
-        self._data = data
-        self._indices = indices
+        self._data, self._indices = plain(data), plain(indices)
         self._shape = _as_tuple(shape)
         self._device = device if device is not None else _dev.current_device()
         self._ag = None
-        self._ro = None
-        self._unchecked = (indices,)
+        self._views = None
+        self._unchecked = (self._indices,)
         if check:
             self._validate_now()
             self._unchecked = None
@@ -300,7 +309,7 @@ class RowSparseNDArray(BaseSparseNDArray):
     @property
     def indices(self) -> Any:
         """Sorted stored row indices, read-only view."""
-        return self._read_only_aux(0)
+        return self._view(1)
 
     def _empty_structure(self, shape: tuple, data: Any, aux: tuple) -> bool:
         return aux[0].shape[0] == 0 and data.shape == (0, *shape[1:])
@@ -359,14 +368,12 @@ class CSRNDArray(BaseSparseNDArray):
 
     def __init__(self, data: Any, indices: Any, indptr: Any, shape: Any,
                  device: Device | None = None, check: bool = True) -> None:
-        self._data = data
-        self._indices = indices
-        self._indptr = indptr
+        self._data, self._indices, self._indptr = plain(data), plain(indices), plain(indptr)
         self._shape = _as_tuple(shape)
         self._device = device if device is not None else _dev.current_device()
         self._ag = None
-        self._ro = None
-        self._unchecked = (indptr, indices)
+        self._views = None
+        self._unchecked = (self._indptr, self._indices)
         if check:
             self._validate_now()
             self._unchecked = None
@@ -390,12 +397,12 @@ class CSRNDArray(BaseSparseNDArray):
     @property
     def indices(self) -> Any:
         """Column indices of the stored values, read-only view."""
-        return self._read_only_aux(1)
+        return self._view(2)
 
     @property
     def indptr(self) -> Any:
         """Row pointers (``rows + 1`` entries), read-only view."""
-        return self._read_only_aux(0)
+        return self._view(1)
 
     def _empty_structure(self, shape: tuple, data: Any, aux: tuple) -> bool:
         indptr, indices = aux

@@ -10,11 +10,29 @@ class ComponentView(np.ndarray):
     It is a plain ``numpy.ndarray`` for NumPy, SciPy and numba (kernels take it as they
     take any array), plus ``asnumpy()``, because MXNet code reads components as
     ``x.indices.asnumpy()``.
+
+    Containers never store one: what they are built from is taken as a plain ndarray
+    (``plain``), so arrays derived from a view (``x.data * 2``, ``x.indices[keep]``) do not
+    carry the subclass into new containers.
     """
+
+    # numba types any ndarray subclass as an ndarray, but looks this attribute up on every
+    # call; declared, the look-up is a hit and costs no exception
+    __numba_array_subtype_dispatch__ = False
 
     def asnumpy(self) -> np.ndarray:
         """A plain NumPy copy."""
         return np.array(self, copy=True, subok=False)
+
+
+def plain(a):
+    """``a`` itself, or for a ComponentView the array it shows: the container's own stored
+    array for a view a container handed out (so handing ``x.indices`` on shares x's index
+    array itself), else a plain ndarray over the same memory."""
+    if type(a) is not ComponentView:
+        return a
+    source = a.__dict__.get("_source")
+    return source if source is not None else a.view(np.ndarray)
 
 
 def component_view(a, writable: bool):

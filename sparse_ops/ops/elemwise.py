@@ -24,14 +24,14 @@ _BOTH = ("cpu", "gpu")
 # ---- storage-aware pieces shared by add, sub and mul ---------------------------------------------
 def _rsp_union(ctx, a, b, sign: int, out) -> None:
     xp = ctx.xp
-    idx = xp.union1d(a._indices, b._indices).astype(index_dtype_for(a._indices, b._indices, shape=a.shape))
+    idx = xp.union1d(a.indices, b.indices).astype(index_dtype_for(a.indices, b.indices, shape=a.shape))
     data = xp.zeros((idx.shape[0], *a.shape[1:]), dtype=out.dtype)
-    data[xp.searchsorted(idx, a._indices)] = a._data
-    pos = xp.searchsorted(idx, b._indices)
+    data[xp.searchsorted(idx, a.indices)] = a.data
+    pos = xp.searchsorted(idx, b.indices)
     if sign > 0:
-        data[pos] += b._data
+        data[pos] += b.data
     else:
-        data[pos] -= b._data
+        data[pos] -= b.data
     ctx.set_row_sparse(out, data, idx)
 
 
@@ -42,10 +42,10 @@ def _csr_merge(ctx, a, b, op: int, out) -> None:
     from ..device import allocating_on
     from ..kernels.elemwise import csr_merge
 
-    idt = index_dtype_for(a._indices, b._indices, nnz=a.nnz + b.nnz, shape=a.shape)
-    av, bv = (numba_values(x._data.astype(out.dtype, copy=False)) for x in (a, b))  # promoted
+    idt = index_dtype_for(a.indices, b.indices, nnz=a.nnz + b.nnz, shape=a.shape)
+    av, bv = (numba_values(x.data.astype(out.dtype, copy=False)) for x in (a, b))  # promoted
     with allocating_on(ctx.device):
-        values, indices, indptr = csr_merge(ctx, (a._indptr, a._indices, av), (b._indptr, b._indices, bv), op, idt)
+        values, indices, indptr = csr_merge(ctx, (a.indptr, a.indices, av), (b.indptr, b.indices, bv), op, idt)
         ctx.set_csr(out, values.astype(out.dtype, copy=False), indices, indptr)
 
 
@@ -57,9 +57,9 @@ def _dense_plus_sparse(ctx, dense, sparse, sign: int, out, sparse_first: bool) -
     else:
         out[...] = dense
     if sparse.stype == "row_sparse":
-        target, values = (sparse._indices,), sparse._data
+        target, values = (sparse.indices,), sparse.data
     else:
-        target, values = (row_ids(sparse), sparse._indices), sparse._data
+        target, values = (row_ids(sparse), sparse.indices), sparse.data
     if sign > 0:
         out[target] += values
     else:
@@ -111,11 +111,11 @@ class _AddSub(_Binary):
 
     @kernel(device=_BOTH, stypes=[("default", "row_sparse"), ("default", "csr")])
     def dns_sparse(self, ctx, lhs, rhs, out):
-        _dense_plus_sparse(ctx, lhs._data, rhs, self.sign, out._data, sparse_first=False)
+        _dense_plus_sparse(ctx, lhs.data, rhs, self.sign, out.data, sparse_first=False)
 
     @kernel(device=_BOTH, stypes=[("row_sparse", "default"), ("csr", "default")])
     def sparse_dns(self, ctx, lhs, rhs, out):
-        _dense_plus_sparse(ctx, rhs._data, lhs, self.sign, out._data, sparse_first=True)
+        _dense_plus_sparse(ctx, rhs.data, lhs, self.sign, out.data, sparse_first=True)
 
 
 @register("elemwise_add")
@@ -162,13 +162,13 @@ class ElemwiseMul(_Binary):
     @kernel(device=_BOTH, stypes=("row_sparse", "row_sparse"))
     def rsp_rsp(self, ctx, lhs, rhs, out):
         xp = ctx.xp
-        qa, qb = match_rows(rhs._indices, lhs._indices, xp)
-        ctx.set_row_sparse(out, lhs._data[qa] * rhs._data[qb], lhs._indices[qa])
+        qa, qb = match_rows(rhs.indices, lhs.indices, xp)
+        ctx.set_row_sparse(out, lhs.data[qa] * rhs.data[qb], lhs.indices[qa])
 
     @kernel(device=_BOTH, stypes=[("default", "row_sparse"), ("row_sparse", "default")])
     def dns_rsp(self, ctx, lhs, rhs, out):
         dense, sparse = (lhs, rhs) if lhs.stype == "default" else (rhs, lhs)
-        ctx.set_row_sparse(out, dense._data[sparse._indices] * sparse._data, sparse._indices)
+        ctx.set_row_sparse(out, dense.data[sparse.indices] * sparse.data, sparse.indices)
 
     @kernel(device=_BOTH, stypes=("csr", "csr"))
     def csr_csr(self, ctx, lhs, rhs, out):
@@ -177,8 +177,8 @@ class ElemwiseMul(_Binary):
     @kernel(device=_BOTH, stypes=[("default", "csr"), ("csr", "default")])
     def dns_csr(self, ctx, lhs, rhs, out):
         dense, sparse = (lhs, rhs) if lhs.stype == "default" else (rhs, lhs)
-        values = dense._data[row_ids(sparse), sparse._indices] * sparse._data
-        ctx.set_csr(out, values, sparse._indices, sparse._indptr)
+        values = dense.data[row_ids(sparse), sparse.indices] * sparse.data
+        ctx.set_csr(out, values, sparse.indices, sparse.indptr)
 
     def gradient(self, out_grads, inputs, outputs):
         g = out_grads[0]
@@ -216,13 +216,13 @@ class ElemwiseDiv(_Binary):
 def _scatter_add(xp, out: Any, x) -> None:
     """out += x for a sparse container ``x`` (canonical, so no index repeats)."""
     if x.stype == "row_sparse":
-        out[x._indices] += x._data
+        out[x.indices] += x.data
     elif is_host(out) and x.dtype != np.float16 and out.flags.c_contiguous:
         from ..kernels.structure import csr_scatter_add_into
 
-        csr_scatter_add_into(x._indptr, x._indices, x._data, out)
+        csr_scatter_add_into(x.indptr, x.indices, x.data, out)
     else:
-        out[row_ids(x), x._indices] += x._data
+        out[row_ids(x), x.indices] += x.data
 
 
 @register("add_n")
@@ -254,15 +254,15 @@ class AddN(Op):
         *xs, out = args
         xp = ctx.xp
         if out.stype == "row_sparse":
-            rows = xp.unique(xp.concatenate([x._indices for x in xs]))
-            rows = rows.astype(index_dtype_for(*[x._indices for x in xs], shape=out.shape), copy=False)
+            rows = xp.unique(xp.concatenate([x.indices for x in xs]))
+            rows = rows.astype(index_dtype_for(*[x.indices for x in xs], shape=out.shape), copy=False)
             data = xp.zeros((rows.shape[0], *out.shape[1:]), dtype=out.dtype)
             for x in xs:
-                data[xp.searchsorted(rows, x._indices)] += x._data
+                data[xp.searchsorted(rows, x.indices)] += x.data
             ctx.set_row_sparse(out, data, rows)
             return
-        o = out._data
-        dense = [x._data for x in xs if x.stype == "default"]
+        o = out.data
+        dense = [x.data for x in xs if x.stype == "default"]
         if dense:
             o[...] = dense[0]
             for d in dense[1:]:

@@ -111,16 +111,16 @@ def _csr_slice(ctx, x, rows: tuple[int, int], cols: tuple[int, int], out) -> Non
     sub = x[rows[0]:rows[1]]
     cb, ce = cols
     if cb == 0 and ce == x.shape[1]:
-        ctx.set_csr(out, sub._data, sub._indices, sub._indptr)
+        ctx.set_csr(out, sub.data, sub.indices, sub.indptr)
         return
     xp = ctx.xp
-    idt = sub._indptr.dtype
-    keep = (sub._indices >= cb) & (sub._indices < ce)
+    idt = sub.indptr.dtype
+    keep = (sub.indices >= cb) & (sub.indices < ce)
     kept_before = xp.zeros(keep.shape[0] + 1, dtype=idt)
     xp.cumsum(keep, out=kept_before[1:])
-    indptr = kept_before[sub._indptr]
-    indices = (sub._indices[keep] - cb).astype(idt, copy=False)
-    ctx.set_csr(out, sub._data[keep], indices, indptr)
+    indptr = kept_before[sub.indptr]
+    indices = (sub.indices[keep] - cb).astype(idt, copy=False)
+    ctx.set_csr(out, sub.data[keep], indices, indptr)
 
 
 # ---- slicing ------------------------------------------------------------------------------------------
@@ -147,7 +147,7 @@ class _SliceBase(Op):
         if out.stype == "csr":
             _csr_slice(ctx, data, ranges[0][:2], ranges[1][:2], out)
         else:  # a stepped slice: dense result
-            out._data[...] = _cast_storage(data, "default")._data[_range_key(ranges)]
+            out.data[...] = _cast_storage(data, "default").data[_range_key(ranges)]
 
 
 @register("slice")
@@ -243,8 +243,8 @@ class BackwardSlice(Op):
 
     @kernel(device=_BOTH, stypes=[("row_sparse",), ("csr",)])
     def sparse(self, ctx, grad, out):
-        out._data[...] = 0
-        densify_into(grad, out._data[_range_key(self._ranges())])
+        out.data[...] = 0
+        densify_into(grad, out.data[_range_key(self._ranges())])
 
     def gradient(self, out_grads, inputs, outputs):
         return [T.slice(out_grads[0], begin=self.begin, end=self.end, step=self.step)]

@@ -39,18 +39,10 @@ def _dense_buffer(out: NDArray, dtype: np.dtype, operand: np.ndarray) -> np.ndar
     the dense product into: ``out``'s own memory when it can (not when ``out=`` is the
     dense ``operand`` the kernel reads), else a new array."""
     shape = (out.shape[0], out.shape[1] if len(out.shape) == 2 else 1)
-    if (out.stype == "default" and out._data.dtype == dtype and out._data.flags.c_contiguous
-            and not np.may_share_memory(out._data, operand)):
-        return out._data.reshape(shape)
+    if (out.stype == "default" and out.data.dtype == dtype and out.data.flags.c_contiguous
+            and not np.may_share_memory(out.data, operand)):
+        return out.data.reshape(shape)
     return np.empty(shape, dtype=dtype)
-
-
-def _adopt(ctx, out: NDArray, result: NDArray) -> None:
-    """Hand the arrays of sparse ``result`` to sparse output ``out`` (same storage type)."""
-    if out.stype == "csr":
-        ctx.set_csr(out, result._data, result._indices, result._indptr)
-    else:
-        ctx.set_row_sparse(out, result._data, result._indices)
 
 
 def _emit_dense(ctx, out: NDArray, values: Any, sources: tuple = ()) -> None:
@@ -58,16 +50,18 @@ def _emit_dense(ctx, out: NDArray, values: Any, sources: tuple = ()) -> None:
     sparse ``out`` keeps int32 indices when the index arrays ``sources`` are all int32."""
     values = values.reshape(out.shape)
     if out.stype == "default":
-        if not ctx.xp.may_share_memory(values, out._data):
-            out._data[...] = values
+        if not ctx.xp.may_share_memory(values, out.data):
+            out.data[...] = values
         return
     result = NDArray(values.astype(out.dtype, copy=False), out.device).tostype(out.stype)
-    if sources:
-        idt = index_dtype_for(*sources, nnz=result.nnz, shape=out.shape)
-        result._indices = result._indices.astype(idt, copy=False)
-        if out.stype == "csr":
-            result._indptr = result._indptr.astype(idt, copy=False)
-    _adopt(ctx, out, result)
+    if not sources:
+        ctx.adopt(out, result)
+        return
+    idt = index_dtype_for(*sources, nnz=result.nnz, shape=out.shape)
+    if out.stype == "csr":
+        ctx.set_csr(out, result.data, result.indices.astype(idt, copy=False), result.indptr.astype(idt, copy=False))
+    else:
+        ctx.set_row_sparse(out, result.data, result.indices.astype(idt, copy=False))
 
 
 def _emit_rows(ctx, out: NDArray, values: Any, rows: Any) -> None:
@@ -77,10 +71,10 @@ def _emit_rows(ctx, out: NDArray, values: Any, rows: Any) -> None:
     if out.stype == "row_sparse":
         ctx.set_row_sparse(out, values, rows)
     elif out.stype == "default":
-        out._data[...] = 0
-        out._data[rows] = values
+        out.data[...] = 0
+        out.data[rows] = values
     else:
-        _adopt(ctx, out, RowSparseNDArray._trusted(values, rows, out.shape, out.device).tostype("csr"))
+        ctx.adopt(out, RowSparseNDArray._trusted(values, rows, out.shape, out.device).tostype("csr"))
 
 
 def _size(shape: tuple) -> int:
@@ -109,20 +103,20 @@ def _promoted(out: NDArray, *operands: NDArray) -> tuple[NDArray, ...]:
 def _dense_rhs(rhs: NDArray, transpose: bool) -> np.ndarray:
     """The dense, C-contiguous 2-d matrix ``op(rhs)`` for a csr-lhs kernel (a row_sparse
     rhs that must be transposed is densified)."""
-    b = rhs._data if rhs.stype == "default" else rhs.tostype("default")._data
+    b = rhs.data if rhs.stype == "default" else rhs.tostype("default").data
     b = _as_matrix(_kernel_values(b))
     return np.ascontiguousarray(b.T if transpose and rhs.ndim == 2 else b)
 
 
 def _stored_rows(rsp: NDArray) -> np.ndarray:
     """The stored rows of a row_sparse array as a C-contiguous 2-d matrix."""
-    return np.ascontiguousarray(_as_matrix(_kernel_values(rsp._data)))
+    return np.ascontiguousarray(_as_matrix(_kernel_values(rsp.data)))
 
 
 # ---- csr helpers (NumPy and numba, cpu) -----------------------------------------------------------
 def _csr_parts(x: NDArray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(indptr, indices, values) of csr ``x``, values as the kernels take them."""
-    return x._indptr, x._indices, _kernel_values(x._data)
+    return x.indptr, x.indices, _kernel_values(x.data)
 
 
 def _take_rows(parts: tuple, rows: np.ndarray) -> tuple:
@@ -138,7 +132,7 @@ def _keep_columns(parts: tuple, slot: np.ndarray) -> tuple:
 def _row_slots(rsp: NDArray, rows: int) -> np.ndarray:
     """For each of ``rows`` rows: its position among the stored rows of ``rsp``, or -1."""
     slot = np.full(rows, -1, dtype=np.int64)
-    slot[rsp._indices] = np.arange(rsp._indices.shape[0])
+    slot[rsp.indices] = np.arange(rsp.indices.shape[0])
     return slot
 
 
@@ -196,7 +190,7 @@ def _csr_t_times(ctx, parts: tuple, columns: int, b: np.ndarray, out: NDArray, i
 # ---- csr products on a gpu (numba.cuda kernels in sparse_ops.cuda.kernels) ------------------------
 def _gpu_dense_rhs(xp: Any, rhs: NDArray, transpose: bool) -> Any:
     """``_dense_rhs`` on a gpu: the dense, C-contiguous 2-d ``op(rhs)``, float16 widened."""
-    b = rhs._data if rhs.stype == "default" else rhs.tostype("default")._data
+    b = rhs.data if rhs.stype == "default" else rhs.tostype("default").data
     b = _as_matrix(numba_values(b))
     return xp.ascontiguousarray(b.T if transpose and rhs.ndim == 2 else b)
 
@@ -204,9 +198,9 @@ def _gpu_dense_rhs(xp: Any, rhs: NDArray, transpose: bool) -> Any:
 def _gpu_buffer(xp: Any, out: NDArray, shape: tuple, dtype: np.dtype, operand: Any) -> Any:
     """``_dense_buffer`` on a gpu: ``out``'s memory as a 2-d ``shape`` array when the
     kernel may write the product there, else a new array."""
-    if (out.stype == "default" and out._data.dtype == dtype and out._data.flags.c_contiguous
-            and not xp.may_share_memory(out._data, operand)):
-        return out._data.reshape(shape)
+    if (out.stype == "default" and out.data.dtype == dtype and out.data.flags.c_contiguous
+            and not xp.may_share_memory(out.data, operand)):
+        return out.data.reshape(shape)
     return xp.empty(shape, dtype=dtype)
 
 
@@ -284,13 +278,13 @@ class Dot(Op):
         1-d lhs): the dense product, stored into ``out`` of any storage type."""
         xp = ctx.xp
         result = xp.empty(out.shape, dtype=out.dtype)
-        self.dense(ctx, *(x._data if x.stype == "default" else x.tostype("default")._data for x in (lhs, rhs)),
+        self.dense(ctx, *(x.data if x.stype == "default" else x.tostype("default").data for x in (lhs, rhs)),
                    result)
         _emit_dense(ctx, out, result)
 
     @kernel(device="cpu", stypes=[("csr", "default"), ("csr", "row_sparse")])
     def csr_lhs(self, ctx, lhs, rhs, out):
-        if lhs._data.dtype != rhs._data.dtype:  # mixed dtypes: the kernels take one
+        if lhs.data.dtype != rhs.data.dtype:  # mixed dtypes: the kernels take one
             lhs, rhs = _promoted(out, lhs, rhs)
         if lhs.ndim != 2 or rhs.ndim > 2:
             return self._densified(ctx, lhs, rhs, out)
@@ -298,10 +292,10 @@ class Dot(Op):
         plain_rsp = rhs.stype == "row_sparse" and not (self.transpose_b and rhs.ndim == 2)
         if self.transpose_a:
             if plain_rsp:  # only the rows of lhs that rhs stores matter
-                parts, b = _take_rows(parts, rhs._indices), _stored_rows(rhs)
+                parts, b = _take_rows(parts, rhs.indices), _stored_rows(rhs)
             else:
                 b = _dense_rhs(rhs, self.transpose_b)
-            _csr_t_times(ctx, parts, lhs.shape[1], b, out, lhs._indices)
+            _csr_t_times(ctx, parts, lhs.shape[1], b, out, lhs.indices)
             return
         if plain_rsp:  # only the columns of lhs where rhs stores a row matter
             parts, b = _keep_columns(parts, _row_slots(rhs, lhs.shape[1])), _stored_rows(rhs)
@@ -309,16 +303,16 @@ class Dot(Op):
             b = _dense_rhs(rhs, self.transpose_b)
         buf = _dense_buffer(out, parts[2].dtype, b)
         _csr_times_dense(parts, b, buf)
-        _emit_dense(ctx, out, buf, (lhs._indices, lhs._indptr))
+        _emit_dense(ctx, out, buf, (lhs.indices, lhs.indptr))
 
     @kernel(device="cpu", stypes=("default", "csr"))
     def csr_rhs(self, ctx, lhs, rhs, out):
-        if lhs._data.dtype != rhs._data.dtype:  # mixed dtypes: the kernels take one
+        if lhs.data.dtype != rhs.data.dtype:  # mixed dtypes: the kernels take one
             lhs, rhs = _promoted(out, lhs, rhs)
         if lhs.ndim != 2 or rhs.ndim > 2:
             return self._densified(ctx, lhs, rhs, out)
         parts = _csr_parts(rhs)
-        a = _kernel_values(lhs._data)
+        a = _kernel_values(lhs.data)
         a = a.T if self.transpose_a else a
         if self.transpose_b:  # a @ rhs.T = (rhs @ a.T).T
             product = np.empty((rhs.shape[0], a.shape[0]), dtype=parts[2].dtype)
@@ -331,13 +325,13 @@ class Dot(Op):
                 kernel_module("linalg").dense_csr(a, *parts, product)
             else:
                 kernel_module("linalg").dense_csr_rows(a, *parts, product, 0, a.shape[0])
-        _emit_dense(ctx, out, product, (rhs._indices, rhs._indptr))
+        _emit_dense(ctx, out, product, (rhs.indices, rhs.indptr))
 
     @kernel(device="gpu", stypes=[("csr", "default"), ("csr", "row_sparse")])
     def csr_lhs_gpu(self, ctx, lhs, rhs, out):
         """``csr_lhs`` on a gpu. csr.T @ b transposes lhs on the gpu and takes row-wise
         products (no atomics); csr @ row_sparse reads rhs's stored rows through a row map."""
-        if lhs._data.dtype != rhs._data.dtype:  # mixed dtypes: the kernels take one
+        if lhs.data.dtype != rhs.data.dtype:  # mixed dtypes: the kernels take one
             lhs, rhs = _promoted(out, lhs, rhs)
         from ..cuda import kernels as gk
         from ..device import allocating_on
@@ -345,32 +339,32 @@ class Dot(Op):
         if lhs.ndim != 2 or rhs.ndim > 2:
             return self._densified(ctx, lhs, rhs, out)
         xp = ctx.xp
-        parts = (lhs._indptr, lhs._indices, numba_values(lhs._data))
+        parts = (lhs.indptr, lhs.indices, numba_values(lhs.data))
         plain_rsp = rhs.stype == "row_sparse" and not (self.transpose_b and rhs.ndim == 2)
         with allocating_on(ctx.device):
             if plain_rsp:
-                b = xp.ascontiguousarray(_as_matrix(numba_values(rhs._data)))
+                b = xp.ascontiguousarray(_as_matrix(numba_values(rhs.data)))
             else:
                 b = _gpu_dense_rhs(xp, rhs, self.transpose_b)
             if self.transpose_a:
                 if plain_rsp:  # only the rows of lhs that rhs stores matter
-                    parts = gk.take_rows(ctx, parts, rhs._indices)
+                    parts = gk.take_rows(ctx, parts, rhs.indices)
                 cols, product = gk.csr_t_times_dense(ctx, parts, lhs.shape[1], b)
                 _emit_rows(ctx, out, product,
-                           cols.astype(index_dtype_for(lhs._indices, shape=out.shape), copy=False))
+                           cols.astype(index_dtype_for(lhs.indices, shape=out.shape), copy=False))
                 return
             product = _gpu_buffer(xp, out, (lhs.shape[0], b.shape[1]), parts[2].dtype, b)
             if plain_rsp:
-                gk.csr_times_row_sparse(ctx, parts, b, rhs._indices, lhs.shape[1], product)
+                gk.csr_times_row_sparse(ctx, parts, b, rhs.indices, lhs.shape[1], product)
             else:
                 gk.csr_times_dense(ctx, parts, b, product)
-            _emit_dense(ctx, out, product, (lhs._indices, lhs._indptr))
+            _emit_dense(ctx, out, product, (lhs.indices, lhs.indptr))
 
     @kernel(device="gpu", stypes=("default", "csr"))
     def csr_rhs_gpu(self, ctx, lhs, rhs, out):
         """``csr_rhs`` on a gpu, through transposes: a @ B = (B.T @ a.T).T with B.T built
         on the gpu, and a @ B.T = (B @ a.T).T."""
-        if lhs._data.dtype != rhs._data.dtype:  # mixed dtypes: the kernels take one
+        if lhs.data.dtype != rhs.data.dtype:  # mixed dtypes: the kernels take one
             lhs, rhs = _promoted(out, lhs, rhs)
         from ..cuda import kernels as gk
         from ..device import allocating_on
@@ -378,8 +372,8 @@ class Dot(Op):
         if lhs.ndim != 2 or rhs.ndim > 2:
             return self._densified(ctx, lhs, rhs, out)
         xp = ctx.xp
-        parts = (rhs._indptr, rhs._indices, numba_values(rhs._data))
-        a = numba_values(lhs._data)
+        parts = (rhs.indptr, rhs.indices, numba_values(rhs.data))
+        a = numba_values(lhs.data)
         a = a.T if self.transpose_a else a
         with allocating_on(ctx.device):
             a_t = xp.ascontiguousarray(a.T)
@@ -387,14 +381,14 @@ class Dot(Op):
                 parts = gk.csr_transpose(ctx, parts, rhs.shape[1])[0]
             product = xp.empty((parts[0].shape[0] - 1, a_t.shape[1]), dtype=parts[2].dtype)
             gk.csr_times_dense(ctx, parts, a_t, product)
-            _emit_dense(ctx, out, product.T, (rhs._indices, rhs._indptr))
+            _emit_dense(ctx, out, product.T, (rhs.indices, rhs.indptr))
 
     @kernel(device=_BOTH, stypes=("row_sparse", "default"))
     def rsp_lhs(self, ctx, lhs, rhs, out):
         if lhs.ndim != 2 or rhs.ndim > 2:
             return self._densified(ctx, lhs, rhs, out)
-        b = rhs._data.T if self.transpose_b else rhs._data
-        rows, stored = lhs._indices, lhs._data
+        b = rhs.data.T if self.transpose_b else rhs.data
+        rows, stored = lhs.indices, lhs.data
         if self.transpose_a:  # lhs.T @ b: the stored rows of lhs meet the same rows of b
             _emit_dense(ctx, out, ctx.xp.matmul(stored.T, b[rows]), (rows,))
         else:  # only the stored rows of the product are non-zero
@@ -405,8 +399,8 @@ class Dot(Op):
         if lhs.ndim != 2 or rhs.ndim > 2:
             return self._densified(ctx, lhs, rhs, out)
         xp = ctx.xp
-        a = lhs._data.T if self.transpose_a else lhs._data
-        rows, stored = rhs._indices, rhs._data
+        a = lhs.data.T if self.transpose_a else lhs.data
+        rows, stored = rhs.indices, rhs.data
         if self.transpose_b and rhs.ndim == 2:  # a @ rhs.T: the stored rows are output columns
             product = xp.zeros(out.shape, dtype=out.dtype)
             product[:, rows] = xp.matmul(a, stored.T)

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..errors import OperatorError
 from ..registry import Op, Param, kernel, register
+from ..sdk import csr as sdk_csr
 from ._util import T, index_dtype_for, is_host, kernel_module, match_rows, numba_values, rows_in_parallel
 
 _BOTH = ("cpu", "gpu")
@@ -51,7 +52,7 @@ def _as_int_ids(ids):
 
 
 def _dense(x):
-    return x._data if x.stype == "default" else x.tostype("default")._data
+    return x.data if x.stype == "default" else x.tostype("default").data
 
 
 def _scatter_add_rows(xp, target, rows, values) -> None:
@@ -127,12 +128,12 @@ class EmbeddingOp(Op):
 
     @kernel(device=_BOTH, stypes=("default", "row_sparse"))
     def rsp_weight(self, ctx, data, weight, out):
-        ids = data._data.reshape(-1)
+        ids = data.data.reshape(-1)
         _check_ids(ids, self.input_dim, "Embedding")
-        rows = out._data.reshape(ids.shape[0], self.output_dim)
+        rows = out.data.reshape(ids.shape[0], self.output_dim)
         rows[...] = 0
-        found, pos = match_rows(weight._indices, _as_int_ids(ids), ctx.xp)
-        rows[found] = weight._data[pos]
+        found, pos = match_rows(weight.indices, _as_int_ids(ids), ctx.xp)
+        rows[found] = weight.data[pos]
 
     def gradient(self, out_grads, inputs, outputs):
         data = inputs[0]
@@ -193,7 +194,7 @@ class EmbeddingBackward(Op):
         if self.sparse_grad:
             if parallel:
                 sums = np.empty((unique.shape[0], width), dtype=values.dtype)
-                kernels.segment_sum_rows(order, starts, values, np.arange(unique.shape[0]), sums)
+                sdk_csr.segment_sum_rows(None, starts, order, values, np.arange(unique.shape[0]), sums)
             else:
                 sums = np.zeros((unique.shape[0], width), dtype=values.dtype)
                 kernels.scatter_add_rows(rank, values, np.arange(unique.shape[0]), sums)
@@ -202,15 +203,15 @@ class EmbeddingBackward(Op):
                                 copy=False)
             ctx.set_row_sparse(out, sums.astype(out.dtype, copy=False), idx)
             return
-        direct = out._data.dtype == values.dtype
-        dest = out._data if direct else np.empty(out.shape, dtype=values.dtype)
+        direct = out.data.dtype == values.dtype
+        dest = out.data if direct else np.empty(out.shape, dtype=values.dtype)
         dest[...] = 0
         if parallel:
-            kernels.segment_sum_rows(order, starts, values, unique, dest)
+            sdk_csr.segment_sum_rows(None, starts, order, values, unique, dest)
         else:
             kernels.scatter_add_rows(rank, values, unique, dest)
         if not direct:
-            out._data[...] = dest
+            out.data[...] = dest
 
     @kernel(device="gpu", stypes=("*", "*"))
     def segment_sum_xp(self, ctx, data, out_grad, out):
@@ -230,8 +231,8 @@ class EmbeddingBackward(Op):
             idx = unique.astype(index_dtype_for(int_ids, shape=out.shape), copy=False)
             ctx.set_row_sparse(out, sums, idx)
         else:
-            out._data[...] = 0
-            out._data[unique] = sums
+            out.data[...] = 0
+            out.data[unique] = sums
 
     def gradient(self, out_grads, inputs, outputs):
         # linear in out_grad: its gradient gathers the head rows back

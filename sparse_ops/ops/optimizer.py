@@ -131,25 +131,25 @@ class _Update(Op):
         """The kernel body for (default weight, row_sparse grad, default states): lazy or
         dense semantics. Each op registers it for its own arity."""
         *states, out = rest
-        w, o, st = weight._data, out._data, [s._data for s in states]
+        w, o, st = weight.data, out.data, [s.data for s in states]
         if not self.lazy_update:
-            self.dense(ctx, w, grad.tostype("default")._data, *st, o)
+            self.dense(ctx, w, grad.tostype("default").data, *st, o)
             return
         if o is not w:
             o[...] = w
-        nnz = grad._indices.shape[0]
+        nnz = grad.indices.shape[0]
         if nnz == 0:
             return
         n = o.shape[0]
         width = math.prod(o.shape[1:])
         if ctx.xp is np and o.dtype in _NUMBA_FLOATS and all(a.flags.c_contiguous for a in (o, *st)):
             # int64 rows and contiguous values: one compiled kernel per float dtype
-            idx = grad._indices.astype(np.int64, copy=False)
-            g2 = np.ascontiguousarray(grad._data).reshape(nnz, width)
+            idx = grad.indices.astype(np.int64, copy=False)
+            g2 = np.ascontiguousarray(grad.data).reshape(nnz, width)
             self.numba_rows(o.reshape(n, width), idx, g2, *[s.reshape(n, width) for s in st])
             return
-        idx = grad._indices
-        new = self.computed_rows(ctx.xp, o[idx], grad._data, *[s[idx] for s in st])
+        idx = grad.indices
+        new = self.computed_rows(ctx.xp, o[idx], grad.data, *[s[idx] for s in st])
         for s, v in zip(st, new[1:]):
             s[idx] = v
         o[idx] = new[0]

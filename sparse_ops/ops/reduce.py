@@ -91,18 +91,18 @@ def _csr_reduce(xp: Any, x: Any, axes: tuple[int, ...], keepdims: bool, mode: in
     rows, cols = x.shape
     acc = acc_dtype(x.dtype)
     if axes == ():
-        return _transformed(xp, x.tostype("default")._data, mode, acc).astype(acc, copy=False)
+        return _transformed(xp, x.tostype("default").data, mode, acc).astype(acc, copy=False)
     if axes == (0, 1):
-        total = xp.sum(_transformed(xp, x._data, mode, acc), dtype=acc)
+        total = xp.sum(_transformed(xp, x.data, mode, acc), dtype=acc)
         return xp.asarray(total).reshape(reduced_shape(x.shape, axes, keepdims))
-    data = x._data
+    data = x.data
     if use_numba and is_host(data) and data.dtype in _NUMBA_DTYPES:
         from ..kernels.reduce import csr_col_sums_chunked, csr_col_sums_into
         from ..sdk.csr import segment_sum
 
         data = numba_values(data)
         wide = np.dtype(np.float64) if data.dtype.kind == "f" else np.dtype(np.int64)
-        indptr = x._indptr
+        indptr = x.indptr
         if axes == (1,):
             sums = np.zeros(rows, dtype=wide)
             segment_sum(None, indptr, data, sums, mode)
@@ -110,17 +110,17 @@ def _csr_reduce(xp: Any, x: Any, axes: tuple[int, ...], keepdims: bool, mode: in
             chunks = _col_chunks(x.nnz, cols)
             if chunks == 1:  # no parallel region: its start-up costs more than it saves here
                 sums = np.zeros(cols, dtype=wide)
-                csr_col_sums_into(x._indices, data, int(indptr[0]), int(indptr[-1]), mode, sums)
+                csr_col_sums_into(x.indices, data, int(indptr[0]), int(indptr[-1]), mode, sums)
             else:
                 sums = np.zeros((chunks, cols), dtype=wide)
-                csr_col_sums_chunked(indptr, x._indices, data, mode, sums)
+                csr_col_sums_chunked(indptr, x.indices, data, mode, sums)
                 sums = sums.sum(axis=0)
     else:  # array-module code (a real gpu): bincount sums in float64
         values = _transformed(xp, data, mode, acc)
         if axes == (1,):
             sums = xp.bincount(row_ids(x), weights=values, minlength=rows)
         else:
-            sums = xp.bincount(x._indices, weights=values, minlength=cols)
+            sums = xp.bincount(x.indices, weights=values, minlength=cols)
     return sums.reshape(reduced_shape(x.shape, axes, keepdims))
 
 
@@ -135,12 +135,12 @@ def _col_chunks(nnz: int, cols: int) -> int:
 def _rsp_reduce(xp: Any, x: Any, axes: tuple[int, ...], keepdims: bool, mode: int) -> Any:
     """Reduce row_sparse ``x`` over ``axes`` from its stored rows."""
     acc = acc_dtype(x.dtype)
-    part = xp.sum(_transformed(xp, x._data, mode, acc), axis=axes, keepdims=keepdims, dtype=acc)
+    part = xp.sum(_transformed(xp, x.data, mode, acc), axis=axes, keepdims=keepdims, dtype=acc)
     out_shape = reduced_shape(x.shape, axes, keepdims)
     if 0 in axes:  # summing the stored rows is summing every row
         return xp.asarray(part).reshape(out_shape)
     res = xp.zeros(out_shape, dtype=acc)
-    res[x._indices] = part
+    res[x.indices] = part
     return res
 
 
@@ -150,7 +150,7 @@ def _reduce_any(ctx: Any, x: NDArray, axes: tuple[int, ...], keepdims: bool, mod
         return _csr_reduce(xp, x, axes, keepdims, mode)
     if x.stype == "row_sparse":
         return _rsp_reduce(xp, x, axes, keepdims, mode)
-    return _dense_reduce(xp, x._data, axes, keepdims, mode)
+    return _dense_reduce(xp, x.data, axes, keepdims, mode)
 
 
 # ---- the operators -------------------------------------------------------------------------------
@@ -193,7 +193,7 @@ class _Reduction(Op):
 
     @kernel(device=_BOTH, stypes=[("csr",), ("row_sparse",)])
     def sparse(self, ctx, data, out):
-        self._run(ctx, data, out._data)
+        self._run(ctx, data, out.data)
 
     def _spread(self, g: NDArray, shape: tuple[int, ...]) -> NDArray:
         """Head gradient ``g`` (the output's shape) broadcast back to the input ``shape``."""
@@ -277,10 +277,10 @@ class SquareSum(_AxisParams):
         if out.stype == "row_sparse":
             xp = ctx.xp
             axes = self.axes(data.ndim)
-            part = _dense_reduce(xp, data._data, axes, True, SQUARE)
-            ctx.set_row_sparse(out, part.astype(out.dtype, copy=False), data._indices)
+            part = _dense_reduce(xp, data.data, axes, True, SQUARE)
+            ctx.set_row_sparse(out, part.astype(out.dtype, copy=False), data.indices)
         else:
-            self._run(ctx, data, out._data)
+            self._run(ctx, data, out.data)
 
     def gradient(self, out_grads, inputs, outputs):
         x = inputs[0]
@@ -357,15 +357,15 @@ class BroadcastReduced(Op):
     @kernel(device=_BOTH, stypes=("row_sparse",))
     def rsp(self, ctx, data, out):
         if out.stype == "default":
-            out._data[...] = data.tostype("default")._data.reshape(
+            out.data[...] = data.tostype("default").data.reshape(
                 _keepdims_shape(data.shape, self.shape, self.axis))
             return
-        values = data._data
+        values = data.data
         rows = values.shape[0]
         values = values.reshape((rows, *_keepdims_shape(data.shape, self.shape, self.axis)[1:]))
         spread = ctx.xp.empty((rows, *self.shape[1:]), dtype=out.dtype)
         spread[...] = values
-        ctx.set_row_sparse(out, spread, data._indices)
+        ctx.set_row_sparse(out, spread, data.indices)
 
     def gradient(self, out_grads, inputs, outputs):
         g = out_grads[0]

@@ -139,17 +139,17 @@ class Concat(Op):
         if out.stype == "default":  # along axis 1: each input fills its block of columns
             off = 0
             for x in xs:
-                densify_into(x, out._data[:, off:off + x.shape[1]])
+                densify_into(x, out.data[:, off:off + x.shape[1]])
                 off += x.shape[1]
             return
         nnz = sum(x.nnz for x in xs)
-        idt = index_dtype_for(*[x._indices for x in xs], nnz=nnz, shape=out.shape)
+        idt = index_dtype_for(*[x.indices for x in xs], nnz=nnz, shape=out.shape)
         ptrs, off = [xp.zeros(1, dtype=idt)], 0
         for x in xs:
-            ptrs.append(x._indptr[1:].astype(idt) + off)
+            ptrs.append(x.indptr[1:].astype(idt) + off)
             off += x.nnz
-        ctx.set_csr(out, xp.concatenate([x._data for x in xs]),
-                    xp.concatenate([x._indices for x in xs]).astype(idt, copy=False), xp.concatenate(ptrs))
+        ctx.set_csr(out, xp.concatenate([x.data for x in xs]),
+                    xp.concatenate([x.indices for x in xs]).astype(idt, copy=False), xp.concatenate(ptrs))
 
     def gradient(self, out_grads, inputs, outputs):
         g = out_grads[0]
@@ -341,16 +341,16 @@ class Transpose(Op):
     @kernel(device=_BOTH, stypes=("csr",))
     def csr(self, ctx, data, out):
         if self._perm(2) == (0, 1):
-            ctx.set_csr(out, data._data.copy(), data._indices, data._indptr)
+            ctx.set_csr(out, data.data.copy(), data.indices, data.indptr)
             return
         from ..sdk.csr import transpose_into
 
-        idt = index_dtype_for(data._indices, data._indptr, nnz=data.nnz, shape=out.shape)
+        idt = index_dtype_for(data.indices, data.indptr, nnz=data.nnz, shape=out.shape)
         values, indices, indptr = ctx.alloc_csr(out, data.nnz, idt)
-        src = data._data
+        src = data.data
         if src.dtype == np.float16:  # numba has no float16 on the cpu: move the bits
             src, values = src.view(np.uint16), values.view(np.uint16)
-        transpose_into(ctx, data.shape[1], data._indptr, data._indices, src, indptr, indices, values)
+        transpose_into(ctx, data.shape[1], data.indptr, data.indices, src, indptr, indices, values)
 
     def gradient(self, out_grads, inputs, outputs):
         perm = self._perm(len(inputs[0].shape))

@@ -44,15 +44,11 @@ class CastStorage(Op):
     def any_stype(self, ctx, data, out):
         if out.stype == "default":
             if data.stype == "default":
-                out._data[...] = data._data
+                out.data[...] = data.data
             else:
-                densify_into(data, out._data)
+                densify_into(data, out.data)
             return
-        r = _cast_storage(data, self.stype)
-        if r.stype == "csr":
-            ctx.set_csr(out, r._data, r._indices, r._indptr)
-        else:
-            ctx.set_row_sparse(out, r._data, r._indices)
+        ctx.adopt(out, _cast_storage(data, self.stype))
 
     def gradient(self, out_grads, inputs, outputs):
         return [T.cast_storage(out_grads[0], stype=inputs[0].stype)]
@@ -89,7 +85,7 @@ class ZerosLike(Op):
     @kernel(device=_BOTH, stypes=[("row_sparse",), ("csr",)])
     def sparse(self, ctx, data, out):
         xp = ctx.xp
-        idt = data._indices.dtype
+        idt = data.indices.dtype
         values = xp.empty((0, *out.shape[1:]) if out.stype == "row_sparse" else 0, dtype=out.dtype)
         if out.stype == "csr":
             ctx.set_csr(out, values, xp.empty(0, idt), xp.zeros(out.shape[0] + 1, idt))
@@ -119,7 +115,7 @@ class OnesLike(Op):
 
     @kernel(device=_BOTH, stypes=[("row_sparse",), ("csr",)])
     def sparse(self, ctx, data, out):
-        out._data[...] = 1
+        out.data[...] = 1
 
     @classmethod
     def samples(cls) -> list:
@@ -166,16 +162,16 @@ class Retain(Op):
 
     @kernel(device=_BOTH, stypes=("row_sparse", "default"))
     def rsp(self, ctx, data, indices, out):
-        keep = ctx.xp.isin(data._indices, _int_ids(indices._data).ravel())
-        ctx.set_row_sparse(out, data._data[keep], data._indices[keep])
+        keep = ctx.xp.isin(data.indices, _int_ids(indices.data).ravel())
+        ctx.set_row_sparse(out, data.data[keep], data.indices[keep])
 
     @kernel(device=_BOTH, stypes=("default", "default"))
     def dense(self, ctx, data, indices, out):
         xp = ctx.xp
-        ids = _int_ids(indices._data).ravel()
+        ids = _int_ids(indices.data).ravel()
         rows = xp.unique(ids[(ids >= 0) & (ids < data.shape[0])])
-        rows = rows.astype(index_dtype_for(indices._data, shape=data.shape), copy=False)
-        ctx.set_row_sparse(out, data._data[rows], rows)
+        rows = rows.astype(index_dtype_for(indices.data, shape=data.shape), copy=False)
+        ctx.set_row_sparse(out, data.data[rows], rows)
 
     def gradient(self, out_grads, inputs, outputs):
         return [T.retain(out_grads[0], inputs[1]), None]

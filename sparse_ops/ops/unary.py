@@ -88,28 +88,28 @@ class _Elementwise(Op):
     @kernel(device=_BOTH, stypes=[("row_sparse",), ("csr",)])
     def sparse(self, ctx, data, output):
         xp = ctx.xp
-        values = xp.empty(data._data.shape, dtype=output.dtype)
-        self.apply(xp, data._data, values)
+        values = xp.empty(data.data.shape, dtype=output.dtype)
+        self.apply(xp, data.data, values)
         if output.stype == "default":
-            self._fill_and_scatter(data, values, output._data)
+            self._fill_and_scatter(data, values, output.data)
         elif self.fill_value(output.dtype) == 0:
             if data.stype == "csr":
-                ctx.set_csr(output, values, data._indices, data._indptr)
+                ctx.set_csr(output, values, data.indices, data.indptr)
             else:
-                ctx.set_row_sparse(output, values, data._indices)
+                ctx.set_row_sparse(output, values, data.indices)
         else:
             # f(0) != 0 only in this dtype (a scalar truncated to int or overflowed in float16):
             # keep the planned storage type, storing f(0) explicitly wherever it is not zero.
             dense = NDArray(xp.empty(output.shape, dtype=output.dtype), ctx.device)
-            self._fill_and_scatter(data, values, dense._data)
-            output._take_parts(dense.tostype(output.stype))
+            self._fill_and_scatter(data, values, dense.data)
+            ctx.adopt(output, dense.tostype(output.stype))
 
     def _fill_and_scatter(self, data: NDArray, values: Any, out: Any) -> None:
         out.fill(self.fill_value(out.dtype))
         if data.stype == "csr":
-            out[row_ids(data), data._indices] = values
+            out[row_ids(data), data.indices] = values
         else:
-            out[data._indices] = values
+            out[data.indices] = values
 
 
 # ---- unary functions ------------------------------------------------------------------------------
