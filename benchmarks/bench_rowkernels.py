@@ -3,9 +3,9 @@ replaced, in one process, taking turns.
 
     python -m benchmarks.bench_rowkernels [--baseline REV] [--rounds N] [--quick]
 
-The replaced kernels are read from git revision ``REV`` (default ``main``: the last
-revision with the separate cpu and gpu twins) into a temporary folder and imported from
-there; the new ones are this checkout's. Each case runs the old and the new driver
+The replaced kernels are read from the git revision each replaced file last existed in
+(832b943: the separate cpu and gpu twins; 2f6adf5: the embedding gradient's own segment
+sum), or from ``REV`` for all when given, into a temporary folder and imported from there; the new ones are this checkout's. Each case runs the old and the new driver
 alternately (``_timing.alternating``), on the same inputs, with the same serial/parallel
 choice each made then; the ratio is the median over rounds of new / old (below 1: the
 new form is faster). Sizes: csr 200k x 10k with 20 values a row @ 64 columns for the
@@ -30,22 +30,24 @@ sys.path.insert(0, ROOT)
 
 from benchmarks._timing import alternating, markdown_table, paired_ratio  # noqa: E402
 
-OLD_FILES = {
-    "cookbook": "cookbook/sparse_ops_cookbook/kernels/cpu.py",
-    "linalg": "sparse_ops/kernels/linalg.py",
-    "elemwise": "sparse_ops/kernels/elemwise.py",
-    "structure": "sparse_ops/kernels/structure.py",
-    "reduce": "sparse_ops/kernels/reduce.py",
+OLD_FILES = {  # key: (revision, path)
+    "cookbook": ("832b943", "cookbook/sparse_ops_cookbook/kernels/cpu.py"),
+    "linalg": ("832b943", "sparse_ops/kernels/linalg.py"),
+    "elemwise": ("832b943", "sparse_ops/kernels/elemwise.py"),
+    "structure": ("832b943", "sparse_ops/kernels/structure.py"),
+    "reduce": ("832b943", "sparse_ops/kernels/reduce.py"),
+    "nn": ("2f6adf5", "sparse_ops/kernels/nn.py"),
 }
 
 
-def load_old(rev: str, folder: str) -> dict[str, Any]:
-    """The kernel modules of revision ``rev``, imported from copies in ``folder`` (their
-    package-relative imports pointed at this checkout's ``sparse_ops.kernels``)."""
+def load_old(rev: str | None, folder: str) -> dict[str, Any]:
+    """The replaced kernel modules (of revision ``rev``, else each file's own), imported from
+    copies in ``folder`` (their package-relative imports pointed at this checkout's
+    ``sparse_ops.kernels``)."""
     modules = {}
-    for key, path in OLD_FILES.items():
-        text = subprocess.run(["git", "-C", ROOT, "show", f"{rev}:{path}"], check=True, capture_output=True,
-                              text=True).stdout
+    for key, (own_rev, path) in OLD_FILES.items():
+        text = subprocess.run(["git", "-C", ROOT, "show", f"{rev or own_rev}:{path}"], check=True,
+                              capture_output=True, text=True).stdout
         text = text.replace("from . import jit", "from sparse_ops.kernels import jit")
         file = os.path.join(folder, f"old_{key}.py")
         with open(file, "w") as f:
@@ -211,12 +213,25 @@ def cases(old: dict[str, Any], quick: bool) -> dict[str, tuple[Callable[[], Any]
     stored[:, ::3] = 0
     out["cookbook rsp transpose"] = (lambda: cb.rsp_transpose(_Host, 20_000, stored_idx, stored),
                                      lambda: new.rsp_transpose(_Host, 20_000, stored_idx, stored))
+
+    from sparse_ops.kernels import nn as new_nn
+    from sparse_ops.sdk import csr as sdk_csr
+
+    ids = rng.zipf(1.2, 4 * 262_144 // scale) % (1_000_000 // scale)  # an embedding batch's ids, power law
+    head = rng.standard_normal((ids.shape[0], 64)).astype(np.float32)
+    rank, unique, _ = new_nn.rank_ids(ids, 1_000_000 // scale)
+    order, starts = new_nn.group_by_rank(rank, unique.shape[0])
+    slots = np.arange(unique.shape[0])
+    sums = np.empty((unique.shape[0], 64), dtype=np.float32)
+    out["embedding gradient segment sum"] = (
+        lambda: old["nn"].segment_sum_rows(order, starts, head, slots, sums),
+        lambda: sdk_csr.segment_sum_rows(None, starts, order, head, slots, sums))
     return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--baseline", default="main")
+    parser.add_argument("--baseline", default=None, help="one revision for every replaced file")
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--quick", action="store_true", help="inputs 10x smaller")
     parser.add_argument("--only", default="", help="run the cases whose name contains this")
