@@ -147,11 +147,11 @@ class OpContext:
 
     def set_csr(self, out: CSRNDArray, data: Any, indices: Any, indptr: Any) -> None:
         """Hand arrays the kernel built to csr output ``out`` (no copy; checked cheaply after the kernel)."""
-        out._data, out._indices, out._indptr = plain(data), plain(indices), plain(indptr)
+        out._data, out._indices, out._indptr = plain(data, indices, indptr)
 
     def set_row_sparse(self, out: RowSparseNDArray, data: Any, indices: Any) -> None:
         """Hand arrays the kernel built to row_sparse output ``out`` (no copy)."""
-        out._data, out._indices = plain(data), plain(indices)
+        out._data, out._indices = plain(data, indices)
 
     def adopt(self, out: NDArray, result: NDArray) -> None:
         """Hand the arrays of sparse container ``result`` (out's storage type) to output ``out``."""

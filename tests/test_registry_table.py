@@ -126,6 +126,19 @@ def test_replace_true_replaces_and_a_refusal_changes_nothing(isolated):
     assert registry.get_op("regt_repl") is not before and run_op("regt_repl") == [0.0, 5.0, 10.0]
 
 
+def test_the_ops_table_that_gradients_use_follows_replacements(isolated):
+    from sparse_ops.ops._util import T
+
+    declare("regt_T", 2.0)
+    x = so.array(np.arange(3.0))
+    assert T.regt_T(x).asnumpy().tolist() == [0.0, 2.0, 4.0]  # looked up once, then kept
+    declare("regt_T", 3.0, replace=True)
+    assert T.regt_T(x).asnumpy().tolist() == [0.0, 3.0, 6.0]
+    registry.unregister("regt_T")
+    with pytest.raises(so.OperatorError, match="regt_T"):
+        T.regt_T(x)
+
+
 # ---- snapshot / restore / unregister -------------------------------------------------------------------------
 def test_unregister_removes_the_op_and_its_function(isolated):
     declare("regt_gone")

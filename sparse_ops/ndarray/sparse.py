@@ -81,9 +81,9 @@ class BaseSparseNDArray(NDArray):
     # _unchecked: None once validated (or built trusted); for a container built with
     # check=False, the index arrays given then, which the first use validates (a kernel
     # that later hands the container new arrays through OpContext replaces them, and
-    # arrays built by our kernels are trusted). _views: the component views handed out, per
-    # component (values first), cached with the array they show.
-    __slots__ = ("_shape", "_unchecked", "_views")
+    # arrays built by our kernels are trusted). _v0, _v1, _v2: the views handed out of the
+    # values and the index arrays, each cached with the array it shows (``_new_view``).
+    __slots__ = ("_shape", "_unchecked", "_v0", "_v1", "_v2")
     _aux_names: tuple[str, ...] = ()
 
     @property
@@ -140,33 +140,31 @@ class BaseSparseNDArray(NDArray):
     def _empty_structure(self, shape: tuple, data: Any, aux: tuple) -> bool:
         raise NotImplementedError
 
-    def _view(self, i: int) -> Any:
-        """Component ``i`` (0: the values, then the index arrays) as handed to users and
-        kernels alike: the values writable, the index arrays read-only for good (their
-        memory is seen through a read-only buffer, so the flag cannot be switched back).
-        One view per stored array, cached: every reader gets the same object."""
-        a = self._data if i == 0 else self._aux()[i - 1]
-        views = self._views
-        if views is None:
-            views = self._views = [None] * (1 + len(self._aux_names))
-        hit = views[i]
-        if hit is not None and hit[0] is a:
-            return hit[1]
-        if i == 0 or not isinstance(a, np.ndarray):
-            v = component_view(a, writable=True)  # values; CuPy (no flags)
-        elif a.flags.c_contiguous:
-            v = np.frombuffer(memoryview(a).toreadonly(), dtype=a.dtype).reshape(a.shape).view(ComponentView)
+    def _new_view(self, i: int, a: Any) -> Any:
+        """A view of component ``i`` (0: the values ``a``, then the index arrays) as handed
+        to users and kernels alike: the values writable, the index arrays read-only for good
+        (their memory is seen through a read-only buffer, so the flag cannot be switched
+        back). Cached with the array it shows (slots ``_v0``, ``_v1``, ``_v2``), so every
+        reader gets the same object and numba one array type."""
+        if not isinstance(a, np.ndarray):
+            v = a  # CuPy: no read-only flag, and no view type needed
         else:
-            v = _read_only(a)  # a strided view: a plain read-only view
-        if type(v) is ComponentView:
+            if i == 0:
+                v = a.view(ComponentView)
+            elif a.flags.c_contiguous:
+                v = np.frombuffer(memoryview(a).toreadonly(), dtype=a.dtype).reshape(a.shape).view(ComponentView)
+            else:  # a strided view: a plain read-only view
+                v = a.view(ComponentView)
+                v.flags.writeable = False
             v._source = a  # what ``plain`` gives back when a kernel hands this view on
-        views[i] = (a, v)
+        setattr(self, f"_v{i}", (a, v))
         return v
 
     @property
     def data(self) -> Any:
         """The stored values, a writable zero-copy view."""
-        return self._view(0)
+        hit = self._v0
+        return hit[1] if hit is not None and hit[0] is self._data else self._new_view(0, self._data)
 
     @property
     def nnz(self) -> int:
@@ -178,7 +176,7 @@ class BaseSparseNDArray(NDArray):
 
     def aux_data(self, i: int) -> Any:
         """Index array ``i`` (csr: 0 = indptr, 1 = indices; row_sparse: 0 = indices), read-only."""
-        return self._view(i + 1)
+        return getattr(self, self._aux_names[i])
 
     @property
     def aux_types(self) -> list[np.dtype]:
@@ -278,11 +276,11 @@ class RowSparseNDArray(BaseSparseNDArray):
 
     def __init__(self, data: Any, indices: Any, shape: Any, device: Device | None = None,
                  check: bool = True) -> None:
-        self._data, self._indices = plain(data), plain(indices)
+        self._data, self._indices = plain(data, indices)
         self._shape = _as_tuple(shape)
         self._device = device if device is not None else _dev.current_device()
         self._ag = None
-        self._views = None
+        self._v0 = self._v1 = None
         self._unchecked = (self._indices,)
         if check:
             self._validate_now()
@@ -309,7 +307,8 @@ class RowSparseNDArray(BaseSparseNDArray):
     @property
     def indices(self) -> Any:
         """Sorted stored row indices, read-only view."""
-        return self._view(1)
+        hit = self._v1
+        return hit[1] if hit is not None and hit[0] is self._indices else self._new_view(1, self._indices)
 
     def _empty_structure(self, shape: tuple, data: Any, aux: tuple) -> bool:
         return aux[0].shape[0] == 0 and data.shape == (0, *shape[1:])
@@ -368,11 +367,11 @@ class CSRNDArray(BaseSparseNDArray):
 
     def __init__(self, data: Any, indices: Any, indptr: Any, shape: Any,
                  device: Device | None = None, check: bool = True) -> None:
-        self._data, self._indices, self._indptr = plain(data), plain(indices), plain(indptr)
+        self._data, self._indices, self._indptr = plain(data, indices, indptr)
         self._shape = _as_tuple(shape)
         self._device = device if device is not None else _dev.current_device()
         self._ag = None
-        self._views = None
+        self._v0 = self._v1 = self._v2 = None
         self._unchecked = (self._indptr, self._indices)
         if check:
             self._validate_now()
@@ -397,12 +396,14 @@ class CSRNDArray(BaseSparseNDArray):
     @property
     def indices(self) -> Any:
         """Column indices of the stored values, read-only view."""
-        return self._view(2)
+        hit = self._v2
+        return hit[1] if hit is not None and hit[0] is self._indices else self._new_view(2, self._indices)
 
     @property
     def indptr(self) -> Any:
         """Row pointers (``rows + 1`` entries), read-only view."""
-        return self._view(1)
+        hit = self._v1
+        return hit[1] if hit is not None and hit[0] is self._indptr else self._new_view(1, self._indptr)
 
     def _empty_structure(self, shape: tuple, data: Any, aux: tuple) -> bool:
         indptr, indices = aux

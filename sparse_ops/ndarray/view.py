@@ -25,14 +25,18 @@ class ComponentView(np.ndarray):
         return np.array(self, copy=True, subok=False)
 
 
-def plain(a):
-    """``a`` itself, or for a ComponentView the array it shows: the container's own stored
-    array for a view a container handed out (so handing ``x.indices`` on shares x's index
-    array itself), else a plain ndarray over the same memory."""
-    if type(a) is not ComponentView:
-        return a
-    source = a.__dict__.get("_source")
-    return source if source is not None else a.view(np.ndarray)
+def plain(*arrays):
+    """Each array itself, or for a ComponentView the array it shows: the container's own
+    stored array for a view a container handed out (so handing ``x.indices`` on shares x's
+    index array itself), else a plain ndarray over the same memory. One array in, one out;
+    several in, a tuple out."""
+    out = []
+    for a in arrays:
+        if type(a) is ComponentView:
+            source = a.__dict__.get("_source")
+            a = source if source is not None else a.view(np.ndarray)
+        out.append(a)
+    return out[0] if len(out) == 1 else tuple(out)
 
 
 def component_view(a, writable: bool):

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..dispatch import op_function
+from ..registry import subscribe
 from ..storage import _csr_row_ids, _result_index_dtype  # noqa: F401  (re-exported)
 
 _NUMBA_DTYPES = frozenset(np.dtype(t) for t in ("float32", "float64", "int32", "int64"))
@@ -80,10 +81,16 @@ class _Table:
     import each other both ways (they import downward only; a test checks)."""
 
     def __getattr__(self, name: str) -> Any:
-        return op_function(name)
+        fn = op_function(name)
+        setattr(self, name, fn)  # later look-ups are an attribute read, until the op changes
+        return fn
+
+    def _forget(self, name: str, opdef: Any) -> None:
+        self.__dict__.pop(name, None)
 
 
 T = _Table()
+subscribe(T._forget)
 
 
 # ---- shapes shared by the broadcasting ops and their gradients -----------------------------------

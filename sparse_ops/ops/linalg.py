@@ -34,15 +34,22 @@ _BOTH = ("cpu", "gpu")
 
 
 # ---- writing a result into an output of any storage type ---------------------------------------
+def _buffer(xp: Any, out: NDArray, shape: tuple, dtype: np.dtype, operand: Any) -> Any:
+    """``out``'s memory as a 2-d ``shape`` array when the kernel may write the product
+    there (dense, of ``dtype``, C-contiguous, not the operand it reads), else a new array."""
+    if out.stype == "default":
+        mem = out.data
+        if mem.dtype == dtype and mem.flags.c_contiguous and not xp.may_share_memory(mem, operand):
+            return mem.reshape(shape)
+    return xp.empty(shape, dtype=dtype)
+
+
 def _dense_buffer(out: NDArray, dtype: np.dtype, operand: np.ndarray) -> np.ndarray:
     """A 2-d (a 1-d output as one column) C-contiguous array for a numba kernel to write
     the dense product into: ``out``'s own memory when it can (not when ``out=`` is the
     dense ``operand`` the kernel reads), else a new array."""
     shape = (out.shape[0], out.shape[1] if len(out.shape) == 2 else 1)
-    if (out.stype == "default" and out.data.dtype == dtype and out.data.flags.c_contiguous
-            and not np.may_share_memory(out.data, operand)):
-        return out.data.reshape(shape)
-    return np.empty(shape, dtype=dtype)
+    return _buffer(np, out, shape, dtype, operand)
 
 
 def _emit_dense(ctx, out: NDArray, values: Any, sources: tuple = ()) -> None:
@@ -90,8 +97,10 @@ def _kernel_values(a: np.ndarray) -> np.ndarray:
     """Values as the numba kernels take them: float16 widened to float32 (numba has no
     cpu float16) and int32 to int64 (one integer type: fewer specialisations to compile;
     the cast back gives int32's wrap-around result)."""
-    a = numba_values(a)
-    return a.astype(np.int64) if a.dtype == np.int32 else a
+    dtype = a.dtype
+    if dtype == np.float16:
+        return a.astype(np.float32)
+    return a.astype(np.int64) if dtype == np.int32 else a
 
 
 def _promoted(out: NDArray, *operands: NDArray) -> tuple[NDArray, ...]:
@@ -195,13 +204,7 @@ def _gpu_dense_rhs(xp: Any, rhs: NDArray, transpose: bool) -> Any:
     return xp.ascontiguousarray(b.T if transpose and rhs.ndim == 2 else b)
 
 
-def _gpu_buffer(xp: Any, out: NDArray, shape: tuple, dtype: np.dtype, operand: Any) -> Any:
-    """``_dense_buffer`` on a gpu: ``out``'s memory as a 2-d ``shape`` array when the
-    kernel may write the product there, else a new array."""
-    if (out.stype == "default" and out.data.dtype == dtype and out.data.flags.c_contiguous
-            and not xp.may_share_memory(out.data, operand)):
-        return out.data.reshape(shape)
-    return xp.empty(shape, dtype=dtype)
+
 
 
 # ---- the operators -------------------------------------------------------------------------------
@@ -353,7 +356,7 @@ class Dot(Op):
                 _emit_rows(ctx, out, product,
                            cols.astype(index_dtype_for(lhs.indices, shape=out.shape), copy=False))
                 return
-            product = _gpu_buffer(xp, out, (lhs.shape[0], b.shape[1]), parts[2].dtype, b)
+            product = _buffer(xp, out, (lhs.shape[0], b.shape[1]), parts[2].dtype, b)
             if plain_rsp:
                 gk.csr_times_row_sparse(ctx, parts, b, rhs.indices, lhs.shape[1], product)
             else:
