@@ -63,6 +63,8 @@ class BridgedOp:
                     return self._direct(ov, inst, nvis, args)
                 try:
                     res = ov.torch_op(*args, ptext)
+                except BridgeError:
+                    raise
                 except OperatorError as exc:
                     raise BridgeError(f"sparse_ops.torch.ops.{self.opdef.name}: {exc}") from exc
                 except (TypeError, ValueError, RuntimeError) as exc:
@@ -78,6 +80,8 @@ class BridgedOp:
         here is nothing: no autograd, no mode, no tracing)."""
         try:
             res = run_dense(ov, inst, args)
+        except BridgeError:
+            raise
         except OperatorError as exc:
             raise BridgeError(f"sparse_ops.torch.ops.{self.opdef.name}: {exc}") from exc
         except (TypeError, ValueError) as exc:
@@ -136,6 +140,8 @@ class BridgedOp:
         nvis = inst.visible_output_count()
         try:
             res = ov.torch_op(*flat, ptext)
+        except BridgeError:
+            raise
         except OperatorError as exc:
             raise BridgeError(f"sparse_ops.torch.ops.{opdef.name}: {exc}") from exc
         except (TypeError, ValueError, RuntimeError) as exc:
