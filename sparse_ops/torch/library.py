@@ -189,8 +189,12 @@ def overload_for(opdef: registry.OpDef, in_stypes: tuple[str, ...], out_stypes: 
         if ov is not None:  # the op was re-registered in our table: its torch op goes too
             forget(opdef.name)
         ov = Overload(opdef, in_stypes, out_stypes)
-        _define(ov)
-        _OVERLOADS[key] = ov
+        _OVERLOADS[key] = ov  # before torch looks the op up (which may define its declared overloads)
+        try:
+            _define(ov)
+        except BaseException:
+            _OVERLOADS.pop(key, None)
+            raise
         return ov
 
 
@@ -214,7 +218,11 @@ def _define(ov: Overload) -> None:
     lib = _LIBS.get(name)
     if lib is None:
         lib = _LIBS[name] = torch.library.Library(NAMESPACE, "FRAGMENT")
-    lib.define(ov.schema())
+    schema = ov.schema()
+    if schema.count(", ") >= 64:
+        raise BridgeError(f"{ov.opdef.label}: {len(ov.in_stypes)} inputs make {schema.count(', ') + 1} torch "
+                          "operator arguments; torch takes at most 64 (pass fewer inputs per call)")
+    lib.define(schema)
     qual = ov.qualname
     lib.impl(qual.split("::")[1], _make_impl(ov), "CompositeExplicitAutograd")
     torch.library.register_fake(qual, _make_fake(ov), lib=lib)
@@ -222,8 +230,11 @@ def _define(ov: Overload) -> None:
         torch.library.register_autograd(qual, _make_backward(ov), setup_context=_make_setup(ov), lib=lib)
     packet = getattr(torch.ops.sparse_ops, name)
     ov.torch_op = getattr(packet, ov.name)
-    if ov.opdef.differentiable and not ov.opdef.mutate:
-        lib.define(ov.backward_schema())
+    bschema = ov.backward_schema()
+    # torch schemas take at most 64 arguments: a call with that many inputs keeps its eager
+    # backward, and a traced one says there is no backward operator
+    if ov.opdef.differentiable and not ov.opdef.mutate and bschema.count(", ") < 64:
+        lib.define(bschema)
         bname = ov.name + "_backward"
         lib.impl(f"{name}.{bname}", _make_backward_impl(ov), "CompositeExplicitAutograd")
         torch.library.register_fake(f"{NAMESPACE}::{name}.{bname}", _make_backward_fake(ov), lib=lib)
@@ -587,7 +598,10 @@ def _make_backward(ov: Overload) -> Callable:
         with _streams(saved[0]) if saved else contextlib.nullcontext():
             gs = run_gradient(ov, inst, inputs, out_arrays, out_grads, needs)
             for i, (s, g, x) in enumerate(zip(slots, gs, inputs)):
-                if g is None or not needs[i]:
+                if not needs[i]:
+                    continue
+                if g is None:  # asked for, but the rule gives this input none: zero by design
+                    result[s] = torch.zeros_like(args[s])
                     continue
                 if x.stype == "default" and g.stype == "row_sparse":
                     # a row_sparse gradient of a dense input: torch's sparse gradient (what
