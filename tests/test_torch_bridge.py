@@ -270,3 +270,19 @@ def test_after_an_error_autograd_keeps_working():
         z = so.sum(so.square(v))
     z.backward()
     np.testing.assert_array_equal(v.grad.asnumpy(), [2.0, 2.0, 2.0])
+
+
+def test_the_test_command_installs_torch_from_the_constraints_file():
+    """README's second Quick-start line and .ci/run run the same command, which pins the test
+    run's torch (ci/constraints.txt) while the torch extra stays unpinned."""
+    import pathlib
+    import tomllib
+
+    root = pathlib.Path(__file__).resolve().parent.parent
+    readme_line = [ln for ln in (root / "README.md").read_text().splitlines() if "python -m pytest -q" in ln][0]
+    assert readme_line in (root / ".ci" / "run").read_text()
+    assert "-c ci/constraints.txt" in readme_line
+    pins = [ln for ln in (root / "ci" / "constraints.txt").read_text().splitlines() if ln and not ln.startswith("#")]
+    assert pins == ["torch==2.13.0"]
+    extras = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert extras["torch"] == ["torch>=2.4"] and "torch>=2.4" in extras["dev"]

@@ -48,7 +48,7 @@ class BridgedOp:
     # ---- the common call: dense tensors -------------------------------------------------------------
     def __call__(self, *args: Any, **params: Any) -> Any:
         key = (tuple(params.items()) if params else (), len(args))
-        fast = self._dense.get(key)
+        fast = None if _compiling() else self._dense.get(key)  # traced calls take the one general path
         if fast is not None:
             grad = False
             for a in args:
@@ -58,7 +58,7 @@ class BridgedOp:
                 grad = grad or a.requires_grad
             else:
                 ov, nvis, inst, ptext, cpu = fast
-                if cpu and not (grad and _grad_enabled()) and not _modes() and not _compiling() \
+                if cpu and not (grad and _grad_enabled()) and not _modes() \
                         and all(a.is_cpu for a in args):
                     return self._direct(ov, inst, nvis, args)
                 try:

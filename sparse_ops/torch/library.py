@@ -362,10 +362,11 @@ def _make_impl(ov: Overload) -> Callable:
         if dense and all(t.is_cpu and t.is_contiguous() for t in args[:ov.nparts_in]):
             got = run_dense(ov, _instance(opdef, params), args[:ov.nparts_in])
             return got[0] if len(got) == 1 else tuple(got)
-        arrays, k = inputs_of(ov, args)
         inst = _instance(opdef, params)
         first = args[0] if args else None
+        # on a gpu everything from here runs on torch's current stream, DLPack exchanges included
         with _streams(first) if isinstance(first, torch.Tensor) else contextlib.nullcontext():
+            arrays, k = inputs_of(ov, args)
             plan = plan_for(opdef, inst, arrays)
             if list(plan.out_stypes) != expected:
                 raise BridgeError(f"{opdef.label}: inferred output storage types {list(plan.out_stypes)}, but "
@@ -373,7 +374,7 @@ def _make_impl(ov: Overload) -> Callable:
             with _scope(False, None):
                 results = plan.run(arrays)
             parts = output_parts(results, arrays, plan.mode != "fcompute_ex")
-        return _tensors(parts)
+            return _tensors(parts)
 
     return impl
 
@@ -588,14 +589,14 @@ def _make_backward(ov: Overload) -> Callable:
             return tuple(result)
         if torch.is_grad_enabled():
             return create_graph_backward(ov, args, outs, grads, needs, result, slots)
-        inputs, _ = inputs_of(ov, args, check=False)
-        inst, shapes, _, _ = infer_meta(ov, args)
-        out_arrays = _out_arrays(ov, outs, shapes)
-        gk, out_grads = 0, []
-        for j, (st, o) in enumerate(zip(ov.out_stypes, out_arrays)):
-            out_grads.append(_grad_array(ov, j, grads[gk], o))
-            gk += N_PARTS[st]
         with _streams(saved[0]) if saved else contextlib.nullcontext():
+            inputs, _ = inputs_of(ov, args, check=False)
+            inst, shapes, _, _ = infer_meta(ov, args)
+            out_arrays = _out_arrays(ov, outs, shapes)
+            gk, out_grads = 0, []
+            for j, (st, o) in enumerate(zip(ov.out_stypes, out_arrays)):
+                out_grads.append(_grad_array(ov, j, grads[gk], o))
+                gk += N_PARTS[st]
             gs = run_gradient(ov, inst, inputs, out_arrays, out_grads, needs)
             for i, (s, g, x) in enumerate(zip(slots, gs, inputs)):
                 if not needs[i]:
@@ -625,11 +626,11 @@ def _make_backward_impl(ov: Overload) -> Callable:
         outs = list(args[nparts:nparts + nout])
         grads = list(args[nparts + nout:nparts + nout + len(ov.out_stypes)])
         needs, params = args[-2], args[-1]
-        inputs, _ = inputs_of(ov, fargs)
-        inst, shapes, _, _ = infer_meta(ov, fargs + [params])
-        out_arrays = _out_arrays(ov, outs, shapes)
-        out_grads = [_grad_array(ov, j, g, o) for j, (g, o) in enumerate(zip(grads, out_arrays))]
         with _streams(args[0]):
+            inputs, _ = inputs_of(ov, fargs)
+            inst, shapes, _, _ = infer_meta(ov, fargs + [params])
+            out_arrays = _out_arrays(ov, outs, shapes)
+            out_grads = [_grad_array(ov, j, g, o) for j, (g, o) in enumerate(zip(grads, out_arrays))]
             gs = run_gradient(ov, inst, inputs, out_arrays, out_grads, list(needs))
             res = []
             for g, x, n in zip(gs, inputs, needs):
