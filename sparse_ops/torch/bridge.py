@@ -51,9 +51,10 @@ class BridgedOp:
         fast = None if _compiling() else self._dense.get(key)  # traced calls take the one general path
         if fast is not None:
             grad = False
-            for a in args:
+            first = args[0].device if args and args[0].__class__ is _PLAIN else None
+            for a in args:  # mixed devices leave too: the general path names the argument
                 if a.__class__ is not _PLAIN or a.layout is not _STRIDED or not a.is_contiguous() \
-                        or a.dtype not in _VALUE_DTYPES:
+                        or a.dtype not in _VALUE_DTYPES or a.device != first:
                     break
                 grad = grad or a.requires_grad
             else:
