@@ -1,0 +1,150 @@
+"""The cookbook's two demo models as ``torch.nn.Module``s, built on the PyTorch bridge
+(``sparse_ops.torch``): the cookbook operators called on torch tensors, recorded by torch's
+autograd, their sparse gradients handed to ``torch.optim``.
+
+- ``GCN``: a 2-layer graph convolutional network, each layer ``csr_spmm(A_hat, H W)`` on
+  the normalised adjacency as a ``torch.sparse_csr`` tensor; with ``attention=True`` each
+  layer aggregates with learnt weights instead, ``csr_row_softmax`` over the adjacency's
+  stored positions of the scores ``csr_sddmm(A_hat, q, k)`` (a csr whose values get
+  gradients: what ``torch.sparse.mm`` cannot differentiate).
+- ``FactorizationMachine``: the click-log model, ``embedding_bag(x, w) + fm_interaction(x,
+  V) + b`` on a csr batch; the gradients of ``w`` and ``V`` arrive as sparse COO tensors
+  with one row per feature in the batch, so ``torch.optim.Adagrad`` (``adagrad``) or
+  ``SparseAdam`` update only those rows.
+
+Each model also runs through ``torch.ops.sparse_ops.<name>`` on component tensors
+(``forward_components``), the form ``torch.compile(fullgraph=True)`` can trace: Dynamo
+does not take sparse tensors, so the csr operands travel as (crow_indices, col_indices,
+values) and the model never holds a sparse tensor.
+
+This module imports torch; ``import sparse_ops_cookbook`` does not import it. The native
+twins the demo compares against are in ``demo/twins.py`` and ``demo/ctr.py``.
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import sparse_ops as so
+import sparse_ops.torch as sot
+
+from . import attention as _attention, embedding_bag as _embedding_bag, fm as _fm, spmm as _spmm  # noqa: F401
+from .demo.twins import attention_scale, gcn_weights
+
+
+class CSRParts(NamedTuple):
+    """A csr matrix as plain tensors (what ``torch.compile`` can trace): row pointers,
+    column indices, values, and the shape."""
+
+    crow: torch.Tensor
+    col: torch.Tensor
+    values: torch.Tensor
+    shape: tuple[int, int]
+
+    @classmethod
+    def of(cls, a: torch.Tensor) -> "CSRParts":
+        """The components of a ``torch.sparse_csr`` tensor (views, no copy)."""
+        return cls(a.crow_indices(), a.col_indices(), a.values(), tuple(a.shape))
+
+
+def to_torch_csr(x: Any) -> torch.Tensor:
+    """A sparse_ops csr array, or a SciPy csr matrix, as a ``torch.sparse_csr`` tensor
+    without copying (``sparse_ops.torch.to_torch``)."""
+    if not isinstance(x, so.CSRNDArray):
+        x = so.csr_matrix(x)
+    return sot.to_torch(x)
+
+
+class GCN(nn.Module):
+    """logits = L2(relu(L1(X))), layer l mapping H to A_l @ (H W_l), where A_l is the
+    normalised adjacency ``a_hat`` or, with ``attention``, the row softmax over a_hat's
+    stored positions of <q_i, k_j> / sqrt(d_att), q = Z Q_l, k = Z K_l, Z = H W_l.
+
+    The weights start as ``demo.twins.gcn_weights(..., seed)`` (or ``weights``), the same
+    arrays the native twin ``NativeGCN`` starts from.
+    """
+
+    def __init__(self, n_in: int, n_hidden: int, n_out: int, attention: bool = False, d_att: int = 8,
+                 seed: int = 0, weights: dict[str, np.ndarray] | None = None) -> None:
+        super().__init__()
+        weights = weights if weights is not None else gcn_weights(n_in, n_hidden, n_out, attention, d_att, seed)
+        self.attention = "q1" in weights
+        self.scale = attention_scale(weights["q1"].shape[1]) if self.attention else 1.0
+        for name, value in weights.items():
+            setattr(self, name, nn.Parameter(torch.from_numpy(np.array(value, copy=True))))
+
+    def _layer(self, a_hat: torch.Tensor, h: torch.Tensor, layer: int) -> torch.Tensor:
+        ops = sot.ops
+        z = h @ getattr(self, f"w{layer}")
+        if not self.attention:
+            return ops.csr_spmm(a_hat, z)
+        q = (z @ getattr(self, f"q{layer}")) * self.scale
+        k = z @ getattr(self, f"k{layer}")
+        return ops.csr_spmm(ops.csr_row_softmax(ops.csr_sddmm(a_hat, q, k)), z)
+
+    def forward(self, a_hat: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """Logits (n, n_out) of every node; ``a_hat`` a ``torch.sparse_csr`` (n, n)."""
+        return self._layer(a_hat, torch.relu(self._layer(a_hat, x, 1)), 2)
+
+    def loss(self, a_hat: torch.Tensor, x: torch.Tensor, rows: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """Mean cross-entropy of the labelled nodes ``rows``."""
+        return F.cross_entropy(self(a_hat, x)[rows], labels)
+
+    def optimizer(self, lr: float = 0.01, weight_decay: float = 5e-4) -> torch.optim.Optimizer:
+        """Adam with L2 weight decay: the demo's optimizer (``NativeGCN.adam`` is its twin)."""
+        return torch.optim.Adam(self.parameters(), lr=lr, weight_decay=weight_decay)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The current parameters as NumPy arrays (copies)."""
+        return {name: p.detach().numpy().copy() for name, p in self.named_parameters()}
+
+
+class FactorizationMachine(nn.Module):
+    """logit(x) = b + x w + sum_{j<l} <v_j, v_l> x_j x_l for a csr batch x (n, n_features):
+    ``embedding_bag(x, w)`` (w: n_features x 1) + ``fm_interaction(x, V)`` (V: n_features x
+    k) + b. Starts as ``demo.ctr.FactorizationMachine(n_features, k, seed=seed,
+    init_scale=init_scale)`` does: w and b zeros, V = init_scale * N(0, 1) from
+    ``np.random.default_rng(seed)``."""
+
+    def __init__(self, n_features: int, k: int = 8, seed: int = 0, init_scale: float = 0.01) -> None:
+        super().__init__()
+        rng = np.random.default_rng(seed)
+        self.w = nn.Parameter(torch.zeros(n_features, 1))
+        self.v = nn.Parameter(torch.from_numpy((init_scale * rng.standard_normal((n_features, k))).astype(np.float32)))
+        self.b = nn.Parameter(torch.zeros(1))
+
+    @classmethod
+    def from_native(cls, native: Any) -> "FactorizationMachine":
+        """A copy of a ``demo.ctr.FactorizationMachine``'s current parameters."""
+        model = cls(native.w.shape[0], native.v.shape[1])
+        with torch.no_grad():
+            for name in ("w", "v", "b"):
+                getattr(model, name).copy_(torch.from_numpy(getattr(native, name).asnumpy()))
+        return model
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits (n,) of a ``torch.sparse_csr`` batch x."""
+        ops = sot.ops
+        return ops.embedding_bag(x, self.w).reshape(-1) + ops.fm_interaction(x, self.v) + self.b
+
+    def loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Mean logistic loss against labels y (0 or 1)."""
+        return F.binary_cross_entropy_with_logits(self(x), y)
+
+    def adagrad(self, lr: float = 0.05, init_history: float = 1e-5) -> torch.optim.Adagrad:
+        """``torch.optim.Adagrad`` as the native demo trains: the sums of squares start at
+        ``init_history``; w and V (sparse gradients: only the batch's rows move) with
+        eps 1e-10, the bias with a negligible one (the native update puts it under the
+        square root)."""
+        return torch.optim.Adagrad([{"params": [self.w, self.v], "eps": 1e-10}, {"params": [self.b], "eps": 1e-20}],
+                                   lr=lr, initial_accumulator_value=init_history)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {name: p.detach().numpy().copy() for name, p in self.named_parameters()}
+
+
+__all__ = ["GCN", "FactorizationMachine", "CSRParts", "to_torch_csr"]
