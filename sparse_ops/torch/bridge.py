@@ -1,0 +1,250 @@
+"""What ``sparse_ops.torch.ops.<name>`` and ``op(name)`` are: every op of the table on torch tensors.
+
+A bridged op takes torch tensors (strided, ``sparse_csr``, COO with ``sparse_dim=1``, or
+``CSRParts`` / ``RowSparseParts`` of component tensors) and keyword parameters, splits
+them into component tensors and calls the op's ``torch.ops.sparse_ops`` overload
+(``library.py``): eager and compiled code run the same registered operator, and torch's
+autograd records it. Results come back in the op's inferred storage types (a tuple for
+several outputs); inside ``torch.compile`` sparse results come back as ``CSRParts`` /
+``RowSparseParts``, since Dynamo has no sparse tensors.
+
+The table is read when an op is first asked for, and ``registry.subscribe`` drops a
+bridged op when its record is replaced or removed, so plugins, ``library.load`` files and
+MXNet-form ops registered at any time are bridged like the built-ins.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .. import registry
+from ..dispatch import _infer
+from ..errors import OperatorError
+from .convert import TorchBridgeError, components
+from .library import BridgeError, Overload, encode_params, forget, overload_for
+from .structure import CSRParts, RowSparseParts, assemble_csr, assemble_rows, rows_values
+
+_PLAIN = torch.Tensor
+
+
+class BridgedOp:
+    """One op of the table as a function of torch tensors: ``f(*tensors, **params)``."""
+
+    def __init__(self, opdef: registry.OpDef) -> None:
+        self.opdef = opdef
+        self.__name__ = self.__qualname__ = opdef.name
+        self.__doc__ = opdef.describe()
+        self._dense: dict[tuple, tuple[Any, int, bool, tuple]] = {}  # (params, n) -> (torch op, nvis, ...)
+
+    def __repr__(self) -> str:
+        return f"<sparse_ops.torch op {self.opdef.name}>"
+
+    # ---- the common call: dense tensors -------------------------------------------------------------
+    def __call__(self, *args: Any, **params: Any) -> Any:
+        key = (tuple(params.items()) if params else (), len(args))
+        fast = self._dense.get(key)
+        if fast is not None:
+            for a in args:
+                if a.__class__ is not _PLAIN or a.layout is not torch.strided or not a.is_contiguous():
+                    break
+            else:
+                op, nvis, single, ptext = fast
+                try:
+                    res = op(*args, ptext)
+                except OperatorError as exc:
+                    raise BridgeError(f"sparse_ops.torch.ops.{self.opdef.name}: {exc}") from exc
+                except (TypeError, ValueError, RuntimeError) as exc:
+                    raise self._error(exc, args) from exc
+                if single:
+                    return res
+                return res[0] if nvis == 1 else tuple(res[:nvis])
+        return self._call(args, params, key)
+
+    def _error(self, exc: Exception, args: tuple) -> BridgeError:
+        devices = {a.device for a in args if isinstance(a, torch.Tensor)}
+        if len(devices) > 1:
+            names = ", ".join(f"{n} on {a.device}" for n, a in zip(self._names(len(args)), args)
+                              if isinstance(a, torch.Tensor))
+            return BridgeError(f"sparse_ops.torch.ops.{self.opdef.name}: inputs on different devices ({names}); "
+                               "move them to one device")
+        return BridgeError(f"sparse_ops.torch.ops.{self.opdef.name}: {type(exc).__name__}: {exc}")
+
+    def _names(self, n: int) -> list[str]:
+        from .library import arg_names
+
+        return arg_names(self.opdef, n)
+
+    # ---- any call ---------------------------------------------------------------------------------------
+    def _call(self, args: tuple, params: dict, key: tuple) -> Any:
+        opdef = self.opdef
+        names = self._names(len(args))
+        if not opdef.variadic and len(args) != len(opdef.arguments):
+            raise BridgeError(f"sparse_ops.torch.ops.{opdef.name} takes {len(opdef.arguments)} tensor input(s) "
+                              f"({', '.join(opdef.arguments)}), got {len(args)}; parameters go by keyword")
+        stypes, flat, shapes, device = [], [], [], None
+        for name, a in zip(names, args):
+            try:
+                st, parts, shape = _split(a)
+            except (TypeError, ValueError) as exc:
+                raise BridgeError(f"sparse_ops.torch.ops.{opdef.name}: argument {name!r}: {exc}") from exc
+            d = parts[0].device
+            if device is None:
+                device = (name, d)
+            elif d != device[1]:
+                raise BridgeError(f"sparse_ops.torch.ops.{opdef.name}: argument {name!r} is on {d} but "
+                                  f"{device[0]!r} is on {device[1]}; move them to one device")
+            stypes.append(st)
+            shapes.append(shape)
+            flat += parts
+            if st != "default":
+                flat.append(list(shape))
+        try:
+            ptext = encode_params(params)
+            inst = opdef.instance(params) if params else (opdef._default_instance or opdef.instance({}))
+            nout = inst.output_count()
+            out_stypes = tuple(_infer(opdef, inst, "storage_type", list(stypes), nout))
+            out_shapes = [tuple(s) for s in _infer(opdef, inst, "shape", shapes, nout)]
+            ov = overload_for(opdef, tuple(stypes), out_stypes)
+        except (OperatorError, TypeError, ValueError) as exc:
+            raise BridgeError(f"sparse_ops.torch.ops.{opdef.name}: {exc}") from exc
+        nvis = inst.visible_output_count()
+        try:
+            res = ov.torch_op(*flat, ptext)
+        except OperatorError as exc:
+            raise BridgeError(f"sparse_ops.torch.ops.{opdef.name}: {exc}") from exc
+        except (TypeError, ValueError, RuntimeError) as exc:
+            raise self._error(exc, args) from exc
+        if all(s == "default" for s in stypes) and all(s == "default" for s in out_stypes) \
+                and all(a.__class__ is _PLAIN for a in args):
+            self._dense[key] = (ov.torch_op, nvis, nout == 1, ptext)
+        res = (res,) if not isinstance(res, tuple) else res
+        return _assemble(ov, res, out_shapes, nvis)
+
+
+def _split(a: Any) -> tuple[str, list, tuple]:
+    if isinstance(a, CSRParts):
+        return "csr", [a.values, a.indices, a.indptr], tuple(a.shape)
+    if isinstance(a, RowSparseParts):
+        return "row_sparse", [a.values, a.indices], tuple(a.shape)
+    if not isinstance(a, torch.Tensor):
+        raise TorchBridgeError(f"expected a torch.Tensor (or CSRParts / RowSparseParts), got a {type(a).__name__}")
+    if a.layout == torch.sparse_coo and a.sparse_dim() == 1:
+        if not a.is_coalesced():
+            a = a.coalesce()  # a copy, as from_torch does
+        return "row_sparse", [rows_values(a), a._indices()[0]], tuple(a.shape)
+    st, parts, shape = components(a, "sparse_ops.torch")
+    return st, list(parts), shape
+
+
+def _assemble(ov: Overload, res: tuple, shapes: list, nvis: int) -> Any:
+    out, k = [], 0
+    compiling = torch.compiler.is_compiling()
+    for st, shape in zip(ov.out_stypes[:nvis], shapes):
+        if st == "default":
+            out.append(res[k])
+            k += 1
+        elif st == "csr":
+            v, i, p = res[k:k + 3]
+            out.append(CSRParts(v, i, p, shape) if compiling else assemble_csr(v, i, p, shape))
+            k += 3
+        else:
+            v, i = res[k:k + 2]
+            out.append(RowSparseParts(v, i, shape) if compiling else assemble_rows(v, i, shape))
+            k += 2
+    return out[0] if nvis == 1 else tuple(out)
+
+
+# ---- the namespace ------------------------------------------------------------------------------------
+_BRIDGED: dict[str, BridgedOp] = {}
+
+
+def op(name: str) -> BridgedOp:
+    """The bridged function of registered op ``name``; ``OperatorError`` if there is none."""
+    f = _BRIDGED.get(name)
+    opdef = registry.get_op(name)
+    if f is None or f.opdef is not opdef:
+        f = _BRIDGED[name] = BridgedOp(opdef)
+    return f
+
+
+def lookup(name: str) -> BridgedOp:
+    """``sparse_ops.torch.ops.<name>``: AttributeError (not OperatorError) for unknown names."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    try:
+        return op(name)
+    except OperatorError:
+        raise AttributeError(f"sparse_ops.torch.ops has no op {name!r} (no operator of that name is "
+                             "registered; sparse_ops.list_ops() lists them)") from None
+
+
+def _on_change(name: str, opdef: registry.OpDef | None) -> None:
+    """A record was registered, replaced or removed: its bridged function and torch
+    registrations go (made again from the new record on next use)."""
+    f = _BRIDGED.pop(name, None)
+    if f is not None or any(k for k in list(_registered()) if k == name):
+        forget(name)
+
+
+def _registered() -> list[str]:
+    from .library import _LIBS
+
+    return list(_LIBS)
+
+
+registry.subscribe(_on_change)
+
+
+class _TorchNamespace(torch._ops._OpNamespace):
+    """``torch.ops.sparse_ops``: defines an op's torch overloads the first time it is asked
+    for by name (its all-dense overload and one per declared storage-aware kernel)."""
+
+    def __getattr__(self, op_name: str) -> Any:
+        if not op_name.startswith("__") and op_name not in _registered():
+            try:
+                opdef = registry.get_op(op_name)
+            except OperatorError:
+                opdef = None
+            if opdef is not None:
+                define_declared(opdef)
+        return super().__getattr__(op_name)
+
+
+def define_declared(opdef: registry.OpDef) -> list[Overload]:
+    """Define the torch overloads of ``opdef`` that its declaration names: all-dense inputs
+    (when the op takes a fixed number) and each cpu storage-aware kernel's input storage
+    types, with the output storage types its default parameters infer. Ones the default
+    parameters cannot infer (a required parameter) are left for their first call."""
+    combos = []
+    if not opdef.variadic:
+        combos.append(("default",) * len(opdef.arguments))
+    for (dev, stypes) in opdef.fcompute_ex:
+        if dev == "cpu" and "*" not in stypes and "..." not in stypes and stypes not in combos:
+            combos.append(stypes)
+    made = []
+    for stypes in combos:
+        try:
+            inst = opdef._default_instance or opdef.instance({})
+            out = tuple(_infer(opdef, inst, "storage_type", list(stypes), inst.output_count()))
+            made.append(overload_for(opdef, tuple(stypes), out))
+        except (OperatorError, TypeError, ValueError):
+            continue
+    return made
+
+
+def _install_torch_namespace() -> None:
+    ns = torch.ops.__dict__.get("sparse_ops")
+    if isinstance(ns, _TorchNamespace):
+        return
+    if ns is None:
+        ns = _TorchNamespace("sparse_ops")
+        setattr(torch.ops, "sparse_ops", ns)
+        if "sparse_ops" not in torch.ops._dir:
+            torch.ops._dir.append("sparse_ops")
+    else:
+        ns.__class__ = _TorchNamespace
+
+
+_install_torch_namespace()
+

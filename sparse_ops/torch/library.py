@@ -1,0 +1,680 @@
+"""Every op of the table as a ``torch.library`` operator, ``torch.ops.sparse_ops.<name>``.
+
+A torch operator takes tensors, so each of our ops is registered on **component
+tensors**, one overload per tuple of input and output storage types:
+
+- a dense input is one tensor; a csr input is ``<arg>_values, <arg>_indices, <arg>_indptr,
+  <arg>_shape``; a row_sparse input ``<arg>_values, <arg>_indices, <arg>_shape``;
+- the parameters travel as one string (``params``, our canonical encoding; empty for the
+  defaults), so every parameter type of the table crosses unchanged;
+- the outputs are the components of every output (visible and hidden: backward reads
+  hidden ones such as Dropout's mask) by their inferred storage types; indices of sparse
+  outputs are int64 and never alias an input (torch's rule for custom ops: a shared index
+  array is copied).
+
+The overload named ``default`` is the all-dense one (fixed arity, dense outputs), so
+``torch.ops.sparse_ops.relu(x)`` works as written; the others are named by storage codes
+(``d`` dense, ``c`` csr, ``r`` row_sparse), inputs then outputs: ``dot.cd_r`` is
+``dot(csr, dense) -> row_sparse``.
+
+Each overload has a real implementation (our invoke path on zero-copy NumPy/CuPy views;
+on cuda on ``torch.cuda.current_stream()``), a fake implementation from the op's
+``infer_shape`` / ``infer_type`` / ``infer_storage_type`` (sparse outputs get dynamic nnz
+sizes) and an autograd formula that runs the op's own gradient rule. Registration is lazy:
+an op is defined in torch the first time it is used (through ``sparse_ops.torch.ops``,
+``op(name)`` or ``torch.ops.sparse_ops.<name>``), so importing the bridge registers nothing.
+"""
+from __future__ import annotations
+
+import ast
+import contextlib
+import threading
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+
+from .. import autograd as _ag
+from .. import registry
+from ..device import Device, as_device
+from ..dispatch import _infer, plan_for
+from ..errors import OperatorError
+from ..ndarray import CSRNDArray, NDArray, RowSparseNDArray
+from ..tape import _scope
+from .convert import array_of, device_of, numpy_dtype, sparse_rows, tensor_of, torch_device, torch_dtype
+
+NAMESPACE = "sparse_ops"
+CODES = {"default": "d", "csr": "c", "row_sparse": "r"}
+N_PARTS = {"default": 1, "csr": 3, "row_sparse": 2}
+
+
+class BridgeError(OperatorError, ValueError):
+    """An op called through the torch bridge refused its arguments; the message names the
+    op and the argument, the original error is ``__cause__``."""
+
+
+# ---- parameters as one string ------------------------------------------------------------------
+def _plain(v: Any) -> Any:
+    """A parameter value as a Python literal (what ``encode_params`` writes)."""
+    if isinstance(v, (bool, int, float, str)) or v is None:
+        return v
+    if isinstance(v, torch.dtype):
+        return numpy_dtype(v).name
+    if isinstance(v, np.dtype):
+        return v.name
+    if isinstance(v, type) and issubclass(v, np.generic):
+        return np.dtype(v).name
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, (tuple, list)):
+        return tuple(_plain(e) for e in v)
+    if isinstance(v, (Device, torch.device)):
+        return str(v)
+    raise TypeError(f"a parameter value of type {type(v).__name__} cannot cross the torch bridge "
+                    "(bool, int, float, str, None, a dtype, a device or tuples of them)")
+
+
+def encode_params(params: dict[str, Any]) -> str:
+    """The canonical string of a parameter dict ("" for none): a sorted list of pairs."""
+    if not params:
+        return ""
+    return repr(sorted((k, _plain(v)) for k, v in params.items()))
+
+
+_DECODED: dict[str, dict[str, Any]] = {"": {}}
+
+
+def decode_params(text: str) -> dict[str, Any]:
+    """The parameter dict of ``encode_params``'s string (cached: one parse per string)."""
+    d = _DECODED.get(text)
+    if d is None:
+        d = {k: v for k, v in ast.literal_eval(text)}
+        if len(_DECODED) > 4096:
+            _DECODED.clear()
+        _DECODED[text] = d
+    return d
+
+
+def _instance(opdef: registry.OpDef, params: str) -> registry.Op:
+    return opdef.instance(decode_params(params)) if params else (opdef._default_instance or opdef.instance({}))
+
+
+# ---- overloads -------------------------------------------------------------------------------------
+def arg_names(opdef: registry.OpDef, n: int) -> list[str]:
+    """The names of ``n`` inputs (a variadic op's are ``<first>0, <first>1, ...``)."""
+    if opdef.variadic:
+        fixed = list(opdef.arguments)
+        if n <= len(fixed) and not (len(fixed) == 1):
+            return fixed[:n]
+        return [f"{fixed[0]}{i}" for i in range(n)]
+    return list(opdef.arguments)
+
+
+def overload_name(opdef: registry.OpDef, in_stypes: Sequence[str], out_stypes: Sequence[str]) -> str:
+    """``default`` for the all-dense call of a fixed-arity op with one dense output, else the
+    storage codes of the inputs and the outputs: ``cd_r``."""
+    if (not opdef.variadic and all(s == "default" for s in in_stypes) and list(out_stypes) == ["default"]):
+        return "default"
+    return "".join(CODES[s] for s in in_stypes) + "_" + "".join(CODES[s] for s in out_stypes) if in_stypes \
+        else "n_" + "".join(CODES[s] for s in out_stypes)
+
+
+class Overload:
+    """One torch operator: op ``opdef`` for input storage types ``in_stypes`` and output
+    storage types ``out_stypes`` (every output, hidden ones included)."""
+
+    def __init__(self, opdef: registry.OpDef, in_stypes: tuple[str, ...], out_stypes: tuple[str, ...]) -> None:
+        self.opdef, self.in_stypes, self.out_stypes = opdef, in_stypes, out_stypes
+        self.name = overload_name(opdef, in_stypes, out_stypes)
+        self.names = arg_names(opdef, len(in_stypes))
+        self.nparts_in = sum(N_PARTS[s] + (s != "default") for s in in_stypes)  # + the shape argument
+        self.qualname = f"{NAMESPACE}::{opdef.name}" + ("" if self.name == "default" else f".{self.name}")
+        self.torch_op: Any = None
+        self.backward_op: Any = None
+        self.mutated = [i for i, n in enumerate(self.names) if n in opdef.mutate]
+
+    def schema(self) -> str:
+        args, letters = [], iter("abcdefghijklmnopqrstuvwxyz")
+        for i, (name, st) in enumerate(zip(self.names, self.in_stypes)):
+            if st == "default":
+                ann = f"({next(letters)}!)" if i in self.mutated else ""
+                args.append(f"Tensor{ann} {name}")
+            elif i in self.mutated:
+                raise BridgeError(f"{self.opdef.label}: its input {name!r} is updated in place, which the torch "
+                                  f"bridge supports for dense inputs only (got {st})")
+            elif st == "csr":
+                args += [f"Tensor {name}_values", f"Tensor {name}_indices", f"Tensor {name}_indptr",
+                         f"SymInt[2] {name}_shape"]
+            else:
+                args += [f"Tensor {name}_values", f"Tensor {name}_indices", f"SymInt[] {name}_shape"]
+        args.append('str params=""')
+        rets = ["Tensor"] * sum(N_PARTS[s] for s in self.out_stypes)
+        ret = rets[0] if len(rets) == 1 else "(" + ", ".join(rets) + ")"
+        return f"{self.opdef.name}{'' if self.name == 'default' else '.' + self.name}({', '.join(args)}) -> {ret}"
+
+    def backward_schema(self) -> str:
+        """Component tensors of the inputs, then of every output, then one gradient tensor
+        per output (dense, or the values of a sparse output), which inputs want a gradient,
+        the parameters; returns one gradient tensor per input (dense, or the values of a
+        sparse input; an empty tensor where none was asked for)."""
+        fwd = self.schema()
+        inner = fwd[fwd.index("(") + 1:fwd.rindex(") ->")].replace('str params=""', "").rstrip(", ")
+        inner = inner.replace("(a!)", "").replace("(b!)", "").replace("(c!)", "")
+        outs = []
+        for j, st in enumerate(self.out_stypes):
+            outs += [f"Tensor out{j}_{k}" for k in range(N_PARTS[st])]
+        grads = [f"Tensor? grad{j}" for j in range(len(self.out_stypes))]
+        rets = ", ".join(["Tensor"] * len(self.in_stypes))
+        ret = rets if len(self.in_stypes) == 1 else f"({rets})"
+        name = self.opdef.name + "." + self.name + "_backward"
+        return f"{name}({', '.join([inner] + outs + grads + ['bool[] needs', 'str params'])}) -> {ret}"
+
+
+_LOCK = threading.RLock()
+_LIBS: dict[str, Any] = {}                                 # op name -> its torch.library.Library
+_OVERLOADS: dict[tuple[str, tuple, tuple], Overload] = {}  # (op name, in stypes, out stypes)
+
+
+def overload_for(opdef: registry.OpDef, in_stypes: tuple[str, ...], out_stypes: tuple[str, ...]) -> Overload:
+    """The registered torch overload of ``opdef`` for these storage types (defined on first use)."""
+    key = (opdef.name, in_stypes, out_stypes)
+    ov = _OVERLOADS.get(key)
+    if ov is not None and ov.opdef is opdef:
+        return ov
+    with _LOCK:
+        ov = _OVERLOADS.get(key)
+        if ov is not None and ov.opdef is opdef:
+            return ov
+        if ov is not None:  # the op was re-registered in our table: its torch op goes too
+            forget(opdef.name)
+        ov = Overload(opdef, in_stypes, out_stypes)
+        _define(ov)
+        _OVERLOADS[key] = ov
+        return ov
+
+
+def forget(name: str) -> None:
+    """Drop the torch registrations of op ``name`` (it was replaced or removed in our table)."""
+    with _LOCK:
+        lib = _LIBS.pop(name, None)
+        for key in [k for k in _OVERLOADS if k[0] == name]:
+            del _OVERLOADS[key]
+        if lib is not None:
+            lib._destroy()
+        ns = torch.ops.__dict__.get(NAMESPACE)
+        if ns is not None and name in ns.__dict__:
+            delattr(ns, name)
+            if name in getattr(ns, "_dir", []):
+                ns._dir.remove(name)
+
+
+def _define(ov: Overload) -> None:
+    name = ov.opdef.name
+    lib = _LIBS.get(name)
+    if lib is None:
+        lib = _LIBS[name] = torch.library.Library(NAMESPACE, "FRAGMENT")
+    lib.define(ov.schema())
+    qual = ov.qualname
+    lib.impl(qual.split("::")[1], _make_impl(ov), "CompositeExplicitAutograd")
+    torch.library.register_fake(qual, _make_fake(ov), lib=lib)
+    torch.library.register_autograd(qual, _make_backward(ov), setup_context=_make_setup(ov), lib=lib)
+    packet = getattr(torch.ops.sparse_ops, name)
+    ov.torch_op = getattr(packet, ov.name)
+    if ov.opdef.differentiable and not ov.opdef.mutate:
+        lib.define(ov.backward_schema())
+        bname = ov.name + "_backward"
+        lib.impl(f"{name}.{bname}", _make_backward_impl(ov), "CompositeExplicitAutograd")
+        torch.library.register_fake(f"{NAMESPACE}::{name}.{bname}", _make_backward_fake(ov), lib=lib)
+        ov.backward_op = getattr(packet, bname)
+
+
+# ---- from component tensors to containers and back -------------------------------------------
+def _streams(t: torch.Tensor) -> Any:
+    """Run our kernels on torch's current stream of ``t``'s gpu (CuPy's current stream, which
+    our kernel launches use, becomes it); nothing on the host."""
+    if t.device.type != "cuda":
+        return contextlib.nullcontext()
+    import cupy
+
+    stream = torch.cuda.current_stream(t.device)
+    return cupy.cuda.ExternalStream(stream.cuda_stream, t.device.index or 0)
+
+
+def _dense(t: torch.Tensor, dev: Device | None = None) -> NDArray:
+    if not t.is_contiguous():
+        t = t.contiguous()
+    return NDArray(array_of(t), dev or device_of(t))
+
+
+def inputs_of(ov: Overload, args: Sequence[Any], check: bool = True) -> tuple[list[NDArray], int]:
+    """Our containers over the component arguments of ``ov`` (validated unless ``check`` is
+    False) and the position after them."""
+    arrays, k = [], 0
+    for st, name in zip(ov.in_stypes, ov.names):
+        try:
+            if st == "default":
+                arrays.append(_dense(args[k]))
+                k += 1
+            elif st == "csr":
+                v, i, p, shape = args[k:k + 4]
+                k += 4
+                dev = device_of(v)
+                parts = [array_of(x if x.is_contiguous() else x.contiguous()) for x in (v, i, p)]
+                cls = CSRNDArray if check else CSRNDArray._trusted
+                arrays.append(cls(parts[0], parts[1], parts[2], tuple(int(s) for s in shape), dev))
+            else:
+                v, i, shape = args[k:k + 3]
+                k += 3
+                dev = device_of(v)
+                parts = [array_of(x if x.is_contiguous() else x.contiguous()) for x in (v, i)]
+                cls = RowSparseNDArray if check else RowSparseNDArray._trusted
+                arrays.append(cls(parts[0], parts[1], tuple(int(s) for s in shape), dev))
+        except (TypeError, ValueError) as exc:
+            raise BridgeError(f"{ov.opdef.label}: argument {name!r} ({st}): {exc}") from exc
+    return arrays, k
+
+
+def _base(a: Any) -> Any:
+    while getattr(a, "base", None) is not None:
+        a = a.base
+    return a
+
+
+def _overlaps(a: Any, b: Any) -> bool:
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        return np.may_share_memory(a, b)
+    try:
+        import cupy
+
+        return bool(cupy.may_share_memory(a, b))
+    except Exception:
+        return False
+
+
+def output_parts(results: Sequence[NDArray], inputs: Sequence[NDArray], fresh: bool) -> list[Any]:
+    """The component arrays of the outputs as torch wants them: indices int64, nothing
+    aliasing an input or another output (copied where it would). ``fresh``: the dense
+    kernel wrote into outputs allocated for it, so nothing can alias."""
+    parts: list[Any] = []
+    for r in results:
+        if r.stype == "default":
+            parts.append(r._data)
+        elif r.stype == "csr":
+            parts += [r._data, r._indices.astype(np.int64, copy=False), r._indptr.astype(np.int64, copy=False)]
+        else:
+            parts += [r._data, r._indices.astype(np.int64, copy=False)]
+    if fresh and all(r.stype == "default" for r in results):
+        return parts
+    taken = [a for x in inputs for a in (x._data, *getattr(x, "_aux", lambda: ())())]
+    out = []
+    for p in parts:
+        if any(_overlaps(p, q) for q in taken):
+            p = p.copy()
+        taken.append(p)
+        out.append(p)
+    return out
+
+
+def _tensors(parts: Sequence[Any]) -> Any:
+    ts = [tensor_of(p) for p in parts]
+    return ts[0] if len(ts) == 1 else tuple(ts)
+
+
+def _make_impl(ov: Overload) -> Callable:
+    opdef, expected = ov.opdef, list(ov.out_stypes)
+
+    def impl(*args: Any) -> Any:
+        arrays, k = inputs_of(ov, args)
+        params = args[k] if len(args) > k else ""
+        inst = _instance(opdef, params)
+        first = args[0] if args else None
+        with _streams(first) if isinstance(first, torch.Tensor) else contextlib.nullcontext():
+            plan = plan_for(opdef, inst, arrays)
+            if list(plan.out_stypes) != expected:
+                raise BridgeError(f"{opdef.label}: inferred output storage types {list(plan.out_stypes)}, but "
+                                  f"overload {ov.name} returns {expected}")
+            with _scope(False, None):
+                results = plan.run(arrays)
+            parts = output_parts(results, arrays, plan.mode != "fcompute_ex")
+        return _tensors(parts)
+
+    return impl
+
+
+def infer_meta(ov: Overload, args: Sequence[Any]) -> tuple[registry.Op, list, list, Any]:
+    """(op instance, output shapes, output torch dtypes, device) from component arguments
+    (real or fake tensors): the op's own shape and dtype rules, nothing run."""
+    shapes, dtypes, k, dev = [], [], 0, None
+    for st in ov.in_stypes:
+        v = args[k]
+        dev = dev or v.device
+        if st == "default":
+            shapes.append(tuple(v.shape))
+            k += 1
+        else:
+            n = 4 if st == "csr" else 3
+            shapes.append(tuple(args[k + n - 1]))
+            k += n
+        dtypes.append(numpy_dtype(v.dtype))
+    params = args[k] if len(args) > k else ""
+    opdef = ov.opdef
+    inst = _instance(opdef, params)
+    nout = inst.output_count()
+    out_shapes = _infer(opdef, inst, "shape", shapes, nout)
+    out_dtypes = [torch_dtype(d) for d in _infer(opdef, inst, "type", dtypes, nout)]
+    if dev is None:  # no inputs: the op's device parameter
+        d = getattr(inst, "device", None)
+        dev = torch_device(as_device(d)) if d is not None else torch.device("cpu")
+    return inst, out_shapes, out_dtypes, dev
+
+
+def _make_fake(ov: Overload) -> Callable:
+    def fake(*args: Any) -> Any:
+        inst, shapes, dtypes, dev = infer_meta(ov, args)
+        out = []
+        for st, shape, dt in zip(ov.out_stypes, shapes, dtypes):
+            shape = tuple(shape)
+            if st == "default":
+                out.append(torch.empty(shape, dtype=dt, device=dev))
+                continue
+            nnz = torch.library.get_ctx().new_dynamic_size()  # how many values are stored: data decides
+            if st == "csr":
+                out += [torch.empty((nnz,), dtype=dt, device=dev), torch.empty((nnz,), dtype=torch.int64, device=dev),
+                        torch.empty((shape[0] + 1,), dtype=torch.int64, device=dev)]
+            else:
+                out += [torch.empty((nnz, *shape[1:]), dtype=dt, device=dev),
+                        torch.empty((nnz,), dtype=torch.int64, device=dev)]
+        return out[0] if len(out) == 1 else tuple(out)
+
+    return fake
+
+
+# ---- autograd ------------------------------------------------------------------------------------------
+def _out_arrays(ov: Overload, outs: Sequence[torch.Tensor], shapes: Sequence[tuple]) -> list[NDArray]:
+    arrays, k = [], 0
+    for st, shape in zip(ov.out_stypes, shapes):
+        if st == "default":
+            arrays.append(_dense(outs[k]))
+        elif st == "csr":
+            v, i, p = (array_of(t) for t in outs[k:k + 3])
+            arrays.append(CSRNDArray._trusted(v, i, p, tuple(shape), device_of(outs[k])))
+        else:
+            v, i = (array_of(t) for t in outs[k:k + 2])
+            arrays.append(RowSparseNDArray._trusted(v, i, tuple(shape), device_of(outs[k])))
+        k += N_PARTS[st]
+    return arrays
+
+
+def _grad_array(ov: Overload, j: int, g: torch.Tensor | None, out: NDArray) -> NDArray:
+    """The gradient of output ``j`` as our container: dense, or the output's structure with
+    the gradient of its stored values; zeros when torch has none."""
+    from ..creation import zeros
+
+    if g is None:
+        return zeros(out.shape, stype=out.stype, dtype=out.dtype, device=out.device)
+    if g.layout != torch.strided:
+        g = g.to_dense()
+    data = array_of(g.contiguous())
+    if out.stype == "default":
+        return NDArray(data, out.device)
+    return out._with_values(data.astype(out.dtype, copy=False), copy_aux=False)
+
+
+def aligned(g: NDArray | None, x: NDArray) -> Any:
+    """The gradient ``g`` of input ``x`` as an array aligned with ``x``'s component: dense
+    for a dense ``x`` (row_sparse and csr gradients densified), the gradient of each stored
+    value for a sparse ``x`` (gathered at ``x``'s structure, vectorised)."""
+    xp = x.device.xp
+    if g is None:
+        return None
+    if x.stype == "default":
+        return (g if g.stype == "default" else g.tostype("default"))._data
+    if g.stype == x.stype:
+        same = all(a is b or (a.shape == b.shape and bool((a == b).all())) for a, b in zip(g._aux(), x._aux()))
+        if same:
+            return g._data
+    dense = (g if g.stype == "default" else g.tostype("default"))._data
+    if x.stype == "row_sparse":
+        return dense[x._indices]
+    rows = xp.repeat(xp.arange(x.shape[0]), xp.diff(x._indptr))
+    return dense[rows, x._indices]
+
+
+def run_gradient(ov: Overload, inst: registry.Op, inputs: list[NDArray], outputs: list[NDArray],
+                 out_grads: list[NDArray], needs: list[bool], record: bool = False) -> list:
+    """The op's own gradient rule on our containers, only for ``needs`` (recorded on our
+    tape when ``record``: second order differentiates it)."""
+    opdef = ov.opdef
+    if not opdef.differentiable:
+        i = next(k for k, n in enumerate(needs) if n)
+        raise BridgeError(f"{opdef.label} declares no gradient, so torch autograd cannot differentiate through "
+                          f"it to input {i} ({ov.names[i]!r})")
+    with _scope(record, None):
+        try:
+            if opdef.gradient_takes_needs:
+                grads = list(inst.gradient(out_grads, inputs, outputs, needs=needs))
+            else:
+                grads = list(inst.gradient(out_grads, inputs, outputs))
+        except OperatorError as exc:
+            if record:
+                raise BridgeError(f"{opdef.label}: its gradient rule cannot be differentiated, so create_graph=True "
+                                  f"gives no second-order gradient here: {exc}") from exc
+            raise
+        except Exception as exc:
+            raise OperatorError(f"{opdef.label}: gradient failed: {type(exc).__name__}: {exc}") from exc
+    return [g if n else None for g, n in zip(grads, needs)]
+
+
+def _arg_slots(ov: Overload) -> list[int]:
+    """For each input, the position of its dense tensor or values tensor among the op's arguments."""
+    slots, k = [], 0
+    for st in ov.in_stypes:
+        slots.append(k)
+        k += 1 if st == "default" else N_PARTS[st] + 1
+    return slots
+
+
+def _make_setup(ov: Overload) -> Callable:
+    nout = sum(N_PARTS[s] for s in ov.out_stypes)
+
+    def setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
+        outs = (output,) if nout == 1 else tuple(output)
+        if ov.opdef.constant:
+            ctx.mark_non_differentiable(*outs)
+        tensors = [a for a in inputs if isinstance(a, torch.Tensor)]
+        ctx.ntensors = len(tensors)
+        ctx.args = [None if isinstance(a, torch.Tensor) else a for a in inputs]
+        ctx.save_for_backward(*tensors, *outs)
+
+    return setup_context
+
+
+def _tracing(tensors: Sequence[Any]) -> bool:
+    """Whether these tensors are being traced (torch.compile, make_fx): then the backward is
+    itself an operator (``<overload>_backward``) rather than Python on their memory."""
+    if torch.compiler.is_compiling():
+        return True
+    for t in tensors:
+        if t is not None and type(t) is not torch.Tensor and not isinstance(t, torch.nn.Parameter):
+            return True
+    return False
+
+
+def _make_backward(ov: Overload) -> Callable:
+    slots = _arg_slots(ov)
+    nparts = ov.nparts_in
+
+    def backward(ctx: Any, *grads: Any) -> Any:
+        result: list[Any] = [None] * (nparts + 1)
+        needs = [bool(ctx.needs_input_grad[s]) for s in slots]
+        if not any(needs):
+            return tuple(result)
+        saved = ctx.saved_tensors
+        it = iter(saved[:ctx.ntensors])
+        args = [next(it) if a is None else a for a in ctx.args]
+        outs = list(saved[ctx.ntensors:])
+        if _tracing([*saved, *grads]):
+            if ov.backward_op is None:
+                raise BridgeError(f"{ov.opdef.label}: no gradient to trace (declares none, or updates inputs in place)")
+            gparts = []
+            k = 0
+            for j, st in enumerate(ov.out_stypes):
+                gparts.append(grads[k])
+                k += N_PARTS[st]
+            got = ov.backward_op(*args[:nparts], *outs, *gparts, needs, args[nparts] if len(args) > nparts else "")
+            got = (got,) if len(ov.in_stypes) == 1 else got
+            for i, (s, g) in enumerate(zip(slots, got)):
+                if needs[i]:
+                    result[s] = g
+            return tuple(result)
+        if torch.is_grad_enabled():
+            return create_graph_backward(ov, args, outs, grads, needs, result, slots)
+        inputs, _ = inputs_of(ov, args, check=False)
+        inst, shapes, _, _ = infer_meta(ov, args)
+        out_arrays = _out_arrays(ov, outs, shapes)
+        gk, out_grads = 0, []
+        for j, (st, o) in enumerate(zip(ov.out_stypes, out_arrays)):
+            out_grads.append(_grad_array(ov, j, grads[gk], o))
+            gk += N_PARTS[st]
+        with _streams(saved[0]) if saved else contextlib.nullcontext():
+            gs = run_gradient(ov, inst, inputs, out_arrays, out_grads, needs)
+            for i, (s, g, x) in enumerate(zip(slots, gs, inputs)):
+                if g is None or not needs[i]:
+                    continue
+                if x.stype == "default" and g.stype == "row_sparse":
+                    # a row_sparse gradient of a dense input: torch's sparse gradient (what
+                    # nn.Embedding(sparse=True) gives; SGD, SparseAdam, Adagrad take it)
+                    result[s] = sparse_rows(tensor_of(g._data.astype(x.dtype, copy=False)),
+                                            tensor_of(g._indices), x.shape)
+                else:
+                    a = aligned(g, x)
+                    result[s] = tensor_of(a.astype(x.dtype, copy=False) if a.dtype != x.dtype else a)
+        return tuple(result)
+
+    return backward
+
+
+def _make_backward_impl(ov: Overload) -> Callable:
+    nparts = ov.nparts_in
+    nout = sum(N_PARTS[s] for s in ov.out_stypes)
+
+    def backward_impl(*args: Any) -> Any:
+        fargs = list(args[:nparts])
+        outs = list(args[nparts:nparts + nout])
+        grads = list(args[nparts + nout:nparts + nout + len(ov.out_stypes)])
+        needs, params = args[-2], args[-1]
+        inputs, _ = inputs_of(ov, fargs)
+        inst, shapes, _, _ = infer_meta(ov, fargs + [params])
+        out_arrays = _out_arrays(ov, outs, shapes)
+        out_grads = [_grad_array(ov, j, g, o) for j, (g, o) in enumerate(zip(grads, out_arrays))]
+        with _streams(args[0]):
+            gs = run_gradient(ov, inst, inputs, out_arrays, out_grads, list(needs))
+            res = []
+            for g, x, n in zip(gs, inputs, needs):
+                if g is None or not n:
+                    res.append(tensor_of(np.empty(0, x.dtype)) if x.device.xp is np else
+                               torch.empty(0, dtype=torch_dtype(x.dtype), device=torch_device(x.device)))
+                else:
+                    a = aligned(g, x)
+                    a = a.astype(x.dtype, copy=False)
+                    res.append(tensor_of(a.copy() if any(_overlaps(a, q) for q in _all_parts(inputs, out_arrays))
+                                         else a))
+        return res[0] if len(res) == 1 else tuple(res)
+
+    return backward_impl
+
+
+def _all_parts(*groups: Sequence[NDArray]) -> list:
+    return [a for g in groups for x in g for a in (x._data, *getattr(x, "_aux", lambda: ())())]
+
+
+def _make_backward_fake(ov: Overload) -> Callable:
+    nparts = ov.nparts_in
+
+    def backward_fake(*args: Any) -> Any:
+        needs = args[-2]
+        res, k = [], 0
+        for st, n in zip(ov.in_stypes, needs):
+            v = args[k]
+            res.append(torch.empty_like(v) if n else v.new_empty((0,)))
+            k += 1 if st == "default" else N_PARTS[st] + 1
+        return res[0] if len(res) == 1 else tuple(res)
+
+    return backward_fake
+
+
+# ---- second order: the gradient rule, differentiated by our own engine --------------------------------
+class _Vjp(torch.autograd.Function):
+    """``fn`` (a function of dense containers, made of our operators, returning containers)
+    as a torch autograd function whose backward is ``fn``'s vector-Jacobian product, which
+    sparse-ops' own autograd computes by recording ``fn``. ``order`` counts the derivatives
+    taken: the gradient rule is order 1, its derivative order 2, and there it stops."""
+
+    @staticmethod
+    def forward(ctx: Any, fn: Callable, order: int, *tensors: torch.Tensor) -> Any:
+        arrays = [_dense(t) for t in tensors]
+        res = fn(*arrays)
+        ctx.fn, ctx.order = fn, order
+        ctx.save_for_backward(*tensors)
+        taken = [a._data for a in arrays]
+        out = []
+        for r in res:
+            d = (r if r.stype == "default" else r.tostype("default"))._data
+            out.append(tensor_of(d.copy() if any(_overlaps(d, q) for q in taken) else d))
+        ctx.out_meta = [(tuple(t.shape), t.dtype) for t in out]
+        return tuple(out)
+
+    @staticmethod
+    def backward(ctx: Any, *cots: torch.Tensor) -> Any:
+        if ctx.order >= 2:
+            raise BridgeError("derivatives of third order and beyond are not supported through the torch bridge "
+                              "(create_graph=True works once: second order)")
+        tensors, fn = ctx.saved_tensors, ctx.fn
+        n = len(tensors)
+
+        def vjp(*arrays: NDArray) -> list:
+            xs, cs = [NDArray(a._data, a.device) for a in arrays[:n]], list(arrays[n:])
+            for x in xs:
+                x.attach_grad()
+            with _ag.record():
+                ys = fn(*xs)
+            pairs = [(y, c) for y, c in zip(ys, cs) if y._ag is not None and y._ag.needs_grad()]
+            if not pairs:
+                return [NDArray(x._data * 0, x.device) for x in xs]
+            gs = _ag.grad([y for y, _ in pairs], xs, head_grads=[c for _, c in pairs])
+            return list(gs)
+
+        full = [c if c is not None else torch.zeros(shape, dtype=dt, device=tensors[0].device)
+                for c, (shape, dt) in zip(cots, ctx.out_meta)]
+        got = _Vjp.apply(vjp, ctx.order + 1, *tensors, *full)
+        return (None, None, *got)
+
+
+def create_graph_backward(ov: Overload, args: list, outs: list, grads: Sequence[Any], needs: list[bool],
+                          result: list, slots: list[int]) -> tuple:
+    """Backward under ``create_graph=True``: the gradient rule as a torch function whose own
+    derivative sparse-ops' autograd computes, so torch can differentiate the gradient once
+    more (dense inputs and outputs; a clear error otherwise, and where the rule is made of
+    operators without gradients)."""
+    if any(s != "default" for s in (*ov.in_stypes, *ov.out_stypes)):
+        raise BridgeError(f"{ov.opdef.label}: second-order gradients (create_graph=True) through the torch bridge "
+                          f"need dense inputs and outputs; this call has {list(ov.in_stypes)} -> "
+                          f"{list(ov.out_stypes)}")
+    nin, nout = len(ov.in_stypes), len(ov.out_stypes)
+    params = args[nin] if len(args) > nin else ""
+    inst = _instance(ov.opdef, params)
+    grads = [g if g is not None else torch.zeros_like(o) for g, o in zip(grads, outs)]
+
+    def rule(*arrays: NDArray) -> list:
+        from ..creation import zeros
+
+        xs, ys, gs = list(arrays[:nin]), list(arrays[nin:nin + nout]), list(arrays[nin + nout:])
+        got = run_gradient(ov, inst, xs, ys, gs, needs, record=_ag.is_recording())
+        return [zeros(x.shape, dtype=x.dtype, device=x.device) if g is None else g for g, x in zip(got, xs)]
+
+    rule.__name__ = f"gradient of {ov.opdef.name}"
+    got = _Vjp.apply(rule, 1, *args[:nin], *outs, *grads)
+    for i, (s, g) in enumerate(zip(slots, got)):
+        if needs[i]:
+            result[s] = g
+    return tuple(result)
