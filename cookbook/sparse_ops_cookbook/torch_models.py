@@ -22,7 +22,7 @@ twins the demo compares against are in ``demo/twins.py`` and ``demo/ctr.py``.
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import torch
@@ -34,21 +34,6 @@ import sparse_ops.torch as sot
 
 from . import attention as _attention, embedding_bag as _embedding_bag, fm as _fm, spmm as _spmm  # noqa: F401
 from .demo.twins import attention_scale, gcn_weights
-
-
-class CSRParts(NamedTuple):
-    """A csr matrix as plain tensors (what ``torch.compile`` can trace): row pointers,
-    column indices, values, and the shape."""
-
-    crow: torch.Tensor
-    col: torch.Tensor
-    values: torch.Tensor
-    shape: tuple[int, int]
-
-    @classmethod
-    def of(cls, a: torch.Tensor) -> "CSRParts":
-        """The components of a ``torch.sparse_csr`` tensor (views, no copy)."""
-        return cls(a.crow_indices(), a.col_indices(), a.values(), tuple(a.shape))
 
 
 def to_torch_csr(x: Any) -> torch.Tensor:
@@ -147,4 +132,4 @@ class FactorizationMachine(nn.Module):
         return {name: p.detach().numpy().copy() for name, p in self.named_parameters()}
 
 
-__all__ = ["GCN", "FactorizationMachine", "CSRParts", "to_torch_csr"]
+__all__ = ["GCN", "FactorizationMachine", "to_torch_csr"]
