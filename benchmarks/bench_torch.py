@@ -276,11 +276,12 @@ def embedding_same(b: Bags, optimizer: str) -> bool:
     touched = np.unique(b.ids)
     untouched = np.ones(b.rows, dtype=bool)
     untouched[touched] = False
-    ok = (layout_ok and _close(ours[touched], ref[touched], rtol=1e-5, atol=1e-6)
+    # float32 sums of up to hundreds of head-gradient rows, added in different orders
+    ok = (layout_ok and _close(ours[touched], ref[touched], rtol=1e-4, atol=1e-5)
           and np.array_equal(ours[untouched], b.weight[untouched]) and np.array_equal(ref[untouched], ours[untouched]))
     if optimizer == "SGD":
         expected = b.weight - OPTIMIZERS["SGD"]["lr"] * (b.csr.T @ b.head)
-        ok = ok and _close(ours[touched], expected[touched], rtol=1e-5, atol=1e-6)
+        ok = ok and _close(ours[touched], expected[touched], rtol=1e-4, atol=1e-5)
     return ok
 
 
