@@ -147,12 +147,37 @@ def run(quick: bool = False, seed: int = 0, graph: str = "auto", log: Callable[[
     with its twin)."""
     import torch
 
-    from .data import karate_club, make_click_log, stochastic_block_model
-
     start = time.perf_counter()
     fm_steps, gcn_steps = (4, 10) if quick else (8, 30)
-    log(f"PyTorch {torch.__version__} ({torch.get_num_threads()} threads); every model trained natively and "
-        f"through sparse_ops.torch from the same weights on the same data")
+    threads = torch.get_num_threads()
+    try:
+        note = _one_torch_thread(torch)
+        log(f"PyTorch {torch.__version__} ({torch.get_num_threads()} threads{note}); every model trained natively "
+            f"and through sparse_ops.torch from the same weights on the same data")
+        return _run(quick, seed, graph, log, compile_models, start, fm_steps, gcn_steps)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _one_torch_thread(torch: Any) -> str:
+    """PyTorch's OpenMP threads and numba's (its ``omp`` layer) both busy-wait between
+    parallel regions, each with a thread per core by default, so each pool starves the other and a
+    small torch op takes milliseconds (the GCN step here: ~100 ms with two torch threads
+    against ~5 ms with one). Unless ``OMP_WAIT_POLICY=passive`` was set before the process
+    started, torch runs on one thread during the demo. Returns what to log."""
+    import os
+
+    if os.environ.get("OMP_WAIT_POLICY", "").lower() == "passive" or torch.get_num_threads() == 1:
+        return ""
+    torch.set_num_threads(1)
+    return ("; one thread during the demo: its OpenMP pool and numba's busy-wait against each other, "
+            "OMP_WAIT_POLICY=passive lets both run in parallel")
+
+
+def _run(quick: bool, seed: int, graph: str, log: Callable[[str], None], compile_models: bool, start: float,
+         fm_steps: int, gcn_steps: int) -> dict[str, Any]:
+    from .data import karate_club, make_click_log, stochastic_block_model
+
     log("\n== 1. factorization machine on a click log: embedding_bag + fm_interaction, sparse COO gradients, "
         "torch.optim.Adagrad")
     data = make_click_log(n_examples=60_000 if quick else 200_000, n_features=1 << 20, seed=seed)
