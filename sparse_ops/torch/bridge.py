@@ -22,10 +22,15 @@ from .. import registry
 from ..dispatch import _infer
 from ..errors import OperatorError
 from .convert import TorchBridgeError, components
-from .library import BridgeError, Overload, encode_params, forget, overload_for
+from .convert import _VALUE_TORCH_DTYPES as _VALUE_DTYPES
+from .library import BridgeError, Overload, encode_params, forget, overload_for, run_dense
 from .structure import CSRParts, RowSparseParts, assemble_csr, assemble_rows, rows_values
 
 _PLAIN = torch.Tensor
+_STRIDED = torch.strided
+_grad_enabled = torch.is_grad_enabled
+_compiling = torch.compiler.is_compiling
+_modes = torch._C._len_torch_dispatch_stack
 
 
 class BridgedOp:
@@ -45,21 +50,41 @@ class BridgedOp:
         key = (tuple(params.items()) if params else (), len(args))
         fast = self._dense.get(key)
         if fast is not None:
+            grad = False
             for a in args:
-                if a.__class__ is not _PLAIN or a.layout is not torch.strided or not a.is_contiguous():
+                if a.__class__ is not _PLAIN or a.layout is not _STRIDED or not a.is_contiguous() \
+                        or a.dtype not in _VALUE_DTYPES:
                     break
+                grad = grad or a.requires_grad
             else:
-                op, nvis, single, ptext = fast
+                ov, nvis, inst, ptext, cpu = fast
+                if cpu and not (grad and _grad_enabled()) and not _modes() and not _compiling() \
+                        and all(a.is_cpu for a in args):
+                    return self._direct(ov, inst, nvis, args)
                 try:
-                    res = op(*args, ptext)
+                    res = ov.torch_op(*args, ptext)
                 except OperatorError as exc:
                     raise BridgeError(f"sparse_ops.torch.ops.{self.opdef.name}: {exc}") from exc
                 except (TypeError, ValueError, RuntimeError) as exc:
                     raise self._error(exc, args) from exc
-                if single:
+                if ov.nparts_out == 1:
                     return res
                 return res[0] if nvis == 1 else tuple(res[:nvis])
         return self._call(args, params, key)
+
+    def _direct(self, ov: Overload, inst: registry.Op, nvis: int, args: tuple) -> Any:
+        """The all-dense host call without grad: the registered implementation's own steps
+        (``library.run_dense``), minus torch's dispatcher (what the dispatcher would add
+        here is nothing: no autograd, no mode, no tracing)."""
+        try:
+            res = run_dense(ov, inst, args)
+        except OperatorError as exc:
+            raise BridgeError(f"sparse_ops.torch.ops.{self.opdef.name}: {exc}") from exc
+        except (TypeError, ValueError) as exc:
+            raise self._error(exc, args) from exc
+        if len(res) == 1:
+            return res[0]
+        return res[0] if nvis == 1 else tuple(res[:nvis])
 
     def _error(self, exc: Exception, args: tuple) -> BridgeError:
         devices = {a.device for a in args if isinstance(a, torch.Tensor)}
@@ -117,7 +142,7 @@ class BridgedOp:
             raise self._error(exc, args) from exc
         if all(s == "default" for s in stypes) and all(s == "default" for s in out_stypes) \
                 and all(a.__class__ is _PLAIN for a in args):
-            self._dense[key] = (ov.torch_op, nvis, nout == 1, ptext)
+            self._dense[key] = (ov, nvis, inst, ptext, all(a.is_cpu for a in args))
         res = (res,) if not isinstance(res, tuple) else res
         return _assemble(ov, res, out_shapes, nvis)
 
@@ -199,6 +224,8 @@ registry.subscribe(_on_change)
 class _TorchNamespace(torch._ops._OpNamespace):
     """``torch.ops.sparse_ops``: defines an op's torch overloads the first time it is asked
     for by name (its all-dense overload and one per declared storage-aware kernel)."""
+
+    __module__ = torch._ops._OpNamespace.__module__  # torch names the ops it finds by this (pickling graphs)
 
     def __getattr__(self, op_name: str) -> Any:
         if not op_name.startswith("__") and op_name not in _registered():

@@ -40,7 +40,7 @@ from ..device import Device, as_device
 from ..dispatch import _infer, plan_for
 from ..errors import OperatorError
 from ..ndarray import CSRNDArray, NDArray, RowSparseNDArray
-from ..tape import _scope
+from ..tape import _scope, _state
 from .convert import array_of, device_of, numpy_dtype, sparse_rows, tensor_of, torch_device, torch_dtype
 
 NAMESPACE = "sparse_ops"
@@ -127,6 +127,7 @@ class Overload:
         self.opdef, self.in_stypes, self.out_stypes = opdef, in_stypes, out_stypes
         self.name = overload_name(opdef, in_stypes, out_stypes)
         self.names = arg_names(opdef, len(in_stypes))
+        self.nparts_out = sum(N_PARTS[s] for s in out_stypes)
         self.nparts_in = sum(N_PARTS[s] + (s != "default") for s in in_stypes)  # + the shape argument
         self.qualname = f"{NAMESPACE}::{opdef.name}" + ("" if self.name == "default" else f".{self.name}")
         self.torch_op: Any = None
@@ -217,7 +218,8 @@ def _define(ov: Overload) -> None:
     qual = ov.qualname
     lib.impl(qual.split("::")[1], _make_impl(ov), "CompositeExplicitAutograd")
     torch.library.register_fake(qual, _make_fake(ov), lib=lib)
-    torch.library.register_autograd(qual, _make_backward(ov), setup_context=_make_setup(ov), lib=lib)
+    if not ov.mutated:  # torch differentiates functional operators only; ours that update are constants
+        torch.library.register_autograd(qual, _make_backward(ov), setup_context=_make_setup(ov), lib=lib)
     packet = getattr(torch.ops.sparse_ops, name)
     ov.torch_op = getattr(packet, ov.name)
     if ov.opdef.differentiable and not ov.opdef.mutate:
@@ -320,12 +322,36 @@ def _tensors(parts: Sequence[Any]) -> Any:
     return ts[0] if len(ts) == 1 else tuple(ts)
 
 
+_CPU = Device("cpu", 0)
+
+
+def run_dense(ov: Overload, inst: registry.Op, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """The implementation for all-dense host tensors (contiguous, of our dtypes): zero-copy
+    views, the plan, the kernel, fresh outputs as tensors. The registered implementation
+    calls it for such inputs, and eager calls without autograd reach it directly."""
+    arrays = [NDArray(t.detach().numpy(), _CPU) for t in tensors]
+    plan = plan_for(ov.opdef, inst, arrays)
+    if plan.nvis == plan.nout and not _state.recording:
+        res = plan.call(arrays)
+        results = [res] if plan.nout == 1 else list(res)
+    else:
+        with _scope(False, None):
+            results = plan.run(arrays)
+    if plan.mode == "fcompute":  # the dense kernel wrote into outputs allocated for it
+        return [tensor_of(r._data) for r in results]
+    return [tensor_of(p) for p in output_parts(results, arrays, False)]
+
+
 def _make_impl(ov: Overload) -> Callable:
     opdef, expected = ov.opdef, list(ov.out_stypes)
+    dense = all(s == "default" for s in (*ov.in_stypes, *ov.out_stypes))
 
     def impl(*args: Any) -> Any:
+        params = args[ov.nparts_in] if len(args) > ov.nparts_in else ""
+        if dense and all(t.is_cpu and t.is_contiguous() for t in args[:ov.nparts_in]):
+            got = run_dense(ov, _instance(opdef, params), args[:ov.nparts_in])
+            return got[0] if len(got) == 1 else tuple(got)
         arrays, k = inputs_of(ov, args)
-        params = args[k] if len(args) > k else ""
         inst = _instance(opdef, params)
         first = args[0] if args else None
         with _streams(first) if isinstance(first, torch.Tensor) else contextlib.nullcontext():
@@ -482,11 +508,33 @@ def _make_setup(ov: Overload) -> Callable:
         if ov.opdef.constant:
             ctx.mark_non_differentiable(*outs)
         tensors = [a for a in inputs if isinstance(a, torch.Tensor)]
+        for t in tensors:
+            if t.is_leaf and t.requires_grad and t.layout == torch.strided:
+                keep_coalesced_flag(t)
         ctx.ntensors = len(tensors)
         ctx.args = [None if isinstance(a, torch.Tensor) else a for a in inputs]
         ctx.save_for_backward(*tensors, *outs)
 
     return setup_context
+
+
+def _mark_coalesced(p: torch.Tensor) -> None:
+    g = p.grad
+    if g is not None and g.layout == torch.sparse_coo and g.sparse_dim() == 1 and not g.is_coalesced():
+        idx = g._indices()[0]
+        if idx.numel() < 2 or bool((idx[1:] > idx[:-1]).all()):
+            g._coalesced_(True)
+
+
+def keep_coalesced_flag(param: torch.Tensor) -> None:
+    """Keep the coalesced flag of sparse gradients in ``param.grad``: torch's AccumulateGrad
+    re-wraps the coalesced COO gradient we return without its flag (as it does for
+    ``nn.Embedding(sparse=True)``), so after accumulation a hook sets it again when the
+    stored rows are sorted and unique (an O(nnz) check; a sum of several sparse gradients
+    that is not stays unflagged), sparing optimizers a sort in ``grad.coalesce()``."""
+    if not getattr(param, "_sparse_ops_flag_hook", False):
+        param.register_post_accumulate_grad_hook(_mark_coalesced)
+        param._sparse_ops_flag_hook = True
 
 
 def _tracing(tensors: Sequence[Any]) -> bool:
@@ -544,8 +592,8 @@ def _make_backward(ov: Overload) -> Callable:
                 if x.stype == "default" and g.stype == "row_sparse":
                     # a row_sparse gradient of a dense input: torch's sparse gradient (what
                     # nn.Embedding(sparse=True) gives; SGD, SparseAdam, Adagrad take it)
-                    result[s] = sparse_rows(tensor_of(g._data.astype(x.dtype, copy=False)),
-                                            tensor_of(g._indices), x.shape)
+                    values = tensor_of(g._data.astype(x.dtype, copy=False))
+                    result[s] = sparse_rows(values, tensor_of(g._indices), x.shape)
                 else:
                     a = aligned(g, x)
                     result[s] = tensor_of(a.astype(x.dtype, copy=False) if a.dtype != x.dtype else a)
@@ -571,6 +619,9 @@ def _make_backward_impl(ov: Overload) -> Callable:
             gs = run_gradient(ov, inst, inputs, out_arrays, out_grads, list(needs))
             res = []
             for g, x, n in zip(gs, inputs, needs):
+                if g is None and n:  # asked for, but the rule gives this input none: zero by design
+                    g = x._with_values(x._data * 0, copy_aux=False) if x.stype != "default" else NDArray(
+                        x._data * 0, x.device)
                 if g is None or not n:
                     res.append(tensor_of(np.empty(0, x.dtype)) if x.device.xp is np else
                                torch.empty(0, dtype=torch_dtype(x.dtype), device=torch_device(x.device)))
