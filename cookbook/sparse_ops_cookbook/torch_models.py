@@ -36,6 +36,33 @@ from . import attention as _attention, embedding_bag as _embedding_bag, fm as _f
 from .demo.twins import attention_scale, gcn_weights
 
 
+# each op's output storage type for the inputs the models give it (csr first, then dense)
+_OUT_CODES = {"csr_spmm": "d", "csr_sddmm": "c", "csr_row_softmax": "c", "embedding_bag": "d", "fm_interaction": "d"}
+
+
+def _op(name: str, *args: Any) -> Any:
+    """Call cookbook op ``name`` with its default parameters: eagerly through the bridged
+    function ``sparse_ops.torch.ops.<name>`` (torch sparse tensors or ``CSRParts`` in and
+    out), and inside ``torch.compile`` straight through its ``torch.ops.sparse_ops``
+    overload on component tensors: csr operands as (values, indices, indptr, shape), a
+    csr result back as ``CSRParts``. (Dynamo traces the registered operator; the bridged
+    function's own Python around it does not trace.) The overload must have been defined
+    by an eager call with the same storage types first."""
+    if not torch.compiler.is_compiling():
+        return getattr(sot.ops, name)(*args)
+    flat, codes, shape = [], "", None
+    for a in args:
+        if isinstance(a, sot.CSRParts):
+            flat += [a.values, a.indices, a.indptr, list(a.shape)]
+            codes += "c"
+            shape = shape or tuple(a.shape)
+        else:
+            flat.append(a)
+            codes += "d"
+    res = getattr(getattr(torch.ops.sparse_ops, name), f"{codes}_{_OUT_CODES[name]}")(*flat, "")
+    return sot.CSRParts(res[0], res[1], res[2], shape) if _OUT_CODES[name] == "c" else res
+
+
 def to_torch_csr(x: Any) -> torch.Tensor:
     """A sparse_ops csr array, or a SciPy csr matrix, as a ``torch.sparse_csr`` tensor
     without copying (``sparse_ops.torch.to_torch``)."""
@@ -62,17 +89,17 @@ class GCN(nn.Module):
         for name, value in weights.items():
             setattr(self, name, nn.Parameter(torch.from_numpy(np.array(value, copy=True))))
 
-    def _layer(self, a_hat: torch.Tensor, h: torch.Tensor, layer: int) -> torch.Tensor:
-        ops = sot.ops
+    def _layer(self, a_hat: Any, h: torch.Tensor, layer: int) -> torch.Tensor:
         z = h @ getattr(self, f"w{layer}")
         if not self.attention:
-            return ops.csr_spmm(a_hat, z)
+            return _op("csr_spmm", a_hat, z)
         q = (z @ getattr(self, f"q{layer}")) * self.scale
         k = z @ getattr(self, f"k{layer}")
-        return ops.csr_spmm(ops.csr_row_softmax(ops.csr_sddmm(a_hat, q, k)), z)
+        return _op("csr_spmm", _op("csr_row_softmax", _op("csr_sddmm", a_hat, q, k)), z)
 
-    def forward(self, a_hat: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """Logits (n, n_out) of every node; ``a_hat`` a ``torch.sparse_csr`` (n, n)."""
+    def forward(self, a_hat: Any, x: torch.Tensor) -> torch.Tensor:
+        """Logits (n, n_out) of every node; ``a_hat`` (n, n) a ``torch.sparse_csr`` tensor,
+        or its ``CSRParts`` (``csr_parts``; the form ``torch.compile`` takes)."""
         return self._layer(a_hat, torch.relu(self._layer(a_hat, x, 1)), 2)
 
     def loss(self, a_hat: torch.Tensor, x: torch.Tensor, rows: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -111,10 +138,9 @@ class FactorizationMachine(nn.Module):
                 getattr(model, name).copy_(torch.from_numpy(getattr(native, name).asnumpy()))
         return model
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Logits (n,) of a ``torch.sparse_csr`` batch x."""
-        ops = sot.ops
-        return ops.embedding_bag(x, self.w).reshape(-1) + ops.fm_interaction(x, self.v) + self.b
+    def forward(self, x: Any) -> torch.Tensor:
+        """Logits (n,) of a csr batch x: a ``torch.sparse_csr`` tensor or its ``CSRParts``."""
+        return _op("embedding_bag", x, self.w).reshape(-1) + _op("fm_interaction", x, self.v) + self.b
 
     def loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Mean logistic loss against labels y (0 or 1)."""
@@ -133,9 +159,12 @@ class FactorizationMachine(nn.Module):
 
 
 def csr_parts(a: torch.Tensor) -> "sot.CSRParts":
-    """A ``torch.sparse_csr`` tensor as the bridge's ``CSRParts`` (views of its components):
-    how a csr operand enters ``torch.compile``d code, which has no sparse tensors."""
-    return sot.CSRParts(a.values(), a.col_indices(), a.crow_indices(), tuple(a.shape))
+    """A ``torch.sparse_csr`` tensor as the bridge's ``CSRParts``: how a csr operand enters
+    ``torch.compile``d code, which has no sparse tensors. The components share ``a``'s
+    memory but are detached from it: Dynamo fails (an IndexError in torch 2.13) on a tensor
+    whose ``_base`` is sparse, which ``a.values()`` and the index views are; so the values
+    carry no gradient back to ``a`` (the models' csr operands are data)."""
+    return sot.CSRParts(a.values().detach(), a.col_indices().detach(), a.crow_indices().detach(), tuple(a.shape))
 
 
 def compile_models(graph: Any, data: Any, seed: int = 0, backend: str = "aot_eager",
