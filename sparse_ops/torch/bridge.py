@@ -48,7 +48,7 @@ class BridgedOp:
     # ---- the common call: dense tensors -------------------------------------------------------------
     def __call__(self, *args: Any, **params: Any) -> Any:
         key = (tuple(params.items()) if params else (), len(args))
-        fast = self._dense.get(key)
+        fast = None if _compiling() else self._dense.get(key)  # traced calls take the one general path
         if fast is not None:
             grad = False
             for a in args:
@@ -58,11 +58,13 @@ class BridgedOp:
                 grad = grad or a.requires_grad
             else:
                 ov, nvis, inst, ptext, cpu = fast
-                if cpu and not (grad and _grad_enabled()) and not _modes() and not _compiling() \
+                if cpu and not (grad and _grad_enabled()) and not _modes() \
                         and all(a.is_cpu for a in args):
                     return self._direct(ov, inst, nvis, args)
                 try:
                     res = ov.torch_op(*args, ptext)
+                except BridgeError:
+                    raise
                 except OperatorError as exc:
                     raise BridgeError(f"sparse_ops.torch.ops.{self.opdef.name}: {exc}") from exc
                 except (TypeError, ValueError, RuntimeError) as exc:
@@ -78,6 +80,8 @@ class BridgedOp:
         here is nothing: no autograd, no mode, no tracing)."""
         try:
             res = run_dense(ov, inst, args)
+        except BridgeError:
+            raise
         except OperatorError as exc:
             raise BridgeError(f"sparse_ops.torch.ops.{self.opdef.name}: {exc}") from exc
         except (TypeError, ValueError) as exc:
@@ -124,27 +128,64 @@ class BridgedOp:
             flat += parts
             if st != "default":
                 flat.append(list(shape))
-        try:
-            ptext = encode_params(params)
-            inst = opdef.instance(params) if params else (opdef._default_instance or opdef.instance({}))
-            nout = inst.output_count()
-            out_stypes = tuple(_infer(opdef, inst, "storage_type", list(stypes), nout))
-            out_shapes = [tuple(s) for s in _infer(opdef, inst, "shape", shapes, nout)]
+        items = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in params.items()))
+        ov_name, out_stypes, out_shapes, nvis, ptext = plan_call(opdef.name, tuple(stypes), tuple(shapes), items)
+        if _compiling():  # the torch op by name: Dynamo follows torch.ops, not our objects
+            torch_op = getattr(getattr(torch.ops.sparse_ops, opdef.name), ov_name)
+        else:
             ov = overload_for(opdef, tuple(stypes), out_stypes)
-        except (OperatorError, TypeError, ValueError) as exc:
-            raise BridgeError(f"sparse_ops.torch.ops.{opdef.name}: {exc}") from exc
-        nvis = inst.visible_output_count()
+            torch_op = ov.torch_op
         try:
-            res = ov.torch_op(*flat, ptext)
+            res = torch_op(*flat, ptext)
+        except BridgeError:
+            raise
         except OperatorError as exc:
             raise BridgeError(f"sparse_ops.torch.ops.{opdef.name}: {exc}") from exc
         except (TypeError, ValueError, RuntimeError) as exc:
             raise self._error(exc, args) from exc
+        res = (res,) if not isinstance(res, tuple) else res
+        if _compiling():
+            return _assemble(out_stypes, res, out_shapes, nvis)
+        nout = len(out_stypes)
+        inst = opdef.instance(params) if params else (opdef._default_instance or opdef.instance({}))
         if all(s == "default" for s in stypes) and all(s == "default" for s in out_stypes) \
                 and all(a.__class__ is _PLAIN for a in args):
             self._dense[key] = (ov, nvis, inst, ptext, all(a.is_cpu for a in args))
-        res = (res,) if not isinstance(res, tuple) else res
-        return _assemble(ov, res, out_shapes, nvis)
+        return _assemble(out_stypes, res, out_shapes, nvis)
+
+
+_PLANS: dict[tuple, tuple] = {}
+
+
+@torch._dynamo.assume_constant_result
+def plan_call(name: str, stypes: tuple, shapes: tuple, items: tuple) -> tuple:
+    """What a call decides before running, from constants only (so that torch.compile runs it
+    once, at trace time, and keeps the result): (overload name, output storage types, output
+    shapes, visible outputs, parameter string). Defines the overload on first use."""
+    key = (name, stypes, shapes, items)
+    try:
+        hit = _PLANS.get(key)
+    except TypeError:  # an unhashable parameter value: planned every time
+        key, hit = None, None
+    if hit is not None and registry.get_op(name) is hit[0]:
+        return hit[1]
+    opdef = registry.get_op(name)
+    params = dict(items)
+    try:
+        ptext = encode_params(params)
+        inst = opdef.instance(params) if params else (opdef._default_instance or opdef.instance({}))
+        nout = inst.output_count()
+        out_stypes = tuple(_infer(opdef, inst, "storage_type", list(stypes), nout))
+        out_shapes = tuple(tuple(s) for s in _infer(opdef, inst, "shape", list(shapes), nout))
+        ov = overload_for(opdef, tuple(stypes), out_stypes)
+    except (OperatorError, TypeError, ValueError) as exc:
+        raise BridgeError(f"sparse_ops.torch.ops.{name}: {exc}") from exc
+    result = (ov.name, out_stypes, out_shapes, inst.visible_output_count(), ptext)
+    if key is not None:
+        if len(_PLANS) > 4096:
+            _PLANS.clear()
+        _PLANS[key] = (opdef, result)
+    return result
 
 
 def _split(a: Any) -> tuple[str, list, tuple]:
@@ -162,10 +203,10 @@ def _split(a: Any) -> tuple[str, list, tuple]:
     return st, list(parts), shape
 
 
-def _assemble(ov: Overload, res: tuple, shapes: list, nvis: int) -> Any:
+def _assemble(out_stypes: tuple, res: tuple, shapes: tuple, nvis: int) -> Any:
     out, k = [], 0
     compiling = torch.compiler.is_compiling()
-    for st, shape in zip(ov.out_stypes[:nvis], shapes):
+    for st, shape in zip(out_stypes[:nvis], shapes):
         if st == "default":
             out.append(res[k])
             k += 1
@@ -228,14 +269,21 @@ class _TorchNamespace(torch._ops._OpNamespace):
     __module__ = torch._ops._OpNamespace.__module__  # torch names the ops it finds by this (pickling graphs)
 
     def __getattr__(self, op_name: str) -> Any:
-        if not op_name.startswith("__") and op_name not in _registered():
+        if not op_name.startswith("__") and op_name not in _DECLARING:
             try:
                 opdef = registry.get_op(op_name)
             except OperatorError:
                 opdef = None
             if opdef is not None:
-                define_declared(opdef)
+                _DECLARING.add(op_name)
+                try:
+                    define_declared(opdef)
+                finally:
+                    _DECLARING.discard(op_name)
         return super().__getattr__(op_name)
+
+
+_DECLARING: set[str] = set()  # names whose declared overloads are being defined (no re-entry)
 
 
 def define_declared(opdef: registry.OpDef) -> list[Overload]:
@@ -252,12 +300,22 @@ def define_declared(opdef: registry.OpDef) -> list[Overload]:
     made = []
     for stypes in combos:
         try:
-            inst = opdef._default_instance or opdef.instance({})
+            inst = opdef._default_instance or _sample_instance(opdef)
             out = tuple(_infer(opdef, inst, "storage_type", list(stypes), inst.output_count()))
             made.append(overload_for(opdef, tuple(stypes), out))
         except (OperatorError, TypeError, ValueError):
             continue
     return made
+
+
+def _sample_instance(opdef: registry.OpDef) -> registry.Op:
+    """An instance for an op with required parameters: those of its first sample (the
+    storage types it infers name the overloads ``torch.ops.sparse_ops.<name>`` defines)."""
+    make = getattr(opdef.cls, "samples", None)
+    for smp in (make() if callable(make) else []):
+        if isinstance(smp, tuple) and smp[1]:
+            return opdef.instance(smp[1])
+    return opdef.instance({})
 
 
 def _install_torch_namespace() -> None:

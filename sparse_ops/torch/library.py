@@ -189,8 +189,12 @@ def overload_for(opdef: registry.OpDef, in_stypes: tuple[str, ...], out_stypes: 
         if ov is not None:  # the op was re-registered in our table: its torch op goes too
             forget(opdef.name)
         ov = Overload(opdef, in_stypes, out_stypes)
-        _define(ov)
-        _OVERLOADS[key] = ov
+        _OVERLOADS[key] = ov  # before torch looks the op up (which may define its declared overloads)
+        try:
+            _define(ov)
+        except BaseException:
+            _OVERLOADS.pop(key, None)
+            raise
         return ov
 
 
@@ -214,7 +218,11 @@ def _define(ov: Overload) -> None:
     lib = _LIBS.get(name)
     if lib is None:
         lib = _LIBS[name] = torch.library.Library(NAMESPACE, "FRAGMENT")
-    lib.define(ov.schema())
+    schema = ov.schema()
+    if schema.count(", ") >= 64:
+        raise BridgeError(f"{ov.opdef.label}: {len(ov.in_stypes)} inputs make {schema.count(', ') + 1} torch "
+                          "operator arguments; torch takes at most 64 (pass fewer inputs per call)")
+    lib.define(schema)
     qual = ov.qualname
     lib.impl(qual.split("::")[1], _make_impl(ov), "CompositeExplicitAutograd")
     torch.library.register_fake(qual, _make_fake(ov), lib=lib)
@@ -222,8 +230,11 @@ def _define(ov: Overload) -> None:
         torch.library.register_autograd(qual, _make_backward(ov), setup_context=_make_setup(ov), lib=lib)
     packet = getattr(torch.ops.sparse_ops, name)
     ov.torch_op = getattr(packet, ov.name)
-    if ov.opdef.differentiable and not ov.opdef.mutate:
-        lib.define(ov.backward_schema())
+    bschema = ov.backward_schema()
+    # torch schemas take at most 64 arguments: a call with that many inputs keeps its eager
+    # backward, and a traced one says there is no backward operator
+    if ov.opdef.differentiable and not ov.opdef.mutate and bschema.count(", ") < 64:
+        lib.define(bschema)
         bname = ov.name + "_backward"
         lib.impl(f"{name}.{bname}", _make_backward_impl(ov), "CompositeExplicitAutograd")
         torch.library.register_fake(f"{NAMESPACE}::{name}.{bname}", _make_backward_fake(ov), lib=lib)
@@ -351,10 +362,11 @@ def _make_impl(ov: Overload) -> Callable:
         if dense and all(t.is_cpu and t.is_contiguous() for t in args[:ov.nparts_in]):
             got = run_dense(ov, _instance(opdef, params), args[:ov.nparts_in])
             return got[0] if len(got) == 1 else tuple(got)
-        arrays, k = inputs_of(ov, args)
         inst = _instance(opdef, params)
         first = args[0] if args else None
+        # on a gpu everything from here runs on torch's current stream, DLPack exchanges included
         with _streams(first) if isinstance(first, torch.Tensor) else contextlib.nullcontext():
+            arrays, k = inputs_of(ov, args)
             plan = plan_for(opdef, inst, arrays)
             if list(plan.out_stypes) != expected:
                 raise BridgeError(f"{opdef.label}: inferred output storage types {list(plan.out_stypes)}, but "
@@ -362,7 +374,7 @@ def _make_impl(ov: Overload) -> Callable:
             with _scope(False, None):
                 results = plan.run(arrays)
             parts = output_parts(results, arrays, plan.mode != "fcompute_ex")
-        return _tensors(parts)
+            return _tensors(parts)
 
     return impl
 
@@ -577,17 +589,20 @@ def _make_backward(ov: Overload) -> Callable:
             return tuple(result)
         if torch.is_grad_enabled():
             return create_graph_backward(ov, args, outs, grads, needs, result, slots)
-        inputs, _ = inputs_of(ov, args, check=False)
-        inst, shapes, _, _ = infer_meta(ov, args)
-        out_arrays = _out_arrays(ov, outs, shapes)
-        gk, out_grads = 0, []
-        for j, (st, o) in enumerate(zip(ov.out_stypes, out_arrays)):
-            out_grads.append(_grad_array(ov, j, grads[gk], o))
-            gk += N_PARTS[st]
         with _streams(saved[0]) if saved else contextlib.nullcontext():
+            inputs, _ = inputs_of(ov, args, check=False)
+            inst, shapes, _, _ = infer_meta(ov, args)
+            out_arrays = _out_arrays(ov, outs, shapes)
+            gk, out_grads = 0, []
+            for j, (st, o) in enumerate(zip(ov.out_stypes, out_arrays)):
+                out_grads.append(_grad_array(ov, j, grads[gk], o))
+                gk += N_PARTS[st]
             gs = run_gradient(ov, inst, inputs, out_arrays, out_grads, needs)
             for i, (s, g, x) in enumerate(zip(slots, gs, inputs)):
-                if g is None or not needs[i]:
+                if not needs[i]:
+                    continue
+                if g is None:  # asked for, but the rule gives this input none: zero by design
+                    result[s] = torch.zeros_like(args[s])
                     continue
                 if x.stype == "default" and g.stype == "row_sparse":
                     # a row_sparse gradient of a dense input: torch's sparse gradient (what
@@ -611,11 +626,11 @@ def _make_backward_impl(ov: Overload) -> Callable:
         outs = list(args[nparts:nparts + nout])
         grads = list(args[nparts + nout:nparts + nout + len(ov.out_stypes)])
         needs, params = args[-2], args[-1]
-        inputs, _ = inputs_of(ov, fargs)
-        inst, shapes, _, _ = infer_meta(ov, fargs + [params])
-        out_arrays = _out_arrays(ov, outs, shapes)
-        out_grads = [_grad_array(ov, j, g, o) for j, (g, o) in enumerate(zip(grads, out_arrays))]
         with _streams(args[0]):
+            inputs, _ = inputs_of(ov, fargs)
+            inst, shapes, _, _ = infer_meta(ov, fargs + [params])
+            out_arrays = _out_arrays(ov, outs, shapes)
+            out_grads = [_grad_array(ov, j, g, o) for j, (g, o) in enumerate(zip(grads, out_arrays))]
             gs = run_gradient(ov, inst, inputs, out_arrays, out_grads, list(needs))
             res = []
             for g, x, n in zip(gs, inputs, needs):
