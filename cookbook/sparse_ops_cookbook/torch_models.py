@@ -36,31 +36,13 @@ from . import attention as _attention, embedding_bag as _embedding_bag, fm as _f
 from .demo.twins import attention_scale, gcn_weights
 
 
-# each op's output storage type for the inputs the models give it (csr first, then dense)
-_OUT_CODES = {"csr_spmm": "d", "csr_sddmm": "c", "csr_row_softmax": "c", "embedding_bag": "d", "fm_interaction": "d"}
-
-
 def _op(name: str, *args: Any) -> Any:
-    """Call cookbook op ``name`` with its default parameters: eagerly through the bridged
-    function ``sparse_ops.torch.ops.<name>`` (torch sparse tensors or ``CSRParts`` in and
-    out), and inside ``torch.compile`` straight through its ``torch.ops.sparse_ops``
-    overload on component tensors: csr operands as (values, indices, indptr, shape), a
-    csr result back as ``CSRParts``. (Dynamo traces the registered operator; the bridged
-    function's own Python around it does not trace.) The overload must have been defined
-    by an eager call with the same storage types first."""
-    if not torch.compiler.is_compiling():
-        return getattr(sot.ops, name)(*args)
-    flat, codes, shape = [], "", None
-    for a in args:
-        if isinstance(a, sot.CSRParts):
-            flat += [a.values, a.indices, a.indptr, list(a.shape)]
-            codes += "c"
-            shape = shape or tuple(a.shape)
-        else:
-            flat.append(a)
-            codes += "d"
-    res = getattr(getattr(torch.ops.sparse_ops, name), f"{codes}_{_OUT_CODES[name]}")(*flat, "")
-    return sot.CSRParts(res[0], res[1], res[2], shape) if _OUT_CODES[name] == "c" else res
+    """Cookbook op ``name`` with its default parameters through the bridged function
+    ``sparse_ops.torch.ops.<name>``: torch sparse tensors or ``CSRParts`` in; eagerly a
+    csr result is a ``torch.sparse_csr`` tensor, inside ``torch.compile`` it is
+    ``CSRParts``, and the call traces as the op's ``torch.ops.sparse_ops`` overload on
+    component tensors."""
+    return getattr(sot.ops, name)(*args)
 
 
 def to_torch_csr(x: Any) -> torch.Tensor:
