@@ -5,17 +5,17 @@ autograd, their sparse gradients handed to ``torch.optim``.
 - ``GCN``: a 2-layer graph convolutional network, each layer ``csr_spmm(A_hat, H W)`` on
   the normalised adjacency as a ``torch.sparse_csr`` tensor; with ``attention=True`` each
   layer aggregates with learnt weights instead, ``csr_row_softmax`` over the adjacency's
-  stored positions of the scores ``csr_sddmm(A_hat, q, k)`` (a csr whose values get
-  gradients: what ``torch.sparse.mm`` cannot differentiate).
+  stored positions of the scores ``csr_sddmm(A_hat, q, k)`` (a csr whose stored
+  values get gradients through both ops and ``csr_spmm``).
 - ``FactorizationMachine``: the click-log model, ``embedding_bag(x, w) + fm_interaction(x,
   V) + b`` on a csr batch; the gradients of ``w`` and ``V`` arrive as sparse COO tensors
   with one row per feature in the batch, so ``torch.optim.Adagrad`` (``adagrad``) or
   ``SparseAdam`` update only those rows.
 
-Each model also runs through ``torch.ops.sparse_ops.<name>`` on component tensors
-(``forward_components``), the form ``torch.compile(fullgraph=True)`` can trace: Dynamo
-does not take sparse tensors, so the csr operands travel as (crow_indices, col_indices,
-values) and the model never holds a sparse tensor.
+Each model also takes its csr operand as the bridge's ``CSRParts`` (``csr_parts``), the
+form ``torch.compile(fullgraph=True)`` traces: Dynamo has no sparse tensors, so the csr
+operand travels as component tensors and every cookbook op becomes its
+``torch.ops.sparse_ops.<name>`` overload in the graph (``compile_models`` checks it).
 
 This module imports torch; ``import sparse_ops_cookbook`` does not import it. The native
 twins the demo compares against are in ``demo/twins.py`` and ``demo/ctr.py``.

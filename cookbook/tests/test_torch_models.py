@@ -11,19 +11,16 @@ import sys
 
 import numpy as np
 import pytest
+import torch  # not importorskip: CI installs a CPU build (the README's test command) and never skips these
 
-import cookbook_helpers  # noqa: F401  (first: puts the cookbook on sys.path when not installed)
-import sparse_ops as so
+import cookbook_helpers  # noqa: F401  (first of ours: puts the cookbook on sys.path when not installed)
+import sparse_ops.torch as sot
 from sparse_ops import autograd
 from sparse_ops.cli import main
 from sparse_ops_cookbook.demo import torch_demo
-from sparse_ops_cookbook.demo.ctr import FactorizationMachine as NativeFM, _batches
+from sparse_ops_cookbook.demo.ctr import FactorizationMachine as NativeFM, _batches, logistic_loss
 from sparse_ops_cookbook.demo.data import make_click_log, stochastic_block_model
 from sparse_ops_cookbook.demo.twins import NativeGCN, attention_scale, gcn_inputs, gcn_weights
-
-import torch  # not importorskip: CI installs a CPU build (the README's test command) and must not skip these
-
-import sparse_ops.torch as sot
 from sparse_ops_cookbook.torch_models import GCN, FactorizationMachine, compile_models, to_torch_csr
 
 
@@ -80,8 +77,8 @@ def test_gcn_matches_its_native_twin_step_by_step(graph, attention):
 
 
 def test_attention_gradients_reach_the_query_and_key_maps(graph):
-    """The scores' csr values get gradients through csr_row_softmax and csr_spmm (what
-    torch.sparse.mm cannot give): the query/key gradients equal the native ones."""
+    """The scores' csr values get gradients through csr_row_softmax and csr_spmm, so the
+    query and key maps get theirs: every gradient equals the native one."""
     weights = gcn_weights(graph.features.shape[1], 16, graph.n_classes, attention=True, seed=4)
     a_hat, x, rows, onehot = gcn_inputs(graph)
     native = NativeGCN(weights)
@@ -112,8 +109,6 @@ def test_fm_gradients_are_sparse_coo_with_the_batch_rows(clicks):
     x, y = _batches(clicks, 256)[0]
     native = NativeFM(clicks.n_features, seed=5)
     with autograd.record():
-        from sparse_ops_cookbook.demo.ctr import logistic_loss
-
         loss = logistic_loss(native.logits(x), y)
     loss.backward()
     model = FactorizationMachine.from_native(native)
