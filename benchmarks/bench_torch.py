@@ -586,12 +586,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="every case 10x smaller (writes torch-quick.md)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="folder for torch.md")
     args = parser.parse_args(argv)
+    def load() -> str:
+        return f"{os.getloadavg()[0]:.2f}" if hasattr(os, "getloadavg") else "n/a"
+
+    when, before = datetime.datetime.now().isoformat(timespec="seconds"), load()
     result = run(quick=args.quick)
-    load = os.getloadavg() if hasattr(os, "getloadavg") else None
     lines = ["# The PyTorch bridge vs PyTorch", "",
-             f"Run {datetime.datetime.now().isoformat(timespec='seconds')} with `python -m benchmarks.bench_torch"
-             f"{' --quick' if args.quick else ''}`" + (f"; load average before the run {load[0]:.2f}" if load else "")
-             + ". Ratios are ours / reference (below 1: the bridge is faster).", "", "## Machine", ""]
+             f"Run {when} with `python -m benchmarks.bench_torch{' --quick' if args.quick else ''}`; 1-minute load "
+             f"average {before} before the run and {load()} after it (2 cores shared with other users); "
+             f"OMP_WAIT_POLICY {os.environ.get('OMP_WAIT_POLICY', 'unset')}. Ratios are ours / reference (below 1: "
+             "the bridge is faster).", "",
+             "Unless OMP_WAIT_POLICY=passive is set before the process starts, numba's OpenMP workers spin for a "
+             "while after each of our parallel kernels and slow the serial work that follows (ours and torch's "
+             "alike); `demo --torch` sets it for that reason. `from_torch` of csr and row_sparse tensors "
+             "validates the components (O(nnz)), so it is not O(1).", "", "## Machine", ""]
     lines += [f"- {k}: {v}" for k, v in describe_machine().items()]
     lines += ["", "## Results", "", report(result), ""]
     text = "\n".join(lines)
