@@ -596,10 +596,9 @@ def main(argv: list[str] | None = None) -> None:
              f"average {before} before the run and {load()} after it (2 cores shared with other users); "
              f"OMP_WAIT_POLICY {os.environ.get('OMP_WAIT_POLICY', 'unset')}. Ratios are ours / reference (below 1: "
              "the bridge is faster).", "",
-             "Unless OMP_WAIT_POLICY=passive is set before the process starts, numba's OpenMP workers spin for a "
-             "while after each of our parallel kernels and slow the serial work that follows (ours and torch's "
-             "alike); `demo --torch` sets it for that reason. `from_torch` of csr and row_sparse tensors "
-             "validates the components (O(nnz)), so it is not O(1).", "", "## Machine", ""]
+             "`from_torch` of csr and row_sparse tensors validates the components (O(nnz)), so it is not O(1). "
+             "With other users' jobs on the 2 cores, ratios move between runs: the embedding-bag ratios by up to "
+             "~0.3 (see the paired rounds in `_timing.alternating`).", "", "## Machine", ""]
     lines += [f"- {k}: {v}" for k, v in describe_machine().items()]
     lines += ["", "## Results", "", report(result), ""]
     text = "\n".join(lines)

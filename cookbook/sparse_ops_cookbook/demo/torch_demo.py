@@ -147,61 +147,12 @@ def run(quick: bool = False, seed: int = 0, graph: str = "auto", log: Callable[[
     with its twin)."""
     import torch
 
-    start = time.perf_counter()
-    fm_steps, gcn_steps = (4, 10) if quick else (8, 30)
-    threads = torch.get_num_threads()
-    try:
-        note = _one_torch_thread(torch)
-        log(f"PyTorch {torch.__version__} ({torch.get_num_threads()} threads{note}); every model trained natively "
-            f"and through sparse_ops.torch from the same weights on the same data")
-        if _passive_numba_workers():
-            log("numba's OpenMP workers wait passively between parallel kernels (OMP_WAIT_POLICY=passive, set by "
-                "the demo before they start): spinning, they slow every serial step after a parallel one, "
-                "native and torch alike")
-        return _run(quick, seed, graph, log, compile_models, start, fm_steps, gcn_steps)
-    finally:
-        torch.set_num_threads(threads)
-
-
-def _one_torch_thread(torch: Any) -> str:
-    """PyTorch's OpenMP threads and numba's (its ``omp`` layer) both busy-wait between
-    parallel regions, each with a thread per core by default, so each pool starves the other and a
-    small torch op takes milliseconds (the GCN step here: ~100 ms with two torch threads
-    against ~5 ms with one). Unless ``OMP_WAIT_POLICY=passive`` was set before the process
-    started, torch runs on one thread during the demo. Returns what to log."""
-    import os
-
-    if os.environ.get("OMP_WAIT_POLICY", "").lower() == "passive" or torch.get_num_threads() == 1:
-        return ""
-    torch.set_num_threads(1)
-    return ("; one thread during the demo: its OpenMP pool and numba's busy-wait against each other, "
-            "OMP_WAIT_POLICY=passive lets both run in parallel")
-
-
-def _passive_numba_workers() -> bool:
-    """Set ``OMP_WAIT_POLICY=passive`` for numba's OpenMP pool when it has not started and
-    the variable is unset; True when set here. The pool reads it when it starts (numba's
-    first parallel kernel). Measured here after the factorization machine's parallel
-    kernels: the small GCN's native step 7.7 ms with spinning workers, 2.2 ms with passive
-    ones, its torch step 31 ms against 3.8 ms; the FM's native step 62 ms against 36."""
-    import os
-
-    import numba
-
-    if "OMP_WAIT_POLICY" in os.environ:
-        return False
-    try:
-        numba.threading_layer()
-        return False  # the pool is running: too late
-    except ValueError:
-        os.environ["OMP_WAIT_POLICY"] = "passive"
-        return True
-
-
-def _run(quick: bool, seed: int, graph: str, log: Callable[[str], None], compile_models: bool, start: float,
-         fm_steps: int, gcn_steps: int) -> dict[str, Any]:
     from .data import karate_club, make_click_log, stochastic_block_model
 
+    start = time.perf_counter()
+    fm_steps, gcn_steps = (4, 10) if quick else (8, 30)
+    log(f"PyTorch {torch.__version__} ({torch.get_num_threads()} threads); every model trained natively and "
+        f"through sparse_ops.torch from the same weights on the same data")
     log("\n== 1. factorization machine on a click log: embedding_bag + fm_interaction, sparse COO gradients, "
         "torch.optim.Adagrad")
     data = make_click_log(n_examples=60_000 if quick else 200_000, n_features=1 << 20, seed=seed)
