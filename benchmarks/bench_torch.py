@@ -590,12 +590,13 @@ def main(argv: list[str] | None = None) -> None:
         return f"{os.getloadavg()[0]:.2f}" if hasattr(os, "getloadavg") else "n/a"
 
     when, before = datetime.datetime.now().isoformat(timespec="seconds"), load()
+    policy = os.environ.get("OMP_WAIT_POLICY")  # before sparse_ops.kernels sets it (passive) when unset
     result = run(quick=args.quick)
     lines = ["# The PyTorch bridge vs PyTorch", "",
              f"Run {when} with `python -m benchmarks.bench_torch{' --quick' if args.quick else ''}`; 1-minute load "
              f"average {before} before the run and {load()} after it (2 cores shared with other users); "
-             f"OMP_WAIT_POLICY {os.environ.get('OMP_WAIT_POLICY', 'unset')}. Ratios are ours / reference (below 1: "
-             "the bridge is faster).", "",
+             f"OMP_WAIT_POLICY {policy or 'unset (so passive for numba: sparse_ops.kernels sets it)'}. Ratios are "
+             "ours / reference (below 1: the bridge is faster).", "",
              "`from_torch` of csr and row_sparse tensors validates the components (O(nnz)), so it is not O(1). "
              "With other users' jobs on the 2 cores, ratios move between runs: the embedding-bag ratios by up to "
              "~0.3 (see the paired rounds in `_timing.alternating`).", "", "## Machine", ""]
