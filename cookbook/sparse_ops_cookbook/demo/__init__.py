@@ -7,6 +7,9 @@
 2. Node classification: a 2-layer GCN (``gcn_norm`` + ``csr_spmm``) on Zachary's karate
    club (networkx) or a generated stochastic block model, to a stated accuracy.
 
+``--torch`` (``demo/torch_demo.py``) trains both models in PyTorch through the bridge next
+to their native twins instead, comparing every step.
+
 Everything is deterministic for a given ``seed``. ``run`` returns the figures and says
 whether each target was met; ``main`` is the command line.
 """
