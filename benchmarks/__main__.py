@@ -3,8 +3,9 @@ markdown report and a chart.
 
 Import time and cold start, per-call overhead and autograd (vs PyTorch when installed),
 storage conversions and ``dot`` (vs SciPy), the embedding training step and the cookbook's
-``csr_spmm`` forward+backward (vs PyTorch), effective memory bandwidth, and issue 8's
-targets checked. Writes ``report.md`` and ``ratios.png`` to ``benchmarks/results/``
+``csr_spmm`` forward+backward (vs PyTorch), effective memory bandwidth, issue 8's targets
+checked, and the PyTorch bridge against PyTorch (``bench_torch``: issue 15's targets, also
+written alone as ``torch.md``). Writes ``report.md`` and ``ratios.png`` to ``benchmarks/results/``
 (``report-quick.md``/``ratios-quick.png`` with ``--quick``, so a short run never overwrites
 the full numbers) and prints the report. ``--smoke`` runs every case once on tiny inputs
 (the CI smoke test does, into a temporary ``--out``): its numbers mean nothing.
@@ -16,7 +17,7 @@ import datetime
 from pathlib import Path
 
 from . import (bench_bandwidth, bench_coldstart, bench_conversions, bench_dot, bench_embedding, bench_import,
-               bench_overhead, bench_spmm)
+               bench_overhead, bench_spmm, bench_torch)
 from ._chart import bar_chart
 from ._summary import chart_entries, targets
 from ._timing import describe_machine
@@ -43,6 +44,7 @@ def main() -> None:
     embedding = bench_embedding.run(scale=scale)
     spmm = bench_spmm.run(scale=scale)
     bandwidth = bench_bandwidth.run(scale=scale)
+    bridge = bench_torch.run(scale=scale)
     machine = describe_machine()  # after the conversions, so numba's threading layer is known
 
     when = datetime.datetime.now().isoformat(timespec="seconds")
@@ -77,10 +79,13 @@ def main() -> None:
               "Fresh interpreters; see `benchmarks/bench_coldstart.py`.", "", bench_coldstart.report(cold), "",
               "## Effective memory bandwidth", "",
               "Least bytes each kernel must move / its median time, against `np.copyto` timed in alternation "
-              "(see `benchmarks/bench_bandwidth.py`).", "", bench_bandwidth.report(bandwidth), ""]
+              "(see `benchmarks/bench_bandwidth.py`).", "", bench_bandwidth.report(bandwidth), "",
+              "## PyTorch bridge vs PyTorch", "",
+              "`sparse_ops.torch` against PyTorch doing the same work, issue 15's targets (see "
+              "`benchmarks/bench_torch.py`; also written alone as `torch.md`).", "", bench_torch.report(bridge), ""]
     suffix = "-smoke" if smoke else ("-quick" if quick else "")
     args.out.mkdir(parents=True, exist_ok=True)
-    entries = chart_entries(overhead, conversions, dots, embedding, spmm)
+    entries = chart_entries(overhead, conversions, dots, embedding, spmm, bridge)
     chart = args.out / f"ratios{suffix}.png"
     renderer = bar_chart(chart, [e[0] for e in entries], [e[1] for e in entries],
                          f"sparse_ops{mode}: time ours / reference, {when}")
@@ -89,6 +94,9 @@ def main() -> None:
 
     out = args.out / f"report{suffix}.md"
     out.write_text(text)
+    (args.out / f"torch{suffix}.md").write_text("\n".join(
+        ["# The PyTorch bridge vs PyTorch", "", f"From `python -m benchmarks{mode}`, run {when}; the machine is "
+         "described in the report beside this file.", "", bench_torch.report(bridge), ""]))
     print(text)
     print(f"\nwritten to {out} and {chart}")
 

@@ -78,7 +78,7 @@ def targets(overhead: dict[str, list], dots: list, embedding: Any, spmm: Any, co
 
 
 def chart_entries(overhead: dict[str, list], conversions: list, dots: list, embedding: Any,
-                  spmm: Any) -> list[tuple[str, float]]:
+                  spmm: Any, bridge: Any = None) -> list[tuple[str, float]]:
     """(label, ours / reference) for every case with a reference."""
     out = []
     for prefix, label in (("elemwise_mul", "elemwise_mul 4x4 vs torch.mul"),
@@ -103,4 +103,9 @@ def chart_entries(overhead: dict[str, list], conversions: list, dots: list, embe
     if spmm is not None and spmm.fwd_ratio is not None:
         out.append(("csr_spmm fwd vs torch", spmm.fwd_ratio))
         out.append(("csr_spmm fwd+bwd vs torch", spmm.step_ratio))
+    if bridge is not None and not bridge.skipped:  # benchmarks/bench_torch.py
+        out.append(("bridge GCN layer vs faster torch", bridge.gcn.vs_faster))
+        out += [(f"bridge emb-bag+{e.optimizer} vs torch", e.ratio) for e in bridge.embedding]
+        out += [(f"bridge 4x4 {'fwd+bwd' if 'backward' in o.case else 'fwd'} vs custom_op", o.ratio)
+                for o in bridge.overhead]
     return out

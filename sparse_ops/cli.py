@@ -297,6 +297,14 @@ def _cmd_demo(args: argparse.Namespace) -> int:
               "installed: run `pip install -e ./cookbook` in a source checkout of sparse-ops (or "
               "`sparse-ops demo --tour` for the container tour, which needs no plugin)", file=sys.stderr)
         return 1
+    if args.torch:
+        if importlib.util.find_spec("torch") is None:
+            print("sparse-ops demo --torch trains the cookbook's models in PyTorch through sparse_ops.torch, and "
+                  "PyTorch is not installed: pip install 'sparse-ops[torch]'", file=sys.stderr)
+            return 1
+        from sparse_ops_cookbook.demo.torch_demo import run as torch_demo
+
+        return 0 if torch_demo(quick=args.quick, seed=args.seed, graph=args.graph)["ok"] else 1
     from sparse_ops_cookbook.demo import run
 
     result = run(quick=args.quick, epochs=args.epochs, seed=args.seed, out=args.out, graph=args.graph,
@@ -350,7 +358,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
                                    "fm_interaction, row_sparse gradients, lazy Adagrad: loss, AUC, speed against "
                                    "dense gradients, a PNG of the loss curve), then a 2-layer GCN (csr_spmm). "
                                    "Needs the cookbook plugin (pip install -e ./cookbook); exit 1 if a stated "
-                                   "target is missed. --tour runs the container tour instead.")
+                                   "target is missed. --torch trains the models in PyTorch through the bridge "
+                                   "and compares them with the native ones (exit 1 if they disagree); --tour runs "
+                                   "the container tour instead.")
     p.add_argument("--quick", action="store_true", help="small data, one epoch: a few seconds")
     p.add_argument("--epochs", type=_positive_int, default=None, metavar="N",
                    help="epochs of the CTR model (default 3; 1 with --quick)")
@@ -360,6 +370,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     p.add_argument("--graph", choices=("auto", "karate", "sbm"), default="auto",
                    help="GCN graph: karate club if networkx is installed (auto), or a stochastic block model")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    p.add_argument("--torch", action="store_true",
+                   help="train the same models in PyTorch through sparse_ops.torch next to the native ones: "
+                        "loss per step, native-vs-torch agreement, step times, torch.compile (needs torch)")
     tour = p.add_argument_group("container tour (no cookbook needed)")
     tour.add_argument("--tour", action="store_true", help="run the checked tour of the containers instead")
     tour.add_argument("--rows", type=int, default=None, help="tour matrix rows (default 2000; implies --tour)")

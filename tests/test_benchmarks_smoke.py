@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SECTIONS = ["Machine", "Issue 8 targets", "Storage conversions vs SciPy", "Import time",
             "Per-call overhead and autograd", "dot vs SciPy", "Embedding training step vs PyTorch",
             "Cookbook `csr_spmm` forward+backward vs PyTorch sparse autograd", "Cold start",
-            "Effective memory bandwidth", "Chart"]
+            "Effective memory bandwidth", "PyTorch bridge vs PyTorch", "Chart"]
 
 
 def read_png(path: Path) -> np.ndarray:
@@ -85,7 +85,10 @@ def test_every_benchmark_case_runs_once(tmp_path):
         assert f"\n## {section}\n" in report, section
     assert "**NO**" not in report, "a case disagrees with its reference"
     assert "**FAIL**" not in report
-    assert "Skipped" not in report, "csr_spmm needs the cookbook, installed by CI"
+    assert "Skipped" not in report, "csr_spmm needs the cookbook, the bridge PyTorch: CI installs both"
+    bridge = (tmp_path / "torch-smoke.md").read_text()  # benchmarks/bench_torch.py, also written alone
+    assert "Skipped" not in bridge and "**NO**" not in bridge
+    assert bridge.count("| yes |") == 13  # same result: 3 GCN layers, 2 embedding steps, 2 overheads, 6 conversions
     assert report.count("| yes |") >= 10  # conversions, dot, embedding, csr_spmm checked their results
     img = read_png(tmp_path / "ratios-smoke.png")
     # one 22-pixel row per ratio: 9 or more without PyTorch (as in CI), ~20 with it

@@ -7,6 +7,9 @@
 2. Node classification: a 2-layer GCN (``gcn_norm`` + ``csr_spmm``) on Zachary's karate
    club (networkx) or a generated stochastic block model, to a stated accuracy.
 
+``--torch`` (``demo/torch_demo.py``) trains both models in PyTorch through the bridge next
+to their native twins instead, comparing every step.
+
 Everything is deterministic for a given ``seed``. ``run`` returns the figures and says
 whether each target was met; ``main`` is the command line.
 """
@@ -130,6 +133,9 @@ def add_arguments(parser: Any) -> None:
     parser.add_argument("--graph", choices=("auto", "karate", "sbm"), default="auto",
                         help="GCN graph: karate club if networkx is installed (auto), or a stochastic block model")
     parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    parser.add_argument("--torch", action="store_true",
+                        help="train the same models in PyTorch through sparse_ops.torch next to the native ones "
+                             "(demo/torch_demo.py; needs torch)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -138,8 +144,12 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m sparse_ops_cookbook.demo", description=__doc__.split("\n\n")[0])
     add_arguments(parser)
-    args = parser.parse_args(argv)
-    return 0 if run(**vars(args))["ok"] else 1
+    args = vars(parser.parse_args(argv))
+    if args.pop("torch"):
+        from .torch_demo import run as torch_demo
+
+        return 0 if torch_demo(quick=args["quick"], seed=args["seed"], graph=args["graph"])["ok"] else 1
+    return 0 if run(**args)["ok"] else 1
 
 
 __all__ = ["run", "main", "add_arguments", "PNG_NAME", "FULL", "QUICK"]
