@@ -96,6 +96,26 @@ def test_torch_ops_namespace_defines_ops_on_first_use():
     np.testing.assert_allclose(sq[0].numpy(), 3 * m.data)
 
 
+def test_every_op_with_samples_is_in_torch_ops_before_any_call():
+    """A fresh process: ``torch.ops.sparse_ops.<name>`` defines each op's overloads by name
+    (kernels taking any storage type, ``"*"``, included: csr_sddmm's dense operands)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import torch, sparse_ops as so, sparse_ops.torch, sparse_ops_cookbook\n"
+        "from sparse_ops import registry\n"
+        "names = [n for n in so.list_ops() if callable(getattr(registry.get_op(n).cls, 'samples', None))]\n"
+        "missing = [n for n in names if not list(getattr(torch.ops.sparse_ops, n).overloads())]\n"
+        "print(len(names), missing)\n"
+        "print(sorted(torch.ops.sparse_ops.csr_sddmm.overloads()))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    count, overloads = out.stdout.strip().splitlines()
+    assert count.endswith(" []") and int(count.split()[0]) >= 90, count
+    assert "cdd_c" in overloads and "ccc_c" in overloads
+
+
 class GCN(torch.nn.Module):
     """Two graph convolutions over a csr adjacency passed as components (Dynamo has no sparse
     tensors): dense parameters, csr_spmm, relu."""

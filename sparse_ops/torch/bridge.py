@@ -14,6 +14,7 @@ MXNet-form ops registered at any time are bridged like the built-ins.
 """
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import torch
@@ -21,6 +22,7 @@ import torch
 from .. import registry
 from ..dispatch import _infer
 from ..errors import OperatorError
+from ..ndarray import STYPES
 from .convert import TorchBridgeError, components
 from .convert import _VALUE_TORCH_DTYPES as _VALUE_DTYPES
 from .library import BridgeError, Overload, encode_params, forget, overload_for, run_dense
@@ -289,15 +291,18 @@ _DECLARING: set[str] = set()  # names whose declared overloads are being defined
 
 def define_declared(opdef: registry.OpDef) -> list[Overload]:
     """Define the torch overloads of ``opdef`` that its declaration names: all-dense inputs
-    (when the op takes a fixed number) and each cpu storage-aware kernel's input storage
+    (as many as it takes, or as its first sample has for a variadic op) and each cpu storage-aware kernel's input storage
     types, with the output storage types its default parameters infer. Ones the default
-    parameters cannot infer (a required parameter) are left for their first call."""
-    combos = []
-    if not opdef.variadic:
-        combos.append(("default",) * len(opdef.arguments))
+    parameters cannot infer (a required parameter) are left for their first call; a kernel
+    taking any storage type (``"*"``) gets one overload per storage type there."""
+    combos = [("default",) * (len(opdef.arguments) if not opdef.variadic else _sample_arity(opdef))]
     for (dev, stypes) in opdef.fcompute_ex:
-        if dev == "cpu" and "*" not in stypes and "..." not in stypes and stypes not in combos:
-            combos.append(stypes)
+        if dev != "cpu" or "..." in stypes:
+            continue
+        # a "*" (any storage type) stands for each of them
+        for combo in itertools.product(*[STYPES if s == "*" else (s,) for s in stypes]):
+            if combo not in combos:
+                combos.append(combo)
     made = []
     for stypes in combos:
         try:
@@ -307,6 +312,15 @@ def define_declared(opdef: registry.OpDef) -> list[Overload]:
         except (OperatorError, TypeError, ValueError):
             continue
     return made
+
+
+def _sample_arity(opdef: registry.OpDef) -> int:
+    """How many inputs the first sample of variadic ``opdef`` passes (2 without samples)."""
+    make = getattr(opdef.cls, "samples", None)
+    for smp in (make() if callable(make) else []):
+        if isinstance(smp, tuple) and smp:
+            return len(smp[0])
+    return 2
 
 
 def _sample_instance(opdef: registry.OpDef) -> registry.Op:
