@@ -32,11 +32,7 @@ from ..dtypes import INDEX_DTYPES, VALUE_DTYPES, source_dtype
 from ..errors import SparseFormatError
 from ..validation import check_csr, check_row_sparse, normalize_shape
 from .dense import CONVERSIONS, NDArray
-from .view import ComponentView, component_view, plain
-
-
-def _read_only(a: Any) -> Any:
-    return component_view(a, writable=False)  # CuPy arrays have no read-only flag
+from .view import ComponentView, plain
 
 
 def _deferred_error(exc: SparseFormatError, stype: str) -> SparseFormatError:

@@ -37,13 +37,3 @@ def plain(*arrays):
             a = source if source is not None else a.view(np.ndarray)
         out.append(a)
     return out[0] if len(out) == 1 else tuple(out)
-
-
-def component_view(a, writable: bool):
-    """``a`` as a ComponentView (host arrays only; CuPy arrays are returned as they are)."""
-    if not isinstance(a, np.ndarray):
-        return a
-    v = a.view(ComponentView)
-    if not writable:
-        v.flags.writeable = False
-    return v

@@ -149,7 +149,6 @@ class BridgedOp:
         res = (res,) if not isinstance(res, tuple) else res
         if _compiling():
             return _assemble(out_stypes, res, out_shapes, nvis)
-        nout = len(out_stypes)
         inst = opdef.instance(params) if params else (opdef._default_instance or opdef.instance({}))
         if all(s == "default" for s in stypes) and all(s == "default" for s in out_stypes) \
                 and all(a.__class__ is _PLAIN for a in args):

@@ -655,8 +655,6 @@ def _all_parts(*groups: Sequence[NDArray]) -> list:
 
 
 def _make_backward_fake(ov: Overload) -> Callable:
-    nparts = ov.nparts_in
-
     def backward_fake(*args: Any) -> Any:
         needs = args[-2]
         res, k = [], 0
