@@ -128,23 +128,32 @@ class _MXNetMul(so.CustomOp):
         self.assign(in_grad[1], req[1], out_grad[0] * in_data[0])
 
 
-def _torch_custom_mul(torch):
-    """The same product as a ``torch.library.custom_op`` with a registered backward."""
+_CUSTOM_MUL = None
 
-    # an explicit schema: this module's postponed annotations are strings torch cannot resolve
-    @torch.library.custom_op("sparse_ops_bench::mul", mutates_args=(), schema="(Tensor x, Tensor y) -> Tensor")
-    def mul(x, y):
-        return x * y
 
-    def setup(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
+def torch_custom_mul():
+    """``x * y`` as a plain ``torch.library.custom_op`` with a registered backward: the
+    reference of our per-call overhead here and in ``bench_torch`` (made once per process:
+    a custom op's name can be registered only once)."""
+    global _CUSTOM_MUL
+    if _CUSTOM_MUL is None:
+        import torch
 
-    def backward(ctx, g):
-        x, y = ctx.saved_tensors
-        return g * y, g * x
+        # an explicit schema: this module's postponed annotations are strings torch cannot resolve
+        @torch.library.custom_op("sparse_ops_bench::mul", mutates_args=(), schema="(Tensor x, Tensor y) -> Tensor")
+        def mul(x, y):
+            return x * y
 
-    mul.register_autograd(backward, setup_context=setup)
-    return mul
+        def setup(ctx, inputs, output):
+            ctx.save_for_backward(*inputs)
+
+        def backward(ctx, g):
+            x, y = ctx.saved_tensors
+            return g * y, g * x
+
+        mul.register_autograd(backward, setup_context=setup)
+        _CUSTOM_MUL = mul
+    return _CUSTOM_MUL
 
 
 def run(quick: bool = False, scale: int | None = None) -> dict[str, list]:
@@ -169,7 +178,7 @@ def run(quick: bool = False, scale: int | None = None) -> dict[str, list]:
     rows.append(["kernel-first custom op 4x4", f"{ours_kf:.2f}", f"{ref:.2f}" if ref else "n/a",
                  f"{ours_kf / ref:.2f}" if ref else "n/a", f"{floor:.2f}"])
 
-    tc = _torch_custom_mul(torch) if torch is not None else None
+    tc = torch_custom_mul() if torch is not None else None
     mx_fwd, ref_fwd = paired_us(lambda: so.Custom(x, y, op_type="_bench_mxnet_mul"),
                                 (lambda: tc(tx, ty)) if tc is not None else None, n // 4)
     rows.append(["MXNet-form Python custom op forward 4x4 (vs torch.library.custom_op)", f"{mx_fwd:.2f}",

@@ -47,6 +47,7 @@ import scipy.sparse as sp
 import sparse_ops as so
 
 from ._timing import alternating, markdown_table, paired_ratio, torch_best_threads, torch_threads
+from .bench_overhead import torch_custom_mul
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TARGETS = {"gcn": 0.6, "embedding": 0.8, "overhead": 1.5}
@@ -316,33 +317,6 @@ def run_embedding(scale: int = 1, rounds: int = 20, calls: int = 5) -> list[Embe
 
 
 # ---- (c) per-call overhead -----------------------------------------------------------------------------
-_CUSTOM_MUL = None
-
-
-def torch_custom_mul():
-    """``x * y`` as a plain ``torch.library.custom_op`` with a registered backward (made once
-    per process: a custom op's name can be registered only once)."""
-    global _CUSTOM_MUL
-    if _CUSTOM_MUL is None:
-        import torch
-
-        @torch.library.custom_op("sparse_ops_bench_torch::mul", mutates_args=(),
-                                 schema="(Tensor x, Tensor y) -> Tensor")
-        def mul(x, y):
-            return x * y
-
-        def setup(ctx, inputs, output):
-            ctx.save_for_backward(*inputs)
-
-        def backward(ctx, g):
-            x, y = ctx.saved_tensors
-            return g * y, g * x
-
-        mul.register_autograd(backward, setup_context=setup)
-        _CUSTOM_MUL = mul
-    return _CUSTOM_MUL
-
-
 @dataclass
 class OverheadRow:
     case: str

@@ -64,18 +64,23 @@ class BridgedOp:
                 if cpu and not (grad and _grad_enabled()) and not _modes() \
                         and all(a.is_cpu for a in args):
                     return self._direct(ov, inst, nvis, args)
-                try:
-                    res = ov.torch_op(*args, ptext)
-                except BridgeError:
-                    raise
-                except OperatorError as exc:
-                    raise BridgeError(f"sparse_ops.torch.ops.{self.opdef.name}: {exc}") from exc
-                except (TypeError, ValueError, RuntimeError) as exc:
-                    raise self._error(exc, args) from exc
+                res = self._run(ov.torch_op, args, ptext, args)
                 if ov.nparts_out == 1:
                     return res
                 return res[0] if nvis == 1 else tuple(res[:nvis])
         return self._call(args, params, key)
+
+    def _run(self, torch_op: Any, parts: Any, ptext: str, args: tuple) -> Any:
+        """``torch_op(*parts, ptext)``, its failures as BridgeErrors naming the op (and, for
+        torch's own errors, the arguments ``args``), the original kept as the cause."""
+        try:
+            return torch_op(*parts, ptext)
+        except BridgeError:
+            raise
+        except OperatorError as exc:
+            raise BridgeError(f"sparse_ops.torch.ops.{self.opdef.name}: {exc}") from exc
+        except (TypeError, ValueError, RuntimeError) as exc:
+            raise self._error(exc, args) from exc
 
     def _direct(self, ov: Overload, inst: registry.Op, nvis: int, args: tuple) -> Any:
         """The all-dense host call without grad: the registered implementation's own steps
@@ -138,14 +143,7 @@ class BridgedOp:
         else:
             ov = overload_for(opdef, tuple(stypes), out_stypes)
             torch_op = ov.torch_op
-        try:
-            res = torch_op(*flat, ptext)
-        except BridgeError:
-            raise
-        except OperatorError as exc:
-            raise BridgeError(f"sparse_ops.torch.ops.{opdef.name}: {exc}") from exc
-        except (TypeError, ValueError, RuntimeError) as exc:
-            raise self._error(exc, args) from exc
+        res = self._run(torch_op, flat, ptext, args)
         res = (res,) if not isinstance(res, tuple) else res
         if _compiling():
             return _assemble(out_stypes, res, out_shapes, nvis)
