@@ -12,13 +12,20 @@
 - ``sparse_ops.sdk.testing``: ``opcheck``, ``check_gradient``, ``check_numeric_gradient``;
 - ``sparse_ops.sdk.launch``: grid helpers for numba.cuda kernels;
 - ``sparse_ops.sdk.scaffold`` and ``template/``: ``sparse-ops new-plugin``;
-- ``SDK_VERSION``, which plugins' ``SPARSE_OPS_SDK`` ranges are checked against.
+- ``SDK_VERSION``, which plugins' ``SPARSE_OPS_SDK`` ranges are checked against;
+- ``include_dir()``: the folder holding ``sparse_ops.h``, the C ABI of operator libraries.
 
 See ``sdk/README.md``.
 """
+import os
 from typing import Any
 
 SDK_VERSION = "0.1"
+
+
+def include_dir() -> str:
+    """The folder holding ``sparse_ops.h`` (``cc -I$(sparse-ops include-dir)``)."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
 
 _REEXPORTS = {"Op": "registry", "Param": "registry", "kernel": "registry", "register": "registry",
               "OpContext": "context", "jit": "kernels"}
@@ -34,4 +41,4 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(f"sparse_ops.{module}"), name)
 
 
-__all__ = ["SDK_VERSION", *_REEXPORTS]
+__all__ = ["SDK_VERSION", "include_dir", *_REEXPORTS]

@@ -1,20 +1,26 @@
 """Load operator libraries at run time (``sparse_ops.library.load``), the dynamic loading of
-MXNet's "Dynamic CustomOp Support" proposal for Python plugins, and load them again after
-an edit (``sparse_ops.library.reload``)."""
+MXNet's "Dynamic CustomOp Support" proposal: Python plugin files and folders, and shared
+libraries written in C, C++ or CUDA against ``sparse_ops.h`` (``sparse_ops.sdk.include_dir()``).
+Load them again after an edit with ``sparse_ops.library.reload``."""
 from __future__ import annotations
 
 import os
+import sys
 from types import ModuleType
+from typing import Any
 
 from .plugins import PluginError, load_path, reload_path
 
-__all__ = ["load", "reload", "PluginError"]
+__all__ = ["load", "reload", "register_shared", "PluginError"]
 
 
 def load(path: str | os.PathLike, name: str | None = None) -> ModuleType:
-    """Load the plugin in ``path`` (a ``.py`` file or a package folder with ``__init__.py``)
-    and return its module; the ops it registers are attributed to the plugin ``name``
-    (default: the file's stem or the folder's name), which is also its module name.
+    """Load the plugin in ``path`` (a ``.py`` file, a package folder with ``__init__.py``, or
+    a shared library ``.so`` / ``.dylib`` / ``.dll`` built against ``sparse_ops.h``) and return
+    its module; the ops it registers are attributed to the plugin ``name`` (default: the
+    file's stem, the folder's name, or for ``libmyops.so`` ``myops``). A shared library's
+    module stands for it: ``module.library`` lists its ops, ``__version__`` is its version
+    string. Its ABI version is checked before any of its code runs.
 
     The plugin's ``SPARSE_OPS_SDK`` range is checked first. Any failure raises
     ``sparse_ops.plugins.PluginError`` (an ``OperatorError``) naming the plugin, after
@@ -34,3 +40,15 @@ def reload(path: str | os.PathLike, name: str | None = None) -> ModuleType:
     loaded before stays in place and PluginError says why. A path ``load`` did not load is
     an error."""
     return reload_path(path, name)
+
+
+def register_shared(path: str | os.PathLike) -> Any:
+    """Register the ops of the shared library at ``path`` as part of the calling plugin: what
+    the ``__init__.py`` of a C plugin package calls (``sparse-ops new-plugin --lang c``), so
+    its ops belong to the plugin its entry point names. Returns the
+    ``sparse_ops.clib.load.Library``. Failures raise ``sparse_ops.clib.load.LibraryError``
+    naming the library, with none of its ops left registered."""
+    from .clib.load import open_library
+
+    caller = sys._getframe(1).f_globals.get("__name__", "__main__")
+    return open_library(os.fspath(path), caller)

@@ -420,6 +420,7 @@ class _Target:
     search: list[str] | None  # the package folder, for its submodules (None for a file)
     name: str  # the plugin's name, which is also its module name
     origin: str  # realpath of ``file``, to recognise the same plugin loaded again
+    shared: bool = False  # a C library (sparse_ops.h), not Python
 
     def sources(self) -> list[str]:
         """The plugin's source files: the file, or every .py file of the package folder."""
@@ -458,8 +459,16 @@ def _locate(path: str | os.PathLike, name: str | None) -> _Target:
         file, search = init, [p]
         default_name = os.path.basename(p.rstrip(os.sep))
     elif os.path.isfile(p):
+        if _is_shared_library(p):
+            from .clib.load import default_name as library_name
+
+            name = name or library_name(p)
+            if not name.isidentifier():
+                raise PluginError(f"cannot load library {p}: {name!r} is not a valid plugin name (pass name=...)")
+            return _Target(p, p, None, name, os.path.realpath(p), shared=True)
         if not p.endswith(".py"):
-            raise PluginError(f"cannot load plugin from {p}: expected a .py file or a package folder")
+            raise PluginError(f"cannot load plugin from {p}: expected a .py file, a package folder or a shared "
+                              f"library (.so, .dylib, .dll)")
         file, search = p, None
         default_name = os.path.basename(p)[:-3]
     else:
@@ -481,9 +490,28 @@ def _loads_file(record: _Record, origin: str) -> bool:
     return file is not None and os.path.realpath(file) == origin
 
 
+def _is_shared_library(path: str) -> bool:
+    base = os.path.basename(path)
+    return base.endswith((".so", ".dylib", ".dll")) or ".so." in base
+
+
+def _open_library(target: _Target) -> ModuleType:
+    """Register the ops of the C library ``target`` names; a module object stands for it
+    (``library`` is the ``sparse_ops.clib.load.Library``, ``__version__`` its version string)."""
+    from .clib.load import open_library
+
+    module = ModuleType(f"sparse_ops.clib.libraries.{target.name}", f"C operator library {target.path}")
+    module.__file__ = target.file
+    module.library = open_library(target.file, module.__name__)
+    module.__version__ = module.library.version
+    return module
+
+
 def _import_target(target: _Target) -> ModuleType:
     """Execute the plugin's module (or adopt it when a plain import loaded it already)."""
     name = target.name
+    if target.shared:
+        return _open_library(target)
     if name in sys.modules:  # imported plainly before: adopt its ops
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, target.file, submodule_search_locations=target.search)
@@ -524,7 +552,7 @@ def load_path(path: str | os.PathLike, name: str | None = None) -> ModuleType:
                                   f"sparse_ops.library.reload({os.fspath(path)!r}) loads the new code "
                                   f"(library.load keeps the version loaded first)")
             return done.module  # loading twice is a no-op, as importing twice is
-        existing = sys.modules.get(name)
+        existing = None if target.shared else sys.modules.get(name)
         if existing is not None:
             efile = getattr(existing, "__file__", None)
             if efile is None or os.path.realpath(efile) != target.origin:
@@ -537,7 +565,7 @@ def _forget_bytecode(target: _Target) -> None:
     """Delete the cached bytecode of the plugin's files: Python trusts a ``.pyc`` whose source
     has the same size and modification second, so an edit made within a second of the last
     import (``2.0`` -> ``9.0``) would otherwise reload the old code."""
-    for source in target.sources():
+    for source in [] if target.shared else target.sources():
         try:
             os.remove(importlib.util.cache_from_source(source))
         except (OSError, NotImplementedError, ValueError):
@@ -559,7 +587,8 @@ def reload_path(path: str | os.PathLike, name: str | None = None) -> ModuleType:
                               f"library.reload reloads what sparse_ops.library.load loaded from that path")
         saved = registry.snapshot()
         old_ops = plugin_ops(name)
-        old_modules = {m: sys.modules.pop(m) for m in list(sys.modules) if m == name or m.startswith(name + ".")}
+        old_modules = {} if target.shared else {m: sys.modules.pop(m) for m in list(sys.modules)
+                                                 if m == name or m.startswith(name + ".")}
         del _LOADED[name]
         for op in old_ops:
             registry.unregister(op)

@@ -1,0 +1,265 @@
+"""From a C library's ``so_op_decl`` to an ``Op`` class of the one table.
+
+``decode`` reads a declaration (checking every struct's size and version, every name, code
+and count) into plain Python data, an ``OpSpec``, and ``op_class`` turns that into an ``Op``
+subclass whose rules and kernels call the C functions: the same class a Python plugin
+would write, registered through the same ``register``.
+"""
+from __future__ import annotations
+
+import ctypes as C
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from ..registry import REQUIRED, Op, Param, kernel
+from . import abi
+
+
+class DeclarationError(ValueError):
+    """A declaration handed to ``register_op`` is malformed; the message says what."""
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    name: str
+    type: int
+    default: str | None  # None: required
+    doc: str
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    device: str
+    stypes: tuple[str, ...] | None  # None: dense; "*" for SO_STYPE_ANY
+    address: int
+
+
+@dataclass(frozen=True)
+class GradientSpec:
+    input: int
+    op: str
+    args: tuple[tuple[int, int], ...]  # (abi.REF_*, index)
+    params: tuple[tuple[str, str], ...]
+    forward_params: bool
+
+
+@dataclass
+class OpSpec:
+    """One C operator's declaration, decoded and checked."""
+
+    name: str
+    doc: str
+    arguments: tuple[str, ...]
+    outputs: tuple[str, ...]
+    aux: tuple[str, ...]
+    params: tuple[ParamSpec, ...]
+    infer_shape: int | None  # function addresses
+    infer_type: int | None
+    infer_storage_type: int | None
+    kernels: tuple[KernelSpec, ...]
+    gradients: tuple[GradientSpec, ...]
+    resources: int
+    constant: bool
+    samples: list = field(default_factory=list)  # [(inputs as containers, {param: value})]
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        return self.arguments + self.aux
+
+
+# ---- decoding ----------------------------------------------------------------------------------
+def check_header(struct: type, address: int, what: str) -> None:
+    """Refuse a struct that does not start with a size and ABI version this host reads."""
+    if not address:
+        raise DeclarationError(f"{what} is a NULL pointer")
+    size, version = (C.c_uint32 * 2).from_address(address)
+    if version >> 16 != abi.ABI_MAJOR:
+        raise DeclarationError(f"{what} says ABI version {abi.version_text(version)}; this sparse_ops speaks "
+                               f"{abi.version_text(abi.ABI_VERSION)} (was it initialised with SO_HEADER(...)?)")
+    if size < C.sizeof(struct):
+        raise DeclarationError(f"{what} has struct_size {size}, but an ABI {abi.version_text(abi.ABI_VERSION)} "
+                               f"{_c_name(struct)} has {C.sizeof(struct)} bytes (was it initialised with "
+                               f"SO_HEADER({_c_name(struct)})?)")
+
+
+def _c_name(struct: type) -> str:
+    return next(name for name, s in abi.STRUCTS.items() if s is struct)
+
+
+def _text(raw: bytes | None, what: str, required: bool = True) -> str:
+    if raw is None:
+        if required:
+            raise DeclarationError(f"{what} is NULL")
+        return ""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise DeclarationError(f"{what} is not UTF-8 text") from None
+
+
+def _count(n: int, what: str, limit: int = 4096) -> int:
+    if not 0 <= n <= limit:
+        raise DeclarationError(f"{what} is {n}: expected 0 to {limit}")
+    return n
+
+
+def _names(pointer: Any, n: int, what: str) -> tuple[str, ...]:
+    if n and not pointer:
+        raise DeclarationError(f"{what}: {n} declared but the array is NULL")
+    names = tuple(_text(pointer[i], f"{what}[{i}]") for i in range(n))
+    for name in names:
+        if not name.isidentifier():
+            raise DeclarationError(f"{what}: {name!r} is not an identifier")
+    if len(set(names)) != len(names):
+        raise DeclarationError(f"{what}: names repeat: {list(names)}")
+    return names
+
+
+def _items(pointer: Any, struct: type, n: int, what: str) -> list:
+    """The n structs of an array, each header checked."""
+    if n and not pointer:
+        raise DeclarationError(f"{what}: {n} declared but the array is NULL")
+    out = []
+    base = C.cast(pointer, C.c_void_p).value if n else 0
+    stride = C.sizeof(struct)
+    for i in range(n):
+        address = base + i * stride
+        check_header(struct, address, f"{what}[{i}]")
+        out.append(struct.from_address(address))
+    return out
+
+
+def _pairs(keys: Any, values: Any, n: int, what: str) -> tuple[tuple[str, str], ...]:
+    if n and not (keys and values):
+        raise DeclarationError(f"{what}: {n} parameters declared but keys or values are NULL")
+    return tuple((_text(keys[i], f"{what} key {i}"), _text(values[i], f"{what} value {i}")) for i in range(n))
+
+
+def _stype(code: int, what: str, any_ok: bool = False) -> str:
+    if any_ok and code == abi.STYPE_ANY:
+        return "*"
+    st = abi.CODE_STYPES.get(code)
+    if st is None:
+        raise DeclarationError(f"{what}: unknown storage type code {code}")
+    return st
+
+
+def decode(address: int, load_samples: Callable[[list, Any], list]) -> OpSpec:
+    """Read and check the so_op_decl at ``address``; ``load_samples(samples, spec)`` turns its
+    so_sample structs into (inputs, params) pairs."""
+    check_header(abi.OpDecl, address, "so_op_decl")
+    d = abi.OpDecl.from_address(address)
+    name = _text(d.name, "so_op_decl.name")
+    if not name.isidentifier():
+        raise DeclarationError(f"operator name {name!r} is not an identifier")
+    where = f"operator {name!r}"
+    arguments = _names(d.arguments, _count(d.n_arguments, f"{where}: n_arguments"), f"{where}: arguments")
+    outputs = _names(d.outputs, _count(d.n_outputs, f"{where}: n_outputs"), f"{where}: outputs")
+    if not outputs:
+        raise DeclarationError(f"{where} declares no outputs")
+    aux = _names(d.aux_states, _count(d.n_aux, f"{where}: n_aux"), f"{where}: aux_states")
+    clash = set(arguments) & set(aux)
+    if clash:
+        raise DeclarationError(f"{where}: {sorted(clash)} named both as argument and aux state")
+    n_in = len(arguments) + len(aux)
+    params = []
+    for i, p in enumerate(_items(d.params, abi.ParamDecl, _count(d.n_params, f"{where}: n_params"),
+                                 f"{where}: params")):
+        pname = _text(p.name, f"{where}: params[{i}].name")
+        if not pname.isidentifier() or hasattr(Op, pname):
+            raise DeclarationError(f"{where}: parameter name {pname!r} is not an identifier or is reserved")
+        if p.type not in abi.PARAM_TYPES:
+            raise DeclarationError(f"{where}: parameter {pname!r} has unknown type code {p.type}")
+        params.append(ParamSpec(pname, p.type, _text(p.default_value, "", required=False) if p.default_value
+                                is not None else None, _text(p.doc, "", required=False)))
+    kernels = []
+    for i, k in enumerate(_items(d.kernels, abi.Kernel, _count(d.n_kernels, f"{where}: n_kernels"),
+                                 f"{where}: kernels")):
+        dev = {abi.DEVICE_CPU: "cpu", abi.DEVICE_GPU: "gpu"}.get(k.device_type)
+        if dev is None:
+            raise DeclarationError(f"{where}: kernels[{i}] has unknown device type {k.device_type}")
+        if not k.fn:
+            raise DeclarationError(f"{where}: kernels[{i}].fn is NULL")
+        stypes = None
+        if k.stypes:
+            if k.n_stypes != n_in:
+                raise DeclarationError(f"{where}: kernels[{i}] lists {k.n_stypes} storage types for {n_in} inputs")
+            stypes = tuple(_stype(k.stypes[j], f"{where}: kernels[{i}].stypes[{j}]", any_ok=True)
+                           for j in range(n_in))
+        kernels.append(KernelSpec(dev, stypes, k.fn))
+    if not kernels:
+        raise DeclarationError(f"{where} declares no kernels")
+    gradients = []
+    for i, g in enumerate(_items(d.gradients, abi.Gradient, _count(d.n_gradients, f"{where}: n_gradients"),
+                                 f"{where}: gradients")):
+        what = f"{where}: gradients[{i}]"
+        if not 0 <= g.input < n_in:
+            raise DeclarationError(f"{what}.input is {g.input}: the op has {n_in} inputs")
+        op = _text(g.op, f"{what}.op")
+        n_args = _count(g.n_args, f"{what}.n_args")
+        if n_args and not g.args:
+            raise DeclarationError(f"{what}.args is NULL")
+        refs = []
+        for j in range(n_args):
+            kind, index = g.args[j] >> 16, g.args[j] & 0xFFFF
+            limit = {abi.REF_INPUT: n_in, abi.REF_OUTPUT: len(outputs), abi.REF_OUT_GRAD: len(outputs)}.get(kind)
+            if limit is None or index >= limit:
+                raise DeclarationError(f"{what}.args[{j}] = {g.args[j]:#x} names no input, output or output "
+                                       f"gradient (use SO_INPUT(i), SO_OUTPUT(i), SO_OUT_GRAD(i))")
+            refs.append((kind, index))
+        gradients.append(GradientSpec(g.input, op, tuple(refs),
+                                      _pairs(g.param_keys, g.param_values, _count(g.n_params, f"{what}.n_params"),
+                                             what), bool(g.forward_params)))
+    spec = OpSpec(name, _text(d.doc, "", required=False) if d.doc is not None else "", arguments, outputs, aux,
+                  tuple(params), d.infer_shape or None, d.infer_type or None, d.infer_storage_type or None,
+                  tuple(kernels), tuple(gradients), int(d.resources), bool(d.flags & abi.OP_CONSTANT))
+    raw_samples = _items(d.samples, abi.Sample, _count(d.n_samples, f"{where}: n_samples"), f"{where}: samples")
+    spec.samples = load_samples(raw_samples, spec)
+    return spec
+
+
+# ---- parameters as C strings ---------------------------------------------------------------------
+def param_text(value: Any) -> str:
+    """A parsed parameter value in the header's canonical form (ints in decimal, floats as
+    repr, bools as 1/0, shapes as a tuple)."""
+    if isinstance(value, (bool, np.bool_)):
+        return "1" if value else "0"
+    if isinstance(value, float):
+        return repr(value)
+    return str(tuple(value)) if isinstance(value, (tuple, list)) else str(value)
+
+
+class CParams:
+    """An so_params struct for one parsed parameter set, and the strings it points to."""
+
+    def __init__(self, items: list[tuple[str, str]]) -> None:
+        self.keys = (C.c_char_p * max(len(items), 1))(*[k.encode() for k, _ in items])
+        self.values = (C.c_char_p * max(len(items), 1))(*[v.encode() for _, v in items])
+        self.struct = abi.Params(*abi.header(abi.Params), len(items), self.keys, self.values)
+        self.address = C.addressof(self.struct)
+
+
+def c_params(inst: Op) -> CParams:
+    """The so_params of an Op instance (built once per parameter set: instances are cached)."""
+    cached = inst.__dict__.get("_so_params")
+    if cached is None:
+        cached = CParams([(n, param_text(v)) for n, v in inst.params_dict().items()])
+        inst.__dict__["_so_params"] = cached
+    return cached
+
+
+def make_param(p: ParamSpec, op: str) -> Param:
+    ptype = abi.PARAM_TYPES[p.type]
+    default = REQUIRED
+    if p.default is not None:
+        try:
+            default = Param(ptype).parse_value(p.default)
+        except (TypeError, ValueError) as exc:
+            raise DeclarationError(f"operator {op!r}: default {p.default!r} of parameter {p.name!r} "
+                                   f"does not parse: {exc}") from None
+    return Param(ptype, default, p.doc)
+
+
+__all__ = ["DeclarationError", "OpSpec", "decode", "c_params", "make_param", "param_text", "kernel"]

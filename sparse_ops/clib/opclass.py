@@ -1,0 +1,180 @@
+"""An ``Op`` subclass for a decoded C declaration (``declare.OpSpec``): its shape, dtype and
+storage rules call the library's inference callbacks, its kernels the library's kernels,
+its gradient the ops the declaration names. Defaults are the table's own (one shape, one
+dtype, dense outputs) where the library gives no callback."""
+from __future__ import annotations
+
+import ctypes as C
+from typing import Any, Callable
+
+import numpy as np
+
+from ..dispatch import op_function
+from ..errors import OperatorError
+from ..registry import Op, kernel
+from . import abi, call
+from .declare import KernelSpec, OpSpec, c_params, make_param
+
+
+def _checked_call(fn: Any, where: str, what: str, *args: Any) -> None:
+    err = call.error_buffer()
+    err.message[0:1] = b"\0"
+    status = fn(*args, C.byref(err))
+    if status != abi.OK:
+        raise call.failure(where, what, status)
+
+
+def _shape_rule(address: int, where: str) -> Callable:
+    fn = abi.InferShapeFn(address)
+
+    def infer_shape(self: Op, *shapes: tuple[int, ...]) -> list[tuple[int, ...]]:
+        n, n_out = len(shapes), self.output_count()
+        ins, outs = (abi.Shape * max(n, 1))(), (abi.Shape * n_out)()
+        for s, shape in zip(ins, shapes):
+            if len(shape) > abi.MAX_NDIM:
+                raise OperatorError(f"{where}: C ops take at most {abi.MAX_NDIM} dimensions, got shape {shape}")
+            s.struct_size, s.abi_version, s.ndim = C.sizeof(abi.Shape), abi.ABI_VERSION, len(shape)
+            s.dims[:len(shape)] = shape
+        for s in outs:
+            s.struct_size, s.abi_version, s.ndim = C.sizeof(abi.Shape), abi.ABI_VERSION, -1
+        _checked_call(fn, where, "infer_shape", C.byref(c_params(self).struct), n, ins, n_out, outs)
+        result = []
+        for i, s in enumerate(outs):
+            if not 0 <= s.ndim <= abi.MAX_NDIM:
+                raise OperatorError(f"{where}: infer_shape gave output {i} ndim {s.ndim} (expected 0 to "
+                                    f"{abi.MAX_NDIM}; did it set every output?)")
+            dims = tuple(int(d) for d in s.dims[:s.ndim])
+            if any(d < 0 for d in dims):
+                raise OperatorError(f"{where}: infer_shape gave output {i} the negative shape {dims}")
+            result.append(dims)
+        return result
+
+    return infer_shape
+
+
+def _codes_rule(address: int, where: str, what: str) -> Callable:
+    """infer_type or infer_storage_type through a C callback on integer codes."""
+    fn = abi.InferCodesFn(address)
+    to_code, from_code = ((abi.DTYPE_CODES, abi.CODE_DTYPES) if what == "type" else
+                          (abi.STYPE_CODES, abi.CODE_STYPES))
+
+    def rule(self: Op, *values: Any) -> list:
+        n, n_out = len(values), self.output_count()
+        ins = (C.c_int32 * max(n, 1))(*[to_code[np.dtype(v) if what == "type" else v] for v in values])
+        start = (ins[0] if n else 0) if what == "type" else 0
+        outs = (C.c_int32 * n_out)(*([start] * n_out))
+        _checked_call(fn, where, f"infer_{what}", C.byref(c_params(self).struct), n, ins, n_out, outs)
+        result = []
+        for i in range(n_out):
+            value = from_code.get(outs[i])
+            if value is None:
+                kind = "dtype" if what == "type" else "storage type"
+                raise OperatorError(f"{where}: infer_{what} gave output {i} the unknown {kind} code {outs[i]}")
+            result.append(value)
+        return result
+
+    rule.__name__ = f"infer_{what}"
+    return rule
+
+
+def _kernel(spec: KernelSpec, where: str, n_in: int, mutated: tuple[int, ...], resources: tuple) -> Callable:
+    fn = abi.KernelFn(spec.address)
+    if spec.device == "cpu" and spec.stypes is None and not resources:
+        from .trampoline import NOT_CONTIGUOUS, call_dense
+
+        prepared: dict = {}
+
+        def run(self: Op, ctx: Any, *arrays: Any) -> None:
+            entry = prepared.get((self, ctx))
+            if entry is None:
+                entry = _prepare(prepared, self, ctx, spec.address)
+            status = call_dense(entry[0], call.error_address(), n_in, *arrays)
+            if status != abi.OK:
+                if status != NOT_CONTIGUOUS:
+                    raise call.failure(where, "the kernel", status)
+                call.run_kernel(fn, where, self, ctx, n_in, arrays, mutated)
+    else:
+        def run(self: Op, ctx: Any, *arrays: Any) -> None:
+            call.run_kernel(fn, where, self, ctx, n_in, arrays, mutated)
+
+    return run
+
+
+def _prepare(prepared: dict, inst: Op, ctx: Any, address: int) -> tuple:
+    """The addresses the fast path passes (kernel, so_context, so_params), built once per
+    parameter set and context, and the structs they point to."""
+    if len(prepared) > 4096:
+        prepared.clear()
+    c_ctx, params = call.context(ctx), c_params(inst)
+    addrs = np.array([address, C.addressof(c_ctx), params.address], np.int64)
+    return prepared.setdefault((inst, ctx), (addrs, c_ctx, params))
+
+
+def _gradient(spec: OpSpec) -> Callable:
+    terms = spec.gradients
+
+    def gradient(self: Op, out_grads: list, inputs: list, outputs: list, needs: Any = None) -> list:
+        """The declared terms: each input's gradient from the ops the library names."""
+        grads: list = [None] * len(inputs)
+        sources = {abi.REF_INPUT: inputs, abi.REF_OUTPUT: outputs, abi.REF_OUT_GRAD: out_grads}
+        for t in terms:
+            if needs is not None and not needs[t.input]:
+                continue
+            params = {**self.params_dict(), **dict(t.params)} if t.forward_params else dict(t.params)
+            g = op_function(t.op)(*[sources[kind][i] for kind, i in t.args], **params)
+            if isinstance(g, (list, tuple)):
+                g = g[0]
+            grads[t.input] = g if grads[t.input] is None else op_function("elemwise_add")(grads[t.input], g)
+        return grads
+
+    return gradient
+
+
+def _camel(name: str) -> str:
+    return "".join(part[:1].upper() + part[1:] for part in name.split("_") if part) or "COp"
+
+
+def op_class(spec: OpSpec, where: str, module: str) -> type:
+    """The Op subclass of ``spec``; ``where`` names the op and its library in messages,
+    ``module`` is the class's ``__module__`` (who owns it when no plugin is loading)."""
+    resources = tuple(r for bit, r in ((abi.RESOURCE_WORKSPACE, "workspace"), (abi.RESOURCE_RANDOM, "random"))
+                      if spec.resources & bit)
+    n_in = len(spec.inputs)
+    mutated = tuple(range(len(spec.arguments), n_in))
+    attrs: dict[str, Any] = {
+        "__doc__": spec.doc or f"{spec.name}: an operator of a C library.",
+        "__module__": module,
+        "arguments": spec.inputs, "outputs": spec.outputs, "mutate": spec.aux, "resources": resources,
+        "differentiable": not spec.constant,
+    }
+    for p in spec.params:
+        attrs[p.name] = make_param(p, spec.name)
+    if spec.infer_shape:
+        attrs["infer_shape"] = _shape_rule(spec.infer_shape, where)
+    if spec.infer_type:
+        attrs["infer_type"] = _codes_rule(spec.infer_type, where, "type")
+    if spec.infer_storage_type:
+        attrs["infer_storage_type"] = _codes_rule(spec.infer_storage_type, where, "storage_type")
+    for i, k in enumerate(spec.kernels):
+        label = "dense" if k.stypes is None else "_".join("any" if s == "*" else s for s in k.stypes)
+        name = f"c_{k.device}_{label}" + (f"_{i}" if f"c_{k.device}_{label}" in attrs else "")
+        run = _kernel(k, where, n_in, mutated, resources)
+        run.__name__, run.__qualname__ = name, f"{_camel(spec.name)}.{name}"
+        attrs[name] = kernel(device=k.device, stypes=k.stypes)(run)
+    if spec.gradients:
+        attrs["gradient"] = _gradient(spec)
+        attrs["backward_needs_inputs"] = tuple(sorted({spec.inputs[i] for t in spec.gradients
+                                                       for kind, i in t.args if kind == abi.REF_INPUT},
+                                                      key=spec.inputs.index))
+        attrs["backward_needs_outputs"] = tuple(sorted({spec.outputs[i] for t in spec.gradients
+                                                        for kind, i in t.args if kind == abi.REF_OUTPUT},
+                                                       key=spec.outputs.index))
+    if spec.samples:
+        stored = spec.samples
+
+        def samples(cls: type) -> list:
+            """The samples the library declares (so_sample), for opcheck."""
+            return [([x.copy() for x in inputs], dict(params)) for inputs, params in stored]
+
+        attrs["samples"] = classmethod(samples)
+    return type(_camel(spec.name), (Op,), attrs)
