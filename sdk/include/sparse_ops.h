@@ -306,6 +306,11 @@ typedef struct so_sample {
 /* ---- the op declaration -------------------------------------------------------------------- */
 #define SO_OP_CONSTANT 1u /* outputs carry no gradient (an integer result, a random draw) */
 
+/* How sparse_ops.dask runs the op over row blocks of its inputs. */
+#define SO_PARTITION_NONE 0 /* it does not: refused */
+#define SO_PARTITION_ROWS 1 /* output row block i depends only on row block i of every input */
+#define SO_PARTITION_SUM 2  /* the output is the sum of the op over row blocks of every input */
+
 typedef struct so_op_decl {
   uint32_t struct_size;
   uint32_t abi_version;
@@ -329,7 +334,7 @@ typedef struct so_op_decl {
   uint32_t resources;               /* SO_RESOURCE_* bits */
   uint32_t flags;                   /* SO_OP_* bits */
   int32_t n_samples;
-  int32_t reserved;
+  int32_t partition;                /* SO_PARTITION_*: how sparse_ops.dask runs it on row blocks */
   const so_sample* samples;
 } so_op_decl;
 

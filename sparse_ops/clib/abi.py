@@ -43,6 +43,7 @@ PARAM_TYPES = {PARAM_STRING: str, PARAM_INT: int, PARAM_FLOAT: float, PARAM_BOOL
 
 RESOURCE_WORKSPACE, RESOURCE_RANDOM = 1, 2
 OP_CONSTANT = 1
+PARTITIONS = {0: None, 1: "rows", 2: "sum"}
 
 REF_INPUT, REF_OUTPUT, REF_OUT_GRAD = 0, 1, 2  # the high half of an SO_INPUT / SO_OUTPUT / SO_OUT_GRAD
 
@@ -129,7 +130,7 @@ class OpDecl(C.Structure):
                 ("n_kernels", C.c_int32), ("n_gradients", C.c_int32),
                 ("kernels", C.POINTER(Kernel)), ("gradients", C.POINTER(Gradient)),
                 ("resources", C.c_uint32), ("flags", C.c_uint32),
-                ("n_samples", C.c_int32), ("reserved", C.c_int32), ("samples", C.POINTER(Sample))]
+                ("n_samples", C.c_int32), ("partition", C.c_int32), ("samples", C.POINTER(Sample))]
 
 
 RegisterOpFn = C.CFUNCTYPE(C.c_int32, C.c_void_p, C.POINTER(OpDecl), C.POINTER(Error))

@@ -198,9 +198,9 @@ def run_kernel(fn: Any, where: str, inst: Any, ctx: Any, n_in: int, arrays: Sequ
         c_ctx = context(ctx, host, seed)
         params = c_params(inst)
         err = error_buffer()
-        err.message[0:1] = b"\0"
-        status = fn(C.byref(c_ctx), C.byref(params.struct), n_in, descs, n - n_in,
-                    C.byref(descs, n_in * C.sizeof(abi.Array)), C.byref(err))
+        err.message = b""
+        outs = C.cast(C.addressof(descs) + n_in * C.sizeof(abi.Array), C.POINTER(abi.Array))
+        status = fn(C.byref(c_ctx), C.byref(params.struct), n_in, descs, n - n_in, outs, C.byref(err))
     finally:
         del _CALLS[host]
     if status != abi.OK:

@@ -1,10 +1,7 @@
-"""From a C library's ``so_op_decl`` to an ``Op`` class of the one table.
-
-``decode`` reads a declaration (checking every struct's size and version, every name, code
-and count) into plain Python data, an ``OpSpec``, and ``op_class`` turns that into an ``Op``
-subclass whose rules and kernels call the C functions: the same class a Python plugin
-would write, registered through the same ``register``.
-"""
+"""Reading a C library's ``so_op_decl``: ``decode`` checks every struct's size and version,
+every name, code and count, and gives plain Python data, an ``OpSpec`` (which
+``opclass.op_class`` turns into an ``Op`` subclass); ``c_params`` gives the ``so_params`` of
+one parsed parameter set."""
 from __future__ import annotations
 
 import ctypes as C
@@ -13,7 +10,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..registry import REQUIRED, Op, Param, kernel
+from ..registry import REQUIRED, Op, Param
 from . import abi
 
 
@@ -62,6 +59,7 @@ class OpSpec:
     gradients: tuple[GradientSpec, ...]
     resources: int
     constant: bool
+    partition: str | None = None
     samples: list = field(default_factory=list)  # [(inputs as containers, {param: value})]
 
     @property
@@ -215,6 +213,9 @@ def decode(address: int, load_samples: Callable[[list, Any], list]) -> OpSpec:
     spec = OpSpec(name, _text(d.doc, "", required=False) if d.doc is not None else "", arguments, outputs, aux,
                   tuple(params), d.infer_shape or None, d.infer_type or None, d.infer_storage_type or None,
                   tuple(kernels), tuple(gradients), int(d.resources), bool(d.flags & abi.OP_CONSTANT))
+    if d.partition not in abi.PARTITIONS:
+        raise DeclarationError(f"{where}: unknown partition code {d.partition}")
+    spec.partition = abi.PARTITIONS[d.partition]
     raw_samples = _items(d.samples, abi.Sample, _count(d.n_samples, f"{where}: n_samples"), f"{where}: samples")
     spec.samples = load_samples(raw_samples, spec)
     return spec
@@ -262,4 +263,4 @@ def make_param(p: ParamSpec, op: str) -> Param:
     return Param(ptype, default, p.doc)
 
 
-__all__ = ["DeclarationError", "OpSpec", "decode", "c_params", "make_param", "param_text", "kernel"]
+__all__ = ["DeclarationError", "OpSpec", "decode", "c_params", "make_param", "param_text"]

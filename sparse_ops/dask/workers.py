@@ -21,8 +21,8 @@ class LibraryShipper(WorkerPlugin):
     """A Dask worker plugin carrying a sparse_ops plugin's files: on each worker it writes
     them under the worker's local directory and calls ``sparse_ops.library.load``."""
 
-    def __init__(self, name: str, files: dict[str, bytes], package: bool) -> None:
-        self.name, self.files, self.package = name, files, package
+    def __init__(self, name: str, files: dict[str, bytes], entry: str) -> None:
+        self.name, self.files, self.entry = name, files, entry  # entry: what library.load opens
 
     def setup(self, worker: Any) -> None:
         from .. import library, plugins
@@ -35,7 +35,7 @@ class LibraryShipper(WorkerPlugin):
             os.makedirs(os.path.dirname(target), exist_ok=True)
             with open(target, "wb") as f:
                 f.write(content)
-        library.load(os.path.join(base, self.name if self.package else f"{self.name}.py"), name=self.name)
+        library.load(os.path.join(base, self.entry), name=self.name)
 
 
 def _collect(path: str) -> tuple[dict[str, bytes], bool]:
@@ -60,7 +60,8 @@ def _collect(path: str) -> tuple[dict[str, bytes], bool]:
 
 
 def ship_library(path: str | os.PathLike, name: str | None = None, client: Any = None) -> str:
-    """Load the plugin at ``path`` (a ``.py`` file or a package folder) on the client with
+    """Load the plugin at ``path`` (a ``.py`` file, a package folder or a shared library built
+    against ``sparse_ops.h``, for workers of the same platform) on the client with
     ``sparse_ops.library.load`` and on every worker of ``client`` (default: the current
     client), including workers that join or restart later. Returns the plugin's name."""
     from .. import library, plugins
@@ -73,11 +74,13 @@ def ship_library(path: str | os.PathLike, name: str | None = None, client: Any =
                             "run in this process, which has the plugin already")
     source = plugin.source  # the file, or the package folder library.load resolved
     files, package = _collect(source)
-    if not package:
-        files = {f"{plugin.name}.py": files.pop("plugin.py")}
-    else:
+    if package:
+        entry = plugin.name
         files = {os.path.join(plugin.name, rel): content for rel, content in files.items()}
-    c.register_plugin(LibraryShipper(plugin.name, files, package), name=f"sparse_ops-library-{plugin.name}")
+    else:  # a .py file, or a shared library (which keeps its file name: libops.so)
+        entry = f"{plugin.name}.py" if source.endswith(".py") else os.path.basename(source)
+        files = {entry: files.pop("plugin.py")}
+    c.register_plugin(LibraryShipper(plugin.name, files, entry), name=f"sparse_ops-library-{plugin.name}")
     return plugin.name
 
 

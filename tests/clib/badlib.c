@@ -1,0 +1,68 @@
+/* Libraries that are wrong in one way each, chosen with -D at build time (tests/test_clib.py). */
+#include "sparse_ops.h"
+
+#if defined(WRONG_MAJOR)
+SO_EXPORT const uint32_t sparse_ops_library_abi_version = (2u << 16) | 0u;
+#elif defined(NEWER_MINOR)
+SO_EXPORT const uint32_t sparse_ops_library_abi_version = (1u << 16) | 7u;
+#elif !defined(NO_VERSION)
+SPARSE_OPS_LIBRARY("badlib 0.0");
+#endif
+
+static int32_t copy(const so_context* ctx, const so_params* p, int32_t n_in, const so_array* in,
+                    int32_t n_out, so_array* out, so_error* err) {
+  memcpy(out[0].data, in[0].data, (size_t)out[0].nnz * (in[0].dtype == SO_DTYPE_FLOAT64 ? 8 : 4));
+  return SO_OK;
+}
+
+static const char* X[] = {"x"};
+static const char* OUT[] = {"out"};
+
+#ifndef NO_INIT
+SO_EXPORT int32_t sparse_ops_library_init(uint32_t host_abi_version, const so_registrar* reg, so_error* err) {
+#if defined(NOTHING)
+  return SO_OK; /* registers no operator at all */
+#endif
+  so_kernel kernels[] = {{SO_HEADER(so_kernel), SO_DEVICE_CPU, NULL, 0, 0, copy}};
+  so_op_decl first = {SO_HEADER(so_op_decl), "bad_first", NULL, 1, 1, X, OUT, 0, 0, NULL, NULL,
+                      NULL, NULL, NULL, 1, 0, kernels, NULL, 0, SO_OP_CONSTANT, 0, 0, NULL};
+  int32_t st = reg->register_op(reg->host, &first, err);
+  if (st) return st;
+#if defined(TAKEN)
+  so_op_decl taken = first;
+  taken.name = "elemwise_add";
+  return reg->register_op(reg->host, &taken, err);
+#elif defined(NO_HEADER)
+  so_op_decl zeroed = first;
+  zeroed.struct_size = 0;
+  zeroed.name = "bad_zeroed";
+  return reg->register_op(reg->host, &zeroed, err);
+#elif defined(BAD_NAME)
+  so_op_decl named = first;
+  named.name = "not an identifier";
+  return reg->register_op(reg->host, &named, err);
+#elif defined(NO_KERNEL)
+  so_kernel nulls[] = {{SO_HEADER(so_kernel), SO_DEVICE_CPU, NULL, 0, 0, NULL}};
+  so_op_decl empty = first;
+  empty.name = "bad_no_kernel";
+  empty.kernels = nulls;
+  return reg->register_op(reg->host, &empty, err);
+#elif defined(BAD_GRADIENT_OP)
+  int32_t og[] = {SO_OUT_GRAD(0)};
+  so_gradient grads[] = {{SO_HEADER(so_gradient), 0, 0, "no_such_op", 1, 0, og, NULL, NULL}};
+  so_op_decl graded = first;
+  graded.name = "bad_gradient";
+  graded.flags = 0;
+  graded.n_gradients = 1;
+  graded.gradients = grads;
+  return reg->register_op(reg->host, &graded, err);
+#elif defined(IGNORES_REFUSAL)
+  so_op_decl twice = first; /* bad_first again: refused, and init carries on regardless */
+  reg->register_op(reg->host, &twice, err);
+  return SO_OK;
+#elif defined(INIT_FAILS)
+  return so_error_set(err, SO_ERR_INTERNAL, "could not find the license file");
+#endif
+  return SO_OK;
+}
+#endif

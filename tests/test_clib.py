@@ -1,0 +1,420 @@
+"""Operator libraries in C (``sparse_ops.h``): loading, every part of a declaration, errors.
+
+The libraries are compiled here with the system C compiler, as users build them
+(``tests/clib/*.c``). ``testops.c`` exercises the whole header; ``badlib.c`` is wrong in one
+way per ``-D`` flag; ``factor.c`` is built twice to test reloading.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import sparse_ops as so
+from sparse_ops import plugins, registry
+from sparse_ops.errors import OperatorError, StorageFallbackWarning
+from sparse_ops.sdk.cbuild import c_compiler, compile_library
+from sparse_ops.sdk.testing import check_gradient, opcheck
+
+HERE = Path(__file__).resolve().parent / "clib"
+pytestmark = pytest.mark.skipif(c_compiler() is None, reason="no C compiler")
+
+
+@pytest.fixture(scope="module")
+def build(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("clib")
+
+    def build(source: str, name: str, *flags: str) -> Path:
+        out = folder / name
+        if not out.exists():
+            compile_library([HERE / source], out, flags=["-Wall", "-Werror", "-Wno-unused-parameter",
+                                                         "-Wno-unused-variable", "-Wno-unused-function", *flags])
+        return out
+
+    return build
+
+
+@pytest.fixture(scope="module")
+def testops(build):
+    """libtestops.so loaded for this module's tests, and the table as it was afterwards."""
+    table, loaded = registry.snapshot(), dict(plugins._LOADED)
+    attrs = set(vars(so.ops))
+    module = so.library.load(build("testops.c", "libtestops.so"))
+    yield module
+    registry.restore(table)
+    plugins._LOADED.clear()
+    plugins._LOADED.update(loaded)
+    for attr in set(vars(so.ops)) - attrs:
+        delattr(so.ops, attr)
+
+
+def install(built: Path, target: Path) -> None:
+    """Put a build at ``target`` as compilers and ``install`` do: a new file renamed over the old
+    one (writing into a loaded library's file would change code the process is running)."""
+    fresh = target.with_name(target.name + ".new")
+    fresh.write_bytes(built.read_bytes())
+    os.replace(fresh, target)
+
+
+def dense(shape, dtype="float64", seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+# ---- the ABI itself ---------------------------------------------------------------------------------
+def test_ctypes_mirror_matches_the_header_layout(tmp_path):
+    """Every struct's size and every field's offset, as the C compiler lays them out, equal the
+    ctypes mirror in sparse_ops.clib.abi; and the codes agree."""
+    from sparse_ops.clib import abi
+
+    lines = ["#include <stdio.h>", "#include <stddef.h>", '#include "sparse_ops.h"', "int main(void) {"]
+    for cname, struct in abi.STRUCTS.items():
+        lines.append(f'printf("{cname} size %zu\\n", sizeof({cname}));')
+        for field, _ in struct._fields_:
+            lines.append(f'printf("{cname}.{field} %zu\\n", offsetof({cname}, {field}));')
+    codes = {"SPARSE_OPS_ABI_VERSION": abi.ABI_VERSION, "SO_DTYPE_FLOAT32": 0, "SO_DTYPE_FLOAT64": 1,
+             "SO_DTYPE_FLOAT16": 2, "SO_DTYPE_INT32": 4, "SO_DTYPE_INT64": 6, "SO_STYPE_CSR": 2,
+             "SO_STYPE_ROW_SPARSE": 1, "SO_STYPE_ANY": -1, "SO_MAX_NDIM": abi.MAX_NDIM,
+             "SO_ERROR_MESSAGE_SIZE": abi.ERROR_MESSAGE_SIZE, "SO_OUT_GRAD(3)": (abi.REF_OUT_GRAD << 16) | 3,
+             "SO_OUTPUT(1)": (abi.REF_OUTPUT << 16) | 1, "SO_PARTITION_SUM": 2, "SO_RESOURCE_RANDOM": 2}
+    for name in codes:
+        lines.append(f'printf("{name} %lld\\n", (long long)({name}));')
+    source = tmp_path / "layout.c"
+    source.write_text("\n".join(lines + ["return 0; }"]))
+    exe = tmp_path / "layout"
+    subprocess.run([c_compiler(), f"-I{so.sdk.include_dir()}", str(source), "-o", str(exe)], check=True)
+    printed = dict(line.rsplit(" ", 1) for line in subprocess.run([str(exe)], capture_output=True, text=True,
+                                                                   check=True).stdout.splitlines())
+    for cname, struct in abi.STRUCTS.items():
+        assert int(printed[f"{cname} size"]) == ctypes.sizeof(struct), cname
+        for field, _ in struct._fields_:
+            assert int(printed[f"{cname}.{field}"]) == getattr(struct, field).offset, f"{cname}.{field}"
+    for name, value in codes.items():
+        assert int(printed[name]) == value, name
+
+
+def test_the_header_compiles_as_c89_free_c99_and_as_cplusplus(tmp_path):
+    source = tmp_path / "only.c"
+    source.write_text('#include "sparse_ops.h"\nint main(void) { return SO_OK; }\n')
+    for compiler, std in ((c_compiler(), "-std=c99"), ("g++", "-std=c++11")):
+        if compiler == "g++" and not any(os.access(os.path.join(p, "g++"), os.X_OK)
+                                         for p in os.environ.get("PATH", "").split(os.pathsep)):
+            continue
+        lang = ["-x", "c++"] if compiler == "g++" else []
+        subprocess.run([compiler, *lang, std, "-Wall", "-Wextra", "-Werror", "-pedantic",
+                        f"-I{so.sdk.include_dir()}", str(source), "-o", str(tmp_path / "only")], check=True)
+
+
+def test_include_dir_holds_the_header():
+    assert (Path(so.sdk.include_dir()) / "sparse_ops.h").is_file()
+
+
+# ---- loading -------------------------------------------------------------------------------------------
+def test_a_loaded_library_is_a_plugin_of_the_table(testops):
+    info = so.plugins_info()["loaded"]["testops"]
+    assert info["version"] == "testops 1.2"
+    assert info["ops"] == ["t_axpy", "t_badcsr", "t_badinfer", "t_count", "t_fail", "t_scale", "t_sum",
+                           "t_threshold", "t_uniform"]
+    owner = registry.owner_of("t_axpy")
+    assert owner.kind == "library" and owner.plugin == "testops"
+    assert sorted(testops.library.ops) == info["ops"]  # (in declaration order)
+    assert "alpha: float, default 1.0 — the factor of x" in so.get_op("t_axpy").describe()
+    assert so.get_op("t_axpy").doc == "alpha * x + y"
+
+
+def test_loading_again_is_a_no_op_and_an_edit_needs_reload(build, isolated, tmp_path):
+    lib = tmp_path / "libfactor.so"
+    install(build("factor.c", "libfactor2.so", "-DFACTOR=2"), lib)
+    first = so.library.load(lib)
+    assert so.library.load(lib) is first
+    x = so.array(np.arange(4.0))
+    np.testing.assert_array_equal(so.ops.factor_times(x).asnumpy(), 2 * np.arange(4.0))
+    install(build("factor.c", "libfactor3.so", "-DFACTOR=3"), lib)
+    with pytest.raises(plugins.PluginError, match=r"changed since it was loaded; sparse_ops.library.reload"):
+        so.library.load(lib)
+    second = so.library.reload(lib)
+    assert second.__version__ == "factor 3" and first.__version__ == "factor 2"
+    np.testing.assert_array_equal(so.ops.factor_times(x).asnumpy(), 3 * np.arange(4.0))
+
+
+def test_a_failed_reload_keeps_the_loaded_version(build, isolated, tmp_path):
+    lib = tmp_path / "libfactor.so"
+    install(build("factor.c", "libfactor2.so", "-DFACTOR=2"), lib)
+    so.library.load(lib)
+    install(build("badlib.c", "libbad_init.so", "-DINIT_FAILS"), lib)
+    with pytest.raises(plugins.PluginError, match="the version loaded before stays.*could not find the license"):
+        so.library.reload(lib)
+    np.testing.assert_array_equal(so.ops.factor_times(so.array(np.ones(2))).asnumpy(), [2.0, 2.0])
+
+
+BAD = [
+    ("NO_INIT", r"no entry point sparse_ops_library_init"),
+    ("NO_VERSION", r"missing symbol sparse_ops_library_abi_version"),
+    ("WRONG_MAJOR", r"built for sparse_ops ABI 2\.0, but this sparse_ops speaks ABI 1\.0"),
+    ("NEWER_MINOR", r"built for sparse_ops ABI 1\.7, newer than this sparse_ops \(ABI 1\.0\)"),
+    ("TAKEN", r"operator 'elemwise_add' is already registered \(owner: a built-in\)"),
+    ("NO_HEADER", r"so_op_decl has struct_size 0, but an ABI 1\.0 so_op_decl has \d+ bytes"),
+    ("BAD_NAME", r"operator name 'not an identifier' is not an identifier"),
+    ("NO_KERNEL", r"operator 'bad_no_kernel': kernels\[0\]\.fn is NULL"),
+    ("BAD_GRADIENT_OP", r"operator 'bad_gradient': its gradient names operator 'no_such_op'"),
+    ("IGNORES_REFUSAL", r"operator 'bad_first' is already registered"),
+    ("INIT_FAILS", r"sparse_ops_library_init returned SO_ERR_INTERNAL: could not find the license file"),
+    ("NOTHING", r"sparse_ops_library_init registered no operators"),
+]
+
+
+@pytest.mark.parametrize("flag,message", BAD, ids=[b[0] for b in BAD])
+def test_a_bad_library_is_refused_by_name_and_leaves_the_table_as_it_was(build, isolated, flag, message):
+    before = registry.list_ops()
+    lib = build("badlib.c", f"libbad_{flag.lower()}.so", f"-D{flag}")
+    with pytest.raises(plugins.PluginError) as info:
+        so.library.load(lib)
+    assert f"library {lib}" in str(info.value)
+    assert info.match(message)
+    assert registry.list_ops() == before
+    assert f"bad_{flag.lower()}" in so.plugins_info()["failed"]
+    np.testing.assert_array_equal(so.elemwise_add(so.array([1.0]), so.array([2.0])).asnumpy(), [3.0])
+
+
+def test_a_file_that_is_not_a_library(isolated, tmp_path):
+    fake = tmp_path / "libfake.so"
+    fake.write_text("not an ELF file")
+    with pytest.raises(plugins.PluginError, match=r"library .*libfake\.so: cannot be opened"):
+        so.library.load(fake)
+
+
+def test_register_shared_attributes_ops_to_the_loading_plugin(build, isolated, tmp_path):
+    lib = build("factor.c", "libfactor2.so", "-DFACTOR=2")
+    pkg = tmp_path / "cfactor"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text(f"import sparse_ops\nlibrary = sparse_ops.library.register_shared({str(lib)!r})\n")
+    module = so.library.load(pkg)
+    assert module.library.ops == ["factor_times"]
+    assert so.plugins_info()["loaded"]["cfactor"]["ops"] == ["factor_times"]
+
+
+# ---- calling ops -----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
+def test_dense_kernel_values_and_parameters(testops, dtype):
+    x, y = dense((3, 5), dtype, 1), dense((3, 5), dtype, 2)
+    got = so.ops.t_axpy(so.array(x), so.array(y), alpha=2.5)
+    assert got.dtype == np.dtype(dtype) and got.stype == "default"
+    np.testing.assert_allclose(got.asnumpy(), (2.5 * x.astype(np.float64) + y).astype(dtype), rtol=1e-6)
+    np.testing.assert_array_equal(so.ops.t_axpy(so.array(x), so.array(y)).asnumpy(),
+                                  (x.astype(np.float64) + y).astype(dtype))
+
+
+def test_a_kernel_error_names_op_library_and_message_and_nothing_breaks(testops):
+    x = so.array(np.ones(3, np.float16))
+    with pytest.raises(OperatorError) as info:
+        so.ops.t_axpy(x, x)
+    text = str(info.value)
+    assert "operator 't_axpy'" in text and "libtestops.so" in text
+    assert "SO_ERR_UNSUPPORTED: float16 is not supported" in text
+    a = so.array(np.arange(3.0))
+    a.attach_grad()
+    for code, name in ((1, "SO_ERR_INVALID_ARGUMENT"), (4, "SO_ERR_INTERNAL"), (77, "status 77")):
+        with so.autograd.record():
+            with pytest.raises(OperatorError, match=f"{name}: asked to fail with {code}"):
+                so.ops.t_fail(a, code=code)
+    with so.autograd.record():
+        b = so.ops.t_fail(a)
+    b.backward(so.array(np.full(3, 2.0)))
+    np.testing.assert_array_equal(a.grad.asnumpy(), [2.0, 2.0, 2.0])
+
+
+def test_non_contiguous_inputs_reach_the_kernel_as_contiguous_copies(testops):
+    from sparse_ops.clib.trampoline import NOT_CONTIGUOUS, call_dense
+
+    x = dense((4, 6))
+    out = np.empty((4, 3))
+    assert call_dense(np.zeros(3, np.int64), 0, 1, x[:, ::2], out) == NOT_CONTIGUOUS
+    inst, ctx = so.get_op("t_scale").instance({"alpha": 3.0}), so.dispatch.OpContext(so.cpu(), False, so.get_op("t_scale"))
+    so.get_op("t_scale").fcompute["cpu"](inst, ctx, x[:, ::2], out)
+    np.testing.assert_array_equal(out, 3.0 * x[:, ::2])
+
+
+def test_gradients_are_the_declared_ops(testops):
+    x, y = so.array(dense((2, 3), seed=3)), so.array(dense((2, 3), seed=4))
+    x.attach_grad()
+    y.attach_grad()
+    g = dense((2, 3), seed=5)
+    with so.autograd.record():
+        z = so.ops.t_axpy(x, y, alpha=-1.5)
+    z.backward(so.array(g))
+    np.testing.assert_allclose(x.grad.asnumpy(), -1.5 * g)
+    np.testing.assert_allclose(y.grad.asnumpy(), g)
+    check_gradient("t_axpy", [x, y], {"alpha": 0.75})
+    check_gradient("t_scale", [so.array(dense((3, 3), seed=6)).tostype("csr")], {"alpha": 2.0})
+    kept = so.get_op("t_axpy")
+    assert kept.backward_inputs == () and kept.backward_outputs == ()  # gradients read only the head gradient
+
+
+def test_opcheck_runs_the_declared_samples(testops):
+    for op, n in (("t_axpy", 2), ("t_scale", 2), ("t_threshold", 1)):
+        samples = so.get_op(op).cls.samples()
+        assert opcheck(op, samples) == n
+
+
+def test_storage_aware_kernel_and_storage_inference(testops):
+    a = sp.random(40, 30, density=0.1, format="csr", random_state=7, dtype=np.float64)
+    for index in (np.int32, np.int64):
+        x = so.csr_matrix((a.data, a.indices.astype(index), a.indptr.astype(index)), shape=a.shape)
+        plan = so.explain("t_scale", x, alpha=-2.0)
+        assert plan["dispatch_mode"] == "fcompute_ex" and plan["out_stypes"] == ["csr"]
+        got = so.ops.t_scale(x, alpha=-2.0)
+        assert got.stype == "csr" and got.indices.dtype == index
+        np.testing.assert_array_equal(got.asscipy().toarray(), -2.0 * a.toarray())
+    r = so.array(a.toarray()).tostype("row_sparse")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = so.ops.t_scale(r, alpha=0.5)
+    assert any(issubclass(w.category, StorageFallbackWarning) for w in caught)
+    assert got.stype == "default"
+    np.testing.assert_array_equal(got.asnumpy(), 0.5 * a.toarray())
+
+
+def test_workspace_resource(testops):
+    x = dense((37, 11), seed=8)
+    got = so.ops.t_sum(so.array(x))
+    assert got.shape == (1,)
+    np.testing.assert_allclose(got.asnumpy(), [x.sum()])
+
+
+def test_the_seed_follows_sparse_ops_random(testops):
+    x = so.array(np.zeros((50, 4)))
+    so.random.seed(11)
+    a = so.ops.t_uniform(x).asnumpy()
+    b = so.ops.t_uniform(x).asnumpy()
+    so.random.seed(11)
+    c = so.ops.t_uniform(x).asnumpy()
+    assert a.dtype == np.float64 and ((0 <= a) & (a < 1)).all() and np.unique(a).size == a.size
+    assert not np.array_equal(a, b)
+    np.testing.assert_array_equal(a, c)
+    assert so.ops.t_uniform(so.array(np.zeros(3, np.int32))).dtype == np.float32
+
+
+@pytest.mark.parametrize("index", [np.int32, np.int64])
+def test_an_output_of_unknown_nnz_through_alloc_output(testops, index):
+    a = sp.random(60, 25, density=0.2, format="csr", random_state=9, dtype=np.float64)
+    a.data -= 0.5
+    x = so.csr_matrix((a.data, a.indices.astype(index), a.indptr.astype(index)), shape=a.shape)
+    got = so.ops.t_threshold(x, threshold=0.25)
+    want = a.copy()
+    want.data[np.abs(want.data) <= 0.25] = 0
+    want.eliminate_zeros()
+    assert got.stype == "csr" and got.nnz == want.nnz
+    got.check_format(full_check=True)
+    np.testing.assert_array_equal(got.asscipy().toarray(), want.toarray())
+    empty = so.ops.t_threshold(so.zeros((5, 4), stype="csr", dtype="float64"), threshold=0.1)
+    assert empty.nnz == 0 and empty.shape == (5, 4)
+    with pytest.raises(so.registry.ParameterError, match="missing required parameter 'threshold'"):
+        so.ops.t_threshold(x)
+
+
+def test_aux_states_are_updated_in_place(testops):
+    x, state = so.array(np.arange(4.0)), so.array(np.full(4, 10.0))
+    out = so.ops.t_count(x, state)
+    np.testing.assert_array_equal(out.asnumpy(), np.arange(4.0) + 10.0)
+    np.testing.assert_array_equal(state.asnumpy(), np.full(4, 11.0))
+
+
+def test_malformed_csr_outputs_are_refused(testops):
+    x = so.array(np.zeros((4, 3)))
+    with pytest.raises(OperatorError, match=r"operator 't_badcsr'.*malformed|operator 't_badcsr'.*indptr"):
+        so.ops.t_badcsr(x, mode=1)
+    assert so.ops.t_badcsr(x, mode=0).nnz == 4
+
+
+def test_boundscheck_mode_checks_c_outputs_fully(build, tmp_path):
+    lib = build("testops.c", "libtestops.so")
+    script = textwrap.dedent(f"""
+        import numpy as np, sparse_ops as so
+        so.library.load({str(lib)!r})
+        x = so.array(np.zeros((4, 3)))
+        for mode in (2, 3):
+            try:
+                so.ops.t_badcsr(x, mode=mode)
+            except so.OperatorError as exc:
+                print("refused", mode, exc)
+        print("fine", so.ops.t_badcsr(x, mode=0).nnz)
+    """)
+    env = dict(os.environ, SPARSE_OPS_BOUNDSCHECK="1")
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("refused 2") and "t_badcsr" in lines[0] and "column" in lines[0].lower()
+    assert lines[1].startswith("refused 3") and "t_badcsr" in lines[1]
+    assert lines[2] == "fine 4"
+
+
+@pytest.mark.parametrize("mode,message", [
+    (1, r"infer_shape gave output 0 the negative shape \(-4, 2\)"),
+    (2, r"infer_shape gave output 0 ndim -1"),
+    (3, r"infer_shape returned SO_ERR_INVALID_ARGUMENT: x must be 2-D, got 1-D"),
+    (4, r"infer_storage_type gave output 0 the unknown storage type code 7"),
+    (5, r"infer_type gave output 0 the unknown dtype code 42"),
+])
+def test_inference_callbacks_returning_garbage(testops, mode, message):
+    x = so.array(np.ones(3))
+    with pytest.raises(OperatorError, match=message) as info:
+        so.ops.t_badinfer(x, mode=mode)
+    assert "operator 't_badinfer'" in str(info.value) and "libtestops.so" in str(info.value)
+    np.testing.assert_array_equal(so.ops.t_badinfer(x).asnumpy(), np.ones(3))
+
+
+def test_the_simulated_gpu_refuses_c_kernels_clearly(build, tmp_path):
+    lib = build("testops.c", "libtestops.so")
+    script = textwrap.dedent(f"""
+        import numpy as np, sparse_ops as so
+        so.library.load({str(lib)!r})
+        x = so.array(np.ones(3), device=so.gpu(0))
+        try:
+            so.ops.t_scale(x)
+        except so.OperatorError as exc:
+            print(exc)
+    """)
+    env = dict(os.environ, SPARSE_OPS_CUDA_SIM="1")
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "t_scale" in out.stdout and ("no kernel" in out.stdout or "real GPU" in out.stdout), out.stdout
+
+
+# ---- the other faces -------------------------------------------------------------------------------------
+def test_cli_lists_and_describes_c_ops(testops, capsys):
+    from sparse_ops.cli import main
+
+    assert main(["info", "t_axpy"]) == 0
+    text = capsys.readouterr().out
+    assert "testops" in text and "alpha" in text
+
+
+def test_dask_runs_a_c_op_over_row_blocks(testops):
+    pytest.importorskip("distributed")
+    import sparse_ops.dask as sd
+
+    x, y = dense((12, 3), seed=12), dense((12, 3), seed=13)
+    got = sd.apply("t_axpy", sd.from_array(so.array(x), 3), sd.from_array(so.array(y), 3), alpha=2.0).compute()
+    np.testing.assert_allclose(got.asnumpy(), 2.0 * x + y)
+
+
+def test_the_torch_bridge_runs_c_ops_with_autograd(testops):
+    torch = pytest.importorskip("torch")
+    import sparse_ops.torch as st
+
+    x = torch.tensor(dense((3, 4), seed=14), requires_grad=True)
+    y = torch.tensor(dense((3, 4), seed=15), requires_grad=True)
+    z = st.ops.t_axpy(x, y, alpha=3.0)
+    z.sum().backward()
+    np.testing.assert_allclose(z.detach().numpy(), 3.0 * x.detach().numpy() + y.detach().numpy())
+    np.testing.assert_allclose(x.grad.numpy(), np.full((3, 4), 3.0))
+    np.testing.assert_allclose(y.grad.numpy(), np.ones((3, 4)))
+    assert torch.autograd.gradcheck(lambda a, b: st.ops.t_axpy(a, b, alpha=0.5), (x.detach().requires_grad_(),
+                                                                                   y.detach().requires_grad_()))
