@@ -418,3 +418,71 @@ def test_the_torch_bridge_runs_c_ops_with_autograd(testops):
     np.testing.assert_allclose(y.grad.numpy(), np.ones((3, 4)))
     assert torch.autograd.gradcheck(lambda a, b: st.ops.t_axpy(a, b, alpha=0.5), (x.detach().requires_grad_(),
                                                                                    y.detach().requires_grad_()))
+
+
+# ---- numba speaks the same ABI ------------------------------------------------------------------------
+def test_numba_cfunc_kernels_register_through_the_c_path(testops, isolated):
+    """A numba.cfunc so_kernel_fn (dense and csr) declared through the C ABI runs like a C
+    library's kernel; its gradient is a C library op, and a C op's gradient can be it."""
+    import numba
+
+    from sparse_ops.clib.python import ref_input, ref_out_grad, register_op
+    from sparse_ops.sdk import cabi
+
+    @numba.cfunc(cabi.KERNEL)
+    def mul(ctx, params, n_in, ins, n_out, outs, err):
+        if cabi.dtype_code(ins, 0) != 1 or cabi.dtype_code(ins, 1) != 1:
+            return cabi.ERR_UNSUPPORTED
+        x, y, o = cabi.values(ins, 0, numba.float64), cabi.values(ins, 1, numba.float64), \
+            cabi.values(outs, 0, numba.float64)
+        for i in range(o.size):
+            o[i] = x[i] * y[i]
+        return cabi.OK
+
+    @numba.njit
+    def sum_rows(v, ptr, o):
+        for r in range(o.size):
+            total = 0.0
+            for j in range(ptr[r], ptr[r + 1]):
+                total += v[j]
+            o[r] = total
+
+    @numba.cfunc(cabi.KERNEL)
+    def row_sums(ctx, params, n_in, ins, n_out, outs, err):  # csr (n, m) -> dense (n, 1)
+        if cabi.dtype_code(ins, 0) != 1:
+            return cabi.ERR_UNSUPPORTED
+        v, o = cabi.values(ins, 0, numba.float64), cabi.values(outs, 0, numba.float64)
+        if cabi.index_code(ins, 0) == 4:  # int32 index arrays (SciPy's default)
+            sum_rows(v, cabi.indptr(ins, 0, numba.int32), o)
+        else:
+            sum_rows(v, cabi.indptr(ins, 0, numba.int64), o)
+        return cabi.OK
+
+    register_op("nb_mul", arguments=("x", "y"), kernels=[("cpu", None, mul)],
+                gradients=[(0, "nb_mul", (ref_out_grad(0), ref_input(1))),
+                           (1, "t_axpy", (ref_out_grad(0), ref_input(0)))], doc="x * y")
+    x, y = so.array(dense((3, 4), seed=20)), so.array(dense((3, 4), seed=21))
+    np.testing.assert_array_equal(so.ops.nb_mul(x, y).asnumpy(), x.asnumpy() * y.asnumpy())
+    x.attach_grad()
+    with so.autograd.record():
+        z = so.ops.nb_mul(x, y)
+    z.backward(so.array(np.ones((3, 4))))
+    np.testing.assert_array_equal(x.grad.asnumpy(), y.asnumpy())
+    with pytest.raises(OperatorError, match=r"operator 'nb_mul'.*SO_ERR_UNSUPPORTED"):
+        so.ops.nb_mul(so.array(np.ones(2, np.float32)), so.array(np.ones(2, np.float32)))
+
+    @numba.cfunc(cabi.INFER_SHAPE)
+    def column(params, n_in, shapes, n_out, out, err):  # (n, m) -> (n, 1)
+        cabi.set_shape(out, 0, 2, 0, cabi.shape_dim(shapes, 0, 0))
+        cabi.set_shape(out, 0, 2, 1, 1)
+        return cabi.OK
+
+    sums = register_op("nb_row_sums", arguments=("a",), kernels=[("cpu", ("csr",), row_sums)],
+                       infer_shape=column, constant=True)
+    assert sums.ops == ["nb_row_sums"]
+    a = sp.random(5, 7, density=0.4, format="csr", random_state=3)
+    for index in (np.int32, np.int64):
+        got = so.ops.nb_row_sums(so.csr_matrix((a.data, a.indices.astype(index), a.indptr.astype(index)),
+                                               shape=a.shape))
+        assert got.shape == (5, 1) and got.stype == "default"
+        np.testing.assert_allclose(got.asnumpy(), a.sum(axis=1))

@@ -187,19 +187,27 @@ def open_library(path: str, module: str) -> Library:
     return lib
 
 
+def register_declaration(lib: Library, address: int, module: str) -> str | None:
+    """Decode the so_op_decl at ``address`` and register its op for ``lib``; returns None, or
+    what was wrong (also kept in ``lib.problems``): what the registrar's register_op does."""
+    try:
+        spec = decode(address, lambda raw, s: _samples(raw, s.name))
+        _register(lib, spec, module)
+        return None
+    except Exception as exc:  # never let an exception reach C
+        name = _declared_name(address)
+        problem = f"operator {name!r}: {exc}" if name and f"{name!r}" not in str(exc) else str(exc)
+        lib.problems.append(problem)
+        return problem
+
+
 def _run_init(lib: Library, init: Any, module: str) -> None:
     def register_op(host: int, decl: Any, err: Any) -> int:
-        try:
-            spec = decode(C.cast(decl, C.c_void_p).value, lambda raw, s: _samples(raw, s.name))
-            _register(lib, spec, module)
+        problem = register_declaration(lib, C.cast(decl, C.c_void_p).value, module)
+        if problem is None:
             return abi.OK
-        except Exception as exc:  # never let an exception reach C
-            name = _declared_name(decl)
-            problem = f"operator {name!r}: {exc}" if name and f"{name!r}" not in str(exc) else str(exc)
-            lib.problems.append(problem)
-            message = problem.encode("utf-8", "replace")[:abi.ERROR_MESSAGE_SIZE - 1]
-            err.contents.message = message
-            return abi.ERR_INVALID_ARGUMENT
+        err.contents.message = problem.encode("utf-8", "replace")[:abi.ERROR_MESSAGE_SIZE - 1]
+        return abi.ERR_INVALID_ARGUMENT
 
     callback = abi.RegisterOpFn(register_op)
     registrar = abi.Registrar(*abi.header(abi.Registrar), None, callback, lib.path.encode())
@@ -220,9 +228,8 @@ def _run_init(lib: Library, init: Any, module: str) -> None:
                                    f"{term.op!r}, which is neither in the library nor in the table")
 
 
-def _declared_name(decl: Any) -> str | None:
+def _declared_name(address: int) -> str | None:
     try:
-        address = C.cast(decl, C.c_void_p).value
         check_header(abi.OpDecl, address, "so_op_decl")
         raw = abi.OpDecl.from_address(address).name
         return raw.decode("utf-8", "replace") if raw else None
@@ -239,4 +246,5 @@ def _register(lib: Library, spec: OpSpec, module: str) -> None:
     lib.ops.append(spec.name)
 
 
-__all__ = ["Library", "LibraryError", "SUFFIXES", "default_name", "is_shared_library", "open_library"]
+__all__ = ["Library", "LibraryError", "SUFFIXES", "default_name", "is_shared_library", "open_library",
+           "register_declaration"]
