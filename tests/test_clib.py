@@ -235,7 +235,7 @@ def test_non_contiguous_inputs_reach_the_kernel_as_contiguous_copies(testops):
 
     x = dense((4, 6))
     out = np.empty((4, 3))
-    assert call_dense(np.zeros(3, np.int64), 0, 1, x[:, ::2], out) == NOT_CONTIGUOUS
+    assert call_dense(np.array([0, 0, 0, 0, 1], np.int64), x[:, ::2], out) == NOT_CONTIGUOUS
     inst, ctx = so.get_op("t_scale").instance({"alpha": 3.0}), so.dispatch.OpContext(so.cpu(), False, so.get_op("t_scale"))
     so.get_op("t_scale").fcompute["cpu"](inst, ctx, x[:, ::2], out)
     np.testing.assert_array_equal(out, 3.0 * x[:, ::2])

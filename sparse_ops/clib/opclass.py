@@ -5,6 +5,7 @@ dtype, dense outputs) where the library gives no callback."""
 from __future__ import annotations
 
 import ctypes as C
+import threading
 from typing import Any, Callable
 
 import numpy as np
@@ -77,19 +78,24 @@ def _codes_rule(address: int, where: str, what: str) -> Callable:
     return rule
 
 
-def _kernel(spec: KernelSpec, where: str, n_in: int, mutated: tuple[int, ...], resources: tuple) -> Callable:
+def _kernel(spec: KernelSpec, where: str, n_in: int, n_out: int, mutated: tuple[int, ...],
+            resources: tuple) -> Callable:
     fn = abi.KernelFn(spec.address)
     if spec.device == "cpu" and spec.stypes is None and not resources:
-        from .trampoline import NOT_CONTIGUOUS, call_dense
+        from .trampoline import NOT_CONTIGUOUS, for_arrays
 
-        prepared: dict = {}
+        call_dense = for_arrays(n_in + n_out)
+        local = threading.local()  # .prepared: OpContext -> what call_dense needs, per thread
 
         def run(self: Op, ctx: Any, *arrays: Any) -> None:
-            entry = prepared.get((self, ctx))
-            if entry is None:
-                entry = _prepare(prepared, self, ctx, spec.address)
             try:
-                status = call_dense(entry[0], call.error_address(), n_in, *arrays)
+                entry = local.prepared[ctx]
+            except (AttributeError, KeyError):
+                entry = _prepare(local, self, ctx, spec.address, n_in)
+            if entry[1] is not self:  # a context is made for one plan, so one parameter set
+                entry = _prepare(local, self, ctx, spec.address, n_in)
+            try:
+                status = call_dense(entry[0], *arrays)
             except Exception:  # arrays the compiled path has no signature for (float16)
                 status = NOT_CONTIGUOUS
             if status != abi.OK:
@@ -103,14 +109,17 @@ def _kernel(spec: KernelSpec, where: str, n_in: int, mutated: tuple[int, ...], r
     return run
 
 
-def _prepare(prepared: dict, inst: Op, ctx: Any, address: int) -> tuple:
-    """The addresses the fast path passes (kernel, so_context, so_params), built once per
-    parameter set and context, and the structs they point to."""
-    if len(prepared) > 4096:
-        prepared.clear()
+def _prepare(local: threading.local, inst: Op, ctx: Any, address: int, n_in: int) -> tuple:
+    """What the fast path passes for this context on this thread: the addresses of the kernel,
+    its so_context, so_params and this thread's so_error, and the input count (with the
+    structs they point to, kept alive here)."""
+    prepared = getattr(local, "prepared", None)
+    if prepared is None or len(prepared) > 4096:
+        prepared = local.prepared = {}
     c_ctx, params = call.context(ctx), c_params(inst)
-    addrs = np.array([address, C.addressof(c_ctx), params.address], np.int64)
-    return prepared.setdefault((inst, ctx), (addrs, c_ctx, params))
+    addrs = np.array([address, C.addressof(c_ctx), params.address, call.error_address(), n_in], np.int64)
+    prepared[ctx] = entry = (addrs, inst, c_ctx, params)
+    return entry
 
 
 def _gradient(spec: OpSpec) -> Callable:
@@ -161,7 +170,7 @@ def op_class(spec: OpSpec, where: str, module: str) -> type:
     for i, k in enumerate(spec.kernels):
         label = "dense" if k.stypes is None else "_".join("any" if s == "*" else s for s in k.stypes)
         name = f"c_{k.device}_{label}" + (f"_{i}" if f"c_{k.device}_{label}" in attrs else "")
-        run = _kernel(k, where, n_in, mutated, resources)
+        run = _kernel(k, where, n_in, len(spec.outputs), mutated, resources)
         run.__name__, run.__qualname__ = name, f"{_camel(spec.name)}.{name}"
         attrs[name] = kernel(device=k.device, stypes=k.stypes)(run)
     if spec.gradients:

@@ -81,11 +81,20 @@ def _clear_message(typingctx, err):
 
 
 @jit()
-def call_dense(addrs, err, n_in, *arrays):
-    """Run the C kernel ``addrs[0]`` with so_context ``addrs[1]`` and so_params ``addrs[2]``
-    (addresses) on host arrays: the first ``n_in`` are its inputs, the rest its outputs.
-    Returns the kernel's status (its message in the so_error at ``err``), or NOT_CONTIGUOUS
-    without calling it when an array is not C-contiguous."""
+def _run(addrs, words, n):
+    """Call the kernel on the ``n`` arrays described in ``words`` (see ``call_dense``)."""
+    base, n_in = words.ctypes.data, addrs[4]
+    _clear_message(addrs[3])
+    return _call(addrs[0], addrs[1], addrs[2], np.int32(n_in), base, np.int32(n - n_in), base + n_in * WORDS * 8,
+                 addrs[3])
+
+
+@jit()
+def call_dense(addrs, *arrays):
+    """Run the C kernel ``addrs[0]`` with so_context ``addrs[1]``, so_params ``addrs[2]`` and
+    so_error ``addrs[3]`` (addresses) on host arrays: the first ``addrs[4]`` are its inputs,
+    the rest its outputs. Returns the kernel's status, or NOT_CONTIGUOUS without calling it
+    when an array is not C-contiguous."""
     n = len(arrays)
     for a in literal_unroll(arrays):
         if not a.flags.c_contiguous:
@@ -95,7 +104,43 @@ def call_dense(addrs, err, n_in, *arrays):
     for a in literal_unroll(arrays):
         _describe(words, i, a)
         i += 1
-    base = words.ctypes.data
-    _clear_message(err)
-    return _call(addrs[0], addrs[1], addrs[2], np.int32(n_in), base, np.int32(n - n_in), base + n_in * WORDS * 8,
-                 err)
+    return _run(addrs, words, n)
+
+
+# call_dense for 2, 3 and 4 arrays without *arrays, which costs the caller a tuple per call
+@jit()
+def _call2(addrs, a, b):
+    if not (a.flags.c_contiguous and b.flags.c_contiguous):
+        return NOT_CONTIGUOUS
+    words = np.empty(2 * WORDS, np.int64)
+    _describe(words, 0, a)
+    _describe(words, 1, b)
+    return _run(addrs, words, 2)
+
+
+@jit()
+def _call3(addrs, a, b, c):
+    if not (a.flags.c_contiguous and b.flags.c_contiguous and c.flags.c_contiguous):
+        return NOT_CONTIGUOUS
+    words = np.empty(3 * WORDS, np.int64)
+    _describe(words, 0, a)
+    _describe(words, 1, b)
+    _describe(words, 2, c)
+    return _run(addrs, words, 3)
+
+
+@jit()
+def _call4(addrs, a, b, c, d):
+    if not (a.flags.c_contiguous and b.flags.c_contiguous and c.flags.c_contiguous and d.flags.c_contiguous):
+        return NOT_CONTIGUOUS
+    words = np.empty(4 * WORDS, np.int64)
+    _describe(words, 0, a)
+    _describe(words, 1, b)
+    _describe(words, 2, c)
+    _describe(words, 3, d)
+    return _run(addrs, words, 4)
+
+
+def for_arrays(n: int):
+    """The trampoline for kernels taking ``n`` arrays (inputs and outputs together)."""
+    return {2: _call2, 3: _call3, 4: _call4}.get(n, call_dense)
