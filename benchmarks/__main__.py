@@ -4,8 +4,9 @@ markdown report and a chart.
 Import time and cold start, per-call overhead and autograd (vs PyTorch when installed),
 storage conversions and ``dot`` (vs SciPy), the embedding training step and the cookbook's
 ``csr_spmm`` forward+backward (vs PyTorch), effective memory bandwidth, issue 8's targets
-checked, and the PyTorch bridge against PyTorch (``bench_torch``: issue 15's targets, also
-written alone as ``torch.md``). Writes ``report.md`` and ``ratios.png`` to ``benchmarks/results/``
+checked, the PyTorch bridge against PyTorch (``bench_torch``: issue 15's targets, also
+written alone as ``torch.md``) and C operator libraries (``bench_clib``: issue 16's, also
+``clib.md``). Writes ``report.md`` and ``ratios.png`` to ``benchmarks/results/``
 (``report-quick.md``/``ratios-quick.png`` with ``--quick``, so a short run never overwrites
 the full numbers) and prints the report. ``--smoke`` runs every case once on tiny inputs
 (the CI smoke test does, into a temporary ``--out``): its numbers mean nothing.
@@ -16,8 +17,8 @@ import argparse
 import datetime
 from pathlib import Path
 
-from . import (bench_bandwidth, bench_coldstart, bench_conversions, bench_dot, bench_embedding, bench_import,
-               bench_overhead, bench_spmm, bench_torch)
+from . import (bench_bandwidth, bench_clib, bench_coldstart, bench_conversions, bench_dot, bench_embedding,
+               bench_import, bench_overhead, bench_spmm, bench_torch)
 from ._chart import bar_chart
 from ._summary import chart_entries, targets
 from ._timing import describe_machine
@@ -45,6 +46,7 @@ def main() -> None:
     spmm = bench_spmm.run(scale=scale)
     bandwidth = bench_bandwidth.run(scale=scale)
     bridge = bench_torch.run(scale=scale)
+    clib = bench_clib.run(scale=scale)
     machine = describe_machine()  # after the conversions, so numba's threading layer is known
 
     when = datetime.datetime.now().isoformat(timespec="seconds")
@@ -82,7 +84,10 @@ def main() -> None:
               "(see `benchmarks/bench_bandwidth.py`).", "", bench_bandwidth.report(bandwidth), "",
               "## PyTorch bridge vs PyTorch", "",
               "`sparse_ops.torch` against PyTorch doing the same work, issue 15's targets (see "
-              "`benchmarks/bench_torch.py`; also written alone as `torch.md`).", "", bench_torch.report(bridge), ""]
+              "`benchmarks/bench_torch.py`; also written alone as `torch.md`).", "", bench_torch.report(bridge), "",
+              "## C operator libraries", "",
+              "A library built against `sparse_ops.h`, issue 16's targets (see `benchmarks/bench_clib.py`; also "
+              "written alone as `clib.md`).", "", bench_clib.report(clib), ""]
     suffix = "-smoke" if smoke else ("-quick" if quick else "")
     args.out.mkdir(parents=True, exist_ok=True)
     entries = chart_entries(overhead, conversions, dots, embedding, spmm, bridge)
@@ -94,6 +99,9 @@ def main() -> None:
 
     out = args.out / f"report{suffix}.md"
     out.write_text(text)
+    (args.out / f"clib{suffix}.md").write_text("\n".join(
+        ["# C operator libraries", "", f"From `python -m benchmarks{mode}`, run {when}; the machine is described in "
+         "the report beside this file.", "", bench_clib.report(clib), ""]))
     (args.out / f"torch{suffix}.md").write_text("\n".join(
         ["# The PyTorch bridge vs PyTorch", "", f"From `python -m benchmarks{mode}`, run {when}; the machine is "
          "described in the report beside this file.", "", bench_torch.report(bridge), ""]))

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SECTIONS = ["Machine", "Issue 8 targets", "Storage conversions vs SciPy", "Import time",
             "Per-call overhead and autograd", "dot vs SciPy", "Embedding training step vs PyTorch",
             "Cookbook `csr_spmm` forward+backward vs PyTorch sparse autograd", "Cold start",
-            "Effective memory bandwidth", "PyTorch bridge vs PyTorch", "Chart"]
+            "Effective memory bandwidth", "PyTorch bridge vs PyTorch", "C operator libraries", "Chart"]
 
 
 def read_png(path: Path) -> np.ndarray:
@@ -89,6 +89,8 @@ def test_every_benchmark_case_runs_once(tmp_path):
     bridge = (tmp_path / "torch-smoke.md").read_text()  # benchmarks/bench_torch.py, also written alone
     assert "Skipped" not in bridge and "**NO**" not in bridge
     assert bridge.count("| yes |") == 13  # same result: 3 GCN layers, 2 embedding steps, 2 overheads, 6 conversions
+    clib = (tmp_path / "clib-smoke.md").read_text()  # benchmarks/bench_clib.py: C op vs numba, ABI vs ctypes
+    assert "skipped" not in clib and clib.count("| yes |") == 2, clib
     assert report.count("| yes |") >= 10  # conversions, dot, embedding, csr_spmm checked their results
     img = read_png(tmp_path / "ratios-smoke.png")
     # one 22-pixel row per ratio: 9 or more without PyTorch (as in CI), ~20 with it
