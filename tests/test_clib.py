@@ -486,3 +486,24 @@ def test_numba_cfunc_kernels_register_through_the_c_path(testops, isolated):
                                                shape=a.shape))
         assert got.shape == (5, 1) and got.stype == "default"
         np.testing.assert_allclose(got.asnumpy(), a.sum(axis=1))
+
+
+def test_threads_get_their_own_results_and_messages(testops):
+    """Kernels and their error messages never mix between threads (one so_error per thread)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def work(k: int) -> list:
+        x = so.array(np.full(5, float(k)))
+        seen = []
+        for _ in range(200):
+            np.testing.assert_array_equal(so.ops.t_axpy(x, x, alpha=2.0).asnumpy(), np.full(5, 3.0 * k))
+            try:
+                so.ops.t_fail(x, code=10 + k)
+            except OperatorError as exc:
+                seen.append(str(exc).rsplit(" ", 1)[-1])
+        return seen
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(work, range(4)))
+    for k, seen in enumerate(results):
+        assert seen == [str(10 + k)] * 200
