@@ -16,6 +16,7 @@ import textwrap
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import cloudpickle
 import dask
@@ -467,3 +468,18 @@ def test_worker_killed_holding_scattered_blocks_is_a_clear_error(client, rng):
     else:  # Dask had copied the lost blocks elsewhere (work stealing): then the result is right
         np.testing.assert_array_equal(result.asnumpy(), m @ w)
     client.wait_for_workers(2, timeout=60)
+
+
+def test_a_c_library_is_shipped_to_the_workers(client, isolated, tmp_path):
+    """A shared library built against sparse_ops.h travels like a .py plugin (same platform)."""
+    from sparse_ops.sdk.cbuild import c_compiler, compile_library
+
+    if c_compiler() is None:
+        pytest.skip("no C compiler")
+    name = f"cshipped{uuid.uuid4().hex[:8]}"
+    lib = compile_library([Path(__file__).parent / "clib" / "factor.c"], tmp_path / f"lib{name}.so",
+                          flags=["-DFACTOR=5"])
+    assert sd.ship_library(lib) == name
+    sd.check_workers(["factor_times"])
+    x = sd.from_array(np.arange(12, dtype=np.float64).reshape(6, 2), nblocks=2)
+    np.testing.assert_array_equal(sd.apply("factor_times", x).compute().asnumpy(), 5 * np.arange(12).reshape(6, 2))

@@ -20,6 +20,6 @@ SO_EXPORT int32_t sparse_ops_library_init(uint32_t host_abi_version, const so_re
   static const char* out[] = {"out"};
   so_kernel kernels[] = {{SO_HEADER(so_kernel), SO_DEVICE_CPU, NULL, 0, 0, times}};
   so_op_decl op = {SO_HEADER(so_op_decl), "factor_times", "FACTOR * x", 1, 1, x, out, 0, 0, NULL, NULL,
-                   NULL, NULL, NULL, 1, 0, kernels, NULL, 0, SO_OP_CONSTANT, 0, 0, NULL};
+                   NULL, NULL, NULL, 1, 0, kernels, NULL, 0, SO_OP_CONSTANT, 0, SO_PARTITION_ROWS, NULL};
   return reg->register_op(reg->host, &op, err);
 }
