@@ -49,10 +49,17 @@ extern "C" {
 /* (major << 16) | minor, as stored in every struct's abi_version field */
 #define SPARSE_OPS_ABI_VERSION ((uint32_t)((SPARSE_OPS_ABI_MAJOR << 16) | SPARSE_OPS_ABI_MINOR))
 
-#if defined(_WIN32)
-#define SO_EXPORT __declspec(dllexport)
+/* What the library exports: with C linkage also from C++ and CUDA sources (there a plain
+   `const` variable would have internal linkage, and the entry point a mangled name). */
+#ifdef __cplusplus
+#define SO_EXTERN_C extern "C"
 #else
-#define SO_EXPORT __attribute__((visibility("default")))
+#define SO_EXTERN_C
+#endif
+#if defined(_WIN32)
+#define SO_EXPORT SO_EXTERN_C __declspec(dllexport)
+#else
+#define SO_EXPORT SO_EXTERN_C __attribute__((visibility("default")))
 #endif
 
 /* The first two fields of every struct below, for initialisers: { SO_HEADER(so_array), ... } */
