@@ -178,7 +178,11 @@ def _ensure_plugin(target: str | None, path: str | None = None) -> tuple[str | N
             module = so.library.load(os.path.expanduser(path))
         except PluginError as exc:
             return None, str(exc)
-        return module.__name__, ""
+        # the plugin's name: a .py file's module name, or for a C library (whose module is
+        # sparse_ops.clib.libraries.<name>) the name its record holds
+        from .plugins import _LOADED
+
+        return next((r.name for r in list(_LOADED.values()) if r.module is module), module.__name__), ""
     if target in so.plugins_info()["loaded"]:
         return target, ""
     with warnings.catch_warnings():
