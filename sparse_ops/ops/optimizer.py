@@ -309,7 +309,8 @@ class FtrlUpdate(_Update):
         g = self.scaled(xp, grad)
         z = z + g - (xp.sqrt(n + g * g) - xp.sqrt(n)) * w / self.lr
         n = n + g * g
-        new = (xp.sign(z) * self.lamda1 - z) / ((self.beta + xp.sqrt(n)) / self.lr + self.wd) * (xp.abs(z) > self.lamda1)
+        denom = (self.beta + xp.sqrt(n)) / self.lr + self.wd
+        new = (xp.sign(z) * self.lamda1 - z) / denom * (xp.abs(z) > self.lamda1)
         return [new, z, n]
 
     def numba_rows(self, out, idx, grad, z, n):
