@@ -111,3 +111,30 @@ def adagrad_rows(out, idx, grad, history, lr, epsilon, wd, rescale, clip):
     for t in prange(_blocks(n)):
         adagrad_rows_range(out, idx, grad, history, lr, epsilon, wd, rescale, clip,
                            t * ROWS_PER_TASK, min(n, (t + 1) * ROWS_PER_TASK))
+
+
+@jit()
+def ftrl_rows_range(out, idx, grad, z, n, lr, lamda1, beta, wd, rescale, clip, start, stop):
+    for i in range(start, stop):
+        r = idx[i]
+        for j in range(grad.shape[1]):
+            w = out[r, j]
+            g = _clip(rescale * grad[i, j], clip)
+            nn = n[r, j]
+            zz = z[r, j] + g - (math.sqrt(nn + g * g) - math.sqrt(nn)) * w / lr
+            nn = nn + g * g
+            z[r, j] = zz
+            n[r, j] = nn
+            if abs(zz) > lamda1:
+                sign = 1.0 if zz > 0 else -1.0
+                out[r, j] = (sign * lamda1 - zz) / ((beta + math.sqrt(nn)) / lr + wd)
+            else:
+                out[r, j] = 0.0
+
+
+@jit(parallel=True)
+def ftrl_rows(out, idx, grad, z, n, lr, lamda1, beta, wd, rescale, clip):
+    m = idx.shape[0]
+    for t in prange(_blocks(m)):
+        ftrl_rows_range(out, idx, grad, z, n, lr, lamda1, beta, wd, rescale, clip,
+                        t * ROWS_PER_TASK, min(m, (t + 1) * ROWS_PER_TASK))

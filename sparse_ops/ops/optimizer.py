@@ -1,5 +1,6 @@
 """Optimizer updates with MXNet 1.9 semantics: ``sgd_update``, ``sgd_mom_update``,
-``adam_update``, ``adagrad_update``.
+``adam_update``, ``adagrad_update``, ``ftrl_update``, ``nag_mom_update``, ``rmsprop_update``,
+``rmspropalex_update``, ``signsgd_update``, ``signum_update``.
 
 The new weight is the output, so ``sgd_update(w, g, lr=0.1, out=w)`` updates ``w`` in
 place (the dispatcher hands ``w`` itself to the kernel) while a call without ``out=``
@@ -10,8 +11,13 @@ In every update ``g = clip(rescale_grad * grad, clip_gradient)`` (no clipping wh
 ``clip_gradient < 0``). With a row_sparse ``grad`` and ``lazy_update=True`` only the rows
 the gradient stores change: weight, states and weight decay elsewhere are left alone
 (adagrad is always lazy, as MXNet's sparse adagrad). ``lazy_update=False`` applies the
-dense update, as if the gradient were dense with zeros in the other rows. Weight and states
-are dense; they share one float dtype with the gradient.
+dense update, as if the gradient were dense with zeros in the other rows. ``ftrl_update``
+takes ``lazy_update`` too (MXNet 1.9 updates lazily only for a row_sparse weight; here the
+dense weight stands in for it, and ``lazy_update=False`` gives MXNet's dense-weight result).
+The updates MXNet has only dense kernels for (``nag_mom_update``, ``rmsprop_update``,
+``rmspropalex_update``, ``signsgd_update``, ``signum_update``) always apply the dense update
+to a row_sparse gradient, as MXNet's storage fallback does, without the fallback warning.
+Weight and states are dense; they share one float dtype with the gradient.
 """
 from __future__ import annotations
 
@@ -277,3 +283,174 @@ class AdagradUpdate(_Update):
     def numba_rows(self, out, idx, grad, history):
         _lazy_rows("adagrad_rows", grad, out, idx, grad, history, self.lr, self.epsilon, self.wd, self.rescale_grad,
                    self.clip_gradient)
+
+
+def _clip_rows(xp: Any, x: Any, bound: float) -> Any:
+    return xp.clip(x, -bound, bound) if bound >= 0 else x
+
+
+@register("ftrl_update")
+class FtrlUpdate(_Update):
+    """g = clip(rescale_grad * grad); z += g - (sqrt(n + g**2) - sqrt(n)) * weight / lr;
+    n += g**2; weight = (sign(z) * lamda1 - z) / ((beta + sqrt(n)) / lr + wd) * (|z| > lamda1)."""
+
+    arguments = ("weight", "grad", "z", "n")
+    mutate = ("z", "n")
+    lr = _lr()
+    lamda1 = Param(float, 0.01, "L1 regularization coefficient")
+    beta = Param(float, 1.0, "per-coordinate learning rate correlation")
+    wd, rescale_grad, clip_gradient, lazy_update = _wd(), _rescale(), _clip_gradient(), _lazy()
+
+    @kernel(device=_BOTH, stypes=("default", "row_sparse", "default", "default"))
+    def rsp_grad(self, ctx, weight, grad, z, n, out):
+        self.sparse_update(ctx, weight, grad, z, n, out)
+
+    def rows(self, xp, w, grad, z, n):
+        g = self.scaled(xp, grad)
+        z = z + g - (xp.sqrt(n + g * g) - xp.sqrt(n)) * w / self.lr
+        n = n + g * g
+        denom = (self.beta + xp.sqrt(n)) / self.lr + self.wd
+        new = (xp.sign(z) * self.lamda1 - z) / denom * (xp.abs(z) > self.lamda1)
+        return [new, z, n]
+
+    def numba_rows(self, out, idx, grad, z, n):
+        _lazy_rows("ftrl_rows", grad, out, idx, grad, z, n, self.lr, self.lamda1, self.beta, self.wd,
+                   self.rescale_grad, self.clip_gradient)
+
+
+class _DenseOnly(_Update):
+    """An update MXNet has only a dense kernel for: a row_sparse gradient gets the dense
+    update (zeros in the rows it does not store), as MXNet's storage fallback gives."""
+
+    lazy_update = False
+
+    def sparse_update(self, ctx, weight, grad, *rest) -> None:
+        *states, out = rest
+        self.dense(ctx, weight.data, grad.tostype("default").data, *[s.data for s in states], out.data)
+
+
+@register("nag_mom_update")
+class NAGMomUpdate(_DenseOnly):
+    """mom = momentum * mom; weight = weight - mom + (momentum + 1) * (mom - lr * (g + wd * weight));
+    mom -= lr * (g + wd * weight), with g = clip(rescale_grad * grad)."""
+
+    arguments = ("weight", "grad", "mom")
+    mutate = ("mom",)
+    lr = _lr()
+    momentum = Param(float, 0.0, "decay of the momentum")
+    wd, rescale_grad, clip_gradient = _wd(), _rescale(), _clip_gradient()
+
+    @kernel(device=_BOTH, stypes=("default", "row_sparse", "default"))
+    def rsp_grad(self, ctx, weight, grad, mom, out):
+        self.sparse_update(ctx, weight, grad, mom, out)
+
+    def rows(self, xp, w, grad, mom):
+        step = self.lr * (self.scaled(xp, grad) + self.wd * w)
+        m = self.momentum * mom
+        return [w - m + (self.momentum + 1.0) * (m - step), m - step]
+
+
+@register("rmsprop_update")
+class RMSPropUpdate(_DenseOnly):
+    """g = clip(rescale_grad * grad + wd * weight); n = (1 - gamma1) * g**2 + gamma1 * n;
+    weight = clip_weights(weight - lr * g / sqrt(n + epsilon)) (Tieleman & Hinton)."""
+
+    arguments = ("weight", "grad", "n")
+    mutate = ("n",)
+    lr = _lr()
+    gamma1 = Param(float, 0.95, "decay of the mean square")
+    epsilon = Param(float, 1e-8, "added to n under the square root")
+    wd, rescale_grad, clip_gradient = _wd(), _rescale(), _clip_gradient()
+    clip_weights = Param(float, -1.0, "clip the new weight to [-c, c]; no clipping when negative")
+
+    @kernel(device=_BOTH, stypes=("default", "row_sparse", "default"))
+    def rsp_grad(self, ctx, weight, grad, n, out):
+        self.sparse_update(ctx, weight, grad, n, out)
+
+    def rows(self, xp, w, grad, n):
+        g = _clip_rows(xp, grad * self.rescale_grad + self.wd * w, self.clip_gradient)
+        n = (1.0 - self.gamma1) * (g * g) + self.gamma1 * n
+        return [_clip_rows(xp, w - self.lr * (g / xp.sqrt(n + self.epsilon)), self.clip_weights), n]
+
+
+@register("rmspropalex_update")
+class RMSPropAlexUpdate(_DenseOnly):
+    """Graves' centered RMSProp: g = clip(rescale_grad * grad + wd * weight);
+    n = (1 - gamma1) * g**2 + gamma1 * n; gm = (1 - gamma1) * g + gamma1 * gm;
+    delta = gamma2 * delta - lr * g / sqrt(n - gm**2 + epsilon); weight = clip_weights(weight + delta)."""
+
+    arguments = ("weight", "grad", "n", "g", "delta")
+    mutate = ("n", "g", "delta")
+    lr = _lr()
+    gamma1 = Param(float, 0.95, "decay of the mean square and the mean")
+    gamma2 = Param(float, 0.9, "decay of delta (momentum)")
+    epsilon = Param(float, 1e-8, "added under the square root")
+    wd, rescale_grad, clip_gradient = _wd(), _rescale(), _clip_gradient()
+    clip_weights = Param(float, -1.0, "clip the new weight to [-c, c]; no clipping when negative")
+
+    @kernel(device=_BOTH, stypes=("default", "row_sparse", "default", "default", "default"))
+    def rsp_grad(self, ctx, weight, grad, n, g, delta, out):
+        self.sparse_update(ctx, weight, grad, n, g, delta, out)
+
+    def rows(self, xp, w, grad, n, gm, delta):
+        g = _clip_rows(xp, grad * self.rescale_grad + self.wd * w, self.clip_gradient)
+        n = (1.0 - self.gamma1) * g * g + self.gamma1 * n
+        gm = (1.0 - self.gamma1) * g + self.gamma1 * gm
+        delta = self.gamma2 * delta - self.lr * g / xp.sqrt(n - gm * gm + self.epsilon)
+        return [_clip_rows(xp, w + delta, self.clip_weights), n, gm, delta]
+
+    @classmethod
+    def samples(cls) -> list:
+        """n holds at least gm**2 (as it does after any sequence of updates), so the square
+        root never sees a negative number."""
+        from . import _samples
+
+        from ..creation import array
+
+        out = []
+        for sig in _samples.kernel_stypes(cls):
+            w = _samples.array((4, 3), "default", seed=1)
+            grad = _samples.array((4, 3), sig[1], seed=2)
+            gm = _samples.array((4, 3), "default", seed=4)
+            delta = _samples.array((4, 3), "default", seed=5)
+            n = _samples.array((4, 3), "default", seed=3, positive=True)
+            n = array(n.asnumpy() + gm.asnumpy() ** 2)
+            out.append(([w, grad, n, gm, delta], {"lr": 0.1, "wd": 0.01}))
+        return out
+
+
+@register("signsgd_update")
+class SignSGDUpdate(_DenseOnly):
+    """weight = (1 - lr * wd) * weight - lr * sign(grad) (MXNet's kernel takes the sign of the
+    raw gradient: rescale_grad and clip_gradient are accepted and have no effect)."""
+
+    arguments = ("weight", "grad")
+    lr, wd, rescale_grad, clip_gradient = _lr(), _wd(), _rescale(), _clip_gradient()
+
+    @kernel(device=_BOTH, stypes=("default", "row_sparse"))
+    def rsp_grad(self, ctx, weight, grad, out):
+        self.sparse_update(ctx, weight, grad, out)
+
+    def rows(self, xp, w, grad):
+        return [(1.0 - self.lr * self.wd) * w - self.lr * xp.sign(grad)]
+
+
+@register("signum_update")
+class SignumUpdate(_DenseOnly):
+    """mom = momentum * mom - (1 - momentum) * (wd * weight + g);
+    weight = (1 - lr * wd_lh) * weight + lr * sign(mom), with g = clip(rescale_grad * grad)."""
+
+    arguments = ("weight", "grad", "mom")
+    mutate = ("mom",)
+    lr = _lr()
+    momentum = Param(float, 0.0, "decay of the momentum")
+    wd, rescale_grad, clip_gradient = _wd(), _rescale(), _clip_gradient()
+    wd_lh = Param(float, 0.0, "decoupled weight decay (Loshchilov and Hutter)")
+
+    @kernel(device=_BOTH, stypes=("default", "row_sparse", "default"))
+    def rsp_grad(self, ctx, weight, grad, mom, out):
+        self.sparse_update(ctx, weight, grad, mom, out)
+
+    def rows(self, xp, w, grad, mom):
+        m = self.momentum * mom - (1.0 - self.momentum) * self.wd * w - (1.0 - self.momentum) * self.scaled(xp, grad)
+        return [(1.0 - self.lr * self.wd_lh) * w + self.lr * xp.sign(m), m]

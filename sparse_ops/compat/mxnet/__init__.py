@@ -13,6 +13,7 @@ code can mix this face with the native API freely.
 from . import autograd, base, context, ndarray, operator, random, test_utils  # noqa: F401
 from .base import MXNetError
 from .context import Context, cpu, current_context, gpu, num_gpus
+from . import lr_scheduler, optimizer  # noqa: F401,E402  (mx.optimizer, mx.lr_scheduler)
 
 nd = ndarray
 
