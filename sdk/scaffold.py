@@ -1,9 +1,18 @@
-"""Write a new plugin project from the template in ``sdk/template`` (``sparse-ops new-plugin``).
+"""Write a new plugin project from the templates in ``sdk/template`` (``sparse-ops new-plugin``).
 
 The project is a pip-installable package: ``pyproject.toml`` with the entry point in the
-group ``sparse_ops.plugins``, the package (one kernel-first operator with a numba cpu
-kernel, a numba.cuda gpu kernel, a dense kernel, a gradient and ``samples()``, plus the
-SDK version range it supports), a pytest file using ``opcheck`` and a README.
+group ``sparse_ops.plugins``, the package, a pytest file using ``opcheck`` and a README.
+Its operator is written in one of ``LANGS``:
+
+- ``python`` (the default): one kernel-first operator with a numba cpu kernel, a numba.cuda
+  gpu kernel, a dense kernel, a gradient and ``samples()``, plus the SDK version range it
+  supports;
+- ``c`` and ``cuda`` (templates in ``template/clib``): an operator library against
+  ``sparse_ops.h`` in ``csrc/NAME.c`` or ``csrc/NAME.cu`` (a dense kernel, for the cpu, and
+  in ``.cu`` also a ``__global__`` one launched on the op's stream; a shape rule, a gradient,
+  samples), compiled at install by ``setup.py`` into ``src/NAME/libNAME.so``, which the
+  package's ``__init__.py`` registers with ``sparse_ops.library.register_shared``. The
+  cuda project needs nvcc to build: without it the build fails with a message saying so.
 
 The package sits in ``src/NAME`` (a src layout), not in ``NAME/`` beside ``pyproject.toml``:
 run from the folder holding the project, ``python -m pytest NAME/tests`` puts that folder
@@ -24,13 +33,38 @@ from ..errors import SparseOpsError
 
 TEMPLATE = Path(__file__).resolve().parent / "template"
 
-# template file -> path in the new project ({name} is the plugin's name)
+# template file -> path in the new project ({name} is the plugin's name), per language
 FILES = {
     "pyproject.toml.tmpl": "pyproject.toml",
     "README.md.tmpl": "README.md",
     "plugin/__init__.py.tmpl": "src/{name}/__init__.py",
     "plugin/kernels.py.tmpl": "src/{name}/kernels.py",
     "tests/test_plugin.py.tmpl": "tests/test_{name}.py",
+}
+_CLIB_FILES = {
+    "clib/pyproject.toml.tmpl": "pyproject.toml",
+    "clib/setup.py.tmpl": "setup.py",
+    "clib/README.md.tmpl": "README.md",
+    "clib/__init__.py.tmpl": "src/{name}/__init__.py",
+    "clib/test_plugin.py.tmpl": "tests/test_{name}.py",
+}
+LANG_FILES = {
+    "python": FILES,
+    "c": {**_CLIB_FILES, "clib/ops.c.tmpl": "csrc/{name}.c"},
+    "cuda": {**_CLIB_FILES, "clib/ops.cu.tmpl": "csrc/{name}.cu"},
+}
+LANGS = tuple(LANG_FILES)
+
+# what the README of a C or CUDA project says about its kernels and its build
+_CLIB_TEXT = {
+    "c": {"lang": "C", "kernels": "a dense cpu kernel", "gpu_test": "",
+          "build_needs": "Building needs a C compiler: `cc` (or `gcc`, `clang`), or the one `$CC` names."},
+    "cuda": {"lang": "CUDA", "kernels": "a dense cpu kernel and a CUDA kernel launched on the op's stream",
+             "gpu_test": ", gpu against cpu (when a gpu exists)",
+             "build_needs": "Building needs nvcc, the CUDA compiler, from `$CUDA_HOME/bin` or `PATH`: "
+                            "without it the build stops with a message saying so (there is no cpu-only "
+                            "build). A gpu is not needed to build: the CUDA runtime is linked statically "
+                            "and the cpu kernel runs anywhere."},
 }
 
 
@@ -76,15 +110,18 @@ def render(text: str, values: dict[str, str]) -> str:
     return re.sub(r"\{\{(\w+)\}\}", sub, text)
 
 
-def create(name: str, directory: str | os.PathLike = ".") -> Path:
-    """Write the plugin project ``name`` into ``directory/name`` and return that folder.
+def create(name: str, directory: str | os.PathLike = ".", lang: str = "python") -> Path:
+    """Write the plugin project ``name``, its operator in ``lang`` (one of ``LANGS``), into
+    ``directory/name`` and return that folder.
 
-    Raises ValueError for a bad name and ScaffoldError when the folder exists and is not
-    empty (nothing is overwritten).
+    Raises ValueError for a bad name or language and ScaffoldError when the folder exists
+    and is not empty (nothing is overwritten).
     """
     from . import SDK_VERSION
 
     validate_name(name)
+    if lang not in LANG_FILES:
+        raise ValueError(f"unknown plugin language {lang!r}: choose one of {', '.join(LANGS)}")
     root = Path(directory).expanduser().resolve() / name
     if root.exists() and (not root.is_dir() or any(root.iterdir())):
         raise ScaffoldError(f"{root} already exists and is not an empty folder")
@@ -95,7 +132,9 @@ def create(name: str, directory: str | os.PathLike = ".") -> Path:
         "sdk_version": SDK_VERSION,
         "sdk_range": sdk_range(SDK_VERSION),
     }
-    for src, dst in FILES.items():
+    if lang != "python":
+        values.update(_CLIB_TEXT[lang], op=f"{name}_scaled_mul", source=f"csrc/{name}.{'c' if lang == 'c' else 'cu'}")
+    for src, dst in LANG_FILES[lang].items():
         text = render((TEMPLATE / src).read_text(encoding="utf-8"), values)
         target = root / dst.format(name=name)
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -103,14 +142,19 @@ def create(name: str, directory: str | os.PathLike = ".") -> Path:
     return root
 
 
-def next_step(name: str, root: str | os.PathLike) -> str:
+def next_step(name: str, root: str | os.PathLike, lang: str = "python") -> str:
     """The shell line ``sparse-ops new-plugin`` prints after writing project ``name`` in
     ``root``: install it (editable), check its ops, run its tests. It works verbatim from any
     folder (absolute, quoted paths; ``python -m pip`` so that pip and pytest run in the same
-    interpreter as ``sparse-ops``); ``tests/test_template.py`` runs it."""
+    interpreter as ``sparse-ops``); ``tests/test_template.py`` and ``tests/test_clib_template.py``
+    run it. A C or CUDA project is built without build isolation: against the sparse-ops
+    installed here, whose header and loader it must match (an isolated build would fetch
+    sparse-ops from the package index)."""
     root = Path(root)
-    return (f"python -m pip install -e {shlex.quote(str(root))}  &&  sparse-ops check {name}  &&  "
+    isolation = "" if lang == "python" else "--no-build-isolation "
+    return (f"python -m pip install {isolation}-e {shlex.quote(str(root))}  &&  sparse-ops check {name}  &&  "
             f"python -m pytest {shlex.quote(str(root / 'tests'))}")
 
 
-__all__ = ["create", "next_step", "validate_name", "sdk_range", "render", "ScaffoldError", "TEMPLATE", "FILES"]
+__all__ = ["create", "next_step", "validate_name", "sdk_range", "render", "ScaffoldError", "TEMPLATE", "FILES",
+           "LANG_FILES", "LANGS"]

@@ -1,5 +1,5 @@
-"""The ``sparse-ops`` command line: the operator table, plugins, the plugin template, demo,
-benchmarks and version. Exit codes: 0 success, 1 failure, 2 usage error."""
+"""The ``sparse-ops`` command line: the operator table, plugins, the plugin templates, the C
+header's folder, demo, benchmarks and version. Exit codes: 0 success, 1 failure, 2 usage error."""
 from __future__ import annotations
 
 import argparse
@@ -266,14 +266,22 @@ def _cmd_new_plugin(args: argparse.Namespace, parser: argparse.ArgumentParser) -
     except ValueError as exc:
         parser.error(str(exc))  # exits with 2
     try:
-        root = create(args.name, args.dir)
+        root = create(args.name, args.dir, lang=args.lang)
     except ScaffoldError as exc:
         print(f"sparse-ops new-plugin: {exc}", file=sys.stderr)
         return 1
-    print(f"created plugin {args.name} in {root}:")
+    print(f"created plugin {args.name} ({args.lang}) in {root}:")
     for f in sorted(p for p in root.rglob("*") if p.is_file()):
         print(f"  {f.relative_to(root)}")
-    print(f"\nnext: {next_step(args.name, root)}")
+    print(f"\nnext: {next_step(args.name, root, args.lang)}")
+    return 0
+
+
+def _cmd_include_dir(args: argparse.Namespace) -> int:
+    """The folder holding sparse_ops.h, for build systems: cc -I"$(sparse-ops include-dir)"."""
+    from .sdk import include_dir
+
+    print(include_dir())
     return 0
 
 
@@ -327,6 +335,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    from .sdk.scaffold import LANGS
+
     parser = argparse.ArgumentParser(prog="sparse-ops", description="sparse-aware operators for Python",
                                      epilog="exit codes: 0 success, 1 failure, 2 usage error")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -341,11 +351,20 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     p.add_argument("-v", "--verbose", action="store_true", help="show the traceback of each failure")
     subs["plugins"] = p
     p = sub.add_parser("new-plugin", help="create a plugin project from the template",
-                       description="Write a ready-to-install plugin package NAME (one kernel-first operator "
-                                   "with cpu and gpu kernels, samples, tests, README) into DIR/NAME.")
+                       description="Write a ready-to-install plugin package NAME into DIR/NAME: one operator "
+                                   "with samples, tests and a README. --lang python (the default): a "
+                                   "kernel-first operator with numba cpu and gpu kernels; --lang c: an operator "
+                                   "library in C against sparse_ops.h, compiled by pip at install; --lang cuda: "
+                                   "the same in CUDA (a cpu kernel and a gpu kernel), compiled with nvcc.")
     p.add_argument("name", metavar="NAME", help="plugin and package name (a lower-case identifier)")
     p.add_argument("--dir", default=".", metavar="D", help="parent folder (default: the current folder)")
+    p.add_argument("--lang", choices=LANGS, default="python",
+                   help="the language of the operator (default: python)")
     subs["new-plugin"] = p
+    subs["include-dir"] = sub.add_parser(
+        "include-dir", help="print the folder holding sparse_ops.h, the C ABI of operator libraries",
+        description="Print the folder holding sparse_ops.h, for compiling operator libraries: "
+                    "cc -shared -fPIC -I\"$(sparse-ops include-dir)\" ops.c -o libops.so")
     p = sub.add_parser("check", help="run opcheck over a plugin's operators and their samples()",
                        description="Load PLUGIN (an installed or loaded plugin's name; a path only when written "
                                    "as one: ./x, /abs/x, x.py, or --path X) and run sparse_ops.sdk.testing.opcheck "
@@ -417,7 +436,7 @@ def _main(argv: list[str] | None) -> int:
     if args.command == "check" and (args.plugin is None) == (args.path is None):
         subs["check"].error("name one plugin: PLUGIN or --path X")  # exits with 2
     handler = {"list": _cmd_list, "info": _cmd_info, "plugins": _cmd_plugins, "check": _cmd_check,
-               "bench": _cmd_bench}[args.command]
+               "bench": _cmd_bench, "include-dir": _cmd_include_dir}[args.command]
     return handler(args)
 
 

@@ -14,7 +14,7 @@ import sparse_ops as so
 from sparse_ops import cli, plugins
 from sparse_ops.cli import main
 
-COMMANDS = ["list", "info", "plugins", "new-plugin", "check", "demo", "bench", "version"]
+COMMANDS = ["list", "info", "plugins", "new-plugin", "include-dir", "check", "demo", "bench", "version"]
 
 
 
@@ -52,7 +52,8 @@ def test_help_everywhere(command, capsys):
 
 
 @pytest.mark.parametrize("argv", [["list", "--bogus"], ["info"], ["check"], ["new-plugin"], ["nonsense"],
-                                  ["demo", "--rows", "many"]])
+                                  ["demo", "--rows", "many"], ["new-plugin", "x", "--lang", "fortran"],
+                                  ["include-dir", "extra"]])
 def test_usage_errors_exit_2(argv, capsys):
     with pytest.raises(SystemExit) as exc:
         main(argv)
@@ -261,6 +262,25 @@ def test_new_plugin_writes_the_template(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["new-plugin", "Bad-Name", "--dir", str(tmp_path)])
     assert exc.value.code == 2 and "lower-case Python identifier" in capsys.readouterr().err
+
+
+def test_new_plugin_in_c_and_cuda(tmp_path, capsys):
+    """--lang c / cuda write a C or CUDA library project (tests/test_clib_template.py builds them)."""
+    for lang, name, source in (("c", "clione", "csrc/clione.c"), ("cuda", "clitwo", "csrc/clitwo.cu")):
+        assert main(["new-plugin", name, "--lang", lang, "--dir", str(tmp_path)]) == 0
+        out = capsys.readouterr().out
+        assert f"created plugin {name} ({lang})" in out and f"  {source}\n" in out and "  setup.py\n" in out
+        assert "next: python -m pip install --no-build-isolation -e " in out
+        assert (tmp_path / name / source).is_file()
+
+
+def test_include_dir_prints_the_folder_of_the_header(capsys):
+    assert main(["include-dir"]) == 0
+    folder = capsys.readouterr().out.strip()
+    assert folder == so.sdk.include_dir() and os.path.isfile(os.path.join(folder, "sparse_ops.h"))
+    # what build systems run: the installed command, in a shell substitution
+    out = subprocess.run([sys.executable, "-m", "sparse_ops", "include-dir"], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout == folder + "\n"
 
 
 def test_bench_runs_the_benchmarks_from_a_source_checkout(monkeypatch):

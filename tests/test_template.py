@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 
 import pytest
+from plugin_venv import PIP_OFFLINE, ROOT, fresh_venv, run
 
 from sparse_ops.sdk import SDK_VERSION
 from sparse_ops.sdk.scaffold import FILES, TEMPLATE, create, next_step, render, sdk_range, validate_name
@@ -22,24 +21,8 @@ try:
 except ImportError:  # pragma: no cover
     tomllib = None
 
-ROOT = Path(__file__).resolve().parent.parent
 NAME = "myops"
 OP = f"{NAME}_scale_rows"
-
-
-def clean_env(**changes: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("SPARSE_OPS_CUDA_SIM", "NUMBA_ENABLE_CUDASIM", "SPARSE_OPS_DISABLE_PLUGIN_AUTOLOAD",
-                        "PYTHONPATH", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL")}
-    env.update(changes)
-    return env
-
-
-def run(cmd: list, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess:
-    result = subprocess.run([str(c) for c in cmd], cwd=cwd, env=clean_env(**env), capture_output=True,
-                            text=True, timeout=600)
-    assert result.returncode == 0, f"{cmd} failed:\n{result.stdout}\n{result.stderr}"
-    return result
 
 
 @pytest.fixture(scope="module")
@@ -123,38 +106,6 @@ print("simulated" if numba.config.ENABLE_CUDASIM else "hardware")
 """
     out = run([sys.executable, "-c", code], cwd=project, SPARSE_OPS_CUDA_SIM="1")
     assert out.stdout.strip() == "simulated"
-
-
-def _parent_site_packages() -> list[str]:
-    paths = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
-    import site
-
-    paths.update(site.getsitepackages())
-    return sorted(p for p in paths if os.path.isdir(p))
-
-
-def fresh_venv(where: Path) -> Path:
-    """A venv without pip of its own that sees this environment's packages (numpy, scipy,
-    numba, pip, setuptools, pytest), with sparse-ops installed editable, offline; returns
-    its bin folder."""
-    import importlib.util
-
-    for needed in ("pip", "setuptools"):  # found, not imported (setuptools patches distutils)
-        if importlib.util.find_spec(needed) is None:
-            pytest.skip(f"needs {needed} in this environment to install offline")
-    venv = where / "venv"
-    run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", venv])
-    py = venv / "bin" / "python"
-    purelib = run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip()
-    # when this interpreter is itself a venv, --system-site-packages reaches only the base
-    # interpreter's packages: add ours (numpy, scipy, numba, pip, setuptools, pytest) by path
-    Path(purelib, "_parent_environment.pth").write_text("\n".join(_parent_site_packages()) + "\n")
-    run([py, *PIP_OFFLINE, ROOT], PIP_DISABLE_PIP_VERSION_CHECK="1")
-    return venv / "bin"
-
-
-# pip without an index or build isolation: everything it needs is installed already
-PIP_OFFLINE = ["-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index", "-q", "-e"]
 
 
 @pytest.mark.slow
