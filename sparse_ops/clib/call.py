@@ -17,6 +17,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..device import allocating_on
 from ..errors import OperatorError
 from ..ndarray import NDArray
 from . import abi
@@ -195,12 +196,13 @@ def run_kernel(fn: Any, where: str, inst: Any, ctx: Any, n_in: int, arrays: Sequ
     host = next(_ids)
     _CALLS[host] = call
     try:
-        c_ctx = context(ctx, host, seed)
-        params = c_params(inst)
-        err = error_buffer()
-        err.message = b""
-        outs = C.cast(C.addressof(descs) + n_in * C.sizeof(abi.Array), C.POINTER(abi.Array))
-        status = fn(C.byref(c_ctx), C.byref(params.struct), n_in, descs, n - n_in, outs, C.byref(err))
+        with allocating_on(ctx.device):  # a real gpu: its device current, its stream in the context
+            c_ctx = context(ctx, host, seed)
+            params = c_params(inst)
+            err = error_buffer()
+            err.message = b""
+            outs = C.cast(C.addressof(descs) + n_in * C.sizeof(abi.Array), C.POINTER(abi.Array))
+            status = fn(C.byref(c_ctx), C.byref(params.struct), n_in, descs, n - n_in, outs, C.byref(err))
     finally:
         del _CALLS[host]
     if status != abi.OK:
