@@ -268,6 +268,25 @@ def test_relu_gpu_kernel_on_the_simulated_gpu_is_refused_clearly():
     assert refusal in proc.stdout
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not has_nvcc(), reason="no nvcc: relu has no gpu kernel to call")
+def test_relu_gpu_kernel_on_a_real_gpu():
+    """On hardware (benchmarks/gpu_check.sh): the CUDA kernels of relu.cu run on device memory,
+    on the current stream, forward and backward, and agree with the cpu kernels."""
+    if so.cuda.is_simulator() or so.num_gpus() == 0:
+        pytest.skip("needs a real GPU")
+    values = np.random.default_rng(3).standard_normal((257, 33))
+    for dtype in ("float32", "float64"):
+        x = so.array(values.astype(dtype), device=so.gpu(0))
+        x.attach_grad()
+        with so.autograd.record():
+            y = so.ops.c_relu(x)
+        y.backward(so.ones(y.shape, dtype=dtype, device=so.gpu(0)))
+        assert y.device == so.gpu(0)
+        np.testing.assert_array_equal(y.asnumpy(), np.maximum(values.astype(dtype), 0))
+        np.testing.assert_array_equal(x.grad.asnumpy(), (values.astype(dtype) > 0).astype(dtype))
+
+
 # ---- transpose of a csr ---------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "int32", "int64"])
 @pytest.mark.parametrize("index_dtype", INDEX_DTYPES)
