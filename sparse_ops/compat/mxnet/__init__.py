@@ -10,11 +10,12 @@ binary file format are not covered.
 The arrays are sparse-ops' own containers (``mx.nd.NDArray is sparse_ops.NDArray``), so
 code can mix this face with the native API freely.
 """
-from . import autograd, base, context, ndarray, operator, random, test_utils  # noqa: F401
+from . import autograd, base, context, name, ndarray, operator, random, test_utils, util  # noqa: F401
 from .base import MXNetError
 from .context import Context, cpu, current_context, gpu, num_gpus
+from .util import use_np_shape
 
 nd = ndarray
 
-__all__ = ["nd", "ndarray", "autograd", "operator", "random", "base", "context", "test_utils",
+__all__ = ["nd", "ndarray", "autograd", "operator", "random", "base", "context", "name", "test_utils", "util", "use_np_shape",
            "cpu", "gpu", "Context", "current_context", "num_gpus", "MXNetError"]

@@ -37,4 +37,14 @@ class _NullType:
 
 _Null = _NullType()
 
-__all__ = ["MXNetError", "mx_real_t", "numeric_types", "integer_types", "string_types"]
+def py_str(x: bytes | str) -> str:
+    """A C string (bytes, UTF-8) as a Python str; a str passes through."""
+    return x.decode("utf-8") if isinstance(x, bytes) else x
+
+
+def _as_list(obj: object) -> list:
+    """``obj`` itself when it is a list or tuple (as a list), else ``[obj]``."""
+    return list(obj) if isinstance(obj, (list, tuple)) else [obj]
+
+
+__all__ = ["py_str", "MXNetError", "mx_real_t", "numeric_types", "integer_types", "string_types"]

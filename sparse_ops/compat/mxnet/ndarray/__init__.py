@@ -27,6 +27,10 @@ from ..base import mx_real_t
 from . import _op
 
 
+if not hasattr(NDArray, "_num_aux"):  # MXNet's count of aux arrays: csr 2, row_sparse 1, dense 0
+    NDArray._num_aux = property(lambda self: {"csr": 2, "row_sparse": 1}.get(self.stype, 0))
+
+
 def _device(ctx: Any) -> _dev.Device:
     return _dev.as_device(ctx)  # None -> the current default device
 
