@@ -224,7 +224,7 @@ def Activation(data: NDArray, act_type: str, out: NDArray | None = None, name: s
     return _op.call(op, [data], out=out)
 
 
-from . import random, sparse  # noqa: E402  (both import _op only, never this module's names)
+from . import contrib, random, sparse  # noqa: E402  (they import _op only, never this module's names)
 
 
 def uniform(low: float = 0, high: float = 1, shape: Any = None, ctx: Any = None, dtype: Any = None,
@@ -257,5 +257,5 @@ __all__ = [
     "array", "zeros", "ones", "full", "empty", "arange", "save", "load", "waitall", "Custom",
     "add", "subtract", "multiply", "divide", "true_divide", "power", "maximum", "minimum",
     "equal", "not_equal", "greater", "greater_equal", "lesser", "lesser_equal",
-    "concatenate", "Activation", "random", "sparse", "uniform", "normal", "random_uniform", "random_normal",
+    "concatenate", "Activation", "contrib", "random", "sparse", "uniform", "normal", "random_uniform", "random_normal",
 ]
