@@ -12,6 +12,14 @@ from ...errors import SparseOpsError
 #: catches what MXNet's would.
 MXNetError = SparseOpsError
 
+
+
+class MXNetArgumentError(MXNetError, TypeError):
+    """A call of the MXNet face with wrong arguments (a missing or doubled input, an unknown
+    parameter): an ``MXNetError`` as in MXNet, and a ``TypeError`` as Python's own calls raise.
+    The message names the operator and the argument."""
+
+
 mx_real_t = np.float32
 numeric_types = (numbers.Real, np.generic)
 integer_types = (int, np.integer)
@@ -47,4 +55,4 @@ def _as_list(obj: object) -> list:
     return list(obj) if isinstance(obj, (list, tuple)) else [obj]
 
 
-__all__ = ["py_str", "MXNetError", "mx_real_t", "numeric_types", "integer_types", "string_types"]
+__all__ = ["py_str", "MXNetError", "MXNetArgumentError", "mx_real_t", "numeric_types", "integer_types", "string_types"]
