@@ -118,13 +118,13 @@ class _MathUnary(_Unary):
         functions defined at 0, dense only for those with a pole or NaN there."""
         from . import _samples
 
-        stypes = _samples.STYPES if cls.domain in ("any", "unit") else ("default",)
+        stypes = _samples.STYPES
         out = []
         for x in _samples.each_stype((3, 4), stypes=stypes, positive=cls.domain in ("positive", "above1")):
             if cls.domain == "unit":
                 x = T._mul_scalar(x, scalar=0.6)
-            elif cls.domain == "above1":
-                x = T._plus_scalar(x, scalar=1.0)
+            elif cls.domain == "above1":  # dense: all values > 1; sparse: stored values > 1 (NaN at 0)
+                x = T._plus_scalar(x, scalar=1.2) if x.stype == "default" else T._mul_scalar(x, scalar=2.2)
             out.append([x])
         return out
 
