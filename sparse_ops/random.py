@@ -113,6 +113,108 @@ class RandomNormal(_Sampler):
         _sample(ctx, out, draw)
 
 
+class _NumpySampler(_Sampler):
+    """A sampler whose values come from one NumPy ``Generator`` method (float64, then cast)."""
+
+    def draw(self, rng: np.random.Generator, size: tuple) -> np.ndarray:
+        raise NotImplementedError
+
+    @kernel(device=_BOTH)
+    def dense(self, ctx, out):
+        def fill(rng, a):
+            a[...] = self.draw(rng, a.shape)
+
+        _sample(ctx, out, fill)
+
+
+def _positive(op, **values: float) -> None:
+    for k, v in values.items():
+        if not v > 0:
+            raise ValueError(f"{k} must be positive, got {v}")
+
+
+@register("_random_gamma")
+class RandomGamma(_NumpySampler):
+    """Samples of the gamma distribution with shape ``alpha`` and scale ``beta``."""
+
+    alpha = Param(float, 1.0, "shape (positive)")
+    beta = Param(float, 1.0, "scale (positive)")
+
+    def check_params(self) -> None:
+        super().check_params()
+        _positive(self, alpha=self.alpha, beta=self.beta)
+
+    def draw(self, rng, size):
+        return rng.gamma(self.alpha, self.beta, size)
+
+
+@register("_random_exponential")
+class RandomExponential(_NumpySampler):
+    """Samples of the exponential distribution with rate ``lam`` (mean 1 / lam)."""
+
+    lam = Param(float, 1.0, "rate (positive)")
+
+    def check_params(self) -> None:
+        super().check_params()
+        _positive(self, lam=self.lam)
+
+    def draw(self, rng, size):
+        return rng.exponential(1.0 / self.lam, size)
+
+
+@register("_random_poisson")
+class RandomPoisson(_NumpySampler):
+    """Samples of the Poisson distribution with rate ``lam`` (integral values, float dtype)."""
+
+    lam = Param(float, 1.0, "rate (non-negative)")
+
+    def check_params(self) -> None:
+        super().check_params()
+        if not self.lam >= 0:
+            raise ValueError(f"lam must be non-negative, got {self.lam}")
+
+    def draw(self, rng, size):
+        return rng.poisson(self.lam, size)
+
+
+@register("_random_negative_binomial")
+class RandomNegativeBinomial(_NumpySampler):
+    """Samples of the negative binomial distribution: failures before the ``k``-th success
+    of trials succeeding with probability ``p``."""
+
+    k = Param(float, 1.0, "number of successes (positive)")
+    p = Param(float, 1.0, "success probability, in (0, 1]")
+
+    def check_params(self) -> None:
+        super().check_params()
+        _positive(self, k=self.k)
+        if not 0 < self.p <= 1:
+            raise ValueError(f"p must be in (0, 1], got {self.p}")
+
+    def draw(self, rng, size):
+        return rng.negative_binomial(self.k, self.p, size)
+
+
+@register("_random_generalized_negative_binomial")
+class RandomGeneralizedNegativeBinomial(_NumpySampler):
+    """Samples of the generalized negative binomial distribution with mean ``mu`` and
+    dispersion ``alpha`` (a gamma-Poisson mixture; Poisson(mu) when alpha is 0)."""
+
+    mu = Param(float, 1.0, "mean (positive)")
+    alpha = Param(float, 1.0, "dispersion (non-negative)")
+
+    def check_params(self) -> None:
+        super().check_params()
+        _positive(self, mu=self.mu)
+        if not self.alpha >= 0:
+            raise ValueError(f"alpha must be non-negative, got {self.alpha}")
+
+    def draw(self, rng, size):
+        if self.alpha == 0:
+            return rng.poisson(self.mu, size)
+        return rng.poisson(rng.gamma(1.0 / self.alpha, self.alpha * self.mu, size))
+
+
 def _run_sampler(op_name: str, params: dict[str, Any], shape: Any, dtype: Any, device: Any,
                  out: NDArray | None) -> NDArray:
     if out is not None:
@@ -144,4 +246,10 @@ def normal(loc: float = 0, scale: float = 1, shape: Any = None, dtype: Any = Non
     return _run_sampler("_random_normal", {"loc": loc, "scale": scale}, shape, dtype, device, out)
 
 
-__all__ = ["seed", "generator", "uniform", "normal"]
+def sample(op_name: str, params: dict[str, Any], shape: Any = None, dtype: Any = None,
+           device: Device | str | None = None, out: NDArray | None = None) -> NDArray:
+    """Run sampler ``op_name`` (``_random_gamma``, ...) with ``params``; defaults as for ``uniform``."""
+    return _run_sampler(op_name, dict(params), shape, dtype, device, out)
+
+
+__all__ = ["seed", "generator", "uniform", "normal", "sample"]

@@ -481,6 +481,6 @@ def test_rand_ndarray_and_assert_almost_equal():
     assert_almost_equal(c, values)
     assert_almost_equal(c.tostype("default"), values + 1e-9, rtol=1e-5, atol=1e-8)
     with pytest.raises(AssertionError, match="exceeds tolerance"):
-        assert_almost_equal(d, d.asnumpy() + 1e-3)
+        assert_almost_equal(d, d.asnumpy() + 1e-2)  # float32: MXNet 1.9.1 defaults rtol 1e-4, atol 1e-3
     assert not same(d, d.asnumpy() + 1e-3)
     assert mx.test_utils.almost_equal(d, d.asnumpy() + 1e-3, atol=1e-2)

@@ -26,7 +26,8 @@ _subscribe(_publish)  # first: the built-ins registered by the imports below are
 
 from .. import random  # noqa: E402,F401  (the sampling operators)
 from . import (  # noqa: E402,F401  (importing a module registers its operators)
-    broadcast, elemwise, indexing, linalg, nn, optimizer, reduce, scalar, shape, storage, unary,
+    broadcast, contrib, elemwise, indexing, linalg, nn, optimizer, reduce, scalar, shape, storage, unary,
+    unary_math,
 )
 
 __all__ = [name for name in _list_ops() if not name.startswith("_")]  # the public built-ins

@@ -248,3 +248,59 @@ class BroadcastTo(Op):
 
         return [([_samples.array((3, 1))], {"shape": (3, 4)}), ([_samples.array((1, 4))], {"shape": (3, 4)}),
                 ([_samples.array((4,))], {"shape": (2, 3, 4)})]
+
+
+@register("broadcast_like")
+class BroadcastLike(Op):
+    """``lhs`` broadcast to the shape of ``rhs`` (MXNet's ``broadcast_like``): with
+    ``lhs_axes``/``rhs_axes``, only those axes of lhs take the lengths of those axes of rhs.
+    Axes that stretch must have length 1. Dense result (sparse inputs run the fallback, as
+    in MXNet 1.9); ``rhs`` gives only its shape (no gradient flows to it)."""
+
+    trusted = True  # built-in kernels, tested against NumPy/SciPy references
+
+    arguments = ("lhs", "rhs")
+    lhs_axes = Param("shape", default=None, doc="axes of lhs to stretch (default: all)")
+    rhs_axes = Param("shape", default=None, doc="axes of rhs giving the lengths (default: all)")
+    backward_needs_inputs = ()
+
+    def infer_shape(self, lhs, rhs):
+        if self.lhs_axes is None and self.rhs_axes is None:
+            target = list(rhs)
+            if len(lhs) != len(rhs):
+                raise ValueError(f"broadcast_like: lhs has {len(lhs)} axes, rhs {len(rhs)}; they must agree")
+            pairs = list(zip(range(len(lhs)), range(len(rhs))))
+        else:
+            la, ra = tuple(self.lhs_axes or ()), tuple(self.rhs_axes or ())
+            if len(la) != len(ra) or not la:
+                raise ValueError(f"broadcast_like: lhs_axes {la} and rhs_axes {ra} must be non-empty and of one length")
+            pairs = [(a % len(lhs), b % len(rhs)) for a, b in zip(la, ra)]
+            target = list(lhs)
+            for a, b in pairs:
+                target[a] = rhs[b]
+        for a, b in pairs:
+            if lhs[a] != rhs[b] and lhs[a] != 1:
+                raise ValueError(f"broadcast_like: axis {a} of lhs has length {lhs[a]}, neither 1 nor {rhs[b]}")
+        return [tuple(target)]
+
+    @kernel(device=_BOTH)
+    def dense(self, ctx, lhs, rhs, out):
+        out[...] = lhs
+
+    def gradient(self, out_grads, inputs, outputs):
+        g = out_grads[0]
+        stretched = tuple(i for i, d in enumerate(inputs[0].shape) if d == 1 and g.shape[i] != 1)
+        if stretched:
+            g = T.sum(g, axis=stretched, keepdims=True)
+        return [g, None]
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: a column and a row stretched like (3, 4), chosen axes only,
+        and a csr lhs (fallback)."""
+        from . import _samples
+
+        return [[_samples.array((3, 1)), _samples.array((3, 4), seed=1)],
+                [_samples.array((1, 4)), _samples.array((3, 4), seed=1)],
+                ([_samples.array((1, 4)), _samples.array((2, 5), seed=1)], {"lhs_axes": (0,), "rhs_axes": (0,)}),
+                [_samples.array((1, 4), "csr"), _samples.array((3, 4), seed=1)]]

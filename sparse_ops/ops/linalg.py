@@ -506,8 +506,9 @@ class FullyConnectedOp(Op):
         if shapes[1] != (self.num_hidden, features):
             raise ValueError(f"weight must have shape {(self.num_hidden, features)} for data of shape "
                              f"{shapes[0]} (flatten={self.flatten}), got {shapes[1]}")
-        if not self.no_bias and shapes[2] != (self.num_hidden,):
-            raise ValueError(f"bias must have shape {(self.num_hidden,)}, got {shapes[2]}")
+        if not self.no_bias and shapes[2] not in ((self.num_hidden,), (self.num_hidden, 1)):
+            raise ValueError(f"bias must have shape {(self.num_hidden,)} or {(self.num_hidden, 1)} "
+                             f"(as MXNet takes), got {shapes[2]}")
         return [lead + (self.num_hidden,)]
 
     def infer_type(self, *dtypes: np.dtype) -> list[np.dtype]:
@@ -520,7 +521,7 @@ class FullyConnectedOp(Op):
         y = out.reshape(batch, self.num_hidden)
         ctx.xp.matmul(data.reshape(batch, weight.shape[1]), weight.T, out=y)
         if not self.no_bias:
-            y += rest[0]
+            y += rest[0].reshape(self.num_hidden)
 
     @in_input_dtypes
     def gradient(self, out_grads, inputs, outputs):
@@ -534,7 +535,8 @@ class FullyConnectedOp(Op):
             d_data = T.reshape(d_data, shape=data.shape)
         grads = [d_data, T.dot(g2, x, transpose_a=True, forward_stype="default")]
         if not self.no_bias:
-            grads.append(T.sum(g2, axis=0))
+            db = T.sum(g2, axis=0)
+            grads.append(db if inputs[2].ndim == 1 else T.reshape(db, shape=inputs[2].shape))
         return grads
 
     @classmethod
@@ -547,4 +549,5 @@ class FullyConnectedOp(Op):
                 ([A((3, 4), seed=1), A((2, 4), seed=2)], {"num_hidden": 2, "no_bias": True}),
                 ([A((3, 2, 2), seed=1), A((2, 4), seed=2), A((2,), seed=3)], {"num_hidden": 2}),
                 ([A((3, 2, 4), seed=1), A((2, 4), seed=2), A((2,), seed=3)], {"num_hidden": 2, "flatten": False}),
-                ([A((3, 4), "csr", seed=1), A((2, 4), seed=2), A((2,), seed=3)], {"num_hidden": 2})]
+                ([A((3, 4), "csr", seed=1), A((2, 4), seed=2), A((2,), seed=3)], {"num_hidden": 2}),
+                ([A((3, 4), seed=1), A((2, 4), seed=2), A((2, 1), seed=3)], {"num_hidden": 2})]

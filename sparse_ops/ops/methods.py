@@ -147,7 +147,10 @@ def attach_grad(self: NDArray, grad_req: str = "write", stype: str | None = None
 # MXNet's fluent methods: x.sum(axis=1) is sum(x, axis=1), and so on.
 FLUENT = ("sum", "mean", "norm", "square_sum", "reshape", "transpose", "flatten", "expand_dims", "split",
           "slice", "slice_axis", "take", "clip", "abs", "sign", "square", "sqrt", "exp", "log", "log1p", "relu",
-          "sigmoid", "tanh", "zeros_like", "ones_like", "dot", "broadcast_to")
+          "sigmoid", "tanh", "zeros_like", "ones_like", "dot", "broadcast_to", "broadcast_like",
+          "round", "rint", "fix", "floor", "ceil", "trunc", "sin", "cos", "tan", "arcsin", "arccos", "arctan",
+          "sinh", "cosh", "arcsinh", "arccosh", "arctanh", "degrees", "radians", "expm1", "log2", "log10", "cbrt",
+          "rsqrt", "reciprocal")
 
 
 def _fluent(name: str, fn: Callable) -> Callable:

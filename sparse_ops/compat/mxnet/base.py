@@ -12,6 +12,14 @@ from ...errors import SparseOpsError
 #: catches what MXNet's would.
 MXNetError = SparseOpsError
 
+
+
+class MXNetArgumentError(MXNetError, TypeError):
+    """A call of the MXNet face with wrong arguments (a missing or doubled input, an unknown
+    parameter): an ``MXNetError`` as in MXNet, and a ``TypeError`` as Python's own calls raise.
+    The message names the operator and the argument."""
+
+
 mx_real_t = np.float32
 numeric_types = (numbers.Real, np.generic)
 integer_types = (int, np.integer)
@@ -37,4 +45,14 @@ class _NullType:
 
 _Null = _NullType()
 
-__all__ = ["MXNetError", "mx_real_t", "numeric_types", "integer_types", "string_types"]
+def py_str(x: bytes | str) -> str:
+    """A C string (bytes, UTF-8) as a Python str; a str passes through."""
+    return x.decode("utf-8") if isinstance(x, bytes) else x
+
+
+def _as_list(obj: object) -> list:
+    """``obj`` itself when it is a list or tuple (as a list), else ``[obj]``."""
+    return list(obj) if isinstance(obj, (list, tuple)) else [obj]
+
+
+__all__ = ["py_str", "MXNetError", "MXNetArgumentError", "mx_real_t", "numeric_types", "integer_types", "string_types"]

@@ -10,6 +10,18 @@ from ...device import Device, cpu, current_device, gpu, num_gpus
 Context = Device
 
 
+class _DefaultContext:
+    """``Context.default_ctx``: the current default device, read on the class (as MXNet's
+    class property) or on an instance."""
+
+    def __get__(self, obj: object, owner: type | None = None) -> Device:
+        return current_device()
+
+
+if not hasattr(Device, "default_ctx"):
+    Device.default_ctx = _DefaultContext()
+
+
 def current_context() -> Device:
     """The default device of this thread (the innermost ``with ctx:`` block, else cpu(0))."""
     return current_device()

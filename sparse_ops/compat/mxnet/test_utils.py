@@ -1,13 +1,18 @@
 """``mx.test_utils``: the helpers MXNet 1.x tests and examples use most.
 
-Comparisons accept NDArrays (any storage type), SciPy matrices and NumPy arrays, and
-default to MXNet's tolerances (rtol 1e-5, atol 1e-20). Random data comes from NumPy's
+Comparisons accept NDArrays (any storage type), SciPy matrices and NumPy arrays, with
+MXNet 1.9.1's defaults: ``almost_equal`` rtol 1e-5 / atol 1e-20, ``assert_almost_equal``
+per dtype (float16 1e-2 / 1e-1, float32 1e-4 / 1e-3, float64 1e-5 / 1e-20, integers exact). Random data comes from NumPy's
 global generator, as in MXNet, so ``np.random.seed`` makes it reproducible: dense
 arrays are standard normal, sparse ones uniform on [0, 1) at the given density.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+import contextlib
+import numbers
+import os
+import sys
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import numpy.random as rnd
@@ -15,6 +20,9 @@ import numpy.random as rnd
 from ...device import Device, current_device
 from ...ndarray import NDArray
 from . import ndarray as nd
+from .context import Context
+
+mx = sys.modules[__package__]  # ``from mxnet.test_utils import *`` hands tests ``mx``
 
 
 def default_context() -> Device:
@@ -26,12 +34,38 @@ def default_dtype() -> type:
     return np.float32
 
 
-def get_rtol(rtol: float | None = None) -> float:
-    return 1e-5 if rtol is None else rtol
+def default_rtols() -> dict:
+    """MXNet 1.9.1's relative tolerances per dtype (what ``assert_almost_equal`` uses)."""
+    exact = {np.dtype(t): 0 for t in (np.bool_, np.int8, np.uint8, np.int32, np.uint32, np.int64, np.uint64)}
+    return {np.dtype(np.float16): 1e-2, np.dtype(np.float32): 1e-4, np.dtype(np.float64): 1e-5, **exact}
 
 
-def get_atol(atol: float | None = None) -> float:
-    return 1e-20 if atol is None else atol
+def default_atols() -> dict:
+    """MXNet 1.9.1's absolute tolerances per dtype."""
+    exact = {np.dtype(t): 0 for t in (np.bool_, np.int8, np.uint8, np.int32, np.uint32, np.int64, np.uint64)}
+    return {np.dtype(np.float16): 1e-1, np.dtype(np.float32): 1e-3, np.dtype(np.float64): 1e-20, **exact}
+
+
+def get_rtol(rtol: float | None = None, dtype: Any = np.dtype(np.float64)) -> float:
+    return default_rtols()[np.dtype(dtype)] if rtol is None else rtol
+
+
+def get_atol(atol: float | None = None, dtype: Any = np.dtype(np.float64)) -> float:
+    return default_atols()[np.dtype(dtype)] if atol is None else atol
+
+
+def _tolerance(x: Any, tol: Any, defaults: dict) -> float:
+    if isinstance(tol, numbers.Number):
+        return tol
+    dtype = np.dtype(getattr(x, "dtype", None) or np.asarray(x).dtype)
+    return (tol or {}).get(dtype, defaults.get(dtype, defaults[np.dtype(np.float64)]))
+
+
+def get_tols(x: Any, y: Any, rtol: Any, atol: Any) -> tuple[float, float]:
+    """The tolerances for comparing ``x`` and ``y``: the given ones, else the larger of the
+    two dtypes' defaults (``rtol``/``atol`` may also be dicts of dtype -> tolerance)."""
+    return (max(_tolerance(x, rtol, default_rtols()), _tolerance(y, rtol, default_rtols())),
+            max(_tolerance(x, atol, default_atols()), _tolerance(y, atol, default_atols())))
 
 
 def _as_numpy(x: Any) -> np.ndarray:
@@ -74,13 +108,13 @@ def assert_almost_equal(a: Any, b: Any, rtol: float | None = None, atol: float |
                         use_broadcast: bool = True, mismatches: tuple[int, int] = (10, 10)) -> None:
     """Raise AssertionError unless ``a`` and ``b`` are almost equal (see ``almost_equal``);
     the message names the worst element."""
+    rtol, atol = get_tols(a, b, rtol, atol)
     a, b = _as_numpy(a), _as_numpy(b)
     if not use_broadcast and a.shape != b.shape:
         raise AssertionError(f"{names[0]}.shape = {a.shape} and {names[1]}.shape = {b.shape} are not equal")
     if a.dtype == np.bool_ and b.dtype == np.bool_:
         np.testing.assert_equal(a, b)
         return
-    rtol, atol = get_rtol(rtol), get_atol(atol)
     if np.allclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan):
         return
     idx, worst = find_max_violation(a, b, rtol, atol)
@@ -91,6 +125,11 @@ def assert_almost_equal(a: Any, b: Any, rtol: float | None = None, atol: float |
         f"(mismatch {100 * bad / max(wa.size, 1):f}%).\n"
         f"Location of maximum error: {idx}, {names[0]}={wa[idx]}, {names[1]}={wb[idx]}\n"
         f" {names[0]}: {np.array2string(a, threshold=20)}\n {names[1]}: {np.array2string(b, threshold=20)}")
+
+
+def assert_allclose(a: Any, b: Any, rtol: float = 1e-07, atol: float = 0, equal_nan: bool = True) -> None:
+    """``assert_almost_equal`` with NumPy's ``assert_allclose`` defaults."""
+    assert_almost_equal(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
 
 
 def assert_exception(f: Callable, exception_type: type, *args: Any, **kwargs: Any) -> None:
@@ -138,8 +177,8 @@ def rand_sparse_ndarray(shape: tuple, stype: str, density: float | None = None, 
     density = rnd.rand() if density is None else density
     dtype = default_dtype() if dtype is None else dtype
     distribution = "uniform" if distribution is None else distribution
-    if distribution != "uniform":
-        raise NotImplementedError(f"distribution {distribution!r} is not supported here; use 'uniform'")
+    if distribution not in ("uniform", "powerlaw") or (distribution == "powerlaw" and stype != "csr"):
+        raise ValueError(f"distribution {distribution!r} is not supported for {stype}")
     if stype == "row_sparse":
         if rsp_indices is not None:
             indices = np.asarray(rsp_indices)
@@ -160,14 +199,46 @@ def rand_sparse_ndarray(shape: tuple, stype: str, density: float | None = None, 
     if stype == "csr":
         if len(shape) != 2:
             raise ValueError(f"csr arrays are 2-d, got shape {shape}")
-        if shuffle_csr_indices:
-            raise NotImplementedError("csr arrays here always keep sorted column indices")
-        csr = _uniform_csr(shape[0], shape[1], density, dtype, data_init, ctx)
+        if distribution == "powerlaw":
+            csr = _powerlaw_csr(shape[0], shape[1], density, dtype, ctx)
+        else:
+            csr = _uniform_csr(shape[0], shape[1], density, dtype, data_init, ctx, shuffle_csr_indices)
         return csr, (csr.indptr, csr.indices, csr.data)
     raise ValueError(f"unknown storage type {stype!r}")
 
 
-def _uniform_csr(rows: int, cols: int, density: float, dtype: Any, data_init: float | None, ctx: Any):
+def _powerlaw_csr(rows: int, cols: int, density: float, dtype: Any, ctx: Any):
+    """MXNet's power-law csr: one value at the start of each row, then row i holds 2**i
+    values (full rows once the columns run out) until ``rows * cols * density`` are placed."""
+    total = int(rows * cols * density)
+    if not 0 <= density <= 1:
+        raise ValueError("density has to be between 0 and 1")
+    if total < 2 * rows:
+        raise ValueError(f"not supported for this density: {density} for this shape ({rows}, {cols}); "
+                         "keep num_rows * num_cols * density >= 2 * num_rows")
+    out = np.zeros((rows, cols), dtype=dtype)
+    out[:, 0] = 1 + rnd.uniform(0.001, 2, size=rows)
+    unused = total - rows
+    col_max = 2
+    for row in range(rows):  # at most log2(cols) + rows steps, each one NumPy slice
+        if unused <= 0:
+            break
+        limit = min(cols, col_max)
+        if limit == cols and unused > limit:
+            out[row] = 1 + rnd.uniform(0.001, 2)
+            unused -= limit - 1
+            continue
+        k = min(limit - 1, unused)
+        out[row, 1:1 + k] = 1 + rnd.uniform(0.001, 2, size=k)
+        unused -= k
+        col_max *= 2
+    if unused > 0:
+        raise ValueError(f"not supported for this density: {density} for this shape ({rows}, {cols})")
+    return nd.array(out, dtype=dtype, ctx=ctx).tostype("csr")
+
+
+def _uniform_csr(rows: int, cols: int, density: float, dtype: Any, data_init: float | None, ctx: Any,
+                 shuffle: bool = False):
     import scipy.sparse as sp
 
     if not 0 <= density <= 1:
@@ -178,6 +249,10 @@ def _uniform_csr(rows: int, cols: int, density: float, dtype: Any, data_init: fl
     m = sp.random(rows, cols, density, dtype=draw, format="csr")
     if data_init is not None:
         m.data.fill(data_init)
+    if shuffle:  # MXNet's shuffle_csr_column_indices: column order permuted within each row
+        order = np.lexsort((rnd.rand(m.nnz), np.repeat(np.arange(rows), np.diff(m.indptr))))
+        m.indices, m.data = m.indices[order], m.data[order]
+        return nd.sparse.csr_matrix((m.data, m.indices, m.indptr), shape=m.shape, dtype=dtype, ctx=ctx)
     return nd.sparse.csr_matrix(m, dtype=dtype, ctx=ctx)
 
 
@@ -194,6 +269,115 @@ def rand_ndarray(shape: tuple, stype: str = "default", density: float | None = N
     return arr
 
 
-__all__ = ["default_context", "default_dtype", "get_rtol", "get_atol", "same", "almost_equal",
-           "assert_almost_equal", "find_max_violation", "assert_exception", "random_arrays",
-           "rand_shape_2d", "rand_shape_3d", "rand_shape_nd", "rand_sparse_ndarray", "rand_ndarray"]
+def random_uniform_arrays(*shapes: tuple, low: float = 0.0, high: float = 1.0, dtype: Any = None) -> list:
+    """Uniform [low, high) NumPy arrays of the given shapes (always a list)."""
+    dtype = default_dtype() if dtype is None else dtype
+    return [rnd.uniform(low, high, size=s).astype(dtype) for s in shapes]
+
+
+def random_sample(population: list, k: int) -> list:
+    """``k`` elements of ``population`` drawn without replacement (NumPy's global generator)."""
+    if not 0 <= k <= len(population):
+        raise ValueError(f"random_sample: k={k} is outside [0, {len(population)}]")
+    population = list(population)
+    rnd.shuffle(population)
+    return population[:k]
+
+
+def assign_each(the_input: Any, function: Callable | None) -> np.ndarray:
+    """``function`` applied to each value of ``the_input`` (a float64 array; a copy when
+    ``function`` is None). A test helper on small arrays, as in MXNet."""
+    a = np.asarray(the_input)
+    if function is None:
+        return np.array(a)
+    return np.vectorize(function, otypes=[np.float64])(a) if a.size else np.zeros(a.shape)
+
+
+def assign_each2(input1: Any, input2: Any, function: Callable | None) -> np.ndarray:
+    """``function`` applied to each pair of values of two arrays of one shape."""
+    a, b = np.asarray(input1), np.asarray(input2)
+    if function is None:
+        return np.array(a)
+    if a.shape != b.shape:
+        raise ValueError(f"assign_each2: shapes {a.shape} and {b.shape} differ")
+    return np.vectorize(function, otypes=[np.float64])(a, b) if a.size else np.zeros(a.shape)
+
+
+def np_reduce(dat: np.ndarray, axis: Any, keepdims: bool, numpy_reduce_func: Callable) -> np.ndarray:
+    """``numpy_reduce_func`` over each axis of ``axis`` (None: all), from the last, keeping
+    the reduced axes as 1 when ``keepdims``."""
+    axes = [axis] if isinstance(axis, int) else (list(axis) if axis is not None else list(range(dat.ndim)))
+    ret = dat
+    for i in sorted(axes, reverse=True):
+        ret = numpy_reduce_func(ret, axis=i)
+    if keepdims:
+        shape = list(dat.shape)
+        for i in axes:
+            shape[i] = 1
+        ret = np.reshape(ret, tuple(shape))
+    return ret
+
+
+def create_sparse_array(shape: tuple, stype: str, data_init: float | None = None, rsp_indices: Any = None,
+                        dtype: Any = None, modifier_func: Callable | None = None, density: float = .5,
+                        shuffle_csr_indices: bool = False) -> NDArray:
+    """A random sparse array (row ids of ``rsp_indices`` sorted first)."""
+    if stype == "row_sparse":
+        idx = None if rsp_indices is None else np.sort(np.asarray(rsp_indices))
+        arr, _ = rand_sparse_ndarray(shape, stype, density=density, data_init=data_init, rsp_indices=idx,
+                                     dtype=dtype, modifier_func=modifier_func)
+    elif stype == "csr":
+        arr, _ = rand_sparse_ndarray(shape, stype, density=density, data_init=data_init, dtype=dtype,
+                                     modifier_func=modifier_func, shuffle_csr_indices=shuffle_csr_indices)
+    else:
+        raise AssertionError(f"Unknown storage type: {stype}")
+    return arr
+
+
+def create_sparse_array_zd(shape: tuple, stype: str, density: float, data_init: float | None = None,
+                           rsp_indices: Any = None, dtype: Any = None, modifier_func: Callable | None = None,
+                           shuffle_csr_indices: bool = False) -> NDArray:
+    """``create_sparse_array`` where a row_sparse array stores exactly ``rsp_indices``."""
+    if stype == "row_sparse":
+        density = 0.0
+        if rsp_indices is not None and len(rsp_indices) > shape[0]:
+            raise ValueError("more rsp_indices than rows")
+    return create_sparse_array(shape, stype, data_init=data_init, rsp_indices=rsp_indices, dtype=dtype,
+                               modifier_func=modifier_func, density=density,
+                               shuffle_csr_indices=shuffle_csr_indices)
+
+
+@contextlib.contextmanager
+def environment(*args: Any) -> Iterator[None]:
+    """Set environment variables for the body of a ``with`` (``environment(name, value)`` or
+    ``environment({name: value})``; None unsets); the old values come back afterwards."""
+    if len(args) == 1 and isinstance(args[0], dict):
+        env = dict(args[0])
+    elif len(args) == 2:
+        env = {args[0]: args[1]}
+    else:
+        raise TypeError("environment() takes one dict or a name and a value")
+    saved = {k: os.environ.get(k) for k in env}
+
+    def apply(values: dict) -> None:
+        for k, v in values.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+    apply(env)
+    try:
+        yield
+    finally:
+        nd.waitall()
+        apply(saved)
+
+
+__all__ = ["mx", "np", "rnd", "os", "sys", "Context",
+           "default_context", "default_dtype", "default_rtols", "default_atols", "get_rtol", "get_atol",
+           "get_tols", "same", "almost_equal", "assert_almost_equal", "assert_allclose", "find_max_violation",
+           "assert_exception", "random_arrays", "random_uniform_arrays", "random_sample", "assign_each",
+           "assign_each2", "np_reduce", "rand_shape_2d", "rand_shape_3d", "rand_shape_nd",
+           "rand_sparse_ndarray", "rand_ndarray", "create_sparse_array", "create_sparse_array_zd",
+           "environment"]

@@ -27,6 +27,10 @@ from ..base import mx_real_t
 from . import _op
 
 
+if not hasattr(NDArray, "_num_aux"):  # MXNet's count of aux arrays: csr 2, row_sparse 1, dense 0
+    NDArray._num_aux = property(lambda self: {"csr": 2, "row_sparse": 1}.get(self.stype, 0))
+
+
 def _device(ctx: Any) -> _dev.Device:
     return _dev.as_device(ctx)  # None -> the current default device
 
@@ -220,7 +224,7 @@ def Activation(data: NDArray, act_type: str, out: NDArray | None = None, name: s
     return _op.call(op, [data], out=out)
 
 
-from . import random, sparse  # noqa: E402  (both import _op only, never this module's names)
+from . import contrib, random, sparse  # noqa: E402  (they import _op only, never this module's names)
 
 
 def uniform(low: float = 0, high: float = 1, shape: Any = None, ctx: Any = None, dtype: Any = None,
@@ -253,5 +257,5 @@ __all__ = [
     "array", "zeros", "ones", "full", "empty", "arange", "save", "load", "waitall", "Custom",
     "add", "subtract", "multiply", "divide", "true_divide", "power", "maximum", "minimum",
     "equal", "not_equal", "greater", "greater_equal", "lesser", "lesser_equal",
-    "concatenate", "Activation", "random", "sparse", "uniform", "normal", "random_uniform", "random_normal",
+    "concatenate", "Activation", "contrib", "random", "sparse", "uniform", "normal", "random_uniform", "random_normal",
 ]

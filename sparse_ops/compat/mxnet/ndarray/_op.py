@@ -16,6 +16,7 @@ from ....dispatch import invoke
 from ....errors import OperatorError
 from ....ndarray import NDArray
 from ....registry import OpDef, get_op
+from ..base import MXNetArgumentError
 
 # MXNet spellings of operators registered here under another name.
 ALIASES = {
@@ -65,19 +66,19 @@ def split_call(opdef: OpDef, args: tuple, kwargs: dict[str, Any], fname: str) ->
         inputs, extra = list(args[:len(names)]), args[len(names):]
         for a in names[:len(inputs)]:
             if a in kwargs:
-                raise TypeError(f"{fname}() got input {a!r} both by position and by keyword")
+                raise MXNetArgumentError(f"{fname}() got input {a!r} both by position and by keyword")
         for a in names[len(inputs):]:
             if a not in kwargs:
-                raise TypeError(f"{fname}() missing input {a!r} (inputs: {', '.join(names)})")
+                raise MXNetArgumentError(f"{fname}() missing input {a!r} (inputs: {', '.join(names)})")
             inputs.append(kwargs.pop(a))
     pnames = list(opdef.params)
     if len(extra) > len(pnames):
-        raise TypeError(f"{fname}() got {len(extra)} positional parameter values; "
+        raise MXNetArgumentError(f"{fname}() got {len(extra)} positional parameter values; "
                         f"parameters: {', '.join(pnames) or 'none'}")
     params = dict(zip(pnames, extra))
     for k in params:
         if k in kwargs:
-            raise TypeError(f"{fname}() got parameter {k!r} twice")
+            raise MXNetArgumentError(f"{fname}() got parameter {k!r} twice")
     params.update(kwargs)
     return inputs, params
 
@@ -105,7 +106,7 @@ def make_function(mx_name: str, target: str) -> Callable[..., Any]:
         inputs, params = split_call(opdef, args, kwargs, mx_name)
         if ctx is not None:
             if "device" not in opdef.params:
-                raise TypeError(f"{mx_name}() takes no ctx argument")
+                raise MXNetArgumentError(f"{mx_name}() takes no ctx argument")
             params["device"] = ctx
         return no_scalar_shape(invoke(opdef, inputs, params, out))
 

@@ -48,4 +48,34 @@ def randn(*shape: int, loc: float = 0, scale: float = 1, dtype: Any = _Null, ctx
     return normal(loc, scale, shape=shape or _Null, dtype=dtype, ctx=ctx, out=out)
 
 
-__all__ = ["uniform", "normal", "randn"]
+def _sampler(mx_name: str, op_name: str, names: tuple, defaults: tuple, transform: Any = None) -> Any:
+    def fn(*args: Any, shape: Any = _Null, dtype: Any = _Null, ctx: Any = None, out: NDArray | None = None,
+           **kwargs: Any) -> NDArray:
+        kwargs.pop("name", None)
+        values = dict(zip(names, defaults))
+        values.update(zip(names, args))
+        for k in list(kwargs):
+            if k in values:
+                values[k] = kwargs.pop(k)
+        if kwargs:
+            raise TypeError(f"{mx_name}() got unexpected arguments {sorted(kwargs)}")
+        values = {k: _scalar(k, v) for k, v in values.items()}
+        params = transform(values) if transform else values
+        return _core_random.sample(op_name, params, shape=_given(shape), dtype=_given(dtype), device=ctx, out=out)
+
+    fn.__name__ = fn.__qualname__ = mx_name
+    fn.__doc__ = (f"MXNet's ``nd.random.{mx_name}({', '.join(f'{n}={d}' for n, d in zip(names, defaults))}, "
+                  f"shape, dtype, ctx, out)``: operator ``{op_name}``; scalar parameters only.")
+    return fn
+
+
+gamma = _sampler("gamma", "_random_gamma", ("alpha", "beta"), (1, 1))
+exponential = _sampler("exponential", "_random_exponential", ("scale",), (1,),
+                       lambda v: {"lam": 1.0 / v["scale"] if v["scale"] else float("inf")})
+poisson = _sampler("poisson", "_random_poisson", ("lam",), (1,))
+negative_binomial = _sampler("negative_binomial", "_random_negative_binomial", ("k", "p"), (1, 1))
+generalized_negative_binomial = _sampler("generalized_negative_binomial", "_random_generalized_negative_binomial",
+                                         ("mu", "alpha"), (1, 1))
+
+__all__ = ["uniform", "normal", "randn", "gamma", "exponential", "poisson", "negative_binomial",
+           "generalized_negative_binomial"]

@@ -1,0 +1,234 @@
+#!/usr/bin/env python3
+"""Run MXNet 1.9.1's own imperative sparse unit tests against ``sparse_ops.compat.mxnet``.
+
+Usage::
+
+    python tools/run_mxnet_tests.py /path/to/mxnet [--tag 1.9.1] [--keep DIR] [-k EXPR] [-v]
+
+``/path/to/mxnet`` is an MXNet git directory (bare or not) or a plain checkout of the
+tag. Nothing of MXNet is copied into this repository: the files are extracted into a
+temporary folder at each run and deleted afterwards (``--keep DIR`` keeps them there).
+
+What is run, with the test bodies unchanged:
+
+- ``tests/python/unittest/test_sparse_ndarray.py`` and ``test_sparse_operator.py``, every
+  test that does not build a Symbol graph;
+- the custom-operator tests (``test_custom_op*``) of ``tests/python/unittest/test_operator.py``
+  (the rest of that file is deselected);
+- beside them their helpers, also unchanged but for the import lines:
+  ``tests/python/unittest/common.py`` and ``tests/python/common/models.py``.
+
+The only rewriting is of import lines, with a regular expression over each line:
+``import mxnet as mx`` becomes ``import sparse_ops.compat.mxnet as mx`` and
+``from mxnet[.sub] import names`` becomes ``from sparse_ops.compat.mxnet[.sub] import
+names`` (so ``mxnet.test_utils`` is our ``sparse_ops.compat.mxnet.test_utils``, never
+MXNet's). ``common.py`` imports ``nose.tools``; when nose is not installed (it does not
+import on current Pythons) a small stand-in with ``make_decorator``, ``assert_raises``
+and ``ok_`` is written beside the tests.
+
+A test is left out as a Symbol test when its body mentions ``mx.sym``/``mx.symbol``,
+``Variable(``, ``bind(`` / ``simple_bind(`` or the symbolic checkers
+(``check_symbolic_forward/backward``, ``check_numeric_gradient``): the face has no Symbol
+API. Such tests are reported as skipped, with that reason; the tests MXNet itself skips
+(``@unittest.skip``) stay skipped.
+
+The summary prints, per file, how many tests passed, failed and were skipped; the exit
+status is 0 only when none failed.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+TEST_FILES = {
+    "tests/python/unittest/test_sparse_ndarray.py": None,  # None: every non-Symbol test
+    "tests/python/unittest/test_sparse_operator.py": None,
+    "tests/python/unittest/test_operator.py": r"^test_custom_op",  # only the custom-op tests
+}
+HELPERS = ["tests/python/unittest/common.py", "tests/python/common/models.py"]
+
+_SYMBOLIC = re.compile(r"\bmx\.sym(bol)?\b|\bVariable\(|\bsimple_bind\(|\.bind\(|\bcheck_symbolic_\w+\("
+                       r"|\bcheck_numeric_gradient\(")
+_IMPORT = re.compile(r"^([ \t]*)import mxnet as mx(?=[ \t]*(#.*)?$)")
+_FROM = re.compile(r"^(\s*)from mxnet((?:\.\w+)*) import ")
+
+NOSE_STANDIN = '''"""A stand-in for the three names of nose.tools that MXNet's test helpers import."""
+import functools
+import unittest
+
+_case = unittest.TestCase()
+_case.maxDiff = None
+
+
+def make_decorator(func):
+    def decorate(newfunc):
+        return functools.wraps(func)(newfunc)
+    return decorate
+
+
+def assert_raises(expected, *args, **kwargs):
+    return _case.assertRaises(expected, *args, **kwargs)
+
+
+def ok_(expr, msg=None):
+    if not expr:
+        raise AssertionError(msg)
+'''
+
+CONFTEST = '''import pytest
+
+SYMBOLIC = {symbolic!r}
+ONLY = {only!r}
+
+
+def pytest_collection_modifyitems(config, items):
+    import re
+    keep = []
+    for item in items:
+        fname = item.fspath.basename
+        name = item.name.split("[")[0]
+        pattern = ONLY.get(fname)
+        if pattern is not None and not re.search(pattern, name):
+            continue
+        if name in SYMBOLIC.get(fname, ()):
+            item.add_marker(pytest.mark.skip(reason="builds Symbol graphs (no Symbol API in the compat face)"))
+        keep.append(item)
+    items[:] = keep
+'''
+
+
+def rewrite_imports(source: str) -> tuple[str, int]:
+    """``source`` with its MXNet import lines pointed at the compat face, and how many changed."""
+    out, n = [], 0
+    for line in source.splitlines(keepends=True):
+        new = _IMPORT.sub(r"\1import sparse_ops.compat.mxnet as mx", line)
+        if new == line:
+            new = _FROM.sub(r"\1from sparse_ops.compat.mxnet\2 import ", line)
+        n += new != line
+        out.append(new)
+    return "".join(out), n
+
+
+def symbolic_tests(source: str) -> list[str]:
+    """Names of the module-level tests whose bodies build Symbol graphs."""
+    tree = ast.parse(source)
+    return sorted(node.name for node in tree.body
+                  if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")
+                  and _SYMBOLIC.search(ast.get_source_segment(source, node) or ""))
+
+
+def read_source(root: Path, tag: str, path: str) -> str:
+    """File ``path`` of MXNet at ``tag``: through git when ``root`` is a git directory, else
+    from the checkout's files."""
+    is_git = subprocess.run(["git", "-C", str(root), "rev-parse", "--git-dir"],
+                            capture_output=True, text=True).returncode == 0
+    if is_git:
+        r = subprocess.run(["git", "-C", str(root), "show", f"{tag}:{path}"], capture_output=True, text=True)
+        if r.returncode == 0:
+            return r.stdout
+        if not (root / path).is_file():
+            raise SystemExit(f"cannot read {path} at {tag} from {root}: {r.stderr.strip()}")
+    return (root / path).read_text()
+
+
+def prepare(root: Path, tag: str, dest: Path) -> Path:
+    """Write the rewritten tests, helpers, nose stand-in and conftest under ``dest``; return
+    the folder of the test files."""
+    symbolic, only = {}, {}
+    for path in HELPERS + list(TEST_FILES):
+        src, n = rewrite_imports(read_source(root, tag, path))
+        target = dest / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(src)
+        if path in TEST_FILES:
+            symbolic[target.name] = symbolic_tests(src)
+            if TEST_FILES[path] is not None:
+                only[target.name] = TEST_FILES[path]
+    unit = dest / "tests/python/unittest"
+    (unit / "conftest.py").write_text(CONFTEST.format(symbolic=symbolic, only=only))
+    try:
+        import nose.tools  # noqa: F401
+    except Exception:
+        (unit / "nose").mkdir(exist_ok=True)
+        (unit / "nose/__init__.py").write_text("")
+        (unit / "nose/tools.py").write_text(NOSE_STANDIN)
+    return unit
+
+
+def summarise(xml_path: Path) -> dict[str, list[str]]:
+    """{"passed"|"failed"|"skipped"|"error": [test names or messages]} from pytest's junit xml
+    of one file (a collection error is a testcase without a class)."""
+    counts: dict[str, list[str]] = {"passed": [], "failed": [], "skipped": [], "error": []}
+    for case in ET.parse(xml_path).getroot().iter("testcase"):
+        bad = case.find("failure") if case.find("failure") is not None else case.find("error")
+        if not case.get("classname"):
+            lines = [ln for ln in (bad.text or "").splitlines() if ln.startswith("E ")] if bad is not None else []
+            counts["error"].append(lines[-1][1:].strip() if lines else "collection error")
+        elif bad is not None:
+            lines = [ln for ln in (bad.text or "").splitlines() if ln.startswith("E ")]
+            counts["failed"].append(f"{case.get('name')}: {lines[0][1:].strip()[:150] if lines else bad.get('message', '')[:150]}")
+        elif case.find("skipped") is not None:
+            counts["skipped"].append(case.get("name"))
+        else:
+            counts["passed"].append(case.get("name"))
+    return counts
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("mxnet", type=Path, help="an MXNet git directory or checkout")
+    ap.add_argument("--tag", default="1.9.1")
+    ap.add_argument("--keep", type=Path, help="extract here and keep the files")
+    ap.add_argument("-k", dest="keyword", help="pytest -k expression")
+    ap.add_argument("-v", "--verbose", action="store_true", help="show pytest's output")
+    args = ap.parse_args(argv)
+
+    tmp = None
+    if args.keep:
+        if args.keep.exists():
+            shutil.rmtree(args.keep)
+        dest = args.keep
+    else:
+        dest = Path(tmp := tempfile.mkdtemp(prefix="mxnet-tests-"))
+    try:
+        unit = prepare(args.mxnet, args.tag, dest)
+        env = dict(os.environ, SPARSE_OPS_STORAGE_FALLBACK_LOG_VERBOSE="0")
+        total_p = total_f = 0
+        print(f"{'file':28} {'passed':>6} {'failed':>6} {'skipped':>7}")
+        for p in TEST_FILES:  # one pytest process per file: a file that fails to import stops only itself
+            name = Path(p).name
+            xml = dest / f"{name}.xml"
+            cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
+                   "--tb=short" if args.verbose else "--tb=line", "-W", "ignore", f"--junitxml={xml}",
+                   "--rootdir", str(unit)]
+            if args.keyword:
+                cmd += ["-k", args.keyword]
+            r = subprocess.run(cmd + [name], cwd=unit, env=env, capture_output=not args.verbose, text=True)
+            if not xml.exists():
+                print(name, "pytest gave no report:", (r.stdout or "")[-2000:], (r.stderr or "")[-2000:])
+                total_f += 1
+                continue
+            c = summarise(xml)
+            total_p, total_f = total_p + len(c["passed"]), total_f + len(c["failed"]) + len(c["error"])
+            print(f"{name:28} {len(c['passed']):6} {len(c['failed']):6} {len(c['skipped']):7}")
+            for msg in c["error"]:
+                print(f"    COLLECTION ERROR {msg}")
+            for msg in c["failed"]:
+                print(f"    FAILED {msg}")
+        print(f"{'total':28} {total_p:6} {total_f:6}")
+        return 0 if total_f == 0 else 1
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
