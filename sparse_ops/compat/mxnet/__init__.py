@@ -4,17 +4,20 @@ Covered: ``mx.nd`` (creation, every registered operator under its MXNet name, sa
 ``Custom``), ``mx.nd.sparse``, ``mx.nd.random`` / ``mx.random``, ``mx.autograd``,
 ``mx.operator`` (``CustomOp``, ``CustomOpProp``, ``register``), ``mx.cpu()``,
 ``mx.gpu()``, ``mx.Context``, ``mx.base.MXNetError`` and ``mx.test_utils``. Values and
-output storage types follow MXNet 1.9. The Symbol API, Gluon, KVStore and MXNet's own
-binary file format are not covered.
+output storage types follow MXNet 1.9. ``mx.kv`` / ``mx.kvstore`` (an in-process, single-machine store) and ``mx.io``
+(``LibSVMIter``, ``NDArrayIter``) too. The Symbol API, Gluon, distributed stores and
+MXNet's own binary file format are not covered.
 
 The arrays are sparse-ops' own containers (``mx.nd.NDArray is sparse_ops.NDArray``), so
 code can mix this face with the native API freely.
 """
 from . import autograd, base, context, ndarray, operator, random, test_utils  # noqa: F401
+from . import io, kvstore  # noqa: F401  (mx.io, mx.kv: single-machine store)
 from .base import MXNetError
 from .context import Context, cpu, current_context, gpu, num_gpus
 
 nd = ndarray
+kv = kvstore
 
-__all__ = ["nd", "ndarray", "autograd", "operator", "random", "base", "context", "test_utils",
+__all__ = ["nd", "ndarray", "kv", "kvstore", "io", "autograd", "operator", "random", "base", "context", "test_utils",
            "cpu", "gpu", "Context", "current_context", "num_gpus", "MXNetError"]
