@@ -496,11 +496,13 @@ class LibSVMIter(DataIter):
             return self._batch
         raise StopIteration
 
-    def getdata(self) -> list:
-        return self._batch.data
+    def getdata(self) -> NDArray:
+        """The current batch's data array (one array, as MXNet's native iterators give)."""
+        return self._batch.data[0]
 
-    def getlabel(self) -> list:
-        return self._batch.label
+    def getlabel(self) -> NDArray:
+        """The current batch's label array."""
+        return self._batch.label[0]
 
     def getindex(self) -> Any:
         return self._batch.index
