@@ -161,18 +161,21 @@ def test_libsvm_folder_crlf_weights_qid_blank_lines_unsorted(tmp_path):
 
 
 @pytest.mark.parametrize("text,line,what", [
-    ("1 0:1\n1 2:x\n", 2, "'x'"),
-    ("1 0:1\n1 0:1\n1 2:1.2.3\n", 3, "not a number"),
-    ("1 0:1\n1 7:1\n", 2, r"index 7 is not an integer in \[0, 5\)"),
-    ("1 -1:1\n", 1, "index -1"),
-    ("1 0.5:1\n", 1, "index 0.5"),
-    ("1 0:1\n\n1 2:1 2:3\n", 3, "appears twice"),
-    ("1 0:1\n1 2:\n", 2, "':' needs"),
-    ("1 0:1\n1 :3\n", 2, "':' needs"),
-    ("1 0:1 3\n", 1, "not an index:value pair"),
-    ("1 0:1:2\n", 1, "not an index:value pair"),
-    ("1:2:3 0:1\n", 1, "not a label"),
-    ("abc 0:1\n", 1, "unexpected character 'b'"),
+    ("1 0:1\n1 2:x\n", 2, "the value of '2:x' is not a number"),
+    ("1 0:1\n1 0:1\n1 2:1.2.3\n", 3, "the value of '2:1.2.3' is not a number"),
+    ("1 0:1\n1 7:1\n", 2, r"column index 7 is not an integer in \[0, 5\)"),
+    ("1 -1:1\n", 1, "the index of '-1:1' is not a non-negative integer"),
+    ("1 0.5:1\n", 1, "the index of '0.5:1' is not"),
+    ("1 0:1\n\n1 2:1 2:3\n", 3, "column index 2 appears twice"),
+    ("1 0:1\n1 2:\n", 2, "the value of '2:' is not a number"),
+    ("1 0:1\n1 :3\n", 2, "':3' is not an index:value pair"),
+    ("1 0:1 3\n", 1, "'3' is not an index:value pair"),
+    ("1 0:1:2\n", 1, "'0:1:2' is not an index:value pair"),
+    ("1:2:3 0:1\n", 1, "'1:2:3' is not a label"),
+    ("abc 0:1\n", 1, "unexpected character 'a' in 'abc'"),
+    ("1.5.2 0:1\n", 1, "label '1.5.2' is not a number"),
+    ("1 0:1 qix:3\n", 1, "unexpected character 'q'"),
+    ("1 0:infinit\n", 1, "'infinit' is not a number"),
 ])
 def test_libsvm_bad_files_name_the_file_and_line(tmp_path, text, line, what):
     path = tmp_path / "bad.libsvm"
@@ -307,3 +310,22 @@ def test_ndarrayiter_inputs_scipy_dict_list():
 def test_resize_iter():
     it = mx.io.ResizeIter(mx.io.NDArrayIter(_x(), batch_size=4), 5)
     assert len(list(it)) == 5
+
+
+def test_libsvm_numbers_convert_as_float_then_float32(tmp_path):
+    """Every number form the fast path takes or hands to ``float()``: the same float32 as
+    ``np.float32(float(text))``; more than 4,096 slow-path numbers in one chunk too."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal(6000) * 10.0 ** rng.integers(-30, 30, 6000)
+    forms = [repr(float(v)) for v in x[:5000]]  # 17 digits, large exponents: float()
+    forms += [f"{v:.6g}" for v in x[5000:5500]] + [f"{v:.3e}" for v in x[5500:]]
+    forms += ["0", "-0", "+1.5", ".5", "5.", "1E3", "1e+2", "-2.5e-3", "00012.50", "inf", "-inf", "nan",
+              "123456789012345678901234", "0.000000000000000000000000001", "1e-400", "3.4e39"]
+    path = tmp_path / "numbers.t"
+    path.write_text("".join(f"{t} 0:{t}\n" for t in forms))
+    p = parse_libsvm(str(path), 1)
+    with np.errstate(over="ignore"):
+        want = np.array([np.float32(float(t)) for t in forms])
+    np.testing.assert_array_equal(p.labels, want)
+    np.testing.assert_array_equal(p.data, want)
+    assert np.signbit(p.data[forms.index("-0")])

@@ -8,8 +8,8 @@
   ``last_batch_handle`` ``'pad'``, ``'discard'`` or ``'roll_over'`` and ``shuffle``.
 - ``DataBatch``, ``DataDesc``, ``DataIter``, ``ResizeIter``.
 
-The parser is vectorised (NumPy over the file's bytes, numbers read by NumPy's C
-``fromstring``); a malformed file raises ``LibSVMFormatError`` (an ``MXNetError``) naming
+The parser is one numba pass over the file's bytes (``sparse_ops.kernels.libsvm``; numbers
+converted as ``float()`` does, then to float32); a malformed file raises ``LibSVMFormatError`` (an ``MXNetError``) naming
 the file and the line. Unlike MXNet, the file is parsed once at construction and kept in
 memory (MXNet streams it), column indices of a row may come unsorted (they are sorted;
 MXNet expects them sorted and silently builds a malformed array otherwise), and csr
@@ -18,7 +18,6 @@ inputs of ``NDArrayIter`` take every ``last_batch_handle`` (MXNet 1.9: ``'discar
 from __future__ import annotations
 
 import os
-import re
 from collections import OrderedDict, namedtuple
 from typing import Any
 
@@ -162,19 +161,11 @@ class ResizeIter(DataIter):
 
 
 # ---- LibSVM parsing ----------------------------------------------------------------------------------------
-_ALLOWED = np.zeros(256, dtype=bool)
-for _c in b"0123456789.+-eE: \t\r\ninfaINFAtyTY":
-    _ALLOWED[_c] = True
-_WS = np.zeros(256, dtype=bool)
-for _c in b" \t\r\n":
-    _WS[_c] = True
-_QID = re.compile(rb"(?<=[ \t])qid:[^ \t\r\n]*")
 _CHUNK = 32 << 20  # bytes parsed at once: bounds the temporary arrays
 
 
 class _Parsed:
-    """Rows of one input: float32 labels, csr components (int64 indices and indptr) and
-    each row's (file, line) for messages."""
+    """Rows of one input: float32 labels and csr components (int64 indices and indptr)."""
 
     def __init__(self, labels, data, indices, indptr):
         self.labels, self.data, self.indices, self.indptr = labels, data, indices, indptr
@@ -188,94 +179,73 @@ def _fail(path: str, line: int, what: str) -> LibSVMFormatError:
     return LibSVMFormatError(f"LibSVMIter: {path}, line {line}: {what}")
 
 
-def _first_bad_token(path: str, chunk: bytes, first_line: int) -> LibSVMFormatError:
-    """The slow path, taken only once a chunk is known to be malformed: find the line."""
-    for i, line in enumerate(chunk.split(b"\n")):
-        toks = line.split()
-        for j, tok in enumerate(toks):
-            parts = tok.split(b":")
-            if (j == 0 and len(parts) > 2) or (j > 0 and len(parts) != 2):
-                return _fail(path, first_line + i, f"token {tok.decode(errors='replace')!r} is not "
-                             + ("a label" if j == 0 else "an index:value pair"))
-            for p in parts:
-                try:
-                    float(p)
-                except ValueError:
-                    return _fail(path, first_line + i, f"{p.decode(errors='replace')!r} in token "
-                                 f"{tok.decode(errors='replace')!r} is not a number")
-    return _fail(path, first_line, "malformed LibSVM data")
+def _token(chunk: bytes, pos: int) -> str:
+    end = pos
+    while end < len(chunk) and chunk[end:end + 1] not in (b" ", b"\t", b"\r", b"\n"):
+        end += 1
+    return chunk[pos:end].decode(errors="replace")
 
 
 def _parse_chunk(path: str, chunk: bytes, first_line: int, num_cols: int, what: str):
-    """(labels, values, indices, row lengths) of the lines in ``chunk`` (whole lines)."""
-    if b"qid:" in chunk:
-        chunk = _QID.sub(b"", chunk)
+    """(labels, values, indices, row lengths) of the whole lines in ``chunk``: one pass of
+    the numba parser (``sparse_ops.kernels.libsvm``), then ``float()`` for the rare numbers
+    outside its exact fast path."""
+    from ...kernels import libsvm as K
+
     b = np.frombuffer(chunk, dtype=np.uint8)
-    bad = ~_ALLOWED[b]
-    if bad.any():
-        pos = int(np.argmax(bad))
-        line = first_line + chunk.count(b"\n", 0, pos)
-        raise _fail(path, line, f"unexpected character {chr(b[pos])!r}")
-    ws = _WS[b]
-    prev_ws = np.empty_like(ws)
-    prev_ws[0] = True
-    prev_ws[1:] = ws[:-1]
-    starts = np.flatnonzero(~ws & prev_ws)
-    newlines = np.flatnonzero(b == 10)
-    tok_line = np.searchsorted(newlines, starts)  # line of each token, 0-based in the chunk
-    colons = np.flatnonzero(b == 58)
-    if colons.size:
-        nxt = colons + 1
-        edge = (colons == 0) | (nxt >= b.size)
-        if edge.any() or (ws[np.minimum(nxt, b.size - 1)] | ws[np.maximum(colons - 1, 0)]).any():
-            pos = int(colons[np.argmax(edge | ws[np.minimum(nxt, b.size - 1)] | ws[np.maximum(colons - 1, 0)])])
-            raise _fail(path, first_line + chunk.count(b"\n", 0, pos), "':' needs an index before it and a value "
-                        "after it, without spaces")
-    ntok = starts.size
-    ncolon = np.bincount(np.searchsorted(starts, colons, "right") - 1, minlength=ntok) if ntok else np.zeros(0, int)
-    first = np.ones(ntok, dtype=bool)
-    first[1:] = tok_line[1:] != tok_line[:-1]
-    wrong = np.where(first, ncolon > 1, ncolon != 1)
-    if wrong.any():
-        t = int(np.argmax(wrong))
-        tok = chunk[starts[t]:].split(None, 1)[0].decode(errors="replace")
-        raise _fail(path, first_line + int(tok_line[t]),
-                    f"token {tok!r} is not " + ("a label" if first[t] else "an index:value pair"))
-    counts = 1 + ncolon
-    try:
-        nums = np.fromstring(chunk.replace(b":", b" "), dtype=np.float64, sep=" ")
-    except ValueError:
-        raise _first_bad_token(path, chunk, first_line) from None
-    if nums.size != int(counts.sum()):
-        raise _first_bad_token(path, chunk, first_line)
-    offsets = np.cumsum(counts) - counts
-    labels = nums[offsets[first]].astype(np.float32)
-    feat = ~first
-    fidx = nums[offsets[feat]]
-    fval = nums[offsets[feat] + 1].astype(np.float32)
-    row_of = np.cumsum(first)[feat] - 1
-    lines_of_rows = tok_line[first]
-    if fidx.size:
-        ok = (fidx >= 0) & (fidx < num_cols) & (fidx == np.floor(fidx))
-        if not ok.all():
-            t = int(np.argmax(~ok))
-            raise _fail(path, first_line + int(lines_of_rows[row_of[t]]),
-                        f"{what} index {fidx[t]:g} is not an integer in [0, {num_cols}) "
+    rows_cap, pairs_cap = chunk.count(b"\n") + 1, chunk.count(b":") + 1
+    labels = np.empty(rows_cap, np.float32)
+    row_len = np.empty(rows_cap, np.int64)
+    row_line = np.empty(rows_cap, np.int64)
+    idx = np.empty(pairs_cap, np.int64)
+    val = np.empty(pairs_cap, np.float32)
+    status = np.zeros(8, np.int64)
+    fallback = np.empty((4096, 3), np.int64)
+    K.parse_lines(b, num_cols, labels, row_len, row_line, idx, val, fallback, status)
+    if status[K.ERROR] == K.FALLBACK_FULL:  # many long or special numbers: room for all
+        fallback = np.empty((rows_cap + pairs_cap, 3), np.int64)
+        status[:] = 0
+        K.parse_lines(b, num_cols, labels, row_len, row_line, idx, val, fallback, status)
+    code = int(status[K.ERROR])
+    if code:
+        line, tok = first_line + int(status[K.LINE]), _token(chunk, int(status[K.POS]))
+        detail = int(status[K.DETAIL])
+        if code == K.BAD_CHAR:
+            raise _fail(path, line, f"unexpected character {chr(detail)!r} in {tok!r}")
+        if code == K.BAD_NUMBER:
+            raise _fail(path, line, f"label {tok!r} is not a number")
+        if code == K.BAD_LABEL:
+            raise _fail(path, line, f"token {tok!r} is not a label (label or label:weight)")
+        if code == K.BAD_INDEX and detail >= 0:
+            raise _fail(path, line, f"{what} index {detail} is not an integer in [0, {num_cols}) "
                         f"(indices are zero-based; the shape gives {num_cols} columns)")
-    idx = fidx.astype(np.int64)
-    lengths = np.bincount(row_of, minlength=labels.size) if labels.size else np.zeros(0, np.int64)
-    if idx.size > 1:
-        same_row = row_of[1:] == row_of[:-1]
-        step = idx[1:] - idx[:-1]
-        if (same_row & (step <= 0)).any():
-            order = np.lexsort((idx, row_of))
-            idx, fval = idx[order], fval[order]
-            dup = same_row & (idx[1:] == idx[:-1])
-            if dup.any():
-                t = int(np.argmax(dup))
-                raise _fail(path, first_line + int(lines_of_rows[row_of[t]]),
-                            f"{what} index {idx[t]} appears twice in one row")
-    return labels, fval, idx, lengths
+        if code == K.BAD_INDEX:
+            raise _fail(path, line, f"the index of {tok!r} is not a non-negative integer")
+        if code == K.BAD_VALUE:
+            raise _fail(path, line, f"the value of {tok!r} is not a number")
+        raise _fail(path, line, f"token {tok!r} is not an index:value pair")
+    nrows, npairs = int(status[K.N_ROWS]), int(status[K.N_PAIRS])
+    labels, row_len, row_line = labels[:nrows], row_len[:nrows], row_line[:nrows]
+    idx, val = idx[:npairs], val[:npairs]
+    for start, end, slot in fallback[:int(status[K.N_FALLBACK])].tolist():
+        text = chunk[start:end]
+        try:
+            v = float(text)
+        except ValueError:
+            line = first_line + chunk.count(b"\n", 0, start)
+            raise _fail(path, line, f"{text.decode(errors='replace')!r} is not a number") from None
+        kind, i = divmod(slot, 2 ** 40)
+        with np.errstate(over="ignore"):  # beyond float32: inf, as a float32 cast gives
+            (labels if kind == K.FB_LABEL else val)[i] = v
+    if status[K.UNSORTED]:
+        row_of = np.repeat(np.arange(nrows), row_len)
+        order = np.lexsort((idx, row_of))
+        idx, val = idx[order], val[order]
+        dup = (row_of[1:] == row_of[:-1]) & (idx[1:] == idx[:-1])
+        if dup.any():
+            t = int(np.argmax(dup))
+            raise _fail(path, first_line + int(row_line[row_of[t]]), f"{what} index {idx[t]} appears twice in one row")
+    return labels, val, idx, row_len
 
 
 def _files(path: str, arg: str) -> list[str]:
