@@ -16,6 +16,7 @@ from ....dispatch import invoke
 from ....errors import OperatorError
 from ....ndarray import NDArray
 from ....registry import OpDef, get_op
+from ....tape import is_recording
 
 # MXNet spellings of operators registered here under another name.
 ALIASES = {
@@ -88,6 +89,8 @@ def no_scalar_shape(result: Any) -> Any:
     if isinstance(result, list):
         return [no_scalar_shape(r) for r in result]
     if isinstance(result, NDArray) and not result.shape:
+        if type(result) is NDArray and result._ag is None and not is_recording():
+            return NDArray(result._data.reshape(1), result._device)  # nothing to record: a view
         return invoke(get_op("reshape"), [result], {"shape": (1,)})
     return result
 
@@ -102,6 +105,11 @@ def make_function(mx_name: str, target: str) -> Callable[..., Any]:
 
     def fn(*args: Any, out: Any = None, name: str | None = None, ctx: Any = None, **kwargs: Any) -> Any:
         opdef = get_op(target)
+        if not kwargs and ctx is None and not opdef.variadic and opdef.function is not None:
+            # the common call, inputs (then parameters) by position: the native function's
+            # own fast path (a plan look-up), then MXNet's no-0-d rule
+            res = opdef.function(*args) if out is None else opdef.function(*args, out=out)
+            return res if type(res) is not list and res.shape else no_scalar_shape(res)
         inputs, params = split_call(opdef, args, kwargs, mx_name)
         if ctx is not None:
             if "device" not in opdef.params:
