@@ -187,8 +187,9 @@ def test_row_sparse_pull_never_densifies(monkeypatch):
     monkeypatch.setattr(RowSparseNDArray, "tostype", refuse)
     monkeypatch.setattr(RowSparseNDArray, "asnumpy", refuse)
     out = mx.nd.sparse.zeros("row_sparse", (n, 2))
-    kv.row_sparse_pull(0, out=out, row_ids=mx.nd.array([7, 199_999], dtype="int64"))
-    assert out.indices.tolist() == [7, 199_999]
+    kv.row_sparse_pull(0, out=out, row_ids=mx.nd.array([7, 199_999, n + 5, -3], dtype="int64"))
+    assert out.indices.tolist() == [7, 199_999]  # ids outside the table ignored
+    assert out.data.shape == (2, 2)
 
 
 def test_row_sparse_pull_lists():

@@ -354,10 +354,15 @@ class KVStore(KVStoreBase):
     @staticmethod
     def _pull_rows(stored: NDArray, ids: np.ndarray, out: NDArray) -> None:
         """Gather rows ``ids`` (sorted, unique) of ``stored`` into row_sparse ``out``: a binary
-        search over the stored row indices, then one gather of the rows found."""
+        search over the stored row indices (none when every row is stored, or the value is
+        dense), then one gather of the rows found."""
         dev = stored.device
         xp = dev.xp
-        if stored.stype == "row_sparse":
+        if stored.stype == "row_sparse" and stored._indices.shape[0] == stored.shape[0]:
+            stored_all = True  # every row stored (sorted, unique): row i is at position i
+        else:
+            stored_all = False
+        if stored.stype == "row_sparse" and not stored_all:
             have = stored._indices
             ids_d = _dev.on_device(ids.astype(have.dtype, copy=False), dev)
             pos = xp.searchsorted(have, ids_d)
@@ -369,10 +374,15 @@ class KVStore(KVStoreBase):
             ids = ids[(ids >= 0) & (ids < n)]
             rows = _dev.on_device(ids, dev)
             values = stored._data[rows]
+            if stored_all:
+                rows = rows.astype(stored._indices.dtype, copy=False)
         if out.dtype != stored.dtype:
             values = values.astype(out.dtype)
         result = RowSparseNDArray._trusted(values, rows, stored.shape, dev)
-        out[:] = result if out.device == dev else result.to(out.device)
+        if out.device == dev and out._ag is None:
+            out._take_parts(result)  # fresh arrays: handed over, not copied again
+        else:
+            out[:] = result if out.device == dev else result.to(out.device)
 
     # ---- optimizer ---------------------------------------------------------------------------------
     def set_optimizer(self, optimizer: Any) -> None:
