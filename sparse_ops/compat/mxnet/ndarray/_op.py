@@ -105,11 +105,19 @@ def make_function(mx_name: str, target: str) -> Callable[..., Any]:
 
     def fn(*args: Any, out: Any = None, name: str | None = None, ctx: Any = None, **kwargs: Any) -> Any:
         opdef = get_op(target)
-        if not kwargs and ctx is None and not opdef.variadic and opdef.function is not None:
+        f = opdef.function
+        if f is not None and not kwargs and ctx is None and not opdef.variadic:
             # the common call, inputs (then parameters) by position: the native function's
             # own fast path (a plan look-up), then MXNet's no-0-d rule
-            res = opdef.function(*args) if out is None else opdef.function(*args, out=out)
-            return res if type(res) is not list and res.shape else no_scalar_shape(res)
+            res = f(*args) if out is None else f(*args, out=out)
+            if type(res) is NDArray:
+                d = res._data
+                if d.ndim:
+                    return res
+                if res._ag is None and not is_recording():
+                    res._data = d.reshape(1)  # a fresh result nobody else holds: reshaped in place
+                    return res
+            return no_scalar_shape(res)
         inputs, params = split_call(opdef, args, kwargs, mx_name)
         if ctx is not None:
             if "device" not in opdef.params:
