@@ -257,7 +257,7 @@ def test_key_errors():
         mx.kv.create().init([1, "b"], [mx.nd.zeros(SHAPE)] * 2)
     with pytest.raises(mx.base.MXNetError, match="unexpected type for keys: float"):
         kv.push(1.5, mx.nd.zeros(SHAPE))
-    with pytest.raises(mx.base.MXNetError, match="2 keys but 1 values"):
+    with pytest.raises(mx.base.MXNetError, match="2 keys but 1 value entries"):
         kv.push([3, 3], [mx.nd.zeros(SHAPE)])
     with pytest.raises(mx.base.MXNetError, match="out is required"):
         kv.pull(3)

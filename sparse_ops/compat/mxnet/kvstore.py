@@ -77,8 +77,8 @@ def _pairs(keys: Any, vals: Any, call: str, what: str = "value") -> list[tuple[A
     if isinstance(keys, (list, tuple)):
         if not isinstance(vals, (list, tuple)) or len(keys) != len(vals):
             n = len(vals) if isinstance(vals, (list, tuple)) else 1
-            raise KVStoreError(f"{call}: {len(keys)} keys but {n} {what}s; give one {what} "
-                               f"(or one list of {what}s) per key")
+            raise KVStoreError(f"{call}: {len(keys)} keys but {n} {what} entries; give one {what} "
+                               f"array (or one list of them) per key")
         out: list[tuple[Any, Any]] = []
         kinds = set()
         for k, v in zip(keys, vals):
@@ -141,14 +141,18 @@ class _Updater:
 
 
 def get_updater(optimizer: Any) -> Callable:
-    """``mx.optimizer.get_updater(optimizer)`` when ``mx.optimizer`` provides it, else this
+    """``mx.optimizer.get_updater(optimizer)`` for an ``mx.optimizer.Optimizer``; for any
+    other object with the ``Optimizer`` methods (or without ``mx.optimizer``), this
     module's ``_Updater`` (the same protocol)."""
     try:
-        from . import optimizer as _opt  # written separately; absent on some branches
-        factory = getattr(_opt, "get_updater", None)
+        from . import optimizer as _opt  # mx.optimizer
     except ImportError:
-        factory = None
-    return factory(optimizer) if factory is not None else _Updater(optimizer)
+        _opt = None
+    factory = getattr(_opt, "get_updater", None)
+    base = getattr(_opt, "Optimizer", None)
+    if factory is not None and isinstance(base, type) and isinstance(optimizer, base):
+        return factory(optimizer)
+    return _Updater(optimizer)
 
 
 def _row_ids(ids: Any, call: str, key: Any) -> np.ndarray:
