@@ -27,3 +27,22 @@ def test_mxnet_and_native_trajectories_match(tmp_path):
     # lazy updates: a step changes only the weights of the features its batch holds
     changed = np.flatnonzero(mx_t.weights[1] != mx_t.weights[0])
     assert 0 < changed.size < 800
+
+
+def test_mx_optimizer_sgd_takes_lazy_sgds_place(tmp_path):
+    """``mx.optimizer.SGD(lazy_update=True)`` (where ``mx.optimizer`` exists) in place of the
+    example's LazySGD: the same trajectory."""
+    import pytest
+
+    import sparse_ops.compat.mxnet as mx
+
+    opt = getattr(mx, "optimizer", None)
+    if opt is None or not hasattr(opt, "SGD"):
+        pytest.skip("mx.optimizer is not in this tree")
+    path = str(tmp_path / "d.libsvm")
+    mxnet_linear.make_libsvm(path, rows=300, features=400, seed=2)
+    sgd = opt.SGD(learning_rate=0.5, wd=1e-4, rescale_grad=1 / 50, lazy_update=True)
+    a = mxnet_linear.train_mxnet(path, 400, batch_size=50, epochs=1, optimizer=sgd)
+    b = mxnet_linear.train_native(path, 400, batch_size=50, epochs=1)
+    for x, y in zip(a.weights, b.weights):
+        np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-7)
