@@ -329,3 +329,17 @@ def test_libsvm_numbers_convert_as_float_then_float32(tmp_path):
     np.testing.assert_array_equal(p.labels, want)
     np.testing.assert_array_equal(p.data, want)
     assert np.signbit(p.data[forms.index("-0")])
+
+
+@pytest.mark.parametrize("num_parts", [2, 3, 5, 40])
+def test_libsvm_parts_of_a_folder_cover_the_rows_once(tmp_path, num_parts):
+    folder = tmp_path / "many"
+    folder.mkdir()
+    labels, rows = random_rows(36, 9, seed=8)
+    for i, (a, b) in enumerate([(0, 5), (5, 6), (6, 30), (30, 36)]):
+        write_libsvm(folder / f"{i}.t", labels[a:b], rows[a:b])
+    ref, y = reference(labels, rows, 9)
+    parts = [parse_libsvm(str(folder), 9, k, num_parts) for k in range(num_parts)]
+    np.testing.assert_array_equal(np.concatenate([p.labels for p in parts]), y)
+    got = sp.vstack([sp.csr_matrix((p.data, p.indices, p.indptr), shape=(p.rows, 9)) for p in parts])
+    np.testing.assert_array_equal(got.toarray(), ref.toarray())
