@@ -160,8 +160,9 @@ def _verdict(value: float, target: float) -> str:
 
 
 def targets(result: Result) -> list[list[str]]:
+    pull = result.pull.ratio
     rows = [["`kv.row_sparse_pull` of 4,096 rows of a 1M x 64 table", f"<= {TARGETS['row_sparse_pull']}x "
-             "`sparse_ops.retain`", f"{result.pull.ratio:.2f}x", _verdict(result.pull.ratio, TARGETS["row_sparse_pull"])]]
+             "`sparse_ops.retain`", f"{pull:.2f}x", _verdict(pull, TARGETS["row_sparse_pull"])]]
     for o in result.overhead:
         rows.append([f"`mx.nd.{o.op}` on 4x4 dense", f"<= {TARGETS['overhead']}x `sparse_ops.{o.op}`",
                      f"{o.ratio:.2f}x", _verdict(o.ratio, TARGETS["overhead"])])

@@ -9,11 +9,15 @@
 - ``DataBatch``, ``DataDesc``, ``DataIter``, ``ResizeIter``.
 
 The parser is one numba pass over the file's bytes (``sparse_ops.kernels.libsvm``; numbers
-converted as ``float()`` does, then to float32); a malformed file raises ``LibSVMFormatError`` (an ``MXNetError``) naming
-the file and the line. Unlike MXNet, the file is parsed once at construction and kept in
-memory (MXNet streams it), column indices of a row may come unsorted (they are sorted;
-MXNet expects them sorted and silently builds a malformed array otherwise), and csr
-inputs of ``NDArrayIter`` take every ``last_batch_handle`` (MXNet 1.9: ``'discard'`` only).
+converted as ``float()`` does, then to float32); a malformed file raises
+``LibSVMFormatError`` (an ``MXNetError``) naming the file and the line.
+
+Unlike MXNet: the file is parsed once at construction and kept in memory (MXNet streams
+it, and reports a bad line only when its batch is read); column indices of a row may come
+unsorted (they are sorted; MXNet expects them sorted and silently builds a malformed array
+otherwise); ``round_batch=False`` gives a short last batch padded with empty rows (MXNet
+refuses it for sparse data); csr inputs of ``NDArrayIter`` take every
+``last_batch_handle`` (MXNet 1.9: ``'discard'`` only, else ``NotImplementedError``).
 """
 from __future__ import annotations
 

@@ -395,7 +395,8 @@ class KVStore(KVStoreBase):
         with MXNet's ``Optimizer`` interface works (``create_state(index, weight)``,
         ``update(index, weight, grad, state)``)."""
         for name in ("create_state", "update"):
-            if not callable(getattr(optimizer, name, None)) and not callable(getattr(optimizer, name + "_multi_precision", None)):
+            found = getattr(optimizer, name, None) or getattr(optimizer, name + "_multi_precision", None)
+            if not callable(found):
                 raise KVStoreError(f"set_optimizer: {type(optimizer).__name__} has no {name}() method; "
                                    f"expected an mx.optimizer.Optimizer")
         self._set_updater(get_updater(optimizer))
