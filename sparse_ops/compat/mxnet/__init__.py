@@ -5,19 +5,23 @@ Covered: ``mx.nd`` (creation, every registered operator under its MXNet name, sa
 ``mx.operator`` (``CustomOp``, ``CustomOpProp``, ``register``), ``mx.cpu()``,
 ``mx.gpu()``, ``mx.Context``, ``mx.base.MXNetError``, ``mx.test_utils``, ``mx.name``,
 ``mx.util``, ``mx.optimizer`` and ``mx.lr_scheduler``. Values and output storage types follow
-MXNet 1.9. The Symbol API, Gluon and MXNet's own binary file format are not covered.
+MXNet 1.9. ``mx.kv`` / ``mx.kvstore`` (an in-process, single-machine store) and ``mx.io``
+(``LibSVMIter``, ``NDArrayIter``) too. The Symbol API, Gluon, distributed stores and
+MXNet's own binary file format are not covered.
 
 The arrays are sparse-ops' own containers (``mx.nd.NDArray is sparse_ops.NDArray``), so
 code can mix this face with the native API freely.
 """
 from . import autograd, base, context, name, ndarray, operator, random, test_utils, util  # noqa: F401
+from . import io, kvstore  # noqa: F401  (mx.io, mx.kv: single-machine store)
 from .base import MXNetError
 from .context import Context, cpu, current_context, gpu, num_gpus
 from .util import use_np_shape
 from . import lr_scheduler, optimizer  # noqa: F401,E402  (mx.optimizer, mx.lr_scheduler)
 
 nd = ndarray
+kv = kvstore
 
-__all__ = ["nd", "ndarray", "autograd", "operator", "random", "base", "context", "name", "test_utils", "util",
-           "use_np_shape", "optimizer", "lr_scheduler",
+__all__ = ["nd", "ndarray", "kv", "kvstore", "io", "autograd", "operator", "random", "base", "context", "name",
+           "test_utils", "util", "use_np_shape", "optimizer", "lr_scheduler",
            "cpu", "gpu", "Context", "current_context", "num_gpus", "MXNetError"]

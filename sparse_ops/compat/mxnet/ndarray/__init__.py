@@ -245,7 +245,13 @@ random_normal = normal
 
 # ---- every registered operator, by its MXNet name (PEP 562) --------------------------------------
 def __getattr__(name: str) -> Any:
-    return _op.cached_function(name)
+    fn = _op.cached_function(name)
+    if name not in _BUILTIN_NAMES:  # later look-ups skip __getattr__ (names of builtins stay out:
+        globals()[name] = fn        # this module's own code must keep seeing the builtin)
+    return fn
+
+
+_BUILTIN_NAMES = frozenset(dir(__import__("builtins")))
 
 
 def __dir__() -> list[str]:

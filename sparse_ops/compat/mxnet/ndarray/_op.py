@@ -17,6 +17,7 @@ from ....errors import OperatorError
 from ....ndarray import NDArray
 from ....registry import OpDef, get_op
 from ..base import MXNetArgumentError
+from ....tape import is_recording
 
 # MXNet spellings of operators registered here under another name.
 ALIASES = {
@@ -89,6 +90,8 @@ def no_scalar_shape(result: Any) -> Any:
     if isinstance(result, list):
         return [no_scalar_shape(r) for r in result]
     if isinstance(result, NDArray) and not result.shape:
+        if type(result) is NDArray and result._ag is None and not is_recording():
+            return NDArray(result._data.reshape(1), result._device)  # nothing to record: a view
         return invoke(get_op("reshape"), [result], {"shape": (1,)})
     return result
 
@@ -103,6 +106,19 @@ def make_function(mx_name: str, target: str) -> Callable[..., Any]:
 
     def fn(*args: Any, out: Any = None, name: str | None = None, ctx: Any = None, **kwargs: Any) -> Any:
         opdef = get_op(target)
+        f = opdef.function
+        if f is not None and not kwargs and ctx is None and not opdef.variadic:
+            # the common call, inputs (then parameters) by position: the native function's
+            # own fast path (a plan look-up), then MXNet's no-0-d rule
+            res = f(*args) if out is None else f(*args, out=out)
+            if type(res) is NDArray:
+                d = res._data
+                if d.ndim:
+                    return res
+                if res._ag is None and not is_recording():
+                    res._data = d.reshape(1)  # a fresh result nobody else holds: reshaped in place
+                    return res
+            return no_scalar_shape(res)
         inputs, params = split_call(opdef, args, kwargs, mx_name)
         if ctx is not None:
             if "device" not in opdef.params:
