@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SECTIONS = ["Machine", "Issue 8 targets", "Storage conversions vs SciPy", "Import time",
             "Per-call overhead and autograd", "dot vs SciPy", "Embedding training step vs PyTorch",
             "Cookbook `csr_spmm` forward+backward vs PyTorch sparse autograd", "Cold start",
-            "Effective memory bandwidth", "PyTorch bridge vs PyTorch", "C operator libraries", "Chart"]
+            "Effective memory bandwidth", "PyTorch bridge vs PyTorch", "C operator libraries", "The MXNet face",
+            "Chart"]
 
 
 def read_png(path: Path) -> np.ndarray:
