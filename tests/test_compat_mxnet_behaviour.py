@@ -273,6 +273,19 @@ def test_trsm_against_scipy(lower, transpose, rightside):
     np.testing.assert_allclose(x, expect, rtol=1e-10)
 
 
+@pytest.mark.parametrize("params", [{}, {"transpose": True, "alpha": 0.5}, {"rightside": True, "lower": False},
+                                    {"rightside": True, "transpose": True}])
+def test_trsm_gradient_reads_one_triangle(params):
+    from sparse_ops.sdk.testing import check_gradient
+
+    rng = np.random.default_rng(11)
+    a = so.array(rng.standard_normal((2, 3, 3)) + 4 * np.eye(3))
+    b = so.array(rng.standard_normal((2, 2, 3) if params.get("rightside") else (2, 3, 2)))
+    dA, dB = check_gradient("_linalg_trsm", [a, b], params, eps=1e-6, rtol=1e-6, atol=1e-8)
+    other = np.triu(np.ones((3, 3)), 1) if params.get("lower", True) else np.tril(np.ones((3, 3)), -1)
+    assert not (dA.asnumpy() * other).any()  # the triangle trsm does not read gets no gradient
+
+
 def test_linalg_without_gradient_names_the_op():
     a = mx.nd.array(_spd(2, 1))
     a.attach_grad()

@@ -668,7 +668,8 @@ class LinalgGemm2(Op):
 class LinalgTrsm(Op):
     """``X`` solving ``op(A) @ X = alpha * B`` (``X @ op(A) = alpha * B`` with
     ``rightside``) for each triangular matrix of ``A`` (the last two axes; only its
-    ``lower`` or upper triangle is read; dense); ``op`` transposes with ``transpose``."""
+    ``lower`` or upper triangle is read, and gets the gradient; dense); ``op`` transposes
+    with ``transpose``."""
 
     trusted = True  # built-in kernels, tested against NumPy references
     arguments = ("A", "B")
@@ -676,7 +677,7 @@ class LinalgTrsm(Op):
     rightside = Param(bool, False, "solve X @ op(A) = alpha * B")
     lower = Param(bool, True, "A is lower triangular (else upper)")
     alpha = Param(float, 1.0, "scale of B")
-    opcheck_skip = {"gradient": "no gradient yet: backward through trsm raises naming the op"}
+    backward_needs_outputs = ("output",)
 
     def infer_shape(self, A, B):
         A, B = _matrices(A, "trsm"), _matrices(B, "trsm")
@@ -703,6 +704,26 @@ class LinalgTrsm(Op):
         else:
             out[...] = xp.linalg.solve(a, b)
 
+    def gradient(self, out_grads, inputs, outputs):
+        from ..creation import array
+
+        g, (A, _), X = out_grads[0], inputs, outputs[0]
+        t, right, low = self.transpose, self.rightside, self.lower
+        # with a = op(tri(A)): left X = alpha a^-1 B, right X = alpha B a^-1
+        solve = dict(transpose=not t, rightside=right, lower=low)
+        dB = T._linalg_trsm(A, g, alpha=self.alpha, **solve)
+        Y = T._linalg_trsm(A, g, alpha=1.0, **solve)  # a^-T g (left), g a^-T (right)
+        if right:  # da = -X^T Y
+            dtri = T._linalg_gemm2(Y, X, transpose_a=True, alpha=-1.0) if t else \
+                T._linalg_gemm2(X, Y, transpose_a=True, alpha=-1.0)
+        else:  # da = -Y X^T
+            dtri = T._linalg_gemm2(X, Y, transpose_b=True, alpha=-1.0) if t else \
+                T._linalg_gemm2(Y, X, transpose_b=True, alpha=-1.0)
+        n = A.shape[-1]
+        tri = np.tril(np.ones((n, n))) if low else np.triu(np.ones((n, n)))
+        mask = array(np.ascontiguousarray(np.broadcast_to(tri, A.shape)), dtype=A.dtype, device=A.device)
+        return [T.elemwise_mul(dtri, mask), dB]
+
     @classmethod
     def samples(cls) -> list:
         """``opcheck`` samples: lower and upper, transposed, right side, scaled."""
@@ -712,4 +733,6 @@ class LinalgTrsm(Op):
         a = array(np.array([[2.0, 0.3, -0.4], [0.5, 1.5, 0.2], [-0.3, 0.4, 2.5]]))
         return [[a, _samples.array((3, 2), seed=1)],
                 ([a, _samples.array((3, 2), seed=1)], {"lower": False, "transpose": True, "alpha": 2.0}),
-                ([a, _samples.array((2, 3), seed=2)], {"rightside": True})]
+                ([a, _samples.array((2, 3), seed=2)], {"rightside": True}),
+                ([a, _samples.array((2, 3), seed=3)], {"rightside": True, "transpose": True, "lower": False}),
+                ([a, _samples.array((3, 2), seed=4)], {"transpose": True})]
