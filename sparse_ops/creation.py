@@ -176,9 +176,11 @@ def coerce(value: Any, stype: str, dtype: Any, device: Device, shape: tuple[int,
     ``stype``/``dtype`` on ``device``: what ``x[:] = value`` stores."""
     dt = value_dtype(dtype)
     if np.isscalar(value):
-        if value != 0:
-            raise ValueError(f"cannot assign the non-zero scalar {value!r} to a {stype} array")
-        return zeros(shape, stype=stype, dtype=dt, device=device)
+        if value == 0:
+            return zeros(shape, stype=stype, dtype=dt, device=device)
+        if stype == "row_sparse":  # every row stored with the value, as MXNet 1.9's rsp[:] = v
+            return full(shape, value, stype=stype, dtype=dt, device=device)
+        raise ValueError(f"cannot assign the non-zero scalar {value!r} to a {stype} array")
     if isinstance(value, NDArray):
         moved = value.to(device)
         if moved.stype != stype:

@@ -8,7 +8,8 @@ path (always storage-aware: it receives containers of whatever storage type its
 ``create_operator`` runs once per device/shape/dtype signature and the operator is
 reused; ``declare_backward_dependency`` decides what the tape keeps;
 ``infer_storage_type_backward`` decides the gradients' storage types; auxiliary states
-are inputs mutated in place that get no gradient.
+are inputs mutated in place that get no gradient, and backward always receives them
+(the arrays themselves, whatever ``declare_backward_dependency`` says), as in MXNet.
 """
 from __future__ import annotations
 
@@ -137,7 +138,10 @@ def op_class_for_prop(name: str, prop_cls: type) -> type:
             except Exception as exc:
                 raise OperatorError(f"{_label(opdef)}: creating {prop_cls.__name__} failed: "
                                     f"{type(exc).__name__}: {exc}") from exc
-            inst.keep_in = tuple(i for i in range(n_args) if n_out_ids + i in deps)
+            # MXNet hands the auxiliary states to backward whatever the declared dependency:
+            # they are always kept (the very arrays, so backward sees what forward wrote)
+            inst.keep_in = tuple(i for i in range(n_args) if n_out_ids + i in deps) + \
+                tuple(range(n_args, n_args + len(inst.auxs)))
             inst.keep_out = tuple(i for i in range(n_out_ids) if n_out_ids + n_args + i in deps)
             inst.params = dict(kwargs)
             inst.operators = {}

@@ -2,7 +2,9 @@
 ``sparse_ops.rng``).
 
 ``uniform`` and ``normal`` are the operators ``_random_uniform`` and ``_random_normal``
-(no inputs; the ``device`` parameter says where the result lives). On a real gpu the
+(no inputs; the ``device`` parameter says where the result lives); ``randint``,
+``multinomial`` and ``shuffle`` are ``_random_randint``, ``_sample_multinomial`` and
+``_shuffle``. On a real gpu the
 numbers are drawn by the host generator of that device and copied over: simple and
 reproducible, if not the fastest (a device-side generator can replace it later).
 """
@@ -215,6 +217,139 @@ class RandomGeneralizedNegativeBinomial(_NumpySampler):
         return rng.poisson(rng.gamma(1.0 / self.alpha, self.alpha * self.mu, size))
 
 
+_INTS = frozenset(np.dtype(t) for t in ("int32", "int64"))
+
+
+def _host_of(xp: Any, out: Any, values: np.ndarray) -> None:
+    out[...] = values if xp is np else xp.asarray(values)
+
+
+@register("_random_randint")
+class RandomRandint(_Sampler):
+    """Integers drawn uniformly from [low, high) (MXNet's ``random.randint``)."""
+
+    low = Param(int, doc="lower bound (inclusive)")
+    high = Param(int, doc="upper bound (exclusive)")
+    dtype = Param("dtype", "int32", "int32 or int64")
+
+    def check_params(self) -> None:
+        if np.dtype(self.dtype) not in _INTS:
+            raise ValueError(f"dtype must be int32 or int64, got {np.dtype(self.dtype).name}")
+        if any(d < 0 for d in self.shape):
+            raise ValueError(f"shape must have non-negative sides, got {self.shape}")
+        if not self.low < self.high:
+            raise ValueError(f"low must be less than high, got low={self.low}, high={self.high}")
+        info = np.iinfo(np.dtype(self.dtype))
+        if self.low < info.min or self.high - 1 > info.max:
+            raise ValueError(f"[{self.low}, {self.high}) does not fit in {np.dtype(self.dtype).name}")
+
+    @kernel(device=_BOTH)
+    def dense(self, ctx, out):
+        _host_of(ctx.xp, out, ctx.rng.integers(self.low, self.high, size=out.shape, dtype=out.dtype))
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples (no inputs): int32 and int64 draws."""
+        return [([], {"low": 0, "high": 5, "shape": (3, 4)}),
+                ([], {"low": -3, "high": 3, "shape": (2, 2), "dtype": "int64"}), ([], {"low": 1, "high": 2})]
+
+
+_CATEGORY_DTYPES = frozenset(np.dtype(t) for t in ("int32", "int64", "float16", "float32", "float64"))
+
+
+@register("_sample_multinomial")
+class SampleMultinomial(Op):
+    """Draws from the categorical distributions whose probabilities are the last axis of
+    ``data`` (MXNet's ``random.multinomial``): the output has shape ``data.shape[:-1] +
+    shape`` and holds category ids; with ``get_prob`` a second output holds the log
+    probability of each draw. Not differentiable here (MXNet's REINFORCE-style gradient of
+    the log probabilities is not provided)."""
+
+    trusted = True  # built-in kernels, tested against NumPy references
+    arguments = ("data",)
+    outputs = ("output", "prob")
+    differentiable = False
+    resources = ("random",)
+    shape = Param("shape", (), "draws per distribution (default: one, no extra axis)")
+    get_prob = Param(bool, False, "also return the log probability of each draw")
+    dtype = Param("dtype", "int32", "dtype of the category ids (int32, int64 or a float type)")
+
+    def check_params(self) -> None:
+        if np.dtype(self.dtype) not in _CATEGORY_DTYPES:
+            raise ValueError(f"dtype must be int32, int64, float16, float32 or float64, got {np.dtype(self.dtype).name}")
+
+    def output_count(self) -> int:
+        return 2 if self.get_prob else 1
+
+    def visible_output_count(self) -> int:
+        return self.output_count()
+
+    def infer_shape(self, data):
+        if not data or data[-1] < 1:
+            raise ValueError(f"multinomial needs data whose last axis holds at least one probability, got shape {data}")
+        out = tuple(data[:-1]) + tuple(self.shape)
+        return [out] * self.output_count()
+
+    def infer_type(self, data):
+        if data.kind != "f":
+            raise TypeError(f"multinomial needs floating point probabilities, got {data}")
+        return [np.dtype(self.dtype)] + [data] * (self.output_count() - 1)
+
+    @kernel(device=_BOTH)
+    def dense(self, ctx, data, out, *prob):
+        xp = ctx.xp
+        host = np.asarray(data if xp is np else xp.asnumpy(data), dtype=np.float64)
+        k = host.shape[-1]
+        p = host.reshape(-1, k)
+        draws = max(1, int(np.prod(self.shape, dtype=np.int64)))
+        u = ctx.rng.random((p.shape[0], draws))
+        cdf = np.cumsum(p, axis=1)
+        ids = np.empty(u.shape, dtype=np.int64)
+        for i in range(p.shape[0]):  # the first category whose running sum exceeds u, as MXNet
+            ids[i] = np.minimum(np.searchsorted(cdf[i], u[i], side="right"), k - 1)
+        _host_of(xp, out, ids.reshape(out.shape).astype(out.dtype))
+        if prob:
+            with np.errstate(divide="ignore"):
+                logp = np.log(np.take_along_axis(p, ids, axis=1))
+            _host_of(xp, prob[0], logp.reshape(prob[0].shape).astype(prob[0].dtype))
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: one and a batch of distributions, several draws, log probabilities."""
+        from .creation import array
+
+        p = array(np.array([[0.2, 0.3, 0.5], [0.6, 0.0, 0.4]]))
+        return [[p], ([p], {"shape": (4,)}), ([p], {"shape": (2, 2), "get_prob": True}),
+                ([array(np.array([0.1, 0.9], dtype=np.float32))], {"dtype": "int64"})]
+
+
+@register("_shuffle")
+class Shuffle(Op):
+    """``data`` with its first axis randomly permuted (MXNet's ``random.shuffle``); a new array."""
+
+    trusted = True  # built-in kernels, tested against NumPy references
+    arguments = ("data",)
+    differentiable = False
+    resources = ("random",)
+
+    def infer_shape(self, data):
+        if not data:
+            raise ValueError("shuffle needs an array of at least one dimension")
+        return [tuple(data)]
+
+    @kernel(device=_BOTH)
+    def dense(self, ctx, data, out):
+        perm = ctx.rng.permutation(data.shape[0])
+        out[...] = data[perm if ctx.xp is np else ctx.xp.asarray(perm)]
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: rows of a matrix, a vector."""
+        from .creation import array
+
+        return [[array(np.arange(12.0).reshape(4, 3))], [array(np.arange(5, dtype=np.int64))]]
+
+
 def _run_sampler(op_name: str, params: dict[str, Any], shape: Any, dtype: Any, device: Any,
                  out: NDArray | None) -> NDArray:
     if out is not None:
@@ -246,10 +381,31 @@ def normal(loc: float = 0, scale: float = 1, shape: Any = None, dtype: Any = Non
     return _run_sampler("_random_normal", {"loc": loc, "scale": scale}, shape, dtype, device, out)
 
 
+def randint(low: int, high: int, shape: Any = None, dtype: Any = None,
+            device: Device | str | None = None, out: NDArray | None = None) -> NDArray:
+    """Integers uniform on [low, high), int32 unless ``dtype`` (or ``out``'s)."""
+    if dtype is None and out is None:
+        dtype = "int32"
+    return _run_sampler("_random_randint", {"low": low, "high": high}, shape, dtype, device, out)
+
+
+def multinomial(data: NDArray, shape: Any = (), get_prob: bool = False, dtype: Any = "int32",
+                out: Any = None) -> Any:
+    """Category ids drawn from the distributions along ``data``'s last axis (with
+    ``get_prob``, also their log probabilities)."""
+    return invoke(get_op("_sample_multinomial"), [data], {"shape": shape, "get_prob": get_prob, "dtype": dtype},
+                  out=out)
+
+
+def shuffle(data: NDArray, out: NDArray | None = None) -> NDArray:
+    """A copy of ``data`` with its first axis randomly permuted."""
+    return invoke(get_op("_shuffle"), [data], {}, out=out)
+
+
 def sample(op_name: str, params: dict[str, Any], shape: Any = None, dtype: Any = None,
            device: Device | str | None = None, out: NDArray | None = None) -> NDArray:
     """Run sampler ``op_name`` (``_random_gamma``, ...) with ``params``; defaults as for ``uniform``."""
     return _run_sampler(op_name, dict(params), shape, dtype, device, out)
 
 
-__all__ = ["seed", "generator", "uniform", "normal", "sample"]
+__all__ = ["seed", "generator", "uniform", "normal", "randint", "multinomial", "shuffle", "sample"]

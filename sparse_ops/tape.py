@@ -135,6 +135,15 @@ class ArrayMeta:
             f"(only shape/dtype/stype are recorded); declare it in backward_needs_inputs/_outputs"
         )
 
+    def _refuse(self, *args: Any) -> Any:
+        """Arithmetic, indexing and conversion look their methods up on the type, past
+        ``__getattr__``: they say the same thing instead of Python's 'unsupported operand'."""
+        return self.__getattr__("value")
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _refuse
+    __truediv__ = __rtruediv__ = __pow__ = __rpow__ = __matmul__ = __rmatmul__ = _refuse
+    __neg__ = __abs__ = __getitem__ = __array__ = _refuse
+
 
 class Node:
     """One recorded call: the op (an Op instance or an ``autograd.Function``), its parents'

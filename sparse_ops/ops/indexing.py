@@ -2,8 +2,8 @@
 semantics), and the scatters of their gradients, ``_backward_slice`` and ``_backward_take``
 (operators, so gradients are recorded like any other call).
 
-Output storage types follow MXNet 1.9: ``slice``/``slice_axis`` of a csr (step 1) stay csr;
-everything else is dense.
+Output storage types follow MXNet 1.9: ``slice``/``slice_axis`` of a csr (step 1) stay csr,
+and so does ``take`` of csr rows (axis 0, clip or wrap); everything else is dense.
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import numpy as np
 
 from ..errors import OperatorError
 from ..registry import Op, Param, kernel, register
+from ..sdk import csr as sdk_csr
 from ..storage import cast_storage as _cast_storage
 from ..storage import densify_into
 from ._util import T
@@ -295,8 +296,9 @@ class _TakeParams(Op):
 
 @register("take")
 class Take(_TakeParams):
-    """Entries of ``a`` at ``indices`` along ``axis`` (dense); the output's shape is
-    ``a.shape[:axis] + indices.shape + a.shape[axis+1:]``."""
+    """Entries of ``a`` at ``indices`` along ``axis``; the output's shape is
+    ``a.shape[:axis] + indices.shape + a.shape[axis+1:]``. As in MXNet 1.9, rows of a csr
+    (``axis=0``, ``mode`` clip or wrap, 1-d indices) give a csr; everything else is dense."""
 
     arguments = ("a", "indices")
 
@@ -315,9 +317,33 @@ class Take(_TakeParams):
         ax = _norm_axis(self.axis, len(a))
         return [tuple(a[:ax]) + tuple(indices) + tuple(a[ax + 1:])]
 
+    def infer_storage_type(self, a, indices):
+        rows = self.axis in (0, -2) and self.mode in ("clip", "wrap")  # a csr is 2-d: -2 is axis 0
+        return ["csr" if a == "csr" and indices == "default" and rows else "default"]
+
+    @kernel(device=_BOTH, stypes=("csr", "default"))
+    def csr(self, ctx, a, indices, out):
+        indices = indices.data
+        if out.stype != "csr":  # columns, or mode="raise": the rows of the dense array
+            self._take_dense(ctx.xp, _cast_storage(a, "default").data, indices, out.data)
+            return
+        if indices.ndim != 1:
+            raise ValueError(f"take of a csr array takes 1-d indices (rows), got indices of shape "
+                             f"{tuple(indices.shape)}")
+        xp = ctx.xp
+        rows = _take_positions(xp, indices, a.shape[0], 0, self.mode)
+        indptr = a.indptr
+        if indptr.dtype != np.int64 and rows.shape[0] and \
+                int((indptr[rows + 1] - indptr[rows]).sum(dtype=np.int64)) > np.iinfo(indptr.dtype).max:
+            indptr = indptr.astype(np.int64)  # repeated rows may hold more values than int32 counts
+        new_ptr, new_indices, new_data = sdk_csr.take_rows(ctx, indptr, a.indices, a.data, rows)
+        ctx.set_csr(out, new_data, new_indices, new_ptr)
+
     @kernel(device=_BOTH)
     def dense(self, ctx, a, indices, out):
-        xp = ctx.xp
+        self._take_dense(ctx.xp, a, indices, out)
+
+    def _take_dense(self, xp, a, indices, out):
         ax = _norm_axis(self.axis, a.ndim)
         idx = _take_positions(xp, indices, a.shape[ax], ax, self.mode)
         if xp is np:
@@ -335,8 +361,11 @@ class Take(_TakeParams):
         from . import _samples
 
         a = _samples.array((4, 3))
+        c = _samples.array((4, 3), stype="csr")
         return [[a, _samples.ints([0, 2, 2])], ([a, _samples.ints([[1, 0], [2, 1]])], {"axis": 1}),
-                ([a, _samples.ints([5, -1, 3])], {"mode": "wrap"}), [a, _samples.ints([7, 1])]]
+                ([a, _samples.ints([5, -1, 3])], {"mode": "wrap"}), [a, _samples.ints([7, 1])],
+                [c, _samples.ints([3, 0, 3, 9])], ([c, _samples.ints([5, -1])], {"mode": "wrap"}),
+                ([c, _samples.ints([1, 2])], {"axis": 1})]
 
 
 @register("_backward_take")

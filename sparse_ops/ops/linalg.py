@@ -1,4 +1,5 @@
-"""Linear algebra: ``dot`` for every pair of storage types, and ``FullyConnected``.
+"""Linear algebra: ``dot`` for every pair of storage types, ``FullyConnected``, and MXNet's dense
+matrix family on the last two axes (``_linalg_potrf``, ``_linalg_gemm2``, ``_linalg_trsm``).
 
 ``dot(lhs, rhs, transpose_a, transpose_b)`` is the matrix product ``op(lhs) @ op(rhs)``.
 Beyond matrices it follows MXNet: lhs reduces its last axis (its first with
@@ -551,3 +552,187 @@ class FullyConnectedOp(Op):
                 ([A((3, 2, 4), seed=1), A((2, 4), seed=2), A((2,), seed=3)], {"num_hidden": 2, "flatten": False}),
                 ([A((3, 4), "csr", seed=1), A((2, 4), seed=2), A((2,), seed=3)], {"num_hidden": 2}),
                 ([A((3, 4), seed=1), A((2, 4), seed=2), A((2, 1), seed=3)], {"num_hidden": 2})]
+
+
+# ---- dense matrix algebra on the last two axes (MXNet's ``linalg`` family) -----------------------------
+def _matrices(shape: tuple, name: str) -> tuple:
+    if len(shape) < 2:
+        raise ValueError(f"{name} needs arrays of at least two dimensions (batches of matrices), got shape {shape}")
+    return tuple(shape)
+
+
+def _swap(xp: Any, a: Any) -> Any:
+    return xp.swapaxes(a, -1, -2)
+
+
+@register("_linalg_potrf")
+class LinalgPotrf(Op):
+    """The Cholesky factor ``L`` (lower triangular, ``A = L @ L.T``) of each symmetric
+    positive definite matrix of ``A`` (the last two axes; dense). A matrix that is not
+    positive definite raises ``ValueError``."""
+
+    trusted = True  # built-in kernels, tested against NumPy references
+    arguments = ("A",)
+    backward_needs_inputs = ()
+    opcheck_skip = {"gradient": "no gradient yet: backward through potrf raises naming the op"}
+
+    def infer_shape(self, A):
+        shape = _matrices(A, "potrf")
+        if shape[-1] != shape[-2]:
+            raise ValueError(f"potrf needs square matrices, got shape {shape}")
+        return [shape]
+
+    def infer_type(self, A):
+        if A.kind != "f":
+            raise TypeError(f"potrf needs a floating point array, got {A}")
+        return [A]
+
+    @kernel(device=_BOTH)
+    def dense(self, ctx, A, out):
+        xp = ctx.xp
+        try:
+            out[...] = xp.linalg.cholesky(A)
+        except np.linalg.LinAlgError as exc:
+            raise ValueError(f"potrf: a matrix is not positive definite ({exc})") from None
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: one and a batch of symmetric positive definite matrices."""
+        from ..creation import array
+
+        m = np.array([[4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.5, 0.2, 2.0]])
+        return [[array(m)], [array(np.stack([m, m * 2 + np.eye(3)]).astype(np.float32))]]
+
+
+@register("_linalg_gemm2")
+class LinalgGemm2(Op):
+    """``alpha * op(A) @ op(B)`` for each matrix of ``A`` and ``B`` (the last two axes,
+    leading axes batched; dense), ``op`` transposing when ``transpose_a``/``transpose_b``."""
+
+    trusted = True  # built-in kernels, tested against NumPy references
+    arguments = ("A", "B")
+    transpose_a = Param(bool, False, "use A's transpose")
+    transpose_b = Param(bool, False, "use B's transpose")
+    alpha = Param(float, 1.0, "scale of the product")
+    axis = Param(int, -2, "MXNet's row axis of the matrices; only -2 (the last two axes) is supported",
+                 choices=(-2,))
+
+    def infer_shape(self, A, B):
+        A, B = _matrices(A, "gemm2"), _matrices(B, "gemm2")
+        if A[:-2] != B[:-2]:
+            raise ValueError(f"gemm2 needs the same batch axes, got shapes {A} and {B}")
+        m, k = (A[-1], A[-2]) if self.transpose_a else (A[-2], A[-1])
+        k2, n = (B[-1], B[-2]) if self.transpose_b else (B[-2], B[-1])
+        if k != k2:
+            raise ValueError(f"gemm2: inner sizes differ ({k} and {k2}) for shapes {A} and {B}")
+        return [A[:-2] + (m, n)]
+
+    def infer_type(self, A, B):
+        if A != B or A.kind != "f":
+            raise TypeError(f"gemm2 needs two floating point arrays of one dtype, got {A} and {B}")
+        return [A]
+
+    @kernel(device=_BOTH)
+    def dense(self, ctx, A, B, out):
+        xp = ctx.xp
+        a = _swap(xp, A) if self.transpose_a else A
+        b = _swap(xp, B) if self.transpose_b else B
+        xp.matmul(a, b, out=out)
+        if self.alpha != 1.0:
+            out *= out.dtype.type(self.alpha)
+
+    def gradient(self, out_grads, inputs, outputs):
+        g = out_grads[0]
+        A, B = inputs
+        ta, tb, alpha = self.transpose_a, self.transpose_b, self.alpha
+        # C = alpha op(A) op(B): dop(A) = alpha g op(B)^T, dop(B) = alpha op(A)^T g
+        dA = (T._linalg_gemm2(B, g, transpose_a=tb, transpose_b=True, alpha=alpha) if ta else
+              T._linalg_gemm2(g, B, transpose_b=not tb, alpha=alpha))
+        dB = (T._linalg_gemm2(g, A, transpose_a=True, transpose_b=ta, alpha=alpha) if tb else
+              T._linalg_gemm2(A, g, transpose_a=not ta, alpha=alpha))
+        return [dA, dB]
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: plain, both transposes with a scale, a batch."""
+        from . import _samples
+
+        A = _samples.array
+        return [[A((2, 3), seed=1), A((3, 4), seed=2)],
+                ([A((3, 2), seed=1), A((4, 3), seed=2)], {"transpose_a": True, "transpose_b": True, "alpha": 0.5}),
+                ([A((2, 3), seed=1), A((4, 3), seed=2)], {"transpose_b": True}),
+                [A((2, 2, 3), seed=3), A((2, 3, 2), seed=4)]]
+
+
+@register("_linalg_trsm")
+class LinalgTrsm(Op):
+    """``X`` solving ``op(A) @ X = alpha * B`` (``X @ op(A) = alpha * B`` with
+    ``rightside``) for each triangular matrix of ``A`` (the last two axes; only its
+    ``lower`` or upper triangle is read, and gets the gradient; dense); ``op`` transposes
+    with ``transpose``."""
+
+    trusted = True  # built-in kernels, tested against NumPy references
+    arguments = ("A", "B")
+    transpose = Param(bool, False, "use A's transpose")
+    rightside = Param(bool, False, "solve X @ op(A) = alpha * B")
+    lower = Param(bool, True, "A is lower triangular (else upper)")
+    alpha = Param(float, 1.0, "scale of B")
+    backward_needs_outputs = ("output",)
+
+    def infer_shape(self, A, B):
+        A, B = _matrices(A, "trsm"), _matrices(B, "trsm")
+        if A[-1] != A[-2] or A[:-2] != B[:-2]:
+            raise ValueError(f"trsm needs square matrices A and the same batch axes, got shapes {A} and {B}")
+        side = B[-1] if self.rightside else B[-2]
+        if side != A[-1]:
+            raise ValueError(f"trsm: A of shape {A} does not fit B of shape {B} (rightside={self.rightside})")
+        return [B]
+
+    def infer_type(self, A, B):
+        if A != B or A.kind != "f":
+            raise TypeError(f"trsm needs two floating point arrays of one dtype, got {A} and {B}")
+        return [A]
+
+    @kernel(device=_BOTH)
+    def dense(self, ctx, A, B, out):
+        xp = ctx.xp
+        tri = xp.tril(A) if self.lower else xp.triu(A)
+        a = _swap(xp, tri) if self.transpose else tri
+        b = B * B.dtype.type(self.alpha)
+        if self.rightside:  # X a = b  <=>  a^T X^T = b^T
+            out[...] = _swap(xp, xp.linalg.solve(_swap(xp, a), _swap(xp, b)))
+        else:
+            out[...] = xp.linalg.solve(a, b)
+
+    def gradient(self, out_grads, inputs, outputs):
+        from ..creation import array
+
+        g, (A, _), X = out_grads[0], inputs, outputs[0]
+        t, right, low = self.transpose, self.rightside, self.lower
+        # with a = op(tri(A)): left X = alpha a^-1 B, right X = alpha B a^-1
+        solve = dict(transpose=not t, rightside=right, lower=low)
+        dB = T._linalg_trsm(A, g, alpha=self.alpha, **solve)
+        Y = T._linalg_trsm(A, g, alpha=1.0, **solve)  # a^-T g (left), g a^-T (right)
+        if right:  # da = -X^T Y
+            dtri = T._linalg_gemm2(Y, X, transpose_a=True, alpha=-1.0) if t else \
+                T._linalg_gemm2(X, Y, transpose_a=True, alpha=-1.0)
+        else:  # da = -Y X^T
+            dtri = T._linalg_gemm2(X, Y, transpose_b=True, alpha=-1.0) if t else \
+                T._linalg_gemm2(Y, X, transpose_b=True, alpha=-1.0)
+        n = A.shape[-1]
+        tri = np.tril(np.ones((n, n))) if low else np.triu(np.ones((n, n)))
+        mask = array(np.ascontiguousarray(np.broadcast_to(tri, A.shape)), dtype=A.dtype, device=A.device)
+        return [T.elemwise_mul(dtri, mask), dB]
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: lower and upper, transposed, right side, scaled."""
+        from ..creation import array
+        from . import _samples
+
+        a = array(np.array([[2.0, 0.3, -0.4], [0.5, 1.5, 0.2], [-0.3, 0.4, 2.5]]))
+        return [[a, _samples.array((3, 2), seed=1)],
+                ([a, _samples.array((3, 2), seed=1)], {"lower": False, "transpose": True, "alpha": 2.0}),
+                ([a, _samples.array((2, 3), seed=2)], {"rightside": True}),
+                ([a, _samples.array((2, 3), seed=3)], {"rightside": True, "transpose": True, "lower": False}),
+                ([a, _samples.array((3, 2), seed=4)], {"transpose": True})]

@@ -24,8 +24,10 @@ from ....dtypes import value_dtype
 from ....ndarray import BaseSparseNDArray, CSRNDArray, NDArray, RowSparseNDArray
 from ....registry import get_op
 from ..base import mx_real_t
-from . import _op
+from . import _op, _views
 
+
+_views.install()  # x.indptr[0].asscalar(), as MXNet code reads one entry of a component
 
 if not hasattr(NDArray, "_num_aux"):  # MXNet's count of aux arrays: csr 2, row_sparse 1, dense 0
     NDArray._num_aux = property(lambda self: {"csr": 2, "row_sparse": 1}.get(self.stype, 0))
@@ -224,7 +226,7 @@ def Activation(data: NDArray, act_type: str, out: NDArray | None = None, name: s
     return _op.call(op, [data], out=out)
 
 
-from . import contrib, random, sparse  # noqa: E402  (they import _op only, never this module's names)
+from . import _internal, contrib, linalg, random, sparse  # noqa: E402  (they import _op only, never this module's names)
 
 
 def uniform(low: float = 0, high: float = 1, shape: Any = None, ctx: Any = None, dtype: Any = None,
@@ -263,5 +265,5 @@ __all__ = [
     "array", "zeros", "ones", "full", "empty", "arange", "save", "load", "waitall", "Custom",
     "add", "subtract", "multiply", "divide", "true_divide", "power", "maximum", "minimum",
     "equal", "not_equal", "greater", "greater_equal", "lesser", "lesser_equal",
-    "concatenate", "Activation", "contrib", "random", "sparse", "uniform", "normal", "random_uniform", "random_normal",
+    "concatenate", "Activation", "contrib", "linalg", "random", "sparse", "uniform", "normal", "random_uniform", "random_normal",
 ]

@@ -31,6 +31,10 @@ ALIASES = {
     "sum_axis": "sum",
     "crop": "slice",
     "_square_sum": "square_sum",
+    "linalg_potrf": "_linalg_potrf",
+    "linalg_gemm2": "_linalg_gemm2",
+    "linalg_trsm": "_linalg_trsm",
+    "shuffle": "_shuffle",
 }
 _SPARSE_PREFIX = "_sparse_"  # MXNet's mx.nd.sparse.* ops are registered as _sparse_<name>
 

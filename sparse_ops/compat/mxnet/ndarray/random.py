@@ -1,4 +1,5 @@
-"""``mx.nd.random``: sampling with MXNet's signatures (``ctx=`` for the device).
+"""``mx.nd.random``: sampling with MXNet's signatures (``ctx=`` for the device): the
+distributions, ``randint``, ``multinomial`` and ``shuffle``.
 
 Scalar distribution parameters only: MXNet's per-element form (``low``/``high`` given
 as NDArrays, its ``sample_uniform``) is not covered and raises TypeError.
@@ -10,6 +11,7 @@ from typing import Any
 from .... import random as _core_random
 from ....ndarray import NDArray
 from ..base import _Null
+from . import _op
 
 
 def _given(v: Any) -> Any:
@@ -77,5 +79,36 @@ negative_binomial = _sampler("negative_binomial", "_random_negative_binomial", (
 generalized_negative_binomial = _sampler("generalized_negative_binomial", "_random_generalized_negative_binomial",
                                          ("mu", "alpha"), (1, 1))
 
-__all__ = ["uniform", "normal", "randn", "gamma", "exponential", "poisson", "negative_binomial",
+def randint(low: int, high: int, shape: Any = _Null, dtype: Any = _Null, ctx: Any = None,
+            out: NDArray | None = None, **kwargs: Any) -> NDArray:
+    """Integers uniform on [low, high); ``shape`` defaults to (1,), ``dtype`` to int32."""
+    kwargs.pop("name", None)
+    if kwargs:
+        raise TypeError(f"randint() got unexpected arguments {sorted(kwargs)}")
+    return _core_random.randint(_scalar("low", low), _scalar("high", high), shape=_given(shape),
+                                dtype=_given(dtype), device=ctx, out=out)
+
+
+def multinomial(data: NDArray, shape: Any = _Null, get_prob: bool = False, out: Any = None,
+                dtype: Any = "int32", **kwargs: Any) -> Any:
+    """Category ids drawn from the distributions along ``data``'s last axis, of shape
+    ``data.shape[:-1] + shape``; with ``get_prob``, ``[ids, log probabilities]``."""
+    kwargs.pop("name", None)
+    if kwargs:
+        raise TypeError(f"multinomial() got unexpected arguments {sorted(kwargs)}")
+    params = {"get_prob": get_prob, "dtype": dtype}
+    if _given(shape) is not None:
+        params["shape"] = (shape,) if isinstance(shape, int) else shape
+    return _op.call("_sample_multinomial", [data], params, out=out)
+
+
+def shuffle(data: NDArray, out: NDArray | None = None, **kwargs: Any) -> NDArray:
+    """A copy of ``data`` with its first axis randomly permuted."""
+    kwargs.pop("name", None)
+    if kwargs:
+        raise TypeError(f"shuffle() got unexpected arguments {sorted(kwargs)}")
+    return _op.call("_shuffle", [data], out=out)
+
+
+__all__ = ["randint", "multinomial", "shuffle", "uniform", "normal", "randn", "gamma", "exponential", "poisson", "negative_binomial",
            "generalized_negative_binomial"]

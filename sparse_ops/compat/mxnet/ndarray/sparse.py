@@ -70,6 +70,13 @@ def _check_shape(s1: Any, s2: Any) -> None:
         raise ValueError(f"Shape mismatch detected. {tuple(s1)} v.s. {tuple(s2)}")
 
 
+def _inferable(indices: np.ndarray, shape: Any, what: str) -> None:
+    """MXNet infers a missing shape from the largest index, and refuses to when there is none."""
+    if shape is None and indices.shape[0] == 0:
+        raise ValueError(f"invalid shape: cannot infer the shape of a {what} array from empty indices; "
+                         "pass shape=")
+
+
 def csr_matrix(arg1: Any, shape: Any = None, ctx: Any = None, dtype: Any = None) -> CSRNDArray:
     """A CSRNDArray from ``(data, indices, indptr)``, ``(data, (row, col))`` (duplicates
     summed), a shape ``(M, N)``, a CSRNDArray, a SciPy matrix, or a dense array-like."""
@@ -84,7 +91,9 @@ def csr_matrix(arg1: Any, shape: Any = None, ctx: Any = None, dtype: Any = None)
             return zeros("csr", arg1, ctx=ctx, dtype=dtype)
         if len(arg1) == 3:
             data, indices, indptr = arg1
-            return _core.csr_matrix((_host(data), _index(indices), _index(indptr)), shape=shape,
+            indices = _index(indices)
+            _inferable(indices, shape, "csr")
+            return _core.csr_matrix((_host(data), indices, _index(indptr)), shape=shape,
                                     dtype=_default_dtype(data, dtype), device=dev, copy=True)
         raise ValueError(f"Unexpected length of input tuple: {len(arg1)}")
     if isinstance(arg1, CSRNDArray) or _is_scipy_sparse(arg1):
@@ -108,7 +117,9 @@ def row_sparse_array(arg1: Any, shape: Any = None, ctx: Any = None, dtype: Any =
             _check_shape(arg1, shape)
             return zeros("row_sparse", arg1, ctx=ctx, dtype=dtype)
         data, indices = arg1
-        return _core.row_sparse_array((_host(data), _index(indices)), shape=shape,
+        indices = _index(indices)
+        _inferable(indices, shape, "row_sparse")
+        return _core.row_sparse_array((_host(data), indices), shape=shape,
                                       dtype=_default_dtype(data, dtype), device=dev, copy=True)
     if isinstance(arg1, RowSparseNDArray):
         _check_shape(arg1.shape, shape)
