@@ -1,0 +1,139 @@
+"""MXNet 1.9 behaviours of the compat face: optimizer updates on a row_sparse weight,
+``check_format()`` on unchecked compat constructions, ``Convolution``; against NumPy."""
+import numpy as np
+import pytest
+
+import sparse_ops.compat.mxnet as mx
+
+W = np.arange(12, dtype=np.float64).reshape(4, 3) / 10 + 1
+G = np.array([[1, 2, 3], [0, 0, 0], [-1, 0.5, 2], [0, 0, 0]], dtype=np.float64)
+ROWS = [0, 2]
+
+
+def _rsp(v):
+    return mx.nd.array(v, dtype=v.dtype).tostype("row_sparse")
+
+
+def _grad():
+    return mx.nd.sparse.row_sparse_array((G[ROWS], ROWS), shape=G.shape, dtype=G.dtype)
+
+
+def _sgd(w, g, lr, wd, rows):
+    out = w.copy()
+    out[rows] = (1 - lr * wd) * w[rows] - lr * g[rows]
+    return out
+
+
+@pytest.mark.parametrize("lazy", [True, False])
+def test_sgd_update_rsp_weight_in_place(lazy):
+    w = _rsp(W)
+    r = mx.nd.sgd_update(w, _grad(), lr=0.1, wd=0.05, lazy_update=lazy, out=w)
+    assert w.stype == "row_sparse" and r.stype == "row_sparse"
+    rows = ROWS if lazy else [0, 1, 2, 3]
+    np.testing.assert_allclose(w.asnumpy(), _sgd(W, G, 0.1, 0.05, rows), rtol=1e-12)
+    assert list(w.indices.asnumpy()) == [0, 1, 2, 3]
+
+
+def test_sgd_update_rsp_weight_issue_example():
+    w = mx.nd.ones((4, 2)).tostype("row_sparse")
+    g = mx.nd.ones((4, 2)).tostype("row_sparse")
+    mx.nd.sgd_update(w, g, lr=0.1, out=w)
+    assert w.stype == "row_sparse"
+    np.testing.assert_allclose(w.asnumpy(), np.full((4, 2), 0.9), rtol=1e-6)
+
+
+def test_sgd_update_rsp_weight_new_output_leaves_weight():
+    w = _rsp(W)
+    out = mx.nd.sgd_update(w, _grad(), lr=0.1)
+    assert out.stype == "row_sparse" and out is not w
+    np.testing.assert_allclose(out.asnumpy(), _sgd(W, G, 0.1, 0.0, ROWS), rtol=1e-12)
+    np.testing.assert_array_equal(w.asnumpy(), W)
+
+
+def _mom_ref(w, g, mom, lr, momentum, wd, rows):
+    w, mom = w.copy(), mom.copy()
+    m = momentum * mom[rows] - lr * wd * w[rows] - lr * g[rows]
+    mom[rows] = m
+    w[rows] = w[rows] + m
+    return w, mom
+
+
+@pytest.mark.parametrize("mom_stype,lazy,lazy_rows", [("row_sparse", True, True), ("row_sparse", False, False),
+                                                      ("default", True, False)])
+def test_sgd_mom_update_rsp_weight(mom_stype, lazy, lazy_rows):
+    m0 = np.full(W.shape, 0.5)
+    w, mom = _rsp(W), mx.nd.array(m0, dtype=W.dtype).tostype(mom_stype)
+    mx.nd.sgd_mom_update(w, _grad(), mom, lr=0.1, momentum=0.9, wd=0.01, lazy_update=lazy, out=w)
+    rw, rm = _mom_ref(W, G, m0, 0.1, 0.9, 0.01, ROWS if lazy_rows else [0, 1, 2, 3])
+    assert w.stype == "row_sparse" and mom.stype == mom_stype
+    np.testing.assert_allclose(w.asnumpy(), rw, rtol=1e-12)
+    np.testing.assert_allclose(mom.asnumpy(), rm, rtol=1e-12)
+
+
+def test_sgd_mom_update_fills_empty_rsp_mom():
+    w, mom = _rsp(W), mx.nd.sparse.zeros("row_sparse", W.shape, dtype=W.dtype)
+    mx.nd.sgd_mom_update(w, _grad(), mom, lr=0.1, momentum=0.9, out=w)
+    rw, rm = _mom_ref(W, G, np.zeros(W.shape), 0.1, 0.9, 0.0, ROWS)
+    np.testing.assert_allclose(w.asnumpy(), rw, rtol=1e-12)
+    np.testing.assert_allclose(mom.asnumpy(), rm, rtol=1e-12)
+
+
+@pytest.mark.parametrize("state_stype", ["row_sparse", "default"])
+def test_adam_update_rsp_weight(state_stype):
+    mean0, var0 = np.full(W.shape, 0.1), np.full(W.shape, 0.2)
+    mean = mx.nd.array(mean0, dtype=W.dtype).tostype(state_stype)
+    var = mx.nd.array(var0, dtype=W.dtype).tostype(state_stype)
+    w = _rsp(W)
+    mx.nd.adam_update(w, _grad(), mean, var, lr=0.1, wd=0.01, out=w)
+    rows = ROWS if state_stype == "row_sparse" else [0, 1, 2, 3]
+    ref, rm, rv = W.copy(), mean0.copy(), var0.copy()
+    g = G[rows] + 0.01 * W[rows]
+    rm[rows] = 0.9 * mean0[rows] + 0.1 * g
+    rv[rows] = 0.999 * var0[rows] + 0.001 * g * g
+    ref[rows] = W[rows] - 0.1 * rm[rows] / (np.sqrt(rv[rows]) + 1e-8)
+    np.testing.assert_allclose(w.asnumpy(), ref, rtol=1e-10)
+    np.testing.assert_allclose(mean.asnumpy(), rm, rtol=1e-12)
+    np.testing.assert_allclose(var.asnumpy(), rv, rtol=1e-12)
+
+
+def test_adagrad_and_ftrl_rsp_weight_lazy():
+    h0 = np.full(W.shape, 0.3)
+    w, h = _rsp(W), _rsp(h0.copy())
+    mx.nd.adagrad_update(w, _grad(), h, lr=0.1, out=w)
+    ref, rh = W.copy(), h0.copy()
+    rh[ROWS] += G[ROWS] ** 2
+    ref[ROWS] = W[ROWS] - 0.1 * G[ROWS] / np.sqrt(rh[ROWS] + 1e-7)
+    np.testing.assert_allclose(w.asnumpy(), ref, rtol=1e-12)
+    np.testing.assert_allclose(h.asnumpy(), rh, rtol=1e-12)
+    w, z, n = _rsp(W), _rsp(np.zeros(W.shape)), _rsp(np.full(W.shape, 0.5))
+    mx.nd.ftrl_update(w, _grad(), z, n, lr=0.1, lazy_update=False, out=w)
+    got = w.asnumpy()
+    np.testing.assert_array_equal(got[[1, 3]], W[[1, 3]])  # always lazy with a row_sparse weight
+    assert not np.allclose(got[ROWS], W[ROWS])
+
+
+def test_rsp_weight_refusals():
+    missing = mx.nd.sparse.row_sparse_array((W[:1], [1]), shape=W.shape, dtype=W.dtype)
+    with pytest.raises(mx.base.MXNetError, match="all of its rows"):
+        mx.nd.sgd_update(missing, _grad(), lr=0.1, out=missing)
+    with pytest.raises(mx.base.MXNetError, match="row_sparse grad"):
+        mx.nd.sgd_update(_rsp(W), mx.nd.array(G, dtype=G.dtype), lr=0.1)
+    with pytest.raises(mx.base.MXNetError):  # MXNet's sparse adagrad takes row_sparse states only
+        mx.nd.adagrad_update(_rsp(W), _grad(), mx.nd.zeros(W.shape, dtype=W.dtype), lr=0.1)
+    with pytest.raises(mx.base.MXNetError):  # dense-only updates
+        mx.nd.rmsprop_update(_rsp(W), _grad(), mx.nd.zeros(W.shape, dtype=W.dtype), lr=0.1)
+    with pytest.raises(mx.base.MXNetError, match="all states alike"):
+        mx.nd.adam_update(_rsp(W), _grad(), _rsp(np.zeros(W.shape)), mx.nd.zeros(W.shape, dtype=W.dtype), lr=0.1)
+
+
+def test_rsp_weight_float32_numba_path():
+    rng = np.random.default_rng(0)
+    w0 = rng.standard_normal((600, 4)).astype(np.float32)
+    rows = np.sort(rng.choice(600, 300, replace=False))
+    gv = rng.standard_normal((300, 4)).astype(np.float32)
+    w = mx.nd.array(w0).tostype("row_sparse")
+    g = mx.nd.sparse.row_sparse_array((gv, rows), shape=w0.shape)
+    mx.nd.sgd_update(w, g, lr=0.1, out=w)
+    ref = w0.copy()
+    ref[rows] = w0[rows] - np.float32(0.1) * gv
+    np.testing.assert_allclose(w.asnumpy(), ref, rtol=1e-6, atol=1e-7)
