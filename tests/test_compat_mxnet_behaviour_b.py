@@ -137,3 +137,72 @@ def test_rsp_weight_float32_numba_path():
     ref = w0.copy()
     ref[rows] = w0[rows] - np.float32(0.1) * gv
     np.testing.assert_allclose(w.asnumpy(), ref, rtol=1e-6, atol=1e-7)
+
+
+# ---- check_format() on the compat constructors' unchecked arrays ----------------------------------
+BAD_CSR = [([0, 2, 1], [0, 5, 2, 3]), ([2, 1, 1], [0, 2, 2, 3]), ([1, 2, 1], [0, 2, 2, 4]), ([0, 2, 1], [0, -2, 2, 3]),
+           ([0, 9, 1], [0, 2, 2, 3])]
+BAD_RSP = [[1, 4], [1, 0], [1, -2], [1, 1]]
+
+
+def _bad_csr(k):
+    indices, indptr = BAD_CSR[k]
+    return mx.nd.sparse.csr_matrix(([7, 8, 9], indices, indptr), shape=(3, 4))
+
+
+def _bad_rsp(k):
+    return mx.nd.sparse.row_sparse_array(([[1, 2], [3, 4]], BAD_RSP[k]), shape=(3, 2))
+
+
+@pytest.mark.parametrize("k", range(len(BAD_CSR)))
+def test_csr_built_unchecked_check_format_raises(k):
+    a = _bad_csr(k)  # MXNet builds it; check_format() tells
+    with pytest.raises(mx.base.MXNetError):
+        a.check_format()
+    with pytest.raises(mx.base.MXNetError):  # and it never reaches a kernel
+        a.check_format()
+
+
+@pytest.mark.parametrize("k", range(len(BAD_RSP)))
+def test_rsp_built_unchecked_check_format_raises(k):
+    with pytest.raises(mx.base.MXNetError):
+        _bad_rsp(k).check_format()
+
+
+USES = {
+    "shape": lambda a: a.shape,
+    "asnumpy": lambda a: a.asnumpy(),
+    "tostype": lambda a: a.tostype("default"),
+    "add": lambda a: a + a,
+    "square": lambda a: mx.nd.square(a),
+    "sum": lambda a: mx.nd.sum(a),
+    "copy": lambda a: a.copy().asnumpy(),  # a copy stays unchecked: refused on its first use
+    "dot": lambda a: mx.nd.dot(a, mx.nd.ones((a.shape[1], 2))),
+}
+
+
+@pytest.mark.parametrize("use", sorted(USES))
+@pytest.mark.parametrize("make", [lambda: _bad_csr(0), lambda: _bad_csr(4), lambda: _bad_rsp(0), lambda: _bad_rsp(1)])
+def test_unchecked_bad_array_refused_on_first_use(use, make):
+    a = make()
+    with pytest.raises(mx.base.MXNetError, match="first use"):
+        USES[use](a)
+
+
+def test_unchecked_good_array_validated_once_and_usable():
+    a = mx.nd.sparse.csr_matrix(([7, 8, 9], [0, 2, 1], [0, 2, 2, 3]), shape=(3, 4))
+    a.check_format()
+    np.testing.assert_array_equal(a.asnumpy(), [[7, 0, 8, 0], [0, 0, 0, 0], [0, 9, 0, 0]])
+    r = mx.nd.sparse.row_sparse_array(([[1, 2], [3, 4]], [0, 2]), shape=(3, 2))
+    assert r.stype == "row_sparse" and r.shape == (3, 2)
+    np.testing.assert_array_equal((r + r).asnumpy(), [[2, 4], [0, 0], [6, 8]])
+    assert repr(mx.nd.sparse.csr_matrix(([7, 8, 9], [0, 2, 1], [0, 5, 2, 3]), shape=(3, 4)))  # repr never raises
+
+
+def test_native_constructors_still_check_at_once():
+    import sparse_ops as so
+
+    with pytest.raises(so.errors.SparseFormatError):
+        so.csr_matrix((np.array([7.0, 8, 9]), np.array([0, 2, 1]), np.array([0, 5, 2, 3])), shape=(3, 4))
+    with pytest.raises(so.errors.SparseFormatError):
+        so.row_sparse_array((np.ones((2, 2)), np.array([1, 4])), shape=(3, 2))
