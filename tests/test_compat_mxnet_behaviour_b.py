@@ -206,3 +206,112 @@ def test_native_constructors_still_check_at_once():
         so.csr_matrix((np.array([7.0, 8, 9]), np.array([0, 2, 1]), np.array([0, 5, 2, 3])), shape=(3, 4))
     with pytest.raises(so.errors.SparseFormatError):
         so.row_sparse_array((np.ones((2, 2)), np.array([1, 4])), shape=(3, 2))
+
+
+# ---- Convolution -----------------------------------------------------------------------------------
+def _conv_ref(x, w, stride, pad, dilate, groups):
+    """Direct NumPy cross-correlation (float64), 2-d NCHW."""
+    x = np.pad(x, ((0, 0), (0, 0), (pad[0], pad[0]), (pad[1], pad[1])))
+    n, c, h, wd = x.shape
+    f, cg, kh, kw = w.shape
+    oh = (h - dilate[0] * (kh - 1) - 1) // stride[0] + 1
+    ow = (wd - dilate[1] * (kw - 1) - 1) // stride[1] + 1
+    out = np.zeros((n, f, oh, ow))
+    fg = f // groups
+    for o in range(f):
+        g = o // fg
+        for a in range(oh):
+            for b in range(ow):
+                patch = x[:, g * cg:(g + 1) * cg, a * stride[0]:a * stride[0] + dilate[0] * (kh - 1) + 1:dilate[0],
+                          b * stride[1]:b * stride[1] + dilate[1] * (kw - 1) + 1:dilate[1]]
+                out[:, o, a, b] = np.sum(patch * w[o], axis=(1, 2, 3))
+    return out
+
+
+CONV_CASES = [((2, 3, 7, 6), (4, 3, 3, 2), dict(kernel=(3, 2), num_filter=4)),
+              ((1, 4, 8, 8), (6, 2, 3, 3), dict(kernel=(3, 3), num_filter=6, num_group=2, stride=(2, 2), pad=(1, 1))),
+              ((2, 2, 9, 9), (2, 2, 2, 3), dict(kernel=(2, 3), num_filter=2, dilate=(2, 2), pad=(0, 1), stride=(1, 2)))]
+
+
+@pytest.mark.parametrize("dshape,wshape,params", CONV_CASES)
+@pytest.mark.parametrize("bias", [False, True])
+def test_convolution_2d_values(dshape, wshape, params, bias):
+    rng = np.random.default_rng(3)
+    x, w, b = rng.standard_normal(dshape), rng.standard_normal(wshape), rng.standard_normal(wshape[0])
+    p = dict(params)
+    ref = _conv_ref(x, w, p.get("stride", (1, 1)), p.get("pad", (0, 0)), p.get("dilate", (1, 1)), p.get("num_group", 1))
+    args = [mx.nd.array(x, dtype="float64"), mx.nd.array(w, dtype="float64")]
+    if bias:
+        args.append(mx.nd.array(b, dtype="float64"))
+        ref = ref + b.reshape(1, -1, 1, 1)
+    y = mx.nd.Convolution(*args, no_bias=not bias, **p)
+    assert y.stype == "default" and y.shape == ref.shape
+    np.testing.assert_allclose(y.asnumpy(), ref, rtol=1e-10, atol=1e-12)
+
+
+def test_convolution_1d_matches_numpy_correlate():
+    rng = np.random.default_rng(4)
+    x, w = rng.standard_normal((2, 3, 11)), rng.standard_normal((2, 3, 3))
+    y = mx.nd.Convolution(mx.nd.array(x, dtype="float64"), mx.nd.array(w, dtype="float64"), kernel=(3,),
+                          num_filter=2, no_bias=True, stride=(2,), pad=(1,))
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1)))
+    ref = np.stack([[sum(np.correlate(xp[n, c], w[f, c], mode="valid") for c in range(3))[::2] for f in range(2)]
+                    for n in range(2)])
+    np.testing.assert_allclose(y.asnumpy(), ref, rtol=1e-10, atol=1e-12)
+
+
+def test_convolution_gradients_match_finite_differences():
+    rng = np.random.default_rng(5)
+    x0, w0, b0 = rng.standard_normal((1, 2, 5, 5)), rng.standard_normal((2, 1, 3, 3)), rng.standard_normal(2)
+    head = rng.standard_normal((1, 2, 3, 3))
+    p = dict(kernel=(3, 3), num_filter=2, num_group=2, stride=(2, 2), pad=(1, 1))
+    x, w, b = (mx.nd.array(v, dtype="float64") for v in (x0, w0, b0))
+    for v in (x, w, b):
+        v.attach_grad()
+    with mx.autograd.record():
+        y = mx.nd.Convolution(x, w, b, **p)
+    y.backward(mx.nd.array(head, dtype="float64"))
+
+    def loss(xv, wv, bv):
+        return float(np.sum((_conv_ref(xv, wv, (2, 2), (1, 1), (1, 1), 2) + bv.reshape(1, -1, 1, 1)) * head))
+
+    eps = 1e-6
+    for k, (arr, got) in enumerate(((x0, x.grad), (w0, w.grad), (b0, b.grad))):
+        num = np.zeros(arr.size)
+        for e in range(arr.size):
+            vals = [x0, w0, b0]
+            plus, minus = arr.copy().ravel(), arr.copy().ravel()
+            plus[e] += eps
+            minus[e] -= eps
+            vals[k] = plus.reshape(arr.shape)
+            lp = loss(*vals)
+            vals[k] = minus.reshape(arr.shape)
+            num[e] = (lp - loss(*vals)) / (2 * eps)
+        np.testing.assert_allclose(got.asnumpy().ravel(), num, rtol=1e-6, atol=1e-8)
+
+
+def test_convolution_refusals():
+    x, w = mx.nd.ones((1, 3, 5, 5)), mx.nd.ones((2, 3, 3, 3))
+    with pytest.raises(mx.base.MXNetError, match="weight must have shape"):
+        mx.nd.Convolution(x, mx.nd.ones((2, 2, 3, 3)), kernel=(3, 3), num_filter=2, no_bias=True)
+    with pytest.raises(mx.base.MXNetError, match="bias"):
+        mx.nd.Convolution(x, w, mx.nd.ones((3,)), kernel=(3, 3), num_filter=2)
+    with pytest.raises(mx.base.MXNetError, match="4-d data"):
+        mx.nd.Convolution(mx.nd.ones((3, 5, 5)), w, kernel=(3, 3), num_filter=2, no_bias=True)
+    with pytest.raises(mx.base.MXNetError, match="does not fit"):
+        mx.nd.Convolution(mx.nd.ones((1, 3, 2, 2)), w, kernel=(3, 3), num_filter=2, no_bias=True)
+    with pytest.raises(mx.base.MXNetError, match="multiple of num_group"):
+        mx.nd.Convolution(x, w, kernel=(3, 3), num_filter=3, num_group=2, no_bias=True)
+    with pytest.raises(mx.base.MXNetError, match="layout"):
+        mx.nd.Convolution(x, w, kernel=(3, 3), num_filter=2, no_bias=True, layout="NHWC")
+
+
+def test_convolution_then_sparse_ops_as_mxnet_test_mkldnn_sparse():
+    arr = mx.nd.random.uniform(shape=(4, 3, 8, 8))
+    w1 = mx.nd.random.uniform(shape=(3, 3, 3, 3))
+    arr = mx.nd.Convolution(data=arr, weight=w1, no_bias=True, kernel=(3, 3), num_filter=3)
+    rs = mx.nd.sparse.row_sparse_array((mx.nd.zeros_like(arr), np.arange(arr.shape[0])))
+    w2 = mx.nd.random.uniform(shape=(5, int(np.prod(arr.shape[1:]))))
+    fc = mx.nd.FullyConnected(data=arr, weight=w2, no_bias=True, num_hidden=5)
+    diff = mx.nd.elemwise_sub(arr, rs)
+    np.testing.assert_allclose(np.dot(mx.nd.flatten(diff).asnumpy(), w2.asnumpy().T), fc.asnumpy(), rtol=1e-5)
