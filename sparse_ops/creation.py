@@ -251,13 +251,15 @@ def ones(shape: Any, stype: str = "default", dtype: Any = "float32",
 
 # ---- sparse --------------------------------------------------------------------------------
 def csr_matrix(arg: Any, shape: Any = None, dtype: Any = None,
-               device: Device | str | None = None, copy: bool = False) -> CSRNDArray:
+               device: Device | str | None = None, copy: bool = False, check: bool = True) -> CSRNDArray:
     """A csr array from ``(data, indices, indptr)``, ``(data, (row, col))`` (duplicates
     summed), a shape ``(M, N)`` (empty), a SciPy sparse matrix or array (zero-copy when
     canonical), a dense array-like, or another container.
 
     Components must be canonical (sorted, unique column indices per row): anything else
-    raises ``SparseFormatError`` naming the broken invariant.
+    raises ``SparseFormatError`` naming the broken invariant, at once, or with
+    ``check=False`` (``(data, indices, indptr)`` only) on the array's first use or
+    ``check_format()``, as MXNet's constructors build first and check later.
     """
     if isinstance(arg, NDArray):
         out = array(arg, dtype=dtype, device=device)
@@ -278,7 +280,7 @@ def csr_matrix(arg: Any, shape: Any = None, dtype: Any = None,
                 raise SparseFormatError("csr indptr must be 1-d with at least one entry")
             cols = int(indices.max()) + 1 if indices.size and indices.ndim == 1 else 0
             shape = (indptr.shape[0] - 1, cols)
-        return CSRNDArray(data, indices, indptr, shape, dev)
+        return CSRNDArray(data, indices, indptr, shape, dev, check=check)
     if isinstance(arg, tuple) and len(arg) == 2 and isinstance(arg[1], (tuple, list)) and len(arg[1]) == 2:
         return _csr_from_coo(arg[0], arg[1][0], arg[1][1], shape, dtype, device)
     if isinstance(arg, tuple) and len(arg) in (2, 3):
@@ -288,9 +290,10 @@ def csr_matrix(arg: Any, shape: Any = None, dtype: Any = None,
 
 
 def row_sparse_array(arg: Any, shape: Any = None, dtype: Any = None,
-                     device: Device | str | None = None, copy: bool = False) -> RowSparseNDArray:
+                     device: Device | str | None = None, copy: bool = False, check: bool = True) -> RowSparseNDArray:
     """A row_sparse array from ``(data, indices)`` (indices sorted and unique), a shape
-    (empty), a dense array-like, a SciPy matrix, or another container."""
+    (empty), a dense array-like, a SciPy matrix, or another container. ``check=False``
+    (``(data, indices)`` only) defers the validation to the first use or ``check_format()``."""
     if isinstance(arg, NDArray):
         out = array(arg, dtype=dtype, device=device)
         out = out if out.stype == "row_sparse" else out.tostype("row_sparse")
@@ -307,7 +310,7 @@ def row_sparse_array(arg: Any, shape: Any = None, dtype: Any = None,
                 raise SparseFormatError(f"row_sparse indices must be 1-d, got shape {tuple(indices.shape)}")
             rows = int(indices.max()) + 1 if indices.size else 0
             shape = (rows, *data.shape[1:])
-        return RowSparseNDArray(data, indices, shape, dev)
+        return RowSparseNDArray(data, indices, shape, dev, check=check)
     if _is_scipy_sparse(arg):
         return _expect_shape(csr_matrix(arg, dtype=dtype, device=device).tostype("row_sparse"), shape)
     dense = array(arg, dtype=dtype, device=device)

@@ -280,8 +280,11 @@ def test_sparse_components_read_like_ndarrays():
 
 
 def test_every_sparse_ops_error_is_an_mxnet_error():
+    bad = mx.nd.sparse.csr_matrix((np.ones(2), np.array([3, 1]), np.array([0, 2])), shape=(1, 4))  # as MXNet: unchecked
     with pytest.raises(mx.base.MXNetError):
-        mx.nd.sparse.csr_matrix((np.ones(2), np.array([3, 1]), np.array([0, 2])), shape=(1, 4))
+        bad.check_format()
+    with pytest.raises(mx.base.MXNetError):
+        bad + bad
     with pytest.raises(mx.base.MXNetError):
         mx.nd.elemwise_add(mx.nd.ones((2,)), mx.nd.ones((3,)))
 

@@ -26,7 +26,7 @@ _subscribe(_publish)  # first: the built-ins registered by the imports below are
 
 from .. import random  # noqa: E402,F401  (the sampling operators)
 from . import (  # noqa: E402,F401  (importing a module registers its operators)
-    broadcast, contrib, elemwise, indexing, linalg, nn, optimizer, reduce, scalar, shape, storage, unary,
+    broadcast, contrib, conv, elemwise, indexing, linalg, nn, optimizer, reduce, scalar, shape, storage, unary,
     unary_math,
 )
 

@@ -17,7 +17,13 @@ dense weight stands in for it, and ``lazy_update=False`` gives MXNet's dense-wei
 The updates MXNet has only dense kernels for (``nag_mom_update``, ``rmsprop_update``,
 ``rmspropalex_update``, ``signsgd_update``, ``signum_update``) always apply the dense update
 to a row_sparse gradient, as MXNet's storage fallback does, without the fallback warning.
-Weight and states are dense; they share one float dtype with the gradient.
+Weight and states share one float dtype with the gradient. They are dense, or, as in
+MXNet 1.9, the weight is row_sparse with every row stored (a row_sparse gradient then;
+``weights.data.shape[0] == weights.shape[0]`` is checked as MXNet's CheckAllRowsPresent
+does): the output is row_sparse with every row. Row_sparse states (all rows stored, or
+none: those are filled with zero rows first) give the lazy update under ``lazy_update``,
+dense states the standard update; adagrad and ftrl take row_sparse states only and
+update lazily. The dense-only updates refuse a row_sparse weight.
 """
 from __future__ import annotations
 
@@ -98,8 +104,23 @@ class _Update(Op):
                 raise TypeError(f"{name} has dtype {d.name}, weight {weight.name}")
         return [weight]
 
+    # the states' storage types a row_sparse weight takes ("default", "row_sparse" or both)
+    rsp_weight_states: tuple = ("default", "row_sparse")
+    rsp_weight_lazy: bool | None = None  # with a row_sparse weight: always lazy (True), else lazy_update
+
     def infer_storage_type(self, weight, grad, *states):
+        """A dense weight takes dense states; a row_sparse weight (MXNet 1.9's, all of its rows
+        stored) takes a row_sparse grad and states of one storage type among
+        ``rsp_weight_states``. The output has the weight's storage type."""
         names = self._opdef.arguments
+        if weight == "row_sparse" and self.rsp_weight_states:
+            if grad != "row_sparse":
+                raise ValueError(f"a row_sparse {names[0]} needs a row_sparse {names[1]}, got {grad}")
+            for name, st in zip(names[2:], states):
+                if st not in self.rsp_weight_states or st != states[0]:
+                    raise ValueError(f"with a row_sparse {names[0]}, {name} must be "
+                                     f"{' or '.join(self.rsp_weight_states)} (all states alike), got {st}")
+            return ["row_sparse"]
         for name, st in zip((names[0], *names[2:]), (weight, *states)):
             if st != "default":
                 raise ValueError(f"{name} must be dense (default storage), got {st}")
@@ -133,12 +154,48 @@ class _Update(Op):
             s[...] = v
         out[...] = new[0]
 
+    def rsp_weight_update(self, ctx, weight, grad, *rest) -> None:
+        """The kernel body for a row_sparse weight (MXNet 1.9's): it must store all of its
+        rows, and so must row_sparse states (one storing no rows is filled with zero rows
+        first, as MXNet does). The update is the dense weight's on the stored values: lazy
+        where the states are row_sparse too and ``lazy_update``, standard where they are
+        dense; the output stores every row."""
+        *states, out = rest
+        op = self._opdef.name
+        xp = ctx.xp
+        n = weight.shape[0]
+        if weight.indices.shape[0] != n:
+            raise ValueError(f"{op}: a row_sparse weight must store all of its rows: weight.data.shape[0] "
+                             f"({weight.indices.shape[0]}) != weight.shape[0] ({n})")
+        st = []
+        for name, s in zip(self._opdef.arguments[2:], states):
+            if s.stype == "row_sparse":
+                if s.indices.shape[0] == 0 and n:
+                    ctx.set_row_sparse(s, xp.zeros(s.shape, dtype=s.dtype),
+                                       xp.arange(n, dtype=weight.indices.dtype))
+                elif s.indices.shape[0] != n:
+                    raise ValueError(f"{op}: a row_sparse {name} must store all of its rows or none: "
+                                     f"{name}.data.shape[0] ({s.indices.shape[0]}) != {name}.shape[0] ({n})")
+                st.append(s.data)
+            else:
+                st.append(s.data)
+        w = weight.data
+        o = w if out is weight else xp.empty_like(w)
+        lazy = self.rsp_weight_lazy if self.rsp_weight_lazy is not None else \
+            self.lazy_update and all(s.stype == "row_sparse" for s in states)
+        self._update_arrays(ctx, w, grad, st, o, lazy)
+        if out is not weight:
+            ctx.set_row_sparse(out, o, xp.arange(n, dtype=weight.indices.dtype))
+
     def sparse_update(self, ctx, weight, grad, *rest) -> None:
         """The kernel body for (default weight, row_sparse grad, default states): lazy or
         dense semantics. Each op registers it for its own arity."""
         *states, out = rest
-        w, o, st = weight.data, out.data, [s.data for s in states]
-        if not self.lazy_update:
+        self._update_arrays(ctx, weight.data, grad, [s.data for s in states], out.data, self.lazy_update)
+
+    def _update_arrays(self, ctx, w, grad, st, o, lazy) -> None:
+        """Update dense buffers ``w`` (weight), ``st`` (states) into ``o`` with row_sparse ``grad``."""
+        if not lazy:
             self.dense(ctx, w, grad.tostype("default").data, *st, o)
             return
         if o is not w:
@@ -173,6 +230,16 @@ class _Update(Op):
         if "lazy_update" in cls._opdef.params:
             sig = [("default", "row_sparse") + ("default",) * (n - 2)]
             out += _samples.by_stypes(sig, [(4, 3)] * n, {**params, "lazy_update": False}, positive=positive)
+        # a row_sparse weight (and row_sparse states) store every row, as MXNet requires;
+        # with dense states the update is the standard one (so the reference's too)
+        for inputs, p in out:
+            if inputs[0].stype == "row_sparse":
+                for k in (0, *range(2, n)):
+                    if inputs[k].stype == "row_sparse":
+                        dense = _samples.array((4, 3), "default", seed=k + 1, positive=positive[k])
+                        inputs[k] = dense.tostype("row_sparse")
+                if n > 2 and inputs[2].stype == "default" and "lazy_update" in cls._opdef.params:
+                    p["lazy_update"] = False
         return out
 
     def reference(self, weight: np.ndarray, grad: np.ndarray, *states: np.ndarray) -> np.ndarray:
@@ -197,6 +264,10 @@ class SGDUpdate(_Update):
     def rsp_grad(self, ctx, weight, grad, out):
         self.sparse_update(ctx, weight, grad, out)
 
+    @kernel(device=_BOTH, stypes=[("row_sparse", "row_sparse")])
+    def rsp_weight(self, ctx, weight, grad, out):
+        self.rsp_weight_update(ctx, weight, grad, out)
+
     def rows(self, xp, w, grad):
         return [(1.0 - self.lr * self.wd) * w - self.lr * self.scaled(xp, grad)]
 
@@ -217,6 +288,10 @@ class SGDMomUpdate(_Update):
     @kernel(device=_BOTH, stypes=("default", "row_sparse", "default"))
     def rsp_grad(self, ctx, weight, grad, mom, out):
         self.sparse_update(ctx, weight, grad, mom, out)
+
+    @kernel(device=_BOTH, stypes=[("row_sparse", "row_sparse", "default"), ("row_sparse", "row_sparse", "row_sparse")])
+    def rsp_weight(self, ctx, weight, grad, mom, out):
+        self.rsp_weight_update(ctx, weight, grad, mom, out)
 
     def rows(self, xp, w, grad, mom):
         m = self.momentum * mom - (self.lr * self.wd) * w - self.lr * self.scaled(xp, grad)
@@ -245,6 +320,10 @@ class AdamUpdate(_Update):
     def rsp_grad(self, ctx, weight, grad, mean, var, out):
         self.sparse_update(ctx, weight, grad, mean, var, out)
 
+    @kernel(device=_BOTH, stypes=[("row_sparse", "row_sparse", "default", "default"), ("row_sparse", "row_sparse", "row_sparse", "row_sparse")])
+    def rsp_weight(self, ctx, weight, grad, mean, var, out):
+        self.rsp_weight_update(ctx, weight, grad, mean, var, out)
+
     def rows(self, xp, w, grad, mean, var):
         g = grad * self.rescale_grad + self.wd * w
         if self.clip_gradient >= 0:
@@ -267,6 +346,7 @@ class AdagradUpdate(_Update):
 
     arguments = ("weight", "grad", "history")
     mutate = ("history",)
+    rsp_weight_states, rsp_weight_lazy = ("row_sparse",), True  # MXNet's AdagradUpdateRspRspRspImpl
     lr = _lr()
     epsilon = Param(float, 1e-7, "added to history under the square root")
     wd, rescale_grad, clip_gradient = _wd(), _rescale(), _clip_gradient()
@@ -274,6 +354,10 @@ class AdagradUpdate(_Update):
     @kernel(device=_BOTH, stypes=("default", "row_sparse", "default"))
     def rsp_grad(self, ctx, weight, grad, history, out):
         self.sparse_update(ctx, weight, grad, history, out)
+
+    @kernel(device=_BOTH, stypes=[("row_sparse", "row_sparse", "row_sparse")])
+    def rsp_weight(self, ctx, weight, grad, history, out):
+        self.rsp_weight_update(ctx, weight, grad, history, out)
 
     def rows(self, xp, w, grad, history):
         g = self.scaled(xp, grad)
@@ -296,6 +380,7 @@ class FtrlUpdate(_Update):
 
     arguments = ("weight", "grad", "z", "n")
     mutate = ("z", "n")
+    rsp_weight_states, rsp_weight_lazy = ("row_sparse",), True  # MXNet's FtrlUpdateRspRspRspImpl
     lr = _lr()
     lamda1 = Param(float, 0.01, "L1 regularization coefficient")
     beta = Param(float, 1.0, "per-coordinate learning rate correlation")
@@ -304,6 +389,10 @@ class FtrlUpdate(_Update):
     @kernel(device=_BOTH, stypes=("default", "row_sparse", "default", "default"))
     def rsp_grad(self, ctx, weight, grad, z, n, out):
         self.sparse_update(ctx, weight, grad, z, n, out)
+
+    @kernel(device=_BOTH, stypes=[("row_sparse", "row_sparse", "row_sparse", "row_sparse")])
+    def rsp_weight(self, ctx, weight, grad, z, n, out):
+        self.rsp_weight_update(ctx, weight, grad, z, n, out)
 
     def rows(self, xp, w, grad, z, n):
         g = self.scaled(xp, grad)
@@ -323,6 +412,7 @@ class _DenseOnly(_Update):
     update (zeros in the rows it does not store), as MXNet's storage fallback gives."""
 
     lazy_update = False
+    rsp_weight_states = ()  # MXNet falls back to dense storage; refused here
 
     def sparse_update(self, ctx, weight, grad, *rest) -> None:
         *states, out = rest

@@ -94,7 +94,7 @@ def csr_matrix(arg1: Any, shape: Any = None, ctx: Any = None, dtype: Any = None)
             indices = _index(indices)
             _inferable(indices, shape, "csr")
             return _core.csr_matrix((_host(data), indices, _index(indptr)), shape=shape,
-                                    dtype=_default_dtype(data, dtype), device=dev, copy=True)
+                                    dtype=_default_dtype(data, dtype), device=dev, copy=True, check=False)
         raise ValueError(f"Unexpected length of input tuple: {len(arg1)}")
     if isinstance(arg1, CSRNDArray) or _is_scipy_sparse(arg1):
         _check_shape(arg1.shape, shape)
@@ -120,7 +120,7 @@ def row_sparse_array(arg1: Any, shape: Any = None, ctx: Any = None, dtype: Any =
         indices = _index(indices)
         _inferable(indices, shape, "row_sparse")
         return _core.row_sparse_array((_host(data), indices), shape=shape,
-                                      dtype=_default_dtype(data, dtype), device=dev, copy=True)
+                                      dtype=_default_dtype(data, dtype), device=dev, copy=True, check=False)
     if isinstance(arg1, RowSparseNDArray):
         _check_shape(arg1.shape, shape)
         return array(arg1, ctx=ctx, dtype=dtype)

@@ -1,0 +1,317 @@
+"""MXNet 1.9 behaviours of the compat face: optimizer updates on a row_sparse weight,
+``check_format()`` on unchecked compat constructions, ``Convolution``; against NumPy."""
+import numpy as np
+import pytest
+
+import sparse_ops.compat.mxnet as mx
+
+W = np.arange(12, dtype=np.float64).reshape(4, 3) / 10 + 1
+G = np.array([[1, 2, 3], [0, 0, 0], [-1, 0.5, 2], [0, 0, 0]], dtype=np.float64)
+ROWS = [0, 2]
+
+
+def _rsp(v):
+    return mx.nd.array(v, dtype=v.dtype).tostype("row_sparse")
+
+
+def _grad():
+    return mx.nd.sparse.row_sparse_array((G[ROWS], ROWS), shape=G.shape, dtype=G.dtype)
+
+
+def _sgd(w, g, lr, wd, rows):
+    out = w.copy()
+    out[rows] = (1 - lr * wd) * w[rows] - lr * g[rows]
+    return out
+
+
+@pytest.mark.parametrize("lazy", [True, False])
+def test_sgd_update_rsp_weight_in_place(lazy):
+    w = _rsp(W)
+    r = mx.nd.sgd_update(w, _grad(), lr=0.1, wd=0.05, lazy_update=lazy, out=w)
+    assert w.stype == "row_sparse" and r.stype == "row_sparse"
+    rows = ROWS if lazy else [0, 1, 2, 3]
+    np.testing.assert_allclose(w.asnumpy(), _sgd(W, G, 0.1, 0.05, rows), rtol=1e-12)
+    assert list(w.indices.asnumpy()) == [0, 1, 2, 3]
+
+
+def test_sgd_update_rsp_weight_issue_example():
+    w = mx.nd.ones((4, 2)).tostype("row_sparse")
+    g = mx.nd.ones((4, 2)).tostype("row_sparse")
+    mx.nd.sgd_update(w, g, lr=0.1, out=w)
+    assert w.stype == "row_sparse"
+    np.testing.assert_allclose(w.asnumpy(), np.full((4, 2), 0.9), rtol=1e-6)
+
+
+def test_sgd_update_rsp_weight_new_output_leaves_weight():
+    w = _rsp(W)
+    out = mx.nd.sgd_update(w, _grad(), lr=0.1)
+    assert out.stype == "row_sparse" and out is not w
+    np.testing.assert_allclose(out.asnumpy(), _sgd(W, G, 0.1, 0.0, ROWS), rtol=1e-12)
+    np.testing.assert_array_equal(w.asnumpy(), W)
+
+
+def _mom_ref(w, g, mom, lr, momentum, wd, rows):
+    w, mom = w.copy(), mom.copy()
+    m = momentum * mom[rows] - lr * wd * w[rows] - lr * g[rows]
+    mom[rows] = m
+    w[rows] = w[rows] + m
+    return w, mom
+
+
+@pytest.mark.parametrize("mom_stype,lazy,lazy_rows", [("row_sparse", True, True), ("row_sparse", False, False),
+                                                      ("default", True, False)])
+def test_sgd_mom_update_rsp_weight(mom_stype, lazy, lazy_rows):
+    m0 = np.full(W.shape, 0.5)
+    w, mom = _rsp(W), mx.nd.array(m0, dtype=W.dtype).tostype(mom_stype)
+    mx.nd.sgd_mom_update(w, _grad(), mom, lr=0.1, momentum=0.9, wd=0.01, lazy_update=lazy, out=w)
+    rw, rm = _mom_ref(W, G, m0, 0.1, 0.9, 0.01, ROWS if lazy_rows else [0, 1, 2, 3])
+    assert w.stype == "row_sparse" and mom.stype == mom_stype
+    np.testing.assert_allclose(w.asnumpy(), rw, rtol=1e-12)
+    np.testing.assert_allclose(mom.asnumpy(), rm, rtol=1e-12)
+
+
+def test_sgd_mom_update_fills_empty_rsp_mom():
+    w, mom = _rsp(W), mx.nd.sparse.zeros("row_sparse", W.shape, dtype=W.dtype)
+    mx.nd.sgd_mom_update(w, _grad(), mom, lr=0.1, momentum=0.9, out=w)
+    rw, rm = _mom_ref(W, G, np.zeros(W.shape), 0.1, 0.9, 0.0, ROWS)
+    np.testing.assert_allclose(w.asnumpy(), rw, rtol=1e-12)
+    np.testing.assert_allclose(mom.asnumpy(), rm, rtol=1e-12)
+
+
+@pytest.mark.parametrize("state_stype", ["row_sparse", "default"])
+def test_adam_update_rsp_weight(state_stype):
+    mean0, var0 = np.full(W.shape, 0.1), np.full(W.shape, 0.2)
+    mean = mx.nd.array(mean0, dtype=W.dtype).tostype(state_stype)
+    var = mx.nd.array(var0, dtype=W.dtype).tostype(state_stype)
+    w = _rsp(W)
+    mx.nd.adam_update(w, _grad(), mean, var, lr=0.1, wd=0.01, out=w)
+    rows = ROWS if state_stype == "row_sparse" else [0, 1, 2, 3]
+    ref, rm, rv = W.copy(), mean0.copy(), var0.copy()
+    g = G[rows] + 0.01 * W[rows]
+    rm[rows] = 0.9 * mean0[rows] + 0.1 * g
+    rv[rows] = 0.999 * var0[rows] + 0.001 * g * g
+    ref[rows] = W[rows] - 0.1 * rm[rows] / (np.sqrt(rv[rows]) + 1e-8)
+    np.testing.assert_allclose(w.asnumpy(), ref, rtol=1e-10)
+    np.testing.assert_allclose(mean.asnumpy(), rm, rtol=1e-12)
+    np.testing.assert_allclose(var.asnumpy(), rv, rtol=1e-12)
+
+
+def test_adagrad_and_ftrl_rsp_weight_lazy():
+    h0 = np.full(W.shape, 0.3)
+    w, h = _rsp(W), _rsp(h0.copy())
+    mx.nd.adagrad_update(w, _grad(), h, lr=0.1, out=w)
+    ref, rh = W.copy(), h0.copy()
+    rh[ROWS] += G[ROWS] ** 2
+    ref[ROWS] = W[ROWS] - 0.1 * G[ROWS] / np.sqrt(rh[ROWS] + 1e-7)
+    np.testing.assert_allclose(w.asnumpy(), ref, rtol=1e-12)
+    np.testing.assert_allclose(h.asnumpy(), rh, rtol=1e-12)
+    w, z, n = _rsp(W), _rsp(np.zeros(W.shape)), _rsp(np.full(W.shape, 0.5))
+    mx.nd.ftrl_update(w, _grad(), z, n, lr=0.1, lazy_update=False, out=w)
+    got = w.asnumpy()
+    np.testing.assert_array_equal(got[[1, 3]], W[[1, 3]])  # always lazy with a row_sparse weight
+    assert not np.allclose(got[ROWS], W[ROWS])
+
+
+def test_rsp_weight_refusals():
+    missing = mx.nd.sparse.row_sparse_array((W[:1], [1]), shape=W.shape, dtype=W.dtype)
+    with pytest.raises(mx.base.MXNetError, match="all of its rows"):
+        mx.nd.sgd_update(missing, _grad(), lr=0.1, out=missing)
+    with pytest.raises(mx.base.MXNetError, match="row_sparse grad"):
+        mx.nd.sgd_update(_rsp(W), mx.nd.array(G, dtype=G.dtype), lr=0.1)
+    with pytest.raises(mx.base.MXNetError):  # MXNet's sparse adagrad takes row_sparse states only
+        mx.nd.adagrad_update(_rsp(W), _grad(), mx.nd.zeros(W.shape, dtype=W.dtype), lr=0.1)
+    with pytest.raises(mx.base.MXNetError):  # dense-only updates
+        mx.nd.rmsprop_update(_rsp(W), _grad(), mx.nd.zeros(W.shape, dtype=W.dtype), lr=0.1)
+    with pytest.raises(mx.base.MXNetError, match="all states alike"):
+        mx.nd.adam_update(_rsp(W), _grad(), _rsp(np.zeros(W.shape)), mx.nd.zeros(W.shape, dtype=W.dtype), lr=0.1)
+
+
+def test_rsp_weight_float32_numba_path():
+    rng = np.random.default_rng(0)
+    w0 = rng.standard_normal((600, 4)).astype(np.float32)
+    rows = np.sort(rng.choice(600, 300, replace=False))
+    gv = rng.standard_normal((300, 4)).astype(np.float32)
+    w = mx.nd.array(w0).tostype("row_sparse")
+    g = mx.nd.sparse.row_sparse_array((gv, rows), shape=w0.shape)
+    mx.nd.sgd_update(w, g, lr=0.1, out=w)
+    ref = w0.copy()
+    ref[rows] = w0[rows] - np.float32(0.1) * gv
+    np.testing.assert_allclose(w.asnumpy(), ref, rtol=1e-6, atol=1e-7)
+
+
+# ---- check_format() on the compat constructors' unchecked arrays ----------------------------------
+BAD_CSR = [([0, 2, 1], [0, 5, 2, 3]), ([2, 1, 1], [0, 2, 2, 3]), ([1, 2, 1], [0, 2, 2, 4]), ([0, 2, 1], [0, -2, 2, 3]),
+           ([0, 9, 1], [0, 2, 2, 3])]
+BAD_RSP = [[1, 4], [1, 0], [1, -2], [1, 1]]
+
+
+def _bad_csr(k):
+    indices, indptr = BAD_CSR[k]
+    return mx.nd.sparse.csr_matrix(([7, 8, 9], indices, indptr), shape=(3, 4))
+
+
+def _bad_rsp(k):
+    return mx.nd.sparse.row_sparse_array(([[1, 2], [3, 4]], BAD_RSP[k]), shape=(3, 2))
+
+
+@pytest.mark.parametrize("k", range(len(BAD_CSR)))
+def test_csr_built_unchecked_check_format_raises(k):
+    a = _bad_csr(k)  # MXNet builds it; check_format() tells
+    with pytest.raises(mx.base.MXNetError):
+        a.check_format()
+    with pytest.raises(mx.base.MXNetError):  # and it never reaches a kernel
+        a.check_format()
+
+
+@pytest.mark.parametrize("k", range(len(BAD_RSP)))
+def test_rsp_built_unchecked_check_format_raises(k):
+    with pytest.raises(mx.base.MXNetError):
+        _bad_rsp(k).check_format()
+
+
+USES = {
+    "shape": lambda a: a.shape,
+    "asnumpy": lambda a: a.asnumpy(),
+    "tostype": lambda a: a.tostype("default"),
+    "add": lambda a: a + a,
+    "square": lambda a: mx.nd.square(a),
+    "sum": lambda a: mx.nd.sum(a),
+    "copy": lambda a: a.copy().asnumpy(),  # a copy stays unchecked: refused on its first use
+    "dot": lambda a: mx.nd.dot(a, mx.nd.ones((a.shape[1], 2))),
+}
+
+
+@pytest.mark.parametrize("use", sorted(USES))
+@pytest.mark.parametrize("make", [lambda: _bad_csr(0), lambda: _bad_csr(4), lambda: _bad_rsp(0), lambda: _bad_rsp(1)])
+def test_unchecked_bad_array_refused_on_first_use(use, make):
+    a = make()
+    with pytest.raises(mx.base.MXNetError, match="first use"):
+        USES[use](a)
+
+
+def test_unchecked_good_array_validated_once_and_usable():
+    a = mx.nd.sparse.csr_matrix(([7, 8, 9], [0, 2, 1], [0, 2, 2, 3]), shape=(3, 4))
+    a.check_format()
+    np.testing.assert_array_equal(a.asnumpy(), [[7, 0, 8, 0], [0, 0, 0, 0], [0, 9, 0, 0]])
+    r = mx.nd.sparse.row_sparse_array(([[1, 2], [3, 4]], [0, 2]), shape=(3, 2))
+    assert r.stype == "row_sparse" and r.shape == (3, 2)
+    np.testing.assert_array_equal((r + r).asnumpy(), [[2, 4], [0, 0], [6, 8]])
+    assert repr(mx.nd.sparse.csr_matrix(([7, 8, 9], [0, 2, 1], [0, 5, 2, 3]), shape=(3, 4)))  # repr never raises
+
+
+def test_native_constructors_still_check_at_once():
+    import sparse_ops as so
+
+    with pytest.raises(so.errors.SparseFormatError):
+        so.csr_matrix((np.array([7.0, 8, 9]), np.array([0, 2, 1]), np.array([0, 5, 2, 3])), shape=(3, 4))
+    with pytest.raises(so.errors.SparseFormatError):
+        so.row_sparse_array((np.ones((2, 2)), np.array([1, 4])), shape=(3, 2))
+
+
+# ---- Convolution -----------------------------------------------------------------------------------
+def _conv_ref(x, w, stride, pad, dilate, groups):
+    """Direct NumPy cross-correlation (float64), 2-d NCHW."""
+    x = np.pad(x, ((0, 0), (0, 0), (pad[0], pad[0]), (pad[1], pad[1])))
+    n, c, h, wd = x.shape
+    f, cg, kh, kw = w.shape
+    oh = (h - dilate[0] * (kh - 1) - 1) // stride[0] + 1
+    ow = (wd - dilate[1] * (kw - 1) - 1) // stride[1] + 1
+    out = np.zeros((n, f, oh, ow))
+    fg = f // groups
+    for o in range(f):
+        g = o // fg
+        for a in range(oh):
+            for b in range(ow):
+                patch = x[:, g * cg:(g + 1) * cg, a * stride[0]:a * stride[0] + dilate[0] * (kh - 1) + 1:dilate[0],
+                          b * stride[1]:b * stride[1] + dilate[1] * (kw - 1) + 1:dilate[1]]
+                out[:, o, a, b] = np.sum(patch * w[o], axis=(1, 2, 3))
+    return out
+
+
+CONV_CASES = [((2, 3, 7, 6), (4, 3, 3, 2), dict(kernel=(3, 2), num_filter=4)),
+              ((1, 4, 8, 8), (6, 2, 3, 3), dict(kernel=(3, 3), num_filter=6, num_group=2, stride=(2, 2), pad=(1, 1))),
+              ((2, 2, 9, 9), (2, 2, 2, 3), dict(kernel=(2, 3), num_filter=2, dilate=(2, 2), pad=(0, 1), stride=(1, 2)))]
+
+
+@pytest.mark.parametrize("dshape,wshape,params", CONV_CASES)
+@pytest.mark.parametrize("bias", [False, True])
+def test_convolution_2d_values(dshape, wshape, params, bias):
+    rng = np.random.default_rng(3)
+    x, w, b = rng.standard_normal(dshape), rng.standard_normal(wshape), rng.standard_normal(wshape[0])
+    p = dict(params)
+    ref = _conv_ref(x, w, p.get("stride", (1, 1)), p.get("pad", (0, 0)), p.get("dilate", (1, 1)), p.get("num_group", 1))
+    args = [mx.nd.array(x, dtype="float64"), mx.nd.array(w, dtype="float64")]
+    if bias:
+        args.append(mx.nd.array(b, dtype="float64"))
+        ref = ref + b.reshape(1, -1, 1, 1)
+    y = mx.nd.Convolution(*args, no_bias=not bias, **p)
+    assert y.stype == "default" and y.shape == ref.shape
+    np.testing.assert_allclose(y.asnumpy(), ref, rtol=1e-10, atol=1e-12)
+
+
+def test_convolution_1d_matches_numpy_correlate():
+    rng = np.random.default_rng(4)
+    x, w = rng.standard_normal((2, 3, 11)), rng.standard_normal((2, 3, 3))
+    y = mx.nd.Convolution(mx.nd.array(x, dtype="float64"), mx.nd.array(w, dtype="float64"), kernel=(3,),
+                          num_filter=2, no_bias=True, stride=(2,), pad=(1,))
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1)))
+    ref = np.stack([[sum(np.correlate(xp[n, c], w[f, c], mode="valid") for c in range(3))[::2] for f in range(2)]
+                    for n in range(2)])
+    np.testing.assert_allclose(y.asnumpy(), ref, rtol=1e-10, atol=1e-12)
+
+
+def test_convolution_gradients_match_finite_differences():
+    rng = np.random.default_rng(5)
+    x0, w0, b0 = rng.standard_normal((1, 2, 5, 5)), rng.standard_normal((2, 1, 3, 3)), rng.standard_normal(2)
+    head = rng.standard_normal((1, 2, 3, 3))
+    p = dict(kernel=(3, 3), num_filter=2, num_group=2, stride=(2, 2), pad=(1, 1))
+    x, w, b = (mx.nd.array(v, dtype="float64") for v in (x0, w0, b0))
+    for v in (x, w, b):
+        v.attach_grad()
+    with mx.autograd.record():
+        y = mx.nd.Convolution(x, w, b, **p)
+    y.backward(mx.nd.array(head, dtype="float64"))
+
+    def loss(xv, wv, bv):
+        return float(np.sum((_conv_ref(xv, wv, (2, 2), (1, 1), (1, 1), 2) + bv.reshape(1, -1, 1, 1)) * head))
+
+    eps = 1e-6
+    for k, (arr, got) in enumerate(((x0, x.grad), (w0, w.grad), (b0, b.grad))):
+        num = np.zeros(arr.size)
+        for e in range(arr.size):
+            vals = [x0, w0, b0]
+            plus, minus = arr.copy().ravel(), arr.copy().ravel()
+            plus[e] += eps
+            minus[e] -= eps
+            vals[k] = plus.reshape(arr.shape)
+            lp = loss(*vals)
+            vals[k] = minus.reshape(arr.shape)
+            num[e] = (lp - loss(*vals)) / (2 * eps)
+        np.testing.assert_allclose(got.asnumpy().ravel(), num, rtol=1e-6, atol=1e-8)
+
+
+def test_convolution_refusals():
+    x, w = mx.nd.ones((1, 3, 5, 5)), mx.nd.ones((2, 3, 3, 3))
+    with pytest.raises(mx.base.MXNetError, match="weight must have shape"):
+        mx.nd.Convolution(x, mx.nd.ones((2, 2, 3, 3)), kernel=(3, 3), num_filter=2, no_bias=True)
+    with pytest.raises(mx.base.MXNetError, match="bias"):
+        mx.nd.Convolution(x, w, mx.nd.ones((3,)), kernel=(3, 3), num_filter=2)
+    with pytest.raises(mx.base.MXNetError, match="4-d data"):
+        mx.nd.Convolution(mx.nd.ones((3, 5, 5)), w, kernel=(3, 3), num_filter=2, no_bias=True)
+    with pytest.raises(mx.base.MXNetError, match="does not fit"):
+        mx.nd.Convolution(mx.nd.ones((1, 3, 2, 2)), w, kernel=(3, 3), num_filter=2, no_bias=True)
+    with pytest.raises(mx.base.MXNetError, match="multiple of num_group"):
+        mx.nd.Convolution(x, w, kernel=(3, 3), num_filter=3, num_group=2, no_bias=True)
+    with pytest.raises(mx.base.MXNetError, match="layout"):
+        mx.nd.Convolution(x, w, kernel=(3, 3), num_filter=2, no_bias=True, layout="NHWC")
+
+
+def test_convolution_then_sparse_ops_as_mxnet_test_mkldnn_sparse():
+    arr = mx.nd.random.uniform(shape=(4, 3, 8, 8))
+    w1 = mx.nd.random.uniform(shape=(3, 3, 3, 3))
+    arr = mx.nd.Convolution(data=arr, weight=w1, no_bias=True, kernel=(3, 3), num_filter=3)
+    rs = mx.nd.sparse.row_sparse_array((mx.nd.zeros_like(arr), np.arange(arr.shape[0])))
+    w2 = mx.nd.random.uniform(shape=(5, int(np.prod(arr.shape[1:]))))
+    fc = mx.nd.FullyConnected(data=arr, weight=w2, no_bias=True, num_hidden=5)
+    diff = mx.nd.elemwise_sub(arr, rs)
+    np.testing.assert_allclose(np.dot(mx.nd.flatten(diff).asnumpy(), w2.asnumpy().T), fc.asnumpy(), rtol=1e-5)
