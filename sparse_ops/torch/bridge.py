@@ -25,7 +25,7 @@ from ..errors import OperatorError
 from ..ndarray import STYPES
 from .convert import TorchBridgeError, components
 from .convert import _VALUE_TORCH_DTYPES as _VALUE_DTYPES
-from .library import BridgeError, Overload, encode_params, forget, overload_for, run_dense
+from .library import BridgeError, EagerAutograd, Overload, encode_params, forget, overload_for, run_dense
 from .structure import CSRParts, RowSparseParts, assemble_csr, assemble_rows, rows_values
 
 _PLAIN = torch.Tensor
@@ -61,9 +61,10 @@ class BridgedOp:
                 grad = grad or a.requires_grad
             else:
                 ov, nvis, inst, ptext, cpu = fast
-                if cpu and not (grad and _grad_enabled()) and not _modes() \
-                        and all(a.is_cpu for a in args):
-                    return self._direct(ov, inst, nvis, args)
+                if cpu and not _modes() and all(a.is_cpu for a in args):
+                    grad = grad and _grad_enabled()
+                    if not grad or ov.backward is not None:
+                        return self._direct(ov, inst, nvis, args, ptext if grad else None)
                 res = self._run(ov.torch_op, args, ptext, args)
                 if ov.nparts_out == 1:
                     return res
@@ -82,12 +83,18 @@ class BridgedOp:
         except (TypeError, ValueError, RuntimeError) as exc:
             raise self._error(exc, args) from exc
 
-    def _direct(self, ov: Overload, inst: registry.Op, nvis: int, args: tuple) -> Any:
-        """The all-dense host call without grad: the registered implementation's own steps
-        (``library.run_dense``), minus torch's dispatcher (what the dispatcher would add
-        here is nothing: no autograd, no mode, no tracing)."""
+    def _direct(self, ov: Overload, inst: registry.Op, nvis: int, args: tuple, ptext: str | None) -> Any:
+        """The all-dense host call, minus torch's dispatcher: without grad the registered
+        implementation's own steps (``library.run_dense``; the dispatcher would add nothing
+        here: no autograd, no mode, no tracing); with grad (``ptext``, the parameter
+        string, given) those steps recorded with the registered autograd formula
+        (``library.EagerAutograd``)."""
         try:
-            res = run_dense(ov, inst, args)
+            if ptext is None:
+                res = run_dense(ov, inst, args)
+            else:
+                res = EagerAutograd.apply(*args, ptext, ov, inst)
+                res = res if isinstance(res, tuple) else (res,)
         except BridgeError:
             raise
         except OperatorError as exc:
