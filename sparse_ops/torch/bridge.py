@@ -4,7 +4,8 @@ A bridged op takes torch tensors (strided, ``sparse_csr``, COO with ``sparse_dim
 ``CSRParts`` / ``RowSparseParts`` of component tensors) and keyword parameters, splits
 them into component tensors and calls the op's ``torch.ops.sparse_ops`` overload
 (``library.py``): eager and compiled code run the same registered operator, and torch's
-autograd records it. Results come back in the op's inferred storage types (a tuple for
+autograd records it (a repeated all-dense host call runs that operator's implementation
+and autograd formula without the dispatcher: ``BridgedOp._direct``). Results come back in the op's inferred storage types (a tuple for
 several outputs); inside ``torch.compile`` sparse results come back as ``CSRParts`` /
 ``RowSparseParts``, since Dynamo has no sparse tensors.
 
