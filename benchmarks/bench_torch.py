@@ -571,8 +571,9 @@ def main(argv: list[str] | None = None) -> None:
              f"average {before} before the run and {load()} after it (2 cores shared with other users); "
              f"OMP_WAIT_POLICY {policy or 'unset (so passive for numba: sparse_ops.kernels sets it)'}. Ratios are "
              "ours / reference (below 1: the bridge is faster).", "",
-             "`from_torch` of csr and row_sparse tensors validates the components (O(nnz)), so it is not O(1). "
-             "With other users' jobs on the 2 cores, ratios move between runs: the embedding-bag ratios by up to "
+             "`from_torch` of csr and row_sparse tensors runs the O(1) checks of the components and defers the "
+             "O(nnz) ones (index ranges, order) to the container's first use, which every operator and conversion "
+             "makes. With other users' jobs on the 2 cores, ratios move between runs: the embedding-bag ratios by up to "
              "~0.3 (see the paired rounds in `_timing.alternating`).", "", "## Machine", ""]
     lines += [f"- {k}: {v}" for k, v in describe_machine().items()]
     lines += ["", "## Results", "", report(result), ""]

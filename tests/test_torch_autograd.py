@@ -34,6 +34,42 @@ def test_row_sparse_gradient_lands_in_param_grad_as_coalesced_coo():
     np.testing.assert_allclose(g.to_dense().numpy(), ref, rtol=1e-12)
 
 
+def test_repeated_dense_calls_record_as_the_registered_operator_does():
+    """A repeated all-dense host call with grad skips torch's dispatcher
+    (``library.EagerAutograd``): the same outputs and first- and second-order gradients as
+    the first call, which goes through ``torch.ops.sparse_ops``."""
+    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    y = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    got, paths = [], []
+    mul = st.BridgedOp(registry.get_op("elemwise_mul"))  # a fresh one: its first call is its first
+    for _ in range(2):
+        out = mul(x, y)
+        paths.append(out.grad_fn.name())
+        gx, gy = torch.autograd.grad((out * out).sum(), (x, y), create_graph=True)
+        (ggx,) = torch.autograd.grad(gy.sum(), x)  # d/dx sum(2 x^2 y) = 4 x y
+        got.append([out.detach(), gx.detach(), gy.detach(), ggx])
+    assert paths[0].startswith("GeneratedBackwardFor_sparse_ops_elemwise_mul") and paths[1] == "EagerAutogradBackward"
+    xd, yd = x.detach(), y.detach()
+    for want, a, b in zip([xd * yd, 2 * xd * yd * yd, 2 * xd * xd * yd, 4 * xd * yd], *got):
+        torch.testing.assert_close(a, want)
+        torch.testing.assert_close(b, a, rtol=0, atol=0)
+
+
+def test_row_sparse_gradient_of_a_dense_input_is_flagged_coalesced_on_every_call():
+    """Embedding(sparse_grad=True) on dense ids: an all-dense call whose weight gradient is
+    row_sparse, flagged coalesced in ``.grad`` from the first backward on (the flag's hook
+    is added by the backward that makes the gradient), through either call path."""
+    ids = torch.tensor([[4.0, 1.0], [1.0, 0.0]], dtype=torch.float64)
+    w = torch.nn.Parameter(torch.randn(6, 3, dtype=torch.float64))
+    for _ in range(3):
+        w.grad = None
+        st.ops.Embedding(ids, w, input_dim=6, output_dim=3, dtype="float64", sparse_grad=True).sum().backward()
+        g = w.grad
+        assert g.layout == torch.sparse_coo and g.is_coalesced()
+        np.testing.assert_array_equal(g._indices()[0].numpy(), [0, 1, 4])
+        np.testing.assert_array_equal(g._values().numpy(), [[1.0] * 3, [2.0] * 3, [1.0] * 3])
+
+
 @pytest.mark.parametrize("make_opt", [
     lambda p: torch.optim.SGD(p, lr=0.1),
     lambda p: torch.optim.SparseAdam(p, lr=0.05),

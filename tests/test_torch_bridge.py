@@ -134,11 +134,41 @@ def test_unsupported_dtypes_are_refused_by_name():
 def test_torch_sparse_components_are_validated():
     bad = torch.sparse_csr_tensor(torch.tensor([0, 2, 1]), torch.tensor([0, 5, 1]), torch.ones(3), (2, 3),
                                   check_invariants=False)
-    with pytest.raises(so.SparseFormatError):
+    with pytest.raises(so.SparseFormatError, match="indptr must end at nnz"):  # an O(1) check: at once
         st.from_torch(bad)
     with pytest.raises(BridgeError, match="argument 'lhs'") as err:
         st.ops.dot(bad, torch.ones(3, 2))
     assert isinstance(err.value.__cause__, so.SparseFormatError)
+
+
+@pytest.mark.parametrize("make, broken", [
+    (lambda: torch.sparse_csr_tensor(torch.tensor([0, 2, 3]), torch.tensor([0, 5, 1]), torch.ones(3), (2, 3),
+                                     check_invariants=False), "column index 5 at position 1 is out of range"),
+    (lambda: torch.sparse_csr_tensor(torch.tensor([0, 2, 3]), torch.tensor([2, 1, 0]), torch.ones(3), (2, 3),
+                                     check_invariants=False), "unsorted index 1 after 2 in row 0"),
+    (lambda: torch.sparse_coo_tensor(torch.tensor([[3, 1]]), torch.ones(2, 2), (4, 2), is_coalesced=True,
+                                     check_invariants=False), "unsorted index 1 after 3"),
+    (lambda: torch.sparse_coo_tensor(torch.tensor([[1, 9]]), torch.ones(2, 2), (4, 2), is_coalesced=True,
+                                     check_invariants=False), "row index 9 at position 1 is out of range"),
+])
+def test_from_torch_defers_the_full_check_to_the_first_use(make, broken):
+    """from_torch is O(1): index ranges and order are checked on the container's first
+    use, which every operator and conversion makes before reading the components."""
+    x = st.from_torch(make())  # nothing read yet: no O(nnz) pass here
+    for use in (lambda: so.sum(x), lambda: x.asnumpy(), lambda: st.to_torch(x), lambda: x.tostype("default")):
+        with pytest.raises(so.SparseFormatError, match=f"{broken}.*first use.*from_torch"):
+            use()
+    with pytest.raises(so.SparseFormatError, match=broken):
+        x.check_format()
+
+
+def test_from_torch_of_valid_sparse_tensors_is_trusted_after_its_first_use():
+    m = _csr()
+    x = st.from_torch(st.to_torch(so.csr_matrix(m)))
+    np.testing.assert_allclose(so.sum(x, axis=1).asnumpy(), np.asarray(m.sum(axis=1)).ravel())
+    assert repr(x).startswith("<CSRNDArray") and "not yet validated" not in repr(x)
+    rows = torch.sparse_coo_tensor(torch.tensor([[0, 2]]), torch.ones(2, 3), (4, 3), is_coalesced=True)
+    np.testing.assert_array_equal(st.from_torch(rows).asnumpy(), rows.to_dense().numpy())
 
 
 # ---- bridged ops -------------------------------------------------------------------------------------

@@ -65,16 +65,49 @@ def transpose_parts(ctx: so.OpContext, n_cols: int, indptr: Any, indices: Any, d
     return csr.transpose(ctx, n_cols, indptr, indices, data)
 
 
+def _read_only(*arrays: Any) -> tuple[Any, ...]:
+    """Mark host index arrays read-only, as the csr primitives return them (numba then
+    compiles one kernel for both); CuPy arrays have no such flag."""
+    for a in arrays:
+        if isinstance(a, np.ndarray):
+            a.flags.writeable = False
+    return arrays
+
+
+def stored_columns_transpose(ctx: so.OpContext, a: so.CSRNDArray) -> tuple:
+    """(the columns of csr A storing a value, and the csr of A.T keeping only those rows:
+    indptr, indices, data), each row listing A's rows in increasing order (as
+    ``transpose_parts`` does, so sums run in the same order either way).
+
+    A wide A (an embedding table's ids: many more columns than stored values) is sorted by
+    (column, position) instead, O(nnz log nnz): a transpose over every column would
+    allocate and scan arrays as long as the vocabulary for a few stored values."""
+    xp, nnz, n_cols = ctx.xp, a.indices.shape[0], a.shape[1]
+    if not (0 < nnz < 2 ** 31 and n_cols > 4 * nnz):
+        t_indptr, t_indices, t_data = transpose_parts(ctx, n_cols, a.indptr, a.indices, a.data)
+        return (*backend(ctx).nonempty_rows(ctx, t_indptr), t_indices, t_data)
+    keys = (a.indices.astype(xp.int64) << 32) | xp.arange(nnz, dtype=xp.int64)
+    keys.sort()
+    cols, order = keys >> 32, keys & 0xFFFFFFFF
+    starts = xp.flatnonzero(cols[1:] != cols[:-1]) + 1
+    idt = a.indices.dtype if a.shape[0] <= np.iinfo(a.indices.dtype).max else np.dtype(np.int64)  # row numbers
+    c_indptr = xp.concatenate((xp.zeros(1, idt), starts.astype(idt), xp.full(1, nnz, idt)))
+    t_indices = csr.row_ids(ctx, a.indptr)[order].astype(idt, copy=False)
+    rows = cols[xp.concatenate((xp.zeros(1, starts.dtype), starts))]
+    return (*_read_only(rows, c_indptr, t_indices), a.data[order])
+
+
 def spmm_t(ctx: so.OpContext, a: so.CSRNDArray, g: Any, out: so.NDArray) -> None:
     """out = A.T @ g for csr A and dense g: dense, or row_sparse holding A's non-empty
-    columns. A is transposed once (a counting sort), then multiplied row by row: no
-    atomics, the same summation order on every run and on both devices."""
+    columns. A is transposed once (a counting sort; for a row_sparse result of a wide A a
+    sort of its stored values, ``stored_columns_transpose``), then multiplied row by row:
+    no atomics, the same summation order on every run and on both devices."""
     k = backend(ctx)
-    t_indptr, t_indices, t_data = transpose_parts(ctx, a.shape[1], a.indptr, a.indices, a.data)
     if out.stype == "default":
+        t_indptr, t_indices, t_data = transpose_parts(ctx, a.shape[1], a.indptr, a.indices, a.data)
         k.spmm(ctx, t_indptr, t_indices, t_data, g, False, out.data)
         return
-    rows, c_indptr = k.nonempty_rows(ctx, t_indptr)
+    rows, c_indptr, t_indices, t_data = stored_columns_transpose(ctx, a)
     values, idx = ctx.alloc_row_sparse(out, rows.shape[0], index_dtype=a.indices.dtype)
     idx[...] = rows
     k.spmm(ctx, c_indptr, t_indices, t_data, g, False, values)

@@ -28,6 +28,8 @@ def _inputs(dtype: str) -> dict:
         "G": random_dense(5, 3, 1.0, seed=4), "H": random_dense(5, 6, 1.0, seed=5), "ADJ": csr(adj, dtype),
         "RSP": so.array(random_dense(6, 4, 0.4, seed=6).astype(dtype)).tostype("row_sparse"),
         "W": random_dense(7, 3, 1.0, seed=7), "g": random_dense(5, 1, 1.0, seed=8)[:, 0],
+        # many more columns than stored values: gradients sort the stored values (no full transpose)
+        "WIDE": csr(random_dense(5, 120, 0.03, seed=11), dtype),
     }
     return {k: (so.array(v.astype(dtype)) if isinstance(v, np.ndarray) else v) for k, v in d.items()}
 
@@ -79,8 +81,8 @@ CASES = {
     "csr_row_softmax": lambda d: [cb.csr_row_softmax(d["A"])],
     "csr_row_softmax_backward": lambda d: [so.ops._csr_row_softmax_backward(cb.csr_row_softmax(d["A"]), d["H"])],
     "embedding_bag": lambda d: [cb.embedding_bag(d["A"], d["X"], mode=m) for m in ("sum", "mean")],
-    "embedding_bag_backward": lambda d: [so.ops._embedding_bag_backward(d["A"], d["G"], mode=m)
-                                         for m in ("sum", "mean")],
+    "embedding_bag_backward": lambda d: [so.ops._embedding_bag_backward(a, d["G"], mode=m)
+                                         for a in (d["A"], d["WIDE"]) for m in ("sum", "mean")],
     "fm_interaction": lambda d: [cb.fm_interaction(d["A"], d["X"])],
     "fm_interaction_backward": lambda d: [so.ops._fm_interaction_backward(d["A"], d["X"], d["g"])],
     "gcn_norm": lambda d: [cb.gcn_norm(d["ADJ"]), cb.gcn_norm(d["ADJ"], add_self_loops=False)],

@@ -32,6 +32,24 @@ def test_spmm_t_dense_and_row_sparse():
     np.testing.assert_allclose(r.asnumpy(), want, atol=1e-12)
 
 
+@pytest.mark.parametrize("index_dtype", ["int32", "int64"])
+def test_spmm_t_row_sparse_of_a_wide_matrix_sorts_its_stored_values(index_dtype):
+    """Many more columns than stored values (an embedding table's ids): the row_sparse
+    result comes from sorting the stored values, not a transpose over every column, and
+    sums in the same order as the dense result's transpose (bitwise equal rows)."""
+    a = random_csr(40, 5000, 0.002, seed=5, dtype="float32", index_dtype=index_dtype, empty_rows=[0, 7])
+    assert a.shape[1] > 4 * a.nnz
+    g = normal(40, 8, seed=6, dtype="float32")
+    dense = csr_spmm_t(a, g).asnumpy()
+    r = csr_spmm_t(a, g, sparse_grad=True)
+    cols = np.unique(a.indices)
+    assert r.stype == "row_sparse" and r.indices.dtype == np.dtype(index_dtype)
+    np.testing.assert_array_equal(r.indices, cols)
+    np.testing.assert_array_equal(r.data, dense[cols])
+    np.testing.assert_allclose(dense, a.asscipy().T.astype(np.float64) @ g.asnumpy().astype(np.float64),
+                               rtol=1e-5, atol=1e-5)
+
+
 def test_sddmm_samples_the_product_at_stored_positions():
     a = random_csr(9, 7, 0.3, seed=5)
     p, q = normal(9, 5, seed=6), normal(7, 5, seed=7)

@@ -36,7 +36,8 @@ from .view import ComponentView, plain
 
 
 def _deferred_error(exc: SparseFormatError, stype: str) -> SparseFormatError:
-    return SparseFormatError(f"{exc} (found on the first use of a {stype} array built with check=False)")
+    return SparseFormatError(f"{exc} (found on the first use of a {stype} array whose full check was deferred "
+                             "to it: built with check=False, or by sparse_ops.torch.from_torch)")
 
 
 _INT64_MAX = 2**63 - 1

@@ -4,7 +4,8 @@ A bridged op takes torch tensors (strided, ``sparse_csr``, COO with ``sparse_dim
 ``CSRParts`` / ``RowSparseParts`` of component tensors) and keyword parameters, splits
 them into component tensors and calls the op's ``torch.ops.sparse_ops`` overload
 (``library.py``): eager and compiled code run the same registered operator, and torch's
-autograd records it. Results come back in the op's inferred storage types (a tuple for
+autograd records it (a repeated all-dense host call runs that operator's implementation
+and autograd formula without the dispatcher: ``BridgedOp._direct``). Results come back in the op's inferred storage types (a tuple for
 several outputs); inside ``torch.compile`` sparse results come back as ``CSRParts`` /
 ``RowSparseParts``, since Dynamo has no sparse tensors.
 
@@ -25,7 +26,7 @@ from ..errors import OperatorError
 from ..ndarray import STYPES
 from .convert import TorchBridgeError, components
 from .convert import _VALUE_TORCH_DTYPES as _VALUE_DTYPES
-from .library import BridgeError, Overload, encode_params, forget, overload_for, run_dense
+from .library import BridgeError, EagerAutograd, Overload, encode_params, forget, overload_for, run_dense
 from .structure import CSRParts, RowSparseParts, assemble_csr, assemble_rows, rows_values
 
 _PLAIN = torch.Tensor
@@ -61,9 +62,10 @@ class BridgedOp:
                 grad = grad or a.requires_grad
             else:
                 ov, nvis, inst, ptext, cpu = fast
-                if cpu and not (grad and _grad_enabled()) and not _modes() \
-                        and all(a.is_cpu for a in args):
-                    return self._direct(ov, inst, nvis, args)
+                if cpu and not _modes() and all(a.is_cpu for a in args):
+                    grad = grad and _grad_enabled()
+                    if not grad or ov.backward is not None:
+                        return self._direct(ov, inst, nvis, args, ptext if grad else None)
                 res = self._run(ov.torch_op, args, ptext, args)
                 if ov.nparts_out == 1:
                     return res
@@ -82,12 +84,18 @@ class BridgedOp:
         except (TypeError, ValueError, RuntimeError) as exc:
             raise self._error(exc, args) from exc
 
-    def _direct(self, ov: Overload, inst: registry.Op, nvis: int, args: tuple) -> Any:
-        """The all-dense host call without grad: the registered implementation's own steps
-        (``library.run_dense``), minus torch's dispatcher (what the dispatcher would add
-        here is nothing: no autograd, no mode, no tracing)."""
+    def _direct(self, ov: Overload, inst: registry.Op, nvis: int, args: tuple, ptext: str | None) -> Any:
+        """The all-dense host call, minus torch's dispatcher: without grad the registered
+        implementation's own steps (``library.run_dense``; the dispatcher would add nothing
+        here: no autograd, no mode, no tracing); with grad (``ptext``, the parameter
+        string, given) those steps recorded with the registered autograd formula
+        (``library.EagerAutograd``)."""
         try:
-            res = run_dense(ov, inst, args)
+            if ptext is None:
+                res = run_dense(ov, inst, args)
+            else:
+                res = EagerAutograd.apply(*args, ptext, ov, inst)
+                res = res if isinstance(res, tuple) else (res,)
         except BridgeError:
             raise
         except OperatorError as exc:

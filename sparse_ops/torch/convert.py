@@ -25,8 +25,12 @@ Index arrays of our containers are read-only NumPy views. ``torch.from_numpy`` w
 non-writable memory, so read-only arrays cross through DLPack, which says read-only
 without a warning (torch never writes the index tensors we hand it).
 
-Torch sparse components are validated when they come in (``from_torch`` goes through our
-constructors' O(nnz) checks), because numba kernels read memory without bounds checks.
+Torch sparse components are validated because numba kernels read memory without bounds
+checks, in two steps so that ``from_torch`` stays O(1): the O(1) checks at once (lengths,
+dtypes, the ends of ``indptr``) and the O(nnz) ones (index ranges, order, a monotone
+``indptr``) on the container's first use, before any operator or conversion reads it (the
+deferred check of a container built with ``check=False``). Components reaching a bridged
+operator as tensors are validated fully on the way in.
 """
 from __future__ import annotations
 
@@ -91,7 +95,7 @@ def array_of(t: torch.Tensor) -> Any:
     """The NumPy (cpu) or CuPy (cuda) array sharing a dense tensor's memory (``t`` must be
     contiguous and of a dtype we hold); autograd history is not followed (detached)."""
     if t.device.type == "cpu":
-        return t.detach().numpy()
+        return t.numpy(force=True)  # detached; on the host a view (our dtypes have no conj/neg bits)
     if t.device.type == "cuda":
         import cupy
 
@@ -192,10 +196,10 @@ def components(t: torch.Tensor, what: str = "from_torch") -> tuple[str, tuple[to
     raise _layout_refusal(t, what)
 
 
-def array_from_components(stype: str, parts: tuple[torch.Tensor, ...], shape: tuple[int, ...],
-                          check: bool = True) -> NDArray:
-    """Our container over component tensors (shared memory), validated like any
-    caller-given components (``check=False`` skips that for components we made)."""
+def array_from_components(stype: str, parts: tuple[torch.Tensor, ...], shape: tuple[int, ...]) -> NDArray:
+    """Our container over component tensors (shared memory). Sparse components get the
+    O(1) checks now and the full check on first use (O(1) here: a conversion should not
+    read every index, and the first use reads them anyway)."""
     if parts[0].dtype not in _VALUE_TORCH_DTYPES:
         numpy_dtype(parts[0].dtype)  # raises, naming the dtype
     dev = device_of(parts[0])
@@ -203,21 +207,21 @@ def array_from_components(stype: str, parts: tuple[torch.Tensor, ...], shape: tu
     if stype == "default":
         return NDArray(arrays[0], dev)
     if stype == "csr":
-        if check:
-            return CSRNDArray(arrays[0], arrays[1], arrays[2], shape, dev)
-        return CSRNDArray._trusted(arrays[0], arrays[1], arrays[2], tuple(shape), dev)
-    if check:
-        return RowSparseNDArray(arrays[0], arrays[1], shape, dev)
-    return RowSparseNDArray._trusted(arrays[0], arrays[1], tuple(shape), dev)
+        x = CSRNDArray(arrays[0], arrays[1], arrays[2], shape, dev, check=False)
+    else:
+        x = RowSparseNDArray(arrays[0], arrays[1], shape, dev, check=False)
+    x.check_format(full_check=False)
+    return x
 
 
 def from_torch(t: torch.Tensor) -> NDArray:
     """The container of a torch tensor, sharing its memory: strided → dense (a
     non-contiguous tensor is copied to contiguous), ``sparse_csr`` → csr (index dtype kept),
     COO with ``sparse_dim=1`` → row_sparse (an uncoalesced one is coalesced: a copy).
-    Sparse components are validated (``SparseFormatError`` naming the broken invariant).
-    The result is outside torch's autograd (the memory is shared, the history is not):
-    call ``sparse_ops.torch.ops.<name>`` on tensors to stay differentiable."""
+    Sparse components are validated (``SparseFormatError`` naming the broken invariant):
+    lengths, dtypes and ``indptr``'s ends here, in O(1); index ranges and order on the
+    result's first use (any operator, conversion or ``check_format()``). The result is
+    outside torch's autograd (the memory is shared, the history is not): call ``sparse_ops.torch.ops.<name>`` on tensors to stay differentiable."""
     if not isinstance(t, torch.Tensor):
         raise TorchBridgeError(f"from_torch takes a torch.Tensor, got a {type(t).__name__}")
     stype, parts, shape = components(t)

@@ -132,6 +132,8 @@ class Overload:
         self.qualname = f"{NAMESPACE}::{opdef.name}" + ("" if self.name == "default" else f".{self.name}")
         self.torch_op: Any = None
         self.backward_op: Any = None
+        self.setup: Callable | None = None     # the autograd formula registered for it (None:
+        self.backward: Callable | None = None  # it updates an input, so torch sees a constant)
         self.mutated = [i for i, n in enumerate(self.names) if n in opdef.mutate]
 
     def schema(self) -> str:
@@ -227,7 +229,8 @@ def _define(ov: Overload) -> None:
     lib.impl(qual.split("::")[1], _make_impl(ov), "CompositeExplicitAutograd")
     torch.library.register_fake(qual, _make_fake(ov), lib=lib)
     if not ov.mutated:  # torch differentiates functional operators only; ours that update are constants
-        torch.library.register_autograd(qual, _make_backward(ov), setup_context=_make_setup(ov), lib=lib)
+        ov.setup, ov.backward = _make_setup(ov), _make_backward(ov)
+        torch.library.register_autograd(qual, ov.backward, setup_context=ov.setup, lib=lib)
     packet = getattr(torch.ops.sparse_ops, name)
     ov.torch_op = getattr(packet, ov.name)
     bschema = ov.backward_schema()
@@ -340,7 +343,7 @@ def run_dense(ov: Overload, inst: registry.Op, tensors: Sequence[torch.Tensor]) 
     """The implementation for all-dense host tensors (contiguous, of our dtypes): zero-copy
     views, the plan, the kernel, fresh outputs as tensors. The registered implementation
     calls it for such inputs, and eager calls without autograd reach it directly."""
-    arrays = [NDArray(t.detach().numpy(), _CPU) for t in tensors]
+    arrays = [NDArray(t.numpy(force=True), _CPU) for t in tensors]
     plan = plan_for(ov.opdef, inst, arrays)
     if plan.nvis == plan.nout and not _state.recording:
         res = plan.call(arrays)
@@ -351,6 +354,29 @@ def run_dense(ov: Overload, inst: registry.Op, tensors: Sequence[torch.Tensor]) 
     if plan.mode == "fcompute":  # the dense kernel wrote into outputs allocated for it
         return [tensor_of(r._data) for r in results]
     return [tensor_of(p) for p in output_parts(results, arrays, False)]
+
+
+class EagerAutograd(torch.autograd.Function):
+    """An eager all-dense call on host tensors that autograd records, without torch's
+    dispatcher: ``apply(*tensors, params, ov, inst)`` runs what the registered operator runs
+    for it (``run_dense``, then the setup and, later, the backward registered for ``ov``).
+
+    Torch's autograd layer of a registered operator is such an autograd function too,
+    wrapped in Python that this call does not need (schema defaults, dispatch key sets, a
+    redispatch to the implementation): ~40 us of a ~200 us 4x4 forward and backward."""
+
+    @staticmethod
+    def forward(ctx: Any, *args: Any) -> Any:
+        ov, inst, inputs = args[-2], args[-1], args[:-2]  # inputs: the operator's (tensors, params)
+        res = run_dense(ov, inst, inputs[:-1])
+        out = res[0] if len(res) == 1 else tuple(res)
+        ov.setup(ctx, inputs, out)
+        ctx.overload = ov
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Any) -> Any:
+        return (*ctx.overload.backward(ctx, *grads), None, None)
 
 
 def _make_impl(ov: Overload) -> Callable:
@@ -520,9 +546,6 @@ def _make_setup(ov: Overload) -> Callable:
         if ov.opdef.constant:
             ctx.mark_non_differentiable(*outs)
         tensors = [a for a in inputs if isinstance(a, torch.Tensor)]
-        for t in tensors:
-            if t.is_leaf and t.requires_grad and t.layout == torch.strided:
-                keep_coalesced_flag(t)
         ctx.ntensors = len(tensors)
         ctx.args = [None if isinstance(a, torch.Tensor) else a for a in inputs]
         ctx.save_for_backward(*tensors, *outs)
@@ -543,7 +566,8 @@ def keep_coalesced_flag(param: torch.Tensor) -> None:
     re-wraps the coalesced COO gradient we return without its flag (as it does for
     ``nn.Embedding(sparse=True)``), so after accumulation a hook sets it again when the
     stored rows are sorted and unique (an O(nnz) check; a sum of several sparse gradients
-    that is not stays unflagged), sparing optimizers a sort in ``grad.coalesce()``."""
+    that is not stays unflagged), sparing optimizers a sort in ``grad.coalesce()``. Called
+    by the backward that makes such a gradient: a hook added then runs in that same pass."""
     if not getattr(param, "_sparse_ops_flag_hook", False):
         param.register_post_accumulate_grad_hook(_mark_coalesced)
         param._sparse_ops_flag_hook = True
@@ -560,9 +584,30 @@ def _tracing(tensors: Sequence[Any]) -> bool:
     return False
 
 
+def _host(t: torch.Tensor) -> NDArray:
+    """A dense container over a cpu tensor's memory (a contiguous copy if it has to)."""
+    return NDArray((t if t.is_contiguous() else t.contiguous()).numpy(force=True), _CPU)
+
+
+def _host_dense_gradient(ov: Overload, args: list, outs: list, grads: Sequence[Any],
+                         needs: list[bool]) -> tuple[list[NDArray], list]:
+    """(the inputs as containers, their gradients): the gradient rule of an all-dense call
+    on host tensors, on zero-copy views of them; what the general path does for it, minus
+    what only sparse or gpu calls need (shape inference for sparse outputs, device
+    look-ups, streams)."""
+    n = len(ov.in_stypes)
+    inputs = [_host(a) for a in args[:n]]
+    out_arrays = [_host(o) for o in outs]
+    out_grads = [_host(g if g.layout == torch.strided else g.to_dense()) if g is not None else
+                 _grad_array(ov, j, None, o) for j, (g, o) in enumerate(zip(grads, out_arrays))]
+    inst = _instance(ov.opdef, args[n] if len(args) > n else "")
+    return inputs, run_gradient(ov, inst, inputs, out_arrays, out_grads, needs)
+
+
 def _make_backward(ov: Overload) -> Callable:
     slots = _arg_slots(ov)
     nparts = ov.nparts_in
+    dense = all(s == "default" for s in (*ov.in_stypes, *ov.out_stypes))
 
     def backward(ctx: Any, *grads: Any) -> Any:
         result: list[Any] = [None] * (nparts + 1)
@@ -589,6 +634,9 @@ def _make_backward(ov: Overload) -> Callable:
             return tuple(result)
         if torch.is_grad_enabled():
             return create_graph_backward(ov, args, outs, grads, needs, result, slots)
+        if dense and all(t.is_cpu for t in saved):
+            inputs, gs = _host_dense_gradient(ov, args, outs, grads, needs)
+            return _torch_gradients(gs, inputs, args, slots, needs, result)
         with _streams(saved[0]) if saved else contextlib.nullcontext():
             inputs, _ = inputs_of(ov, args, check=False)
             inst, shapes, _, _ = infer_meta(ov, args)
@@ -598,23 +646,33 @@ def _make_backward(ov: Overload) -> Callable:
                 out_grads.append(_grad_array(ov, j, grads[gk], o))
                 gk += N_PARTS[st]
             gs = run_gradient(ov, inst, inputs, out_arrays, out_grads, needs)
-            for i, (s, g, x) in enumerate(zip(slots, gs, inputs)):
-                if not needs[i]:
-                    continue
-                if g is None:  # asked for, but the rule gives this input none: zero by design
-                    result[s] = torch.zeros_like(args[s])
-                    continue
-                if x.stype == "default" and g.stype == "row_sparse":
-                    # a row_sparse gradient of a dense input: torch's sparse gradient (what
-                    # nn.Embedding(sparse=True) gives; SGD, SparseAdam, Adagrad take it)
-                    values = tensor_of(g._data.astype(x.dtype, copy=False))
-                    result[s] = sparse_rows(values, tensor_of(g._indices), x.shape)
-                else:
-                    a = aligned(g, x)
-                    result[s] = tensor_of(a.astype(x.dtype, copy=False) if a.dtype != x.dtype else a)
-        return tuple(result)
+            return _torch_gradients(gs, inputs, args, slots, needs, result)
 
     return backward
+
+
+def _torch_gradients(gs: list, inputs: list[NDArray], args: list, slots: list[int], needs: list[bool],
+                     result: list) -> tuple:
+    """The gradients ``gs`` of ``inputs`` as torch wants them, at the inputs' argument
+    positions ``slots`` of ``result``: dense for a dense input (a row_sparse one as torch's
+    coalesced sparse COO gradient), the gradient of each stored value for a sparse input."""
+    for i, (s, g, x) in enumerate(zip(slots, gs, inputs)):
+        if not needs[i]:
+            continue
+        if g is None:  # asked for, but the rule gives this input none: zero by design
+            result[s] = torch.zeros_like(args[s])
+            continue
+        if x.stype == "default" and g.stype == "row_sparse":
+            # a row_sparse gradient of a dense input: torch's sparse gradient (what
+            # nn.Embedding(sparse=True) gives; SGD, SparseAdam, Adagrad take it)
+            values = tensor_of(g._data.astype(x.dtype, copy=False))
+            result[s] = sparse_rows(values, tensor_of(g._indices), x.shape)
+            if args[s].is_leaf:  # the saved leaf itself: its .grad will hold this gradient
+                keep_coalesced_flag(args[s])
+        else:
+            a = aligned(g, x)
+            result[s] = tensor_of(a.astype(x.dtype, copy=False) if a.dtype != x.dtype else a)
+    return tuple(result)
 
 
 def _make_backward_impl(ov: Overload) -> Callable:
