@@ -9,6 +9,7 @@ never 0-d (a full reduction has shape ``(1,)``, as in MXNet 1.x).
 """
 from __future__ import annotations
 
+import builtins as _builtins
 import operator as _pyop
 import os
 import sys
@@ -156,7 +157,7 @@ def Custom(*data: Any, op_type: str, name: str | None = None, out: Any = None, *
         if taken:
             raise TypeError(f"Custom: input(s) {taken} given both by position and by keyword")
         rest = order[len(data):]
-        k = sum(n in by_name for n in rest)  # keyword inputs must continue the positional ones
+        k = _builtins.sum(n in by_name for n in rest)  # keyword inputs must continue the positional ones
         missing = [n for n in rest[:k] if n not in by_name]
         if missing:
             raise TypeError(f"Custom: missing input(s) {missing} of {op_type!r}")
@@ -248,12 +249,8 @@ random_normal = normal
 # ---- every registered operator, by its MXNet name (PEP 562) --------------------------------------
 def __getattr__(name: str) -> Any:
     fn = _op.cached_function(name)
-    if name not in _BUILTIN_NAMES:  # later look-ups skip __getattr__ (names of builtins stay out:
-        globals()[name] = fn        # this module's own code must keep seeing the builtin)
+    globals()[name] = fn  # later look-ups skip __getattr__; this module's code calls builtins as _builtins.<name>
     return fn
-
-
-_BUILTIN_NAMES = frozenset(dir(__import__("builtins")))
 
 
 def __dir__() -> list[str]:
