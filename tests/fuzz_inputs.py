@@ -433,12 +433,20 @@ def _param_defaults(name: str, m: int, n: int) -> dict[str, Any]:
     }
 
 
+def _ncw(so: Any, x: Any, m: int, n: int) -> Any:
+    """A dense (m, n) x as one NCW example (1, m, n); a sparse x unchanged."""
+    return so.reshape(x, shape=(1, m, n)) if x.stype == "default" else x
+
+
 def op_calls(opdef: Any, x: Any, m: int, n: int, dtype: Any = np.float32) -> list[tuple[tuple, dict]]:
     """(inputs, params) lists calling ``opdef`` with container ``x`` (claimed shape (m, n))
     in every argument slot, companions dense of ``dtype`` and shaped to fit; [] for ops
     without inputs."""
+    import sparse_ops as so
+
     name = opdef.name
     dt = dtype
+    conv = {"kernel": (1,), "num_filter": 1, "no_bias": True}
     D = lambda *shape: _dense(shape, dt)  # noqa: E731
     P = lambda *shape: _dense(shape, dt, positive=True)  # noqa: E731
     special: dict[str, Callable[[], list]] = {
@@ -452,6 +460,16 @@ def op_calls(opdef: Any, x: Any, m: int, n: int, dtype: Any = np.float32) -> lis
                                                   "sparse_grad": True})],
         "_embedding_backward": lambda: [((_ints(m, 4), x), {"input_dim": 4, "sparse_grad": True})],
         "retain": lambda: [((x, _ints(2, m)), {})],
+        # convolutions take 3-d NCW arrays: a dense x as one example of m channels and width n; a
+        # sparse x (2-d: refused by shape inference, after its components are checked) as it is
+        # ftrl's n is a sum of squares: never negative
+        "ftrl_update": lambda: [((x, D(m, n), D(m, n), P(m, n)), {"lr": 0.1}),
+                                ((D(m, n), x, D(m, n), P(m, n)), {"lr": 0.1}),
+                                ((D(m, n), D(m, n), x, P(m, n)), {"lr": 0.1}),
+                                ((D(m, n), D(m, n), D(m, n), x), {"lr": 0.1})],
+        "Convolution": lambda: [((_ncw(so, x, m, n), D(1, m, 1)), conv)],
+        "_convolution_backward_data": lambda: [((D(1, 1, n), _ncw(so, x, m, n), D(1, m, 1)), conv)],
+        "_convolution_backward_weight": lambda: [((D(1, 1, n), _ncw(so, x, m, n), D(1, m, 1)), conv)],
         "take": lambda: [((x, _ints(3, m)), {}), ((D(m, n), x), {})],
         "_backward_take": lambda: [((x, _ints(m, 3)), {"shape": (3, n)})],
         "where": lambda: [((x, D(m, n), D(m, n)), {}), ((D(m, n), x, D(m, n)), {}),

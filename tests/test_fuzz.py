@@ -93,6 +93,11 @@ def _npz_scipy(case: Case) -> bytes:
     return buf.getvalue()
 
 
+def _checked(x):
+    x.check_format()
+    return x
+
+
 def _constructors(case: Case, tmp: Path) -> dict:
     """Every public way to build a container from these components."""
     import sparse_ops.compat.mxnet as mx
@@ -114,8 +119,9 @@ def _constructors(case: Case, tmp: Path) -> dict:
             "from_scipy_csr": lambda: so.csr_matrix(_scipy_matrix(case, "csr")),
             "from_scipy_csc": lambda: so.csr_matrix(_scipy_matrix(case, "csc")),
             "array(scipy)": lambda: so.array(_scipy_matrix(case, "csr")),
-            "mx.nd.sparse.csr_matrix": lambda: mx.nd.sparse.csr_matrix((data, indices, indptr),
-                                                                       shape=case.shape),
+            # built unchecked, as MXNet does: check_format() refuses (and so does any first use)
+            "mx.nd.sparse.csr_matrix": lambda: _checked(mx.nd.sparse.csr_matrix((data, indices, indptr),
+                                                                                shape=case.shape)),
             "load(sparse_ops npz)": load(_npz_ours(case)),
         }
         if isinstance(case.shape, tuple) and len(case.shape) == 2:
@@ -127,8 +133,8 @@ def _constructors(case: Case, tmp: Path) -> dict:
         "RowSparseNDArray": lambda: so.RowSparseNDArray(data, indices, case.shape),
         "RowSparseNDArray.check_format": lambda: so.RowSparseNDArray(data, indices, case.shape,
                                                                      check=False).check_format(),
-        "mx.nd.sparse.row_sparse_array": lambda: mx.nd.sparse.row_sparse_array((data, indices),
-                                                                               shape=case.shape),
+        "mx.nd.sparse.row_sparse_array": lambda: _checked(mx.nd.sparse.row_sparse_array((data, indices),
+                                                                                        shape=case.shape)),
         "load(sparse_ops npz)": load(_npz_ours(case)),
     }
 

@@ -227,7 +227,7 @@ def test_float16_works_or_is_refused_clearly(opdef):
                 assert g.stype == r.stype
                 if r.dtype == np.float32:
                     assert g.dtype == np.float16, f"{opdef.name}: float16 in, {g.dtype} out"
-                if opdef.name == "Dropout":
+                if opdef.name in ("Dropout", "_shuffle", "_sample_multinomial"):
                     continue  # random
                 g64, r64 = g.asnumpy().astype(np.float64), r.asnumpy().astype(np.float64)
                 scale = max(1.0, float(np.nanmax(np.abs(r64[np.isfinite(r64)]), initial=0)))

@@ -13,8 +13,9 @@ Gradients are MXNet's: zero for the rounding functions, the derivative otherwise
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
-import scipy.special as _sps
 
 from ..registry import register
 from ._util import T
@@ -34,6 +35,23 @@ def _mul(g, e):
 
 def _div(g, e):
     return T.elemwise_div(g, e)
+
+
+def _special(name: str) -> Any:
+    """The ufunc ``scipy.special.<name>``, imported at its first call (``import sparse_ops``
+    stays free of SciPy)."""
+    def call(x: Any, out: Any = None, casting: str = "unsafe") -> Any:
+        import scipy.special
+
+        return getattr(scipy.special, name)(x, out=out, casting=casting)
+
+    return call
+
+
+def _trigamma(x: Any, out: Any = None, casting: str = "unsafe") -> Any:
+    import scipy.special
+
+    return np.copyto(out, scipy.special.polygamma(1, x), casting=casting)
 
 
 _SPEC = {
@@ -79,9 +97,9 @@ _SPEC = {
               lambda g, x, y: T._mul_scalar(_mul(g, T.elemwise_mul(y, T.square(y))), scalar=-0.5),
               "1 / sqrt(x)"),
     "reciprocal": (np.reciprocal, False, "positive", lambda g, x, y: T.negative(_mul(g, T.square(y))), "1 / x"),
-    "gamma": (_sps.gamma, False, "positive", lambda g, x, y: _mul(g, T.elemwise_mul(y, T._digamma(x))),
+    "gamma": (_special("gamma"), False, "positive", lambda g, x, y: _mul(g, T.elemwise_mul(y, T._digamma(x))),
               "The gamma function"),
-    "gammaln": (_sps.gammaln, False, "positive", lambda g, x, y: _mul(g, T._digamma(x)),
+    "gammaln": (_special("gammaln"), False, "positive", lambda g, x, y: _mul(g, T._digamma(x)),
                 "The logarithm of the absolute value of the gamma function"),
 }
 
@@ -142,7 +160,7 @@ for _name, (_fn, _keeps, _domain, _grad, _doc) in _SPEC.items():
 class Digamma(_MathUnary):
     """The digamma function psi(x) = d/dx log(gamma(x)) (the gradient of ``gammaln``); dense result."""
 
-    ufunc = staticmethod(_sps.digamma)
+    ufunc = staticmethod(_special("digamma"))
     zero_preserving = False
     domain = "positive"
     grad_rule = staticmethod(lambda g, x, y: _mul(g, T._polygamma1(x)))
@@ -152,7 +170,7 @@ class Digamma(_MathUnary):
 class Polygamma1(_MathUnary):
     """The trigamma function psi'(x) (the gradient of ``_digamma``); not differentiable further here."""
 
-    ufunc = staticmethod(lambda x, out=None, casting="unsafe": np.copyto(out, _sps.polygamma(1, x), casting=casting))
+    ufunc = staticmethod(_trigamma)
     zero_preserving = False
     domain = "positive"
     differentiable = False
