@@ -209,9 +209,12 @@ def forget(name: str) -> None:
         if lib is not None:
             lib._destroy()
         ns = torch.ops.__dict__.get(NAMESPACE)
-        if ns is not None and name in ns.__dict__:
-            delattr(ns, name)
-            if name in getattr(ns, "_dir", []):
+        if ns is not None:
+            if name in ns.__dict__:
+                delattr(ns, name)
+            # also a name torch listed without caching its packet: torch's own walks over
+            # torch.ops (the decomposition tables of torch.compile) would fail on it
+            while name in getattr(ns, "_dir", []):
                 ns._dir.remove(name)
 
 
