@@ -104,7 +104,7 @@ def run_pull(scale: int = 1, rounds: int = 15, calls: int = 20) -> PullResult:
                       paired_ratio(t["kv.row_sparse_pull"], t["sparse_ops.retain"]), same)
 
 
-def run_overhead(number: int = 20000, rounds: int = 9) -> list[OverheadRow]:
+def run_overhead(number: int = 3000, rounds: int = 61) -> list[OverheadRow]:
     import sparse_ops.compat.mxnet as mx
 
     rng = np.random.default_rng(1)
@@ -153,7 +153,7 @@ def run_parse(scale: int = 1) -> ParseResult:
 def run(quick: bool = False, scale: int | None = None) -> Result:
     scale = scale or (10 if quick else 1)
     return Result(pull=run_pull(scale, rounds=5 if scale > 1 else 15), overhead=run_overhead(
-        number=2000 if scale > 1 else 20000), parse=run_parse(scale), scale=scale)
+        number=500 if scale > 1 else 3000, rounds=15 if scale > 1 else 61), parse=run_parse(scale), scale=scale)
 
 
 def _verdict(value: float, target: float) -> str:
