@@ -253,8 +253,43 @@ def make_plan(opdef: OpDef, inst: Op, inputs: Sequence[NDArray]) -> Plan:
     plan.kept = inst.kept_for_backward() if opdef.differentiable else ((), ())
     host_dense = (plan.mode == "fcompute" and device.xp is np and not plan.uses_workspace
                   and not plan.debug and plan.nout == 1)
-    plan.call = _host_dense_call(plan) if host_dense else plan.call_any
+    if host_dense and getattr(plan.kernel, "applies_ufunc", False) and _ufunc_gives_plan(plan, inputs):
+        plan.call = _host_ufunc_call(plan)
+    else:
+        plan.call = _host_dense_call(plan) if host_dense else plan.call_any
     return plan
+
+
+def _ufunc_gives_plan(plan: Plan, inputs: Sequence[NDArray]) -> bool:
+    """Whether ``inst.ufunc(*inputs)`` returns an array of the planned dtype and shape
+    (NumPy's own dtype rule can differ from the op's ``infer_type``)."""
+    if len(inputs) not in (1, 2) or not plan.out_shapes[0]:  # a ufunc gives 0-d results as scalars
+        return False
+    probe = plan.inst.ufunc(*[np.zeros(1, dtype=x.dtype) for x in inputs])
+    return (probe.dtype == plan.out_dtypes[0]
+            and np.broadcast_shapes(*[x.shape for x in inputs]) == plan.out_shapes[0])
+
+
+def _host_ufunc_call(plan: Plan) -> Any:
+    """The ``call`` of a plan whose dense kernel ``applies_ufunc``: the ufunc's own result is
+    the output. Anything else (``out=``, ``req``) takes ``call_any``."""
+    ufunc, device, general, state = plan.inst.ufunc, plan.device, plan.call_any, _state
+
+    def call(inputs: Sequence[NDArray], out: Any = None, req: str = "write") -> Any:
+        if out is not None or req != "write":
+            return general(inputs, out, req)
+        try:
+            a = ufunc(inputs[0]._data, inputs[1]._data) if len(inputs) == 2 else ufunc(inputs[0]._data)
+        except Exception as exc:
+            raise _kernel_error(plan, exc) from exc
+        if not a.flags.c_contiguous:  # NumPy follows the inputs' layout; outputs are row-major
+            a = np.ascontiguousarray(a)
+        result = NDArray(a, device)
+        if state.recording:
+            _record(plan, inputs, [result])
+        return result
+
+    return call
 
 
 def _signature(inst: Op, inputs: Sequence[NDArray]) -> tuple:

@@ -171,6 +171,15 @@ def kernel(device: str | Sequence[str] = "cpu", stypes: Sequence[str] | Sequence
     return mark
 
 
+def applies_ufunc(fn: Callable) -> Callable:
+    """Mark a dense kernel that only runs ``self.ufunc(*inputs, out)``. On host arrays the
+    dispatcher may then call ``self.ufunc(*inputs)`` and take its result as the output
+    (when its dtype and shape are the planned ones): the shortest call, with no output
+    allocated ahead. A subclass that overrides the kernel loses the mark."""
+    fn.applies_ufunc = True
+    return fn
+
+
 # ---- the operator base class -------------------------------------------------------------------
 class Op:
     """Base class of a declared operator; see ``sparse_ops.register``.

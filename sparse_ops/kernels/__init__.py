@@ -42,7 +42,9 @@ if "NUMBA_THREADING_LAYER" not in os.environ:
         numba.config.THREADING_LAYER = _layer
 
 
-def jit(parallel: bool = False, cache: bool = True) -> Callable[[Callable[..., Any]], Any]:
+def jit(parallel: bool = False, cache: bool = True, reassociate: bool = False) -> Callable[[Callable[..., Any]], Any]:
     """numba.njit with the project's settings (see the module docstring); ``cache=False``
-    for functions numba cannot cache (no source file)."""
-    return numba.njit(parallel=parallel, cache=cache and _numba_env.CACHE_OK, nogil=True, boundscheck=BOUNDSCHECK or None)
+    for functions numba cannot cache (no source file); ``reassociate=True`` lets LLVM reorder
+    floating-point sums (what vectorising a reduction needs), nothing else of fastmath."""
+    return numba.njit(parallel=parallel, cache=cache and _numba_env.CACHE_OK, nogil=True, boundscheck=BOUNDSCHECK or None,
+                      fastmath={"reassoc"} if reassociate else False)

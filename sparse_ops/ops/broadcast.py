@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..registry import Op, Param, kernel, register
+from ..registry import Op, Param, applies_ufunc, kernel, register
 from ._util import T, broadcast_shape, float_math, sum_to_shape
 from .elemwise import _Binary
 
@@ -176,6 +176,7 @@ class _Extremum(_Broadcast):
     rhs_wins: str
 
     @kernel(device=_BOTH)
+    @applies_ufunc
     def dense(self, ctx, lhs, rhs, out):
         self.ufunc(lhs, rhs, out=out)
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..dtypes import in_input_dtypes, promote_types
-from ..registry import Op, Param, kernel, register
+from ..registry import Op, Param, applies_ufunc, kernel, register
 from ._util import T, index_dtype_for, is_host, match_rows, numba_values, row_ids
 
 _BOTH = ("cpu", "gpu")
@@ -83,6 +83,7 @@ class _Binary(Op):
         return [promote_types(lhs, rhs)]
 
     @kernel(device=_BOTH)
+    @applies_ufunc
     def dense(self, ctx, lhs, rhs, out):
         self.ufunc(lhs, rhs, out)  # out positional: NumPy parses it faster than the keyword
 
@@ -183,7 +184,38 @@ class ElemwiseMul(_Binary):
     def gradient(self, out_grads, inputs, outputs):
         g = out_grads[0]
         lhs, rhs = inputs
+        if lhs is rhs and g.stype == lhs.stype == "default":
+            # x * x: one gradient 2 g x in one array, not two products and their sum (None adds nothing)
+            return [T._scaled_mul(g, lhs, scalar=2.0), None]
         return [T.elemwise_mul(g, rhs), T.elemwise_mul(g, lhs)]
+
+
+@register("_scaled_mul")
+class ScaledMul(_Binary):
+    """scalar * lhs * rhs, same shapes, dense (sparse inputs are densified): the gradient of
+    ``x * x`` written into one array."""
+
+    backward_needs_inputs = ("lhs", "rhs")
+    scalar = Param(float, 1.0, doc="the factor")
+
+    @kernel(device=_BOTH)
+    def dense(self, ctx, lhs, rhs, out):
+        ctx.xp.multiply(lhs, rhs, out)
+        ctx.xp.multiply(out, self.scalar, out, casting="unsafe")  # in place: no second array
+
+    def gradient(self, out_grads, inputs, outputs):
+        g = out_grads[0]
+        lhs, rhs = inputs
+        if lhs is rhs:
+            return [T._scaled_mul(g, lhs, scalar=2.0 * self.scalar), None]
+        return [T._scaled_mul(g, rhs, scalar=self.scalar), T._scaled_mul(g, lhs, scalar=self.scalar)]
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: dense (3, 4) operands, factor 2.5."""
+        from . import _samples
+
+        return _samples.by_stypes([("default", "default")], [(3, 4), (3, 4)], {"scalar": 2.5})
 
 
 @register("elemwise_div")

@@ -66,6 +66,15 @@ def _scatter_add_rows(xp, target, rows, values) -> None:
 
 
 # ---- Embedding -----------------------------------------------------------------------------------
+def _row_word(row_bytes: int) -> type:
+    """The widest unsigned integer type whose size divides ``row_bytes``: copying rows as
+    such words is faster than copying bytes."""
+    for word in (np.uint64, np.uint32, np.uint16):
+        if row_bytes % np.dtype(word).itemsize == 0:
+            return word
+    return np.uint8
+
+
 @register("Embedding")
 class EmbeddingOp(Op):
     """Rows of ``weight`` (input_dim, output_dim) at the ids in ``data`` (any shape, int or
@@ -111,8 +120,10 @@ class EmbeddingOp(Op):
         kernels = kernel_module("nn")
         ids = _kernel_ids(data.reshape(-1))
         rows = out.reshape(ids.shape[0], self.output_dim)
-        # a gather only moves bytes: one compiled kernel for every value dtype (float16 too)
-        w, r = np.ascontiguousarray(weight).view(np.uint8), rows.view(np.uint8)
+        # a gather only moves bytes: a few compiled kernels for every value dtype (float16
+        # too), the rows viewed as words of the widest size that divides them
+        word = _row_word(weight.dtype.itemsize * self.output_dim)
+        w, r = np.ascontiguousarray(weight).view(word), rows.view(word)
         if rows_in_parallel(rows.size):
             bad = kernels.gather_rows(ids, w, r)
         else:

@@ -29,6 +29,7 @@ from ._util import T, is_host, numba_values, row_ids
 _BOTH = ("cpu", "gpu")
 PLAIN, SQUARE, ABS = 0, 1, 2  # value transforms before summing (kernels/reduce.py uses the same codes)
 _NUMBA_DTYPES = frozenset(np.dtype(t) for t in ("float16", "float32", "float64", "int32", "int64"))  # f16 widened
+_FLOATS = frozenset(np.dtype(t) for t in ("float32", "float64"))  # what flat_sum takes as it is
 
 
 # ---- axes and shapes ---------------------------------------------------------------------------
@@ -80,8 +81,16 @@ def _transformed(xp: Any, a: Any, mode: int, acc: np.dtype) -> Any:
     return xp.square(a) if mode == SQUARE else xp.abs(a)
 
 
+_FLAT_SUM_MIN = 4096  # below this NumPy's sum is as fast (and nothing is compiled)
+
+
 def _dense_reduce(xp: Any, a: Any, axes: tuple[int, ...], keepdims: bool, mode: int) -> Any:
     acc = acc_dtype(a.dtype)
+    if (len(axes) == a.ndim and a.size >= _FLAT_SUM_MIN and xp is np and a.dtype in _FLOATS
+            and a.flags.c_contiguous):
+        from ..kernels.reduce import flat_sum
+
+        return np.asarray(flat_sum(a.reshape(-1), mode), dtype=acc).reshape(reduced_shape(a.shape, axes, keepdims))
     return xp.sum(_transformed(xp, a, mode, acc), axis=axes, keepdims=keepdims, dtype=acc)
 
 
