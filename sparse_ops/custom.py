@@ -18,8 +18,12 @@ from typing import Any
 
 import numpy as np
 
+from .creation import array, zeros
+from .dispatch import OpContext, accumulate_into, invoke
 from .errors import OperatorError
-from .registry import add_class_adapter
+from .ndarray import NDArray
+from .registry import Op, add_class_adapter, get_op, kernel
+from .tape import _state
 
 _DEFAULT = "default"
 
@@ -100,9 +104,6 @@ class CustomOp:
         if req in ("write", "inplace"):
             dst[:] = src
         elif req == "add":
-            from .dispatch import accumulate_into
-            from .creation import array
-
             accumulate_into(dst, src if hasattr(src, "stype") else array(src, dtype=dst.dtype))
         else:
             raise ValueError(f"unknown req {req!r}")
@@ -114,7 +115,6 @@ def _label(opdef: Any) -> str:
 
 def op_class_for_prop(name: str, prop_cls: type) -> type:
     """An ``Op`` subclass running the MXNet-form operator ``prop_cls``."""
-    from .registry import Op, kernel
 
     class CustomAdapter(Op):
         __doc__ = prop_cls.__doc__ or f"Custom operator {name} ({prop_cls.__name__})."
@@ -145,6 +145,8 @@ def op_class_for_prop(name: str, prop_cls: type) -> type:
             inst.keep_out = tuple(i for i in range(n_out_ids) if n_out_ids + n_args + i in deps)
             inst.params = dict(kwargs)
             inst.operators = {}
+            inst.backward_stypes = {}  # storage types in -> (out_grad, in_grad) storage types
+            inst.contexts = {}  # (device, training) -> the OpContext backward passes
             inst.lock = threading.Lock()
             return inst
 
@@ -221,22 +223,31 @@ def op_class_for_prop(name: str, prop_cls: type) -> type:
             op.forward(is_train=ctx.is_train, req=["write"] * len(outputs), in_data=args,
                        out_data=outputs, aux=aux)
 
-        def gradient(self, out_grads, inputs, outputs):
-            from .dispatch import OpContext
-            from .tape import _state
-            from .creation import zeros
+        def _backward_stypes(self, out_grads: list, args: list, outputs: list, aux: list) -> tuple[list, list]:
+            """(out_grad storage types, in_grad storage types) from the prop's backward
+            storage inference, asked once per combination of storage types."""
+            key = tuple(x.stype for x in (*out_grads, *args, *outputs, *aux))
+            found = self.backward_stypes.get(key)
+            if found is None:
+                ograd_st, _, _, igrad_st, _ = _five(self.prop.infer_storage_type_backward(
+                    [g.stype for g in out_grads], [x.stype for x in args], [y.stype for y in outputs],
+                    [_DEFAULT] * len(args), [a.stype for a in aux]))
+                found = self.backward_stypes[key] = (list(ograd_st), list(igrad_st))
+            return found
 
+        def gradient(self, out_grads, inputs, outputs):
             args, aux = inputs[:len(self.args)], inputs[len(self.args):]
             device = out_grads[0].device
-            ograd_st, in_st, out_st, igrad_st, aux_st = _five(self.prop.infer_storage_type_backward(
-                [g.stype for g in out_grads], [x.stype for x in args], [y.stype for y in outputs],
-                [_DEFAULT] * len(args), [a.stype for a in aux]))
+            ograd_st, igrad_st = self._backward_stypes(out_grads, args, outputs, aux)
             out_grads = [g if g.stype == s else g.tostype(s) for g, s in zip(out_grads, ograd_st)]
             n_args = len(self.args)
             if not self.prop.need_top_grad_:
                 out_grads = [_Missing(g, "out_grad") for g in out_grads]
-            in_grad = [zeros(x.shape, stype=s, dtype=x.dtype, device=device) for x, s in zip(args, igrad_st)]
-            ctx = OpContext(device, _state.training, self._opdef)
+            in_grad = [_zeros_like(x, s, device) for x, s in zip(args, igrad_st)]
+            training = _state.training
+            ctx = self.contexts.get((device, training))
+            if ctx is None:
+                ctx = self.contexts[(device, training)] = OpContext(device, training, self._opdef)
             op = self.operator(ctx, [x.shape for x in inputs], [x.dtype for x in inputs])
             try:
                 op.backward(req=["write"] * n_args, out_grad=out_grads, in_data=list(args),
@@ -253,6 +264,13 @@ def op_class_for_prop(name: str, prop_cls: type) -> type:
     if hasattr(prop_cls, "samples"):  # opcheck samples, for `sparse-ops check`
         CustomAdapter.samples = prop_cls.samples
     return CustomAdapter
+
+
+def _zeros_like(x: Any, stype: str, device: Any) -> Any:
+    """A zero gradient buffer for input ``x`` in storage type ``stype``."""
+    if stype == _DEFAULT and device.device_type == "cpu":
+        return NDArray(np.zeros(x.shape, dtype=x.dtype), device)
+    return zeros(x.shape, stype=stype, dtype=x.dtype, device=device)
 
 
 class _Missing:
@@ -293,8 +311,6 @@ def _five(t: Any) -> tuple:
 def Custom(*inputs: Any, op_type: str, name: str | None = None, out: Any = None, **params: Any) -> Any:
     """Run the registered operator ``op_type`` (either form) on ``inputs``; ``name`` labels
     the call, as in MXNet, and is otherwise unused."""
-    from .dispatch import invoke
-    from .registry import get_op
 
     return invoke(get_op(op_type), inputs, params, out)
 

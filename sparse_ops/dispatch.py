@@ -81,15 +81,21 @@ class Plan:
                     mark_unset(r._data)
         if self.uses_workspace:
             mark = _workspace.offsets.get(device, 0)
-        ctx = self.contexts[_state.training]
+        state = _state
+        ctx = self.contexts[state.training]
+        recording = state.recording
         try:
             if mode == "fcompute_ex":
+                # a storage-aware kernel may call operators (an MXNet-form custom op's forward
+                # does): they are its own steps, not nodes of the caller's graph
+                state.recording = False
                 ret = self.kernel(self.inst, ctx, *inputs, *results)
             else:
                 ret = self.kernel(self.inst, ctx, *[x._data for x in inputs], *[r._data for r in results])
         except Exception as exc:
             raise _kernel_error(self, exc) from exc
         finally:
+            state.recording = recording
             if self.uses_workspace:
                 release_workspace(device, mark)
         if ret is not None and not self.trusted:

@@ -19,6 +19,7 @@ SECTIONS = ["Machine", "Issue 8 targets", "Storage conversions vs SciPy", "Impor
             "Per-call overhead and autograd", "dot vs SciPy", "Embedding training step vs PyTorch",
             "Cookbook `csr_spmm` forward+backward vs PyTorch sparse autograd", "Cold start",
             "Effective memory bandwidth", "PyTorch bridge vs PyTorch", "C operator libraries", "The MXNet face",
+            "Whole training steps vs PyTorch",
             "Chart"]
 
 
