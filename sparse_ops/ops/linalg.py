@@ -17,6 +17,12 @@ densify (fallback). The csr kernels are numba on the cpu and numba.cuda on a gpu
 (``sparse_ops.cuda.kernels``); the row_sparse ones are array-module code for both
 devices. The sparse kernels take a matrix lhs and a matrix or vector rhs; other shapes
 are densified inside them.
+
+On the cpu, ``csr.T @ dense``, ``csr.T @ row_sparse`` and ``csr @ row_sparse`` cost
+O(nnz + rows) time and memory whatever the column count (hashed feature spaces of up to
+2**63 columns, row_sparse tables of as many rows): where the columns far outnumber the
+stored values, the stored columns are renumbered by a sort of their ids instead of a
+table per column (``_sorts``); few columns keep the table, which is faster there.
 """
 from __future__ import annotations
 
