@@ -6,8 +6,9 @@ storage conversions and ``dot`` (vs SciPy), the embedding training step and the 
 ``csr_spmm`` forward+backward (vs PyTorch), effective memory bandwidth, issue 8's targets
 checked, the PyTorch bridge against PyTorch (``bench_torch``: issue 15's targets, also
 written alone as ``torch.md``) and C operator libraries (``bench_clib``: issue 16's, also
-``clib.md``), the MXNet face (``bench_mxnet``: issue 17's) and whole training steps
-vs PyTorch (``bench_training``: issue 18's). Writes ``report.md`` and ``ratios.png`` to ``benchmarks/results/``
+``clib.md``), the MXNet face (``bench_mxnet``: issue 17's), hashed feature spaces
+(``bench_hashed``: issue 18's cost-follows-nnz targets, also ``hashed.md``) and whole
+training steps vs PyTorch (``bench_training``: issue 18's). Writes ``report.md`` and ``ratios.png`` to ``benchmarks/results/``
 (``report-quick.md``/``ratios-quick.png`` with ``--quick``, so a short run never overwrites
 the full numbers) and prints the report. ``--smoke`` runs every case once on tiny inputs
 (the CI smoke test does, into a temporary ``--out``): its numbers mean nothing.
@@ -19,7 +20,7 @@ import datetime
 from pathlib import Path
 
 from . import (bench_bandwidth, bench_clib, bench_coldstart, bench_conversions, bench_dot, bench_embedding,
-               bench_import, bench_mxnet, bench_overhead, bench_spmm, bench_torch, bench_training)
+               bench_hashed, bench_import, bench_mxnet, bench_overhead, bench_spmm, bench_torch, bench_training)
 from ._chart import bar_chart
 from ._summary import chart_entries, targets
 from ._timing import describe_machine
@@ -49,6 +50,7 @@ def main() -> None:
     bridge = bench_torch.run(scale=scale)
     clib = bench_clib.run(scale=scale)
     mxnet = bench_mxnet.run(scale=scale)
+    hashed = bench_hashed.run(scale=scale)
     training = bench_training.run(scale=scale)
     machine = describe_machine()  # after the conversions, so numba's threading layer is known
 
@@ -94,6 +96,9 @@ def main() -> None:
               "## The MXNet face", "",
               "`sparse_ops.compat.mxnet` against the native API, issue 17's targets (see `benchmarks/bench_mxnet.py`).",
               "", bench_mxnet.report(mxnet), "",
+              "## Hashed feature spaces", "",
+              "Cost follows nnz, not the column count, issue 18's targets (see `benchmarks/bench_hashed.py`; also "
+              "written alone as `hashed.md`).", "", bench_hashed.report(hashed), "",
               "## Whole training steps vs PyTorch", "",
               "The embedding step with its loss and the demo's factorization machine against the same models in "
               "plain PyTorch, issue 18's targets (see `benchmarks/bench_training.py`).", "",
@@ -112,6 +117,9 @@ def main() -> None:
     (args.out / f"clib{suffix}.md").write_text("\n".join(
         ["# C operator libraries", "", f"From `python -m benchmarks{mode}`, run {when}; the machine is described in "
          "the report beside this file.", "", bench_clib.report(clib), ""]))
+    (args.out / f"hashed{suffix}.md").write_text("\n".join(
+        ["# Hashed feature spaces", "", f"From `python -m benchmarks{mode}`, run {when}; the machine is described in "
+         "the report beside this file.", "", bench_hashed.report(hashed), ""]))
     (args.out / f"torch{suffix}.md").write_text("\n".join(
         ["# The PyTorch bridge vs PyTorch", "", f"From `python -m benchmarks{mode}`, run {when}; the machine is "
          "described in the report beside this file.", "", bench_torch.report(bridge), ""]))

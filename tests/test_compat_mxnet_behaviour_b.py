@@ -114,8 +114,16 @@ def test_adagrad_and_ftrl_rsp_weight_lazy():
 
 def test_rsp_weight_refusals():
     missing = mx.nd.sparse.row_sparse_array((W[:1], [1]), shape=W.shape, dtype=W.dtype)
-    with pytest.raises(mx.base.MXNetError, match="all of its rows"):
-        mx.nd.sgd_update(missing, _grad(), lr=0.1, out=missing)
+    with pytest.raises(mx.base.MXNetError, match="all of its rows"):  # dense states: MXNet's rule
+        mx.nd.sgd_mom_update(missing, _grad(), mx.nd.zeros(W.shape, dtype=W.dtype), lr=0.1, out=missing)
+    # without states (or with row_sparse ones) a weight missing rows is a hashed table (issue 18):
+    # its other rows are zero, and it comes out storing its rows and the gradient's
+    mx.nd.sgd_update(missing, _grad(), lr=0.1, out=missing)
+    ref = np.zeros(W.shape)
+    ref[1] = W[0]
+    ref[ROWS] -= 0.1 * G[ROWS]
+    np.testing.assert_allclose(missing.asnumpy(), ref, rtol=1e-12)
+    assert missing.indices.asnumpy().tolist() == [0, 1, 2]
     with pytest.raises(mx.base.MXNetError, match="row_sparse grad"):
         mx.nd.sgd_update(_rsp(W), mx.nd.array(G, dtype=G.dtype), lr=0.1)
     with pytest.raises(mx.base.MXNetError):  # MXNet's sparse adagrad takes row_sparse states only

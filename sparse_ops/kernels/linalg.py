@@ -8,6 +8,7 @@ is race-free without atomics: each parallel iteration owns the output rows it wr
 Values arrive widened to float32, float64 or int64 (fewer specialisations to compile)
 and all value arrays of one call share a dtype.
 """
+import numpy as np
 from numba import prange
 
 from . import jit
@@ -21,6 +22,67 @@ def count_columns(indices, counts):
     converts int32 indices to int64: twice as slow)."""
     for j in range(indices.shape[0]):
         counts[indices[j]] += 1
+
+
+@jit()
+def renumber_columns(indices, renumbered):
+    """The sorted distinct columns ``cols`` of ``indices`` and how often each occurs; writes
+    ``renumbered[j]`` = the position of ``indices[j]`` in ``cols``. A sort of the stored
+    values (O(nnz log nnz) time, O(nnz) memory): for column counts far above nnz, where a
+    count per column would cost more than the product (hashed feature spaces)."""
+    nnz = indices.shape[0]
+    order = np.argsort(indices)
+    cols = np.empty(nnz, dtype=indices.dtype)
+    counts = np.zeros(nnz, dtype=np.int64)
+    u = -1
+    for p in range(nnz):
+        j = order[p]
+        c = indices[j]
+        if u < 0 or c != cols[u]:
+            u += 1
+            cols[u] = c
+        renumbered[j] = u
+        counts[u] += 1
+    return cols[:u + 1].copy(), counts[:u + 1].copy()
+
+
+@jit()
+def csr_t_dense_rows(indptr, indices, data, b, lo, hi, out):
+    """out[c] += A[i, c] * b[i] for the rows lo <= i < hi of csr A and row-major dense b:
+    the part of A.T @ b those rows give. Reads its rows of A and b once, in order."""
+    n = b.shape[1]
+    for i in range(lo, hi):
+        for j in range(indptr[i], indptr[i + 1]):
+            col, v = indices[j], data[j]
+            for c in range(n):
+                out[col, c] += v * b[i, c]
+
+
+@jit(parallel=True)
+def csr_t_dense_partial(indptr, indices, data, b, bounds, out, spare):
+    """out += A.T @ b with the row ranges ``bounds[t]:bounds[t + 1]`` (about equal nnz each)
+    in parallel, range 0 into ``out`` and range t > 0 into its own zeroed ``spare[t - 1]``,
+    then the spares summed into ``out`` by blocks of output rows.
+
+    Each thread reads only its part of A and b (the column-range driver reads all of A
+    in every thread): the better choice while the output is small beside A.
+    """
+    ranges = bounds.shape[0] - 1
+    for t in prange(ranges):
+        if t == 0:
+            csr_t_dense_rows(indptr, indices, data, b, bounds[0], bounds[1], out)
+        else:
+            part = spare[t - 1]
+            part[:] = 0
+            csr_t_dense_rows(indptr, indices, data, b, bounds[t], bounds[t + 1], part)
+    rows, n = out.shape[0], out.shape[1]
+    for blk in prange((rows + ROWS_PER_TASK - 1) // ROWS_PER_TASK):
+        lo = blk * ROWS_PER_TASK
+        hi = min(rows, lo + ROWS_PER_TASK)
+        for s in range(ranges - 1):
+            for r in range(lo, hi):
+                for c in range(n):
+                    out[r, c] += spare[s, r, c]
 
 
 @jit()

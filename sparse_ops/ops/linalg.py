@@ -17,6 +17,12 @@ densify (fallback). The csr kernels are numba on the cpu and numba.cuda on a gpu
 (``sparse_ops.cuda.kernels``); the row_sparse ones are array-module code for both
 devices. The sparse kernels take a matrix lhs and a matrix or vector rhs; other shapes
 are densified inside them.
+
+On the cpu, ``csr.T @ dense``, ``csr.T @ row_sparse`` and ``csr @ row_sparse`` cost
+O(nnz + rows) time and memory whatever the column count (hashed feature spaces of up to
+2**63 columns, row_sparse tables of as many rows): where the columns far outnumber the
+stored values, the stored columns are renumbered by a sort of their ids instead of a
+table per column (``_sorts``); few columns keep the table, which is faster there.
 """
 from __future__ import annotations
 
@@ -130,19 +136,44 @@ def _csr_parts(x: NDArray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def _take_rows(parts: tuple, rows: np.ndarray) -> tuple:
-    """csr parts of the rows ``rows`` (in that order) of the csr ``parts``."""
+    """csr parts of the rows ``rows`` (in that order) of the csr ``parts``: O(len(rows) + the
+    values they hold)."""
     return sdk_csr.take_rows(None, *parts, rows)
 
 
-def _keep_columns(parts: tuple, slot: np.ndarray) -> tuple:
-    """csr parts keeping the columns ``c`` with ``slot[c] >= 0``, renumbered ``slot[c]``."""
-    return sdk_csr.keep_columns(None, *parts, slot)
+# A column count above this many times the stored values (plus a little) is renumbered by a
+# sort of the stored columns instead of a count per column: hashed feature spaces (2**27 ..
+# 2**63 columns) then cost O(nnz log nnz) time and O(nnz) memory; few columns keep the count.
+SORT_RATIO, SORT_MIN = 4, 4096
 
 
-def _row_slots(rsp: NDArray, rows: int) -> np.ndarray:
-    """For each of ``rows`` rows: its position among the stored rows of ``rsp``, or -1."""
-    slot = np.full(rows, -1, dtype=np.int64)
-    slot[rsp.indices] = np.arange(rsp.indices.shape[0])
+def _sorts(columns: int, stored: int) -> bool:
+    """Whether a lookup over ``columns`` ids, ``stored`` of them in use, goes by sorting
+    (the per-column arrays would dwarf the stored values) rather than by a dense table."""
+    return columns > SORT_RATIO * stored + SORT_MIN
+
+
+def _keep_columns(parts: tuple, rows: np.ndarray, columns: int) -> tuple:
+    """csr parts keeping the columns ``c`` of the csr ``parts`` (``columns`` of them) that
+    appear in the sorted unique ``rows``, renumbered to their position in ``rows``
+    (csr @ row_sparse: only the columns at the stored rows count)."""
+    indptr, indices, values = parts
+    if not _sorts(columns, indices.shape[0] + rows.shape[0]):
+        return sdk_csr.keep_columns(None, *parts, _row_slots(rows, columns))
+    if rows.shape[0] == 0 or indices.shape[0] == 0:
+        return np.zeros_like(indptr), indices[:0], values[:0]
+    pos = np.minimum(np.searchsorted(rows, indices), rows.shape[0] - 1)
+    keep = rows[pos] == indices
+    kept_before = np.zeros(indices.shape[0] + 1, dtype=np.int64)
+    np.cumsum(keep, out=kept_before[1:])
+    return kept_before[indptr].astype(indptr.dtype), pos[keep].astype(indices.dtype), values[keep]
+
+
+def _row_slots(rows: np.ndarray, count: int) -> np.ndarray:
+    """For each of ``count`` ids: its position in the sorted unique ``rows``, or -1 (a dense
+    table: only for counts near the number of values looked up, see ``_sorts``)."""
+    slot = np.full(count, -1, dtype=np.int64)
+    slot[rows] = np.arange(rows.shape[0])
     return slot
 
 
@@ -166,34 +197,61 @@ def _column_chunks(counts: np.ndarray, chunks: int) -> np.ndarray:
     return np.concatenate(([0], np.minimum(inner, counts.shape[0]), [counts.shape[0]])).astype(np.int64)
 
 
-def _csr_t_times(ctx, parts: tuple, columns: int, b: np.ndarray, out: NDArray, index_source: Any) -> None:
-    """out = A.T @ b for the csr parts of A (``columns`` columns). The product is zero
-    outside the columns A stores: a row_sparse result, whose indices keep the dtype of
-    ``index_source`` when it is int32.
+def _row_chunks(indptr: np.ndarray, chunks: int) -> np.ndarray:
+    """Row boundaries splitting a csr into ``chunks`` row ranges of about equal nnz."""
+    nnz = int(indptr[-1])
+    inner = np.searchsorted(indptr, nnz * np.arange(1, chunks, dtype=np.int64) // chunks, side="left")
+    return np.concatenate(([0], np.minimum(inner, indptr.shape[0] - 1), [indptr.shape[0] - 1])).astype(np.int64)
 
-    The kernel indexes its output by column. When A stores fewer than half of its
-    columns, they are renumbered first so the output holds only those; otherwise the
-    output has a row per column and the stored ones are picked afterwards (no copy when
-    every column is stored).
-    """
+
+# per-thread partial outputs (one per thread but the first) while they stay this small
+PARTIAL_MAX_BYTES = 256 << 20
+
+
+def _stored_columns(indices: np.ndarray, columns: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(the sorted distinct columns ``indices`` holds, the values per such column, ``indices``
+    renumbered to positions among them): a count per column when ``columns`` is small
+    beside nnz, a sort of the stored columns otherwise (hashed feature spaces)."""
     kernels = kernel_module("linalg")
-    indptr, indices, values = parts
+    if _sorts(columns, indices.shape[0]):
+        renumbered = np.empty_like(indices)
+        cols, counts = kernels.renumber_columns(indices, renumbered)
+        return cols, counts, renumbered
     counts = np.zeros(columns, dtype=np.int64)
     kernels.count_columns(indices, counts)
     cols = np.flatnonzero(counts)
-    renumber = 2 * cols.shape[0] < columns
-    if renumber:
-        slot = np.zeros(columns, dtype=indices.dtype)
-        slot[cols] = np.arange(cols.shape[0], dtype=indices.dtype)
-        indices, counts = slot[indices], counts[cols]
-    product = np.zeros((counts.shape[0], b.shape[1]), dtype=values.dtype)
-    if cols.shape[0] and b.shape[1]:
-        if parallel_worth(indices.shape[0] * b.shape[1]):
-            kernels.csr_t_dense(indptr, indices, values, b, _column_chunks(counts, _threads()), product)
+    if cols.shape[0] == columns:  # every column stored: no renumbering
+        return cols, counts, indices
+    slot = np.zeros(columns, dtype=indices.dtype)
+    slot[cols] = np.arange(cols.shape[0], dtype=indices.dtype)
+    return cols, counts[cols], slot[indices]
+
+
+def _csr_t_times(ctx, parts: tuple, columns: int, b: np.ndarray, out: NDArray, index_source: Any) -> None:
+    """out = A.T @ b for the csr parts of A (``columns`` columns). The product is zero
+    outside the columns A stores: a row_sparse result, whose indices keep the dtype of
+    ``index_source`` when it is int32 and the shape allows.
+
+    The stored columns are renumbered first (``_stored_columns``), so time and memory
+    follow nnz, not the column count. Big products run in parallel over row ranges into
+    per-thread partial outputs while those are small beside A (each thread reads its
+    share of A and b once), else over ranges of output rows (no extra memory).
+    """
+    kernels = kernel_module("linalg")
+    indptr, indices, values = parts
+    cols, counts, indices = _stored_columns(indices, columns)
+    stored, n = cols.shape[0], b.shape[1]
+    product = np.zeros((stored, n), dtype=values.dtype)
+    if stored and n:
+        threads = _threads()
+        if not parallel_worth(indices.shape[0] * n):
+            kernels.csr_t_dense_rows(indptr, indices, values, b, 0, indptr.shape[0] - 1, product)
+        elif threads * stored <= indices.shape[0] and \
+                (threads - 1) * product.nbytes <= PARTIAL_MAX_BYTES:
+            spare = np.empty((threads - 1, stored, n), dtype=values.dtype)
+            kernels.csr_t_dense_partial(indptr, indices, values, b, _row_chunks(indptr, threads), product, spare)
         else:
-            kernels.csr_t_dense_columns(indptr, indices, values, b, 0, counts.shape[0], product)
-    if not renumber and cols.shape[0] < columns:
-        product = product[cols]
+            kernels.csr_t_dense(indptr, indices, values, b, _column_chunks(counts, threads), product)
     _emit_rows(ctx, out, product, cols.astype(index_dtype_for(index_source, shape=out.shape), copy=False))
 
 
@@ -302,7 +360,7 @@ class Dot(Op):
             _csr_t_times(ctx, parts, lhs.shape[1], b, out, lhs.indices)
             return
         if plain_rsp:  # only the columns of lhs where rhs stores a row matter
-            parts, b = _keep_columns(parts, _row_slots(rhs, lhs.shape[1])), _stored_rows(rhs)
+            parts, b = _keep_columns(parts, rhs.indices, lhs.shape[1]), _stored_rows(rhs)
         else:
             b = _dense_rhs(rhs, self.transpose_b)
         buf = _dense_buffer(out, parts[2].dtype, b)

@@ -17,13 +17,16 @@ dense weight stands in for it, and ``lazy_update=False`` gives MXNet's dense-wei
 The updates MXNet has only dense kernels for (``nag_mom_update``, ``rmsprop_update``,
 ``rmspropalex_update``, ``signsgd_update``, ``signum_update``) always apply the dense update
 to a row_sparse gradient, as MXNet's storage fallback does, without the fallback warning.
-Weight and states share one float dtype with the gradient. They are dense, or, as in
-MXNet 1.9, the weight is row_sparse with every row stored (a row_sparse gradient then;
-``weights.data.shape[0] == weights.shape[0]`` is checked as MXNet's CheckAllRowsPresent
-does): the output is row_sparse with every row. Row_sparse states (all rows stored, or
-none: those are filled with zero rows first) give the lazy update under ``lazy_update``,
-dense states the standard update; adagrad and ftrl take row_sparse states only and
-update lazily. The dense-only updates refuse a row_sparse weight.
+Weight and states share one float dtype with the gradient. They are dense, or the weight
+is row_sparse (a row_sparse gradient then). With dense states, as in MXNet 1.9, a
+row_sparse weight must store every row (checked as MXNet's CheckAllRowsPresent does) and
+gets the standard update. With row_sparse states the weight and states may store any rows,
+the rows they do not store being zero: hashed embedding tables of 2**40 rows storing a
+few are updated in time and memory that follow the stored rows. Weight and states then
+come out storing the same rows, theirs and the gradient's (MXNet 1.9 refuses a weight
+missing rows; a weight storing every row gives MXNet's result), updated lazily under
+``lazy_update``; adagrad and ftrl take row_sparse states only and always update lazily.
+The dense-only updates refuse a row_sparse weight.
 """
 from __future__ import annotations
 
@@ -77,6 +80,34 @@ def _lazy_rows(kernel_name: str, grad: np.ndarray, *args: Any) -> None:
         getattr(_kernel_module, kernel_name)(*args)
     else:
         getattr(_kernel_module, kernel_name + "_range")(*args, 0, grad.shape[0])
+
+
+def _rows_union(xp: Any, first: Any, *others: Any) -> Any:
+    """The sorted union of sorted unique row ids: ``first`` itself when it holds the others
+    (one binary search per row of theirs; a sort only when rows are added)."""
+    missing = []
+    for rows in others:
+        if rows is first or rows.shape[0] == 0:
+            continue
+        if first.shape[0] == 0:
+            missing.append(rows)
+            continue
+        pos = xp.minimum(xp.searchsorted(first, rows), first.shape[0] - 1)
+        new = first[pos] != rows
+        if bool(new.any()):
+            missing.append(rows[new])
+    if not missing:
+        return first
+    return xp.unique(xp.concatenate([first, *missing]))
+
+
+def _on_rows(xp: Any, x: Any, rows: Any) -> Any:
+    """The values of row_sparse ``x`` on the sorted rows ``rows`` (a superset of its own),
+    zero where it stores none: a new array."""
+    values = xp.zeros((rows.shape[0], *x.shape[1:]), dtype=x.dtype)
+    if x.indices.shape[0]:
+        values[xp.searchsorted(rows, x.indices)] = x.data
+    return values
 
 
 class _Update(Op):
@@ -155,37 +186,49 @@ class _Update(Op):
         out[...] = new[0]
 
     def rsp_weight_update(self, ctx, weight, grad, *rest) -> None:
-        """The kernel body for a row_sparse weight (MXNet 1.9's): it must store all of its
-        rows, and so must row_sparse states (one storing no rows is filled with zero rows
-        first, as MXNet does). The update is the dense weight's on the stored values: lazy
-        where the states are row_sparse too and ``lazy_update``, standard where they are
-        dense; the output stores every row."""
+        """The kernel body for a row_sparse weight. With dense states (MXNet 1.9's case) the
+        weight must store all of its rows and gets the dense weight's standard update on
+        its stored values. With row_sparse states the weight and states may store any rows
+        (a hashed table of 2**40 rows storing a few): a row not stored is zero, in the
+        weight and in every state. Weight and states are first brought to the same stored
+        rows, the union of theirs and the gradient's (no copy when they already store them,
+        as after the first update), then updated as dense arrays over those rows: lazily,
+        at the gradient's rows, under ``lazy_update``, else every stored row (a row none of
+        them stores stays zero in every update here). Time and memory follow the stored
+        rows, never ``weight.shape[0]``."""
         *states, out = rest
         op = self._opdef.name
         xp = ctx.xp
         n = weight.shape[0]
-        if weight.indices.shape[0] != n:
-            raise ValueError(f"{op}: a row_sparse weight must store all of its rows: weight.data.shape[0] "
-                             f"({weight.indices.shape[0]}) != weight.shape[0] ({n})")
+        full = weight.indices.shape[0] == n
+        if any(s.stype != "row_sparse" for s in states):
+            if not full:
+                raise ValueError(f"{op}: with dense states a row_sparse weight must store all of its rows: "
+                                 f"weight.data.shape[0] ({weight.indices.shape[0]}) != weight.shape[0] ({n}); "
+                                 f"row_sparse states take a weight storing any rows")
+            w = weight.data
+            o = w if out is weight else xp.empty_like(w)
+            self._update_arrays(ctx, w, grad, [s.data for s in states], o, False)
+            if out is not weight:
+                ctx.set_row_sparse(out, o, weight.indices)
+            return
+        rows = weight.indices if full else _rows_union(xp, weight.indices, grad.indices,
+                                                         *(s.indices for s in states))
         st = []
-        for name, s in zip(self._opdef.arguments[2:], states):
-            if s.stype == "row_sparse":
-                if s.indices.shape[0] == 0 and n:
-                    ctx.set_row_sparse(s, xp.zeros(s.shape, dtype=s.dtype),
-                                       xp.arange(n, dtype=weight.indices.dtype))
-                elif s.indices.shape[0] != n:
-                    raise ValueError(f"{op}: a row_sparse {name} must store all of its rows or none: "
-                                     f"{name}.data.shape[0] ({s.indices.shape[0]}) != {name}.shape[0] ({n})")
-                st.append(s.data)
-            else:
-                st.append(s.data)
-        w = weight.data
-        o = w if out is weight else xp.empty_like(w)
-        lazy = self.rsp_weight_lazy if self.rsp_weight_lazy is not None else \
-            self.lazy_update and all(s.stype == "row_sparse" for s in states)
+        for s in states:
+            if s.indices.shape[0] != rows.shape[0]:
+                ctx.set_row_sparse(s, _on_rows(xp, s, rows), rows)
+            st.append(s.data)
+        grown = weight.indices.shape[0] != rows.shape[0]
+        w = _on_rows(xp, weight, rows) if grown else weight.data
+        o = w if out is weight or grown else xp.empty_like(w)
+        if not full:  # the gradient's rows as positions among the stored ones
+            grad = type(grad)._trusted(grad.data, xp.searchsorted(rows, grad.indices),
+                                       (rows.shape[0], *grad.shape[1:]), grad.device)
+        lazy = self.rsp_weight_lazy if self.rsp_weight_lazy is not None else self.lazy_update
         self._update_arrays(ctx, w, grad, st, o, lazy)
-        if out is not weight:
-            ctx.set_row_sparse(out, o, xp.arange(n, dtype=weight.indices.dtype))
+        if out is not weight or grown:
+            ctx.set_row_sparse(out, o, rows)
 
     def sparse_update(self, ctx, weight, grad, *rest) -> None:
         """The kernel body for (default weight, row_sparse grad, default states): lazy or
