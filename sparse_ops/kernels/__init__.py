@@ -7,11 +7,21 @@ package also picks a numba threading layer that tolerates parallel kernels launc
 several threads at once (the default ``workqueue`` layer aborts the process then), unless
 the user chose one with ``NUMBA_THREADING_LAYER``, and asks OpenMP to wait passively
 (``OMP_WAIT_POLICY``).
+
+It also loads numba's cpu lowering registries (``_load_numba_registries``) without
+importing ``scipy.linalg``: numba's ``numba.np.arraymath`` checks at import that SciPy's
+BLAS is there with ``import scipy.linalg.cython_blas``, which runs the whole
+``scipy.linalg`` package (a large share of a cold start's time). Only the two Cython
+modules numba reads are loaded for that check, and are taken out of ``sys.modules``
+afterwards, so a later ``import scipy.linalg`` (by the user, or by numba compiling a kernel
+that calls BLAS) imports the real package as usual.
 """
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
+import sys
 from typing import Any, Callable
 
 import numba
@@ -40,6 +50,44 @@ if "NUMBA_THREADING_LAYER" not in os.environ:
     _layer = _threadsafe_layer()
     if _layer is not None:
         numba.config.THREADING_LAYER = _layer
+
+
+_CYTHON_BLAS = ("scipy.linalg.cython_blas", "scipy.linalg.cython_lapack")
+
+
+def _load_numba_registries() -> None:
+    """Load numba's cpu target registries (what its first compile or cache load does),
+    with SciPy's Cython BLAS modules loaded for numba's check but ``scipy.linalg`` itself
+    not imported (see the module docstring)."""
+    from numba.core.registry import cpu_target
+
+    if "scipy.linalg" in sys.modules or any(name in sys.modules for name in _CYTHON_BLAS):
+        return
+    try:
+        spec = importlib.util.find_spec("scipy.linalg")
+    except ImportError:
+        spec = None
+    if spec is None:
+        return
+    package = importlib.util.module_from_spec(spec)  # not executed: a parent for the two modules
+    sys.modules["scipy.linalg"] = package
+    try:
+        for name in _CYTHON_BLAS:
+            importlib.import_module(name)
+    except ImportError:
+        pass
+    finally:
+        if sys.modules.get("scipy.linalg") is package:
+            del sys.modules["scipy.linalg"]
+    try:
+        cpu_target.target_context.refresh()  # imports numba.np.arraymath: its BLAS check passes
+    finally:
+        if "scipy.linalg" not in sys.modules:  # nothing imported the real package meanwhile
+            for name in _CYTHON_BLAS:
+                sys.modules.pop(name, None)
+
+
+_load_numba_registries()
 
 
 def jit(parallel: bool = False, cache: bool = True) -> Callable[[Callable[..., Any]], Any]:
