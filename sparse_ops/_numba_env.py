@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 
 SUBFOLDER = "sparse_ops-boundscheck"
 
@@ -31,6 +30,8 @@ CACHE_OK = True
 
 
 def _writable(folder: str) -> bool:
+    import tempfile  # here, not at the top: sparse_ops' import needs it only in the debug mode
+
     try:
         os.makedirs(folder, exist_ok=True)
         with tempfile.TemporaryFile(dir=folder):
@@ -65,6 +66,8 @@ def user_cache_dir(name: str) -> str:
 def first_writable(candidates: list[str], temp_name: str) -> str | None:
     """The first writable (created if need be) of ``candidates``, else ``<temp>/<temp_name>-<uid>``
     in the temporary folder; None when none is."""
+    import tempfile
+
     uid = os.getuid() if hasattr(os, "getuid") else "user"
     for folder in [*candidates, os.path.join(tempfile.gettempdir(), f"{temp_name}-{uid}")]:
         if _writable(folder):
