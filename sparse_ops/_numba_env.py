@@ -20,9 +20,15 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Callable
 
 SUBFOLDER = "sparse_ops-boundscheck"
 
+
+# Set by sparse_ops.plugins (a hook from above): whether an installed distribution declares
+# numba extensions (None: cannot tell). ``sparse_ops.kernels`` asks it so that numba, finding
+# none, skips its own scan of every distribution's entry points (importlib.metadata).
+has_numba_extensions: "Callable[[], bool | None] | None" = None
 
 # False when no folder for bounds-checked kernels is writable: our jit then compiles
 # without an on-disk cache rather than share numba's default folders (a warning says so).

@@ -14,7 +14,10 @@ BLAS is there with ``import scipy.linalg.cython_blas``, which runs the whole
 ``scipy.linalg`` package (a large share of a cold start's time). Only the two Cython
 modules numba reads are loaded for that check, and are taken out of ``sys.modules``
 afterwards, so a later ``import scipy.linalg`` (by the user, or by numba compiling a kernel
-that calls BLAS) imports the real package as usual.
+that calls BLAS) imports the real package as usual. And when no installed distribution
+declares a ``numba_extensions`` entry point (our own fast scan of the distributions'
+metadata, ``sparse_ops.plugins``), numba's scan through ``importlib.metadata``, which would
+find none, is marked done.
 """
 from __future__ import annotations
 
@@ -87,6 +90,16 @@ def _load_numba_registries() -> None:
                 sys.modules.pop(name, None)
 
 
+def _skip_empty_extension_scan() -> None:
+    """Mark numba's extension entry points loaded when our scan finds there are none."""
+    from numba.core import entrypoints
+
+    probe = _numba_env.has_numba_extensions
+    if probe is not None and not entrypoints._already_initialized and probe() is False:
+        entrypoints._already_initialized = True
+
+
+_skip_empty_extension_scan()
 _load_numba_registries()
 
 
