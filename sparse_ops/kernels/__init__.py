@@ -72,16 +72,26 @@ def _load_numba_registries() -> None:
         spec = None
     if spec is None:
         return
-    package = importlib.util.module_from_spec(spec)  # not executed: a parent for the two modules
-    sys.modules["scipy.linalg"] = package
-    try:
-        for name in _CYTHON_BLAS:
-            importlib.import_module(name)
-    except ImportError:
-        pass
-    finally:
-        if sys.modules.get("scipy.linalg") is package:
-            del sys.modules["scipy.linalg"]
+    # Another thread importing scipy.linalg meanwhile must wait for the real package, not get
+    # the unexecuted one: it finds the module "initializing" and waits on its import lock.
+    lock = getattr(importlib._bootstrap, "_ModuleLockManager", None)  # type: ignore[attr-defined]
+    if lock is None:
+        return
+    with lock("scipy.linalg"):
+        if "scipy.linalg" in sys.modules:
+            return
+        package = importlib.util.module_from_spec(spec)  # not executed: a parent for the two modules
+        spec._initializing = True  # type: ignore[attr-defined]
+        sys.modules["scipy.linalg"] = package
+        try:
+            for name in _CYTHON_BLAS:
+                importlib.import_module(name)
+        except ImportError:
+            pass
+        finally:
+            spec._initializing = False  # type: ignore[attr-defined]
+            if sys.modules.get("scipy.linalg") is package:
+                del sys.modules["scipy.linalg"]
     try:
         cpu_target.target_context.refresh()  # imports numba.np.arraymath: its BLAS check passes
     finally:
