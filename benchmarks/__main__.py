@@ -40,7 +40,8 @@ def main() -> None:
     mode = " --smoke" if smoke else (" --quick" if quick else "")
 
     imports = bench_import.run(repeat=1, warmup=0) if smoke else bench_import.run()  # before numba is imported here
-    cold = bench_coldstart.run(repeat=1, cold_repeat=1, warmup=False) if smoke else bench_coldstart.run()
+    cold = (bench_coldstart.run(repeat=1, cold_repeat=1, warmup=False) if smoke
+            else bench_coldstart.run(repeat=7 if quick else 15))
     overhead = bench_overhead.run(scale=scale)
     conversions = bench_conversions.run(scale=scale)
     dots = bench_dot.run(scale=scale)

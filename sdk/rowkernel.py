@@ -52,6 +52,7 @@ settings (``sparse_ops.kernels.jit``: nogil, bounds checking under
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import importlib.util
 import inspect
@@ -170,18 +171,34 @@ class RowKernel:
             raise TypeError(f"row kernel {body.__qualname__}: the body takes the row index first"
                             + (", then lane and lanes" if lanes else ""))
         self.params = params[skip:]
-        try:
-            source = inspect.getsource(body).encode()
-            self.cacheable = True
-        except (OSError, TypeError):  # no source file (exec'd code): compiled, never cached on disk
-            source = body.__code__.co_code + repr(body.__code__.co_consts).encode()
-            self.cacheable = False
-        self.sha = hashlib.sha256(source).hexdigest()
-        self.key = f"{body.__module__}.{body.__qualname__}:{self.sha[:16]}"
-        _BODIES[self.key] = self
         self._module: Any = None
         self._cpu_body: Any = None
         self._gpu: Any = None
+
+    @functools.cached_property
+    def _identity(self) -> tuple[str, bool]:
+        """(sha256 of the body's source, whether it has a source file and so can be cached
+        on disk); read on first use, not at import (reading sources is slow)."""
+        try:
+            source = inspect.getsource(self.body).encode()
+            cacheable = True
+        except (OSError, TypeError):  # no source file (exec'd code): compiled, never cached on disk
+            source = self.body.__code__.co_code + repr(self.body.__code__.co_consts).encode()
+            cacheable = False
+        return hashlib.sha256(source).hexdigest(), cacheable
+
+    @property
+    def sha(self) -> str:
+        return self._identity[0]
+
+    @property
+    def cacheable(self) -> bool:
+        return self._identity[1]
+
+    @property
+    def key(self) -> str:
+        """The body's key in ``_BODIES``, where its generated driver module finds it."""
+        return f"{self.body.__module__}.{self.body.__qualname__}:{self.sha[:16]}"
 
     def cpu_body(self, inline: str = CPU_INLINE) -> Any:
         """The body compiled for the cpu (a numba dispatcher the cpu drivers call);
@@ -239,6 +256,7 @@ class RowKernel:
             gpu_lane_args="_lane, 32, " if self.lanes else "")
 
     def _load(self) -> Any:
+        _BODIES[self.key] = self
         folder = driver_dir() if self.cacheable else None
         text = self._source_text(cache=folder is not None)
         text_sha = hashlib.sha256(text.encode()).hexdigest()[:16]  # the body and this SDK's template

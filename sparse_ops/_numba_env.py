@@ -20,10 +20,15 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
+from typing import Callable
 
 SUBFOLDER = "sparse_ops-boundscheck"
 
+
+# Set by sparse_ops.plugins (a hook from above): whether an installed distribution declares
+# numba extensions (None: cannot tell). ``sparse_ops.kernels`` asks it so that numba, finding
+# none, skips its own scan of every distribution's entry points (importlib.metadata).
+has_numba_extensions: "Callable[[], bool | None] | None" = None
 
 # False when no folder for bounds-checked kernels is writable: our jit then compiles
 # without an on-disk cache rather than share numba's default folders (a warning says so).
@@ -31,6 +36,8 @@ CACHE_OK = True
 
 
 def _writable(folder: str) -> bool:
+    import tempfile  # here, not at the top: sparse_ops' import needs it only in the debug mode
+
     try:
         os.makedirs(folder, exist_ok=True)
         with tempfile.TemporaryFile(dir=folder):
@@ -65,6 +72,8 @@ def user_cache_dir(name: str) -> str:
 def first_writable(candidates: list[str], temp_name: str) -> str | None:
     """The first writable (created if need be) of ``candidates``, else ``<temp>/<temp_name>-<uid>``
     in the temporary folder; None when none is."""
+    import tempfile
+
     uid = os.getuid() if hasattr(os, "getuid") else "user"
     for folder in [*candidates, os.path.join(tempfile.gettempdir(), f"{temp_name}-{uid}")]:
         if _writable(folder):

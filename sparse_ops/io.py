@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import zipfile
 from typing import IO, Any, Union
 
@@ -78,6 +77,8 @@ def save(file: File, data: Saved) -> None:
         return
     path = os.fspath(file)
     folder = os.path.dirname(os.path.abspath(path))
+    import tempfile  # here: not a cost of sparse_ops' import
+
     fd, tmp = tempfile.mkstemp(prefix=".sparse_ops-", suffix=".npz.tmp", dir=folder)
     try:
         with os.fdopen(fd, "wb") as f:

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Callable, Iterable
 
-from . import registry
+from . import _numba_env, registry
 from .errors import OperatorError
 from .registry import Owner
 
@@ -229,15 +229,15 @@ def _normalize(dist: str) -> str:
     return re.sub(r"[-_.]+", "_", dist).lower()
 
 
-def _parse_group(text: str) -> list[tuple[str, str]]:
-    """(name, value) pairs of the ``[sparse_ops.plugins]`` section of an entry_points.txt."""
+def _parse_group(text: str, group: str = ENTRY_POINT_GROUP) -> list[tuple[str, str]]:
+    """(name, value) pairs of the ``[group]`` section of an entry_points.txt."""
     pairs, inside = [], False
     for raw in text.splitlines():
         line = raw.strip()
         if not line or line[0] in "#;":
             continue
         if line.startswith("["):
-            inside = line == f"[{ENTRY_POINT_GROUP}]"
+            inside = line == f"[{group}]"
         elif inside and "=" in line:
             name, _, value = line.partition("=")
             pairs.append((name.strip(), value.strip()))
@@ -270,8 +270,8 @@ def _reads_sys_path(finder: object) -> bool:
     return cls.__module__ == "importlib_metadata" and cls.__name__ == "MetadataPathFinder"
 
 
-def _scan_entry_points() -> list[EntryPoint] | None:
-    """The group's entry points, read straight from the ``*.dist-info`` / ``*.egg-info``
+def _scan_entry_points(group: str = ENTRY_POINT_GROUP) -> list[EntryPoint] | None:
+    """The entry points of ``group`` (ours by default), read straight from the ``*.dist-info`` / ``*.egg-info``
     folders on ``sys.path`` (the first distribution of a name wins, as with
     ``importlib.metadata``); None when that cannot be exact (a zip archive on the path, or
     a custom distribution finder), so that ``importlib.metadata`` answers instead.
@@ -284,7 +284,7 @@ def _scan_entry_points() -> list[EntryPoint] | None:
     for finder in sys.meta_path:
         if finder is not PathFinder and hasattr(finder, "find_distributions") and not _reads_sys_path(finder):
             return None
-    header = f"[{ENTRY_POINT_GROUP}]"
+    header = f"[{group}]"
     found: list[EntryPoint] = []
     seen: set[str] = set()
     for entry in sys.path:
@@ -318,8 +318,18 @@ def _scan_entry_points() -> list[EntryPoint] | None:
             if header not in text:
                 continue
             name, version = _name_and_version(child.path)
-            found += [EntryPoint(n, v, name or dist, version) for n, v in _parse_group(text)]
+            found += [EntryPoint(n, v, name or dist, version) for n, v in _parse_group(text, group)]
     return found
+
+
+def _has_numba_extensions() -> bool | None:
+    """Whether an installed distribution declares a ``numba_extensions`` entry point named
+    ``init`` (what numba runs at its first compile); None when the scan cannot tell."""
+    found = _scan_entry_points("numba_extensions")
+    return None if found is None else any(ep.name == "init" for ep in found)
+
+
+_numba_env.has_numba_extensions = _has_numba_extensions  # the hook numba's start asks (sparse_ops.kernels)
 
 
 def _entry_points() -> list[EntryPoint]:
