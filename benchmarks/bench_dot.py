@@ -1,4 +1,5 @@
-"""``dot`` with a csr operand next to SciPy, the raw numba kernels and (if installed) PyTorch.
+"""``dot`` with a csr operand next to SciPy, the raw numba kernels, and (if installed) PyTorch,
+Intel MKL and JAX.
 
 float32 throughout, random canonical csr from ``bench_conversions.random_csr``. Each row
 gives our median time through ``so.dot`` (dispatch included), the raw numba kernel(s)
@@ -18,8 +19,16 @@ Cases (``--quick`` divides the csr row counts by 10):
   fixed per-call cost shows (this size runs the serial kernel: below
   ``sparse_ops.sdk.rowkernel.PARALLEL_MIN_WORK`` multiply-adds a parallel region costs more).
 
-Run ``python -m benchmarks.bench_dot [--quick]``; writes ``benchmarks/results/dot.md``
-(``dot-quick.md`` with ``--quick``).
+The width sweep (``sweep``, issue 18): the csr above, and one with power-law row lengths
+(``powerlaw_csr``: most rows short, a few with thousands of values), float32 and float64,
+times dense operands of 8, 16, 32, 64, 128 and 256 columns: ``so.dot`` next to Intel MKL
+(``sparse_dot_mkl.dot_product_mkl``, row-major output, on numba's thread count), SciPy and
+JAX's jitted ``BCSR @ dense`` (optional references, ``benchmarks/_anchors.py``; n/a when not
+installed), all in alternation with ``bench_bandwidth``'s reference copy, so each row also
+gives our effective bandwidth (``least_bytes`` / time) as a share of the copy's.
+
+Run ``python -m benchmarks.bench_dot [--quick] [--sweep-only]``; writes
+``benchmarks/results/dot.md`` (``dot-quick.md`` with ``--quick``).
 """
 from __future__ import annotations
 
@@ -333,8 +342,11 @@ def report(results: list[Result]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_dot", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="csr row counts 10x smaller (smoke run)")
-    quick = parser.parse_args().quick
-    results = run(quick)
+    parser.add_argument("--sweep-only", action="store_true", help="only the width sweep against MKL")
+    args = parser.parse_args()
+    quick = args.quick
+    results = [] if args.sweep_only else run(quick)
+    rows = sweep(quick)
     when = datetime.datetime.now().isoformat(timespec="seconds")
     lines = [f"# dot vs SciPy{' (--quick)' if quick else ''}", "",
              f"Run {when} with `python -m benchmarks.bench_dot{' --quick' if quick else ''}`.", "",
@@ -343,7 +355,8 @@ def main() -> None:
     lines += ["", "## Results", "",
               "float32; median wall time of interleaved rounds (see the module docstring); ratio below 1 "
               "means faster than SciPy. 'raw' calls the numba kernel(s) directly: ours - raw is the "
-              "dispatch and bookkeeping cost. " + torch_note(), "", report(results), ""]
+              "dispatch and bookkeeping cost. " + torch_note(), "", report(results) if results else "(not run)", "",
+              "## dot(csr, dense) by width vs MKL", "", sweep_note(rows), "", sweep_report(rows), ""]
     text = "\n".join(lines)
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / ("dot-quick.md" if quick else "dot.md")
