@@ -6,9 +6,9 @@ gets its own kernel because what makes it fast there does not exist on a gpu:
 - the parallel tasks are row ranges holding equal numbers of stored values (plus one per
   row), not equal numbers of rows, so power-law rows do not leave one thread with most of
   the work;
-- the widths 8, 16, 32 and 64 are compiled with a literal trip count (numba compiles the
-  inner column loop once per branch), so LLVM vectorises them whole; a runtime width's
-  vector loop is unrolled for long rows and leaves a narrow output row to its scalar tail;
+- the width 8 is compiled with a literal trip count: a runtime width's vector loop is
+  unrolled for long rows and leaves an 8-wide output row to its scalar tail (literal 16,
+  32 and 64 measured no faster than the runtime loop and cost compile time);
 - wide outputs (``WIDE_BYTES`` and up) prefetch the rows of ``b`` a few stored values
   ahead (``llvm.prefetch``, no such hint exists on the CUDA target): those gathers are
   random reads beyond the private caches;
@@ -109,15 +109,6 @@ def csr_dense_rows(indptr, indices, data, b, out, lo, hi):
     if n == 8:
         for i in range(lo, hi):
             _row(indptr, indices, data, b, out, i, 8, 0)
-    elif n == 16:
-        for i in range(lo, hi):
-            _row(indptr, indices, data, b, out, i, 16, 0)
-    elif n == 32:
-        for i in range(lo, hi):
-            _row(indptr, indices, data, b, out, i, 32, 0)
-    elif n == 64:
-        for i in range(lo, hi):
-            _row(indptr, indices, data, b, out, i, 64, 0)
     else:
         ahead = AHEAD if n * b.itemsize >= WIDE_BYTES else 0
         for i in range(lo, hi):
