@@ -45,6 +45,7 @@ def main() -> None:
     overhead = bench_overhead.run(scale=scale)
     conversions = bench_conversions.run(scale=scale)
     dots = bench_dot.run(scale=scale)
+    sweep = bench_dot.sweep(scale=scale)
     embedding = bench_embedding.run(scale=scale)
     spmm = bench_spmm.run(scale=scale)
     bandwidth = bench_bandwidth.run(scale=scale)
@@ -66,7 +67,7 @@ def main() -> None:
     if scale != 1:
         lines += [f"Sizes divided by {scale} in this run: the targets are set for the full sizes, so these "
                   "verdicts do not apply.", ""]
-    lines += [targets(overhead, dots, embedding, spmm, cold)]
+    lines += [targets(overhead, dots, embedding, spmm, cold, sweep)]
     lines += ["", "## Storage conversions vs SciPy", "",
               "float32 throughout; median wall time; ratio below 1 means sparse_ops is faster. "
               "csr -> dense: median of 3, everything else median of 5, each after one warm-up call. "
@@ -76,7 +77,9 @@ def main() -> None:
               "## Per-call overhead and autograd", "", bench_overhead.report(overhead), ""]
     lines += ["## dot vs SciPy", "",
               "float32; median of interleaved rounds (see `benchmarks/bench_dot.py`); 'raw' calls the "
-              "numba kernel(s) directly. " + bench_dot.torch_note(), "", bench_dot.report(dots), ""]
+              "numba kernel(s) directly. " + bench_dot.torch_note(), "", bench_dot.report(dots), "",
+              "## dot(csr, dense) by width vs MKL", "", bench_dot.sweep_note(sweep), "",
+              bench_dot.sweep_report(sweep), ""]
     lines += ["## Embedding training step vs PyTorch", "",
               "Lookup + row_sparse gradient + lazy SGD, float32 (see `benchmarks/bench_embedding.py`).", "",
               bench_embedding.report(embedding), "",
@@ -106,7 +109,7 @@ def main() -> None:
               bench_training.report(training, overhead["calls"]), ""]
     suffix = "-smoke" if smoke else ("-quick" if quick else "")
     args.out.mkdir(parents=True, exist_ok=True)
-    entries = chart_entries(overhead, conversions, dots, embedding, spmm, bridge)
+    entries = chart_entries(overhead, conversions, dots, embedding, spmm, bridge, sweep)
     chart = args.out / f"ratios{suffix}.png"
     renderer = bar_chart(chart, [e[0] for e in entries], [e[1] for e in entries],
                          f"sparse_ops{mode}: time ours / reference, {when}")

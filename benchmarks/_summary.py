@@ -32,8 +32,24 @@ def _x(v: float | None, digits: int = 2) -> str:
     return "n/a" if v is None else f"{v:.{digits}f}x"
 
 
-def targets(overhead: dict[str, list], dots: list, embedding: Any, spmm: Any, cold: Any) -> str:
-    """The targets table: what issue 8 asks, what this run measured, met or not."""
+def _sweep_targets(sweep: list, add: Any) -> None:
+    """Issue 18 item 4: ``dot(csr, dense)`` against MKL at 64 columns, and at every width."""
+    head = [r for r in sweep if r.rows == "uniform" and r.dtype == "float32" and r.width == 64]
+    if head:
+        v = head[0].vs_mkl
+        add("`dot(csr, dense)` 64 columns, float32, uniform rows", "<= 0.8x MKL (issue 18)", v, _x(v), 0.8)
+    measured = [r for r in sweep if r.vs_mkl is not None]
+    worst = max(measured, key=lambda r: r.vs_mkl) if measured else None
+    v = None if worst is None else worst.vs_mkl
+    shown = "n/a" if worst is None else f"worst {_x(v)} ({worst.rows}, {worst.dtype}, k = {worst.width})"
+    add("`dot(csr, dense)` k = 8..256, uniform and power-law rows, float32 and float64",
+        "never slower than MKL: <= 1.0x (issue 18)", v, shown, 1.0)
+
+
+def targets(overhead: dict[str, list], dots: list, embedding: Any, spmm: Any, cold: Any,
+            sweep: list | None = None) -> str:
+    """The targets table: what issue 8 (and issue 18, with the ``bench_dot.sweep`` rows)
+    asks, what this run measured, met or not."""
     rows = []
 
     def add(case: str, wanted: str, value: float | None, shown: str, target: float | None = None,
@@ -55,6 +71,8 @@ def targets(overhead: dict[str, list], dots: list, embedding: Any, spmm: Any, co
         v = r.ours_s / r.ref_s
         vs_torch = "" if r.torch_s is None else f"; vs PyTorch csr matmul {r.ours_s / r.torch_s:.2f}x"
         add(f"`{r.case}`", f"<= {target}x SciPy (goal {goal}x)", v, _x(v) + vs_torch, target, goal)
+    if sweep:
+        _sweep_targets(sweep, add)
     if embedding is not None:
         add("embedding step (lookup + row_sparse grad + lazy SGD)", "<= 1.5x PyTorch (goal 0.8x)", embedding.vs_torch,
             _x(embedding.vs_torch), 1.5, 0.8)
@@ -73,9 +91,12 @@ def targets(overhead: dict[str, list], dots: list, embedding: Any, spmm: Any, co
 
 
 def chart_entries(overhead: dict[str, list], conversions: list, dots: list, embedding: Any,
-                  spmm: Any, bridge: Any = None) -> list[tuple[str, float]]:
+                  spmm: Any, bridge: Any = None, sweep: list | None = None) -> list[tuple[str, float]]:
     """(label, ours / reference) for every case with a reference."""
     out = []
+    for r in sweep or []:
+        if r.vs_mkl is not None and r.dtype == "float32" and r.width in (8, 64, 256):
+            out.append((f"dot(csr, dense) k={r.width} {r.rows} vs MKL", r.vs_mkl))
     for prefix, label in (("elemwise_mul", "elemwise_mul 4x4 vs torch.mul"),
                           ("kernel-first", "kernel-first op 4x4 vs torch.mul"),
                           ("MXNet-form Python custom op forward 4x4", "custom op fwd vs torch custom_op"),

@@ -56,25 +56,37 @@ class Row:
 HEADER = ["kernel", "size", "bytes counted", "MB moved", "median time (ms)", "GB/s", "% of copy bandwidth"]
 
 
+def copy_reference(scale: int = 1) -> tuple[Callable[[], Any], int]:
+    """(the reference copy, the bytes it moves counting read + write) at the suite's size
+    divided by ``scale``: the peak other benchmarks time in alternation with their kernels."""
+    n = COPY_BYTES // 4 // (1 if scale == 1 else min(scale, 64))
+    src, dst = np.ones(n, np.float32), np.empty(n, np.float32)
+
+    def copy() -> None:
+        np.copyto(dst, src)
+
+    return copy, 2 * src.nbytes
+
+
+def share(nbytes: int, kernel_s: list[float], copy_s: list[float], copy_bytes: int) -> float:
+    """Median over rounds of the kernel's bandwidth (``nbytes`` / its time) as a share of the
+    copy's, from the per-round times of ``alternating``."""
+    return statistics.median((nbytes / k) / (copy_bytes / c) for k, c in zip(kernel_s, copy_s))
+
+
 def _measure(fn: Callable[[], Any], nbytes: int, copy: Callable[[], Any], copy_bytes: int,
              rounds: int, calls: int = 1) -> tuple[float, float, float]:
     """(kernel median s, copy median s, median per-round share of the copy bandwidth)."""
     t = alternating({"copy": copy, "kernel": fn}, rounds=rounds, calls=calls)
-    shares = [(nbytes / k) / (copy_bytes / c) for k, c in zip(t["kernel"], t["copy"])]
-    return statistics.median(t["kernel"]), statistics.median(t["copy"]), statistics.median(shares)
+    return (statistics.median(t["kernel"]), statistics.median(t["copy"]),
+            share(nbytes, t["kernel"], t["copy"], copy_bytes))
 
 
 def run(quick: bool = False, scale: int | None = None) -> dict[str, Any]:
     """Every kernel at the suite's sizes divided by ``scale`` (``quick``: 10)."""
     scale = scale or (10 if quick else 1)
     rounds = 5 if scale == 1 else 3
-    n = COPY_BYTES // 4 // (1 if scale == 1 else min(scale, 64))
-    src, dst = np.ones(n, np.float32), np.empty(n, np.float32)
-    copy_bytes = 2 * src.nbytes  # read + write
-
-    def copy() -> None:
-        np.copyto(dst, src)
-
+    copy, copy_bytes = copy_reference(scale)
     rows, copies = [], []
 
     def add(kernel: str, size: str, model: str, nbytes: int, fn: Callable[[], Any], r: int = rounds,
@@ -110,7 +122,7 @@ def run(quick: bool = False, scale: int | None = None) -> dict[str, Any]:
         "batch rows gathered, head read, grad rows written, updated rows read + written", p.bytes_moved(), step,
         calls=10 if scale == 1 else 2)
     copy_s = statistics.median(copies)
-    return {"rows": rows, "copy_gbs": copy_bytes / copy_s / 1e9, "copy_mib": src.nbytes / 2**20}
+    return {"rows": rows, "copy_gbs": copy_bytes / copy_s / 1e9, "copy_mib": copy_bytes / 2 / 2**20}
 
 
 def report(result: dict[str, Any]) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .rowkernel import is_gpu, row_kernel
+from .rowkernel import is_gpu, parallel_worth, row_kernel
 
 PLAIN, SQUARE, ABS = 0, 1, 2  # the value transforms of ``segment_sum``
 
@@ -166,10 +166,20 @@ def _mean_row(i, lane, lanes, indptr, out):
 def csr_dense(ctx: Any, indptr: Any, indices: Any, data: Any, b: Any, out: Any, mean: bool = False) -> Any:
     """out = A @ b for csr A (m x k) and row-major dense b (k x n), accumulated in out's
     dtype; with ``mean`` each row is then divided by its stored count (empty rows give
-    zeros). ``out`` (m x n) is written whole and returned."""
+    zeros). ``out`` (m x n) is written whole and returned.
+
+    The gpu runs the row body above (a warp a row); the cpu runs ``sdk.csr_cpu``'s kernel
+    (work split by stored values, literal widths, prefetching: see there), which computes
+    the same sums, serial or parallel by ``parallel_worth``."""
     rows = out.shape[0]
     if rows and out.shape[1]:
-        _csr_dense_row(ctx, rows, indptr, indices, data, b, out, work=indices.shape[0] * b.shape[1])
+        work = indices.shape[0] * b.shape[1]
+        if is_gpu(ctx):
+            _csr_dense_row(ctx, rows, indptr, indices, data, b, out, work=work)
+        else:
+            from . import csr_cpu
+
+            csr_cpu.csr_dense(indptr, indices, data, b, out, parallel_worth(work))
         if mean:
             _mean_row(ctx, rows, indptr, out, work=out.size)
     return out
