@@ -223,8 +223,12 @@ def _apply_bwd(res: tuple, cots: tuple) -> tuple:
     spec, needs = static.value
     n = len(values)
     result: list[Any] = [None] * (n + 1)  # + the static spec argument
-    if not any(needs) or not spec.opdef.differentiable and not any(needs):
+    if not any(needs) or spec.opdef.constant:  # nothing asked for, or outputs declared constant
         return tuple(result)
+    if not spec.opdef.differentiable:
+        i = needs.index(True)
+        raise JaxBridgeError(f"{spec.label}: {spec.opdef.label} declares no gradient, so JAX cannot differentiate "
+                             f"through it to input {i}")
     cot_values = []
     for slot, lay in zip(_value_slots(spec.outs), spec.outs):
         c = cots[slot]
