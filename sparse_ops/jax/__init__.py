@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from . import ops
 from .bridge import BridgedOp, RowSparse, explain, nnz, op
+from . import native
 from .spec import JaxBridgeError
 
 __all__ = ["ops", "op", "explain", "nnz", "BridgedOp", "RowSparse", "JaxBridgeError"]
