@@ -6,7 +6,8 @@ storage conversions and ``dot`` (vs SciPy), the embedding training step and the 
 ``csr_spmm`` forward+backward (vs PyTorch), effective memory bandwidth, issue 8's targets
 checked, the PyTorch bridge against PyTorch (``bench_torch``: issue 15's targets, also
 written alone as ``torch.md``) and C operator libraries (``bench_clib``: issue 16's, also
-``clib.md``), and the MXNet face (``bench_mxnet``: issue 17's). Writes ``report.md`` and ``ratios.png`` to ``benchmarks/results/``
+``clib.md``), the MXNet face (``bench_mxnet``: issue 17's) and the JAX bridge (``bench_jax``:
+issue 19's, also ``jax.md``; n/a without jax). Writes ``report.md`` and ``ratios.png`` to ``benchmarks/results/``
 (``report-quick.md``/``ratios-quick.png`` with ``--quick``, so a short run never overwrites
 the full numbers) and prints the report. ``--smoke`` runs every case once on tiny inputs
 (the CI smoke test does, into a temporary ``--out``): its numbers mean nothing.
@@ -18,7 +19,7 @@ import datetime
 from pathlib import Path
 
 from . import (bench_bandwidth, bench_clib, bench_coldstart, bench_conversions, bench_dot, bench_embedding,
-               bench_import, bench_mxnet, bench_overhead, bench_spmm, bench_torch)
+               bench_import, bench_jax, bench_mxnet, bench_overhead, bench_spmm, bench_torch)
 from ._chart import bar_chart
 from ._summary import chart_entries, targets
 from ._timing import describe_machine
@@ -48,6 +49,7 @@ def main() -> None:
     bridge = bench_torch.run(scale=scale)
     clib = bench_clib.run(scale=scale)
     mxnet = bench_mxnet.run(scale=scale)
+    jaxb = bench_jax.run(scale=scale)
     machine = describe_machine()  # after the conversions, so numba's threading layer is known
 
     when = datetime.datetime.now().isoformat(timespec="seconds")
@@ -91,7 +93,10 @@ def main() -> None:
               "written alone as `clib.md`).", "", bench_clib.report(clib), "",
               "## The MXNet face", "",
               "`sparse_ops.compat.mxnet` against the native API, issue 17's targets (see `benchmarks/bench_mxnet.py`).",
-              "", bench_mxnet.report(mxnet), ""]
+              "", bench_mxnet.report(mxnet), "",
+              "## The JAX bridge", "",
+              "`sparse_ops.jax` under `jax.jit` against jnp, `BCSR` and `jax.pure_callback`, issue 19's targets (see "
+              "`benchmarks/bench_jax.py`; also written alone as `jax.md`).", "", bench_jax.report(jaxb), ""]
     suffix = "-smoke" if smoke else ("-quick" if quick else "")
     args.out.mkdir(parents=True, exist_ok=True)
     entries = chart_entries(overhead, conversions, dots, embedding, spmm, bridge)
@@ -109,6 +114,9 @@ def main() -> None:
     (args.out / f"torch{suffix}.md").write_text("\n".join(
         ["# The PyTorch bridge vs PyTorch", "", f"From `python -m benchmarks{mode}`, run {when}; the machine is "
          "described in the report beside this file.", "", bench_torch.report(bridge), ""]))
+    (args.out / f"jax{suffix}.md").write_text("\n".join(
+        ["# The JAX bridge", "", f"From `python -m benchmarks{mode}`, run {when}; the machine is described in "
+         "the report beside this file.", "", bench_jax.report(jaxb), ""]))
     print(text)
     print(f"\nwritten to {out} and {chart}")
 
