@@ -65,6 +65,13 @@ def _builtin(spec: CallSpec) -> bool:
     return mod.startswith("sparse_ops.") or mod.startswith("sparse_ops_cookbook.")
 
 
+def _on_cpu() -> bool:
+    """Whether jax computes on the cpu by default (the cfunc targets are cpu ones)."""
+    import jax
+
+    return jax.default_backend() == "cpu"
+
+
 def _parallel(spec: CallSpec) -> bool:
     from ..sdk.rowkernel import parallel_worth
 
@@ -162,7 +169,7 @@ def ffi_address() -> int:
 
 
 def _key(spec: CallSpec) -> tuple | None:
-    if _DISABLED[0] or not _builtin(spec):
+    if _DISABLED[0] or not _builtin(spec) or not _on_cpu():
         return None
     mean = _rule(spec)
     if mean is None:
