@@ -66,9 +66,10 @@ def step(state: dict[str, Any], a_hat: BCSR, x: jax.Array, rows: jax.Array, oneh
     value, grads = jax.value_and_grad(loss)(state["params"], a_hat, x, rows, onehot)
     b1, b2, eps = 0.9, 0.999, 1e-8
     t = state["t"] + 1
-    c1, c2 = 1.0 - b1 ** t, 1.0 - b2 ** t
     new = {"params": {}, "mean": {}, "var": {}, "t": t}
     for k, p in state["params"].items():
+        tf = t.astype(p.dtype)  # the parameters' dtype throughout, whether or not jax runs with 64-bit types
+        c1, c2 = 1 - jnp.asarray(b1, p.dtype) ** tf, 1 - jnp.asarray(b2, p.dtype) ** tf
         g = grads[k] + weight_decay * p
         m = b1 * state["mean"][k] + (1 - b1) * g
         v = b2 * state["var"][k] + (1 - b2) * g * g

@@ -144,7 +144,7 @@ def run_backward(gspec: GradSpec, args: Sequence[Any], rets: Sequence[Any], devi
         raise JaxBridgeError(f"{spec.label}: {opdef.label} declares no gradient, so JAX cannot differentiate "
                              "through it")
     ni, no = spec.n_in_parts, spec.n_out_parts
-    inputs = containers(spec.ins, args[:ni], device, check=False)
+    inputs = containers(spec.ins, args[:ni], device, names=_arg_names(spec))
     outputs = containers(spec.outs, args[ni:ni + no], device, check=False)
     cots = args[ni + no:]
     out_grads = []

@@ -79,23 +79,25 @@ def _parallel(spec: CallSpec) -> bool:
     return bool(parallel_worth(a.nse * x.shape[1]))
 
 
-def _build(vdtype: np.dtype, idtype: np.dtype, parallel: bool, mean: bool) -> tuple[Any, int]:
+def _build(vdtype: np.dtype, idtype: np.dtype, parallel: bool, mean: bool, grad: bool = False) -> tuple[Any, int]:
     import numba
     from numba import types
     from numba.core.extending import intrinsic
 
-    from ..sdk.csr import _csr_dense_row, _mean_row
+    from ..sdk.csr import _counting_sort_kernel, _csr_dense_row, _mean_row
 
     product = _csr_dense_row.drivers()
     scale = _mean_row.drivers()
     run = product.cpu_parallel if parallel else product.cpu_serial
     run_mean = scale.cpu_serial
-    fallback = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(ffi_address())
+    transpose = _counting_sort_kernel()
+    fallback = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(ffi_address("cpu_grad" if grad else "cpu"))
     W = {k: v // 8 for k, v in ffi.OFFSETS.items()}
     EXT, STAGE, ARGS, RETS = W["frame.extension_start"], W["frame.stage"], W["frame.args.args"], W["frame.rets.rets"]
     DATA, DIMS = W["buffer.data"], W["buffer.dims"]
     vdt, idt = np.dtype(vdtype), np.dtype(idtype)
     EXECUTE = ffi.STAGE_EXECUTE
+    GRAD = grad
 
     @intrinsic
     def as_ptr(typingctx, addr):
@@ -130,8 +132,13 @@ def _build(vdtype: np.dtype, idtype: np.dtype, parallel: bool, mean: bool) -> tu
         data = numba.carray(as_ptr(p_data), nse, vdt)
         indices = numba.carray(as_ptr(p_ind), nse, idt)
         indptr = numba.carray(as_ptr(p_ptr), rows + 1, idt)
-        x = numba.carray(as_ptr(p_x), (m, k), vdt)
-        out = numba.carray(as_ptr(p_out), (rows, k), vdt)
+        if GRAD:  # X's gradient A.T @ G: args (A's parts, X, the output, its cotangent G)
+            p_g, _ = buffer(args, 5)
+            g = numba.carray(as_ptr(p_g), (rows, k), vdt)
+            out = numba.carray(as_ptr(p_out), (m, k), vdt)
+        else:
+            x = numba.carray(as_ptr(p_x), (m, k), vdt)
+            out = numba.carray(as_ptr(p_out), (rows, k), vdt)
         if indptr[0] != 0 or indptr[rows] > nse:
             return fallback(frame)
         for r in range(rows):
@@ -140,7 +147,18 @@ def _build(vdtype: np.dtype, idtype: np.dtype, parallel: bool, mean: bool) -> tu
         for j in range(indptr[rows]):
             if indices[j] < 0 or indices[j] >= m:
                 return fallback(frame)
-        if rows > 0 and k > 0:
+        if GRAD:
+            nnz = indptr[rows]
+            t_indptr = np.empty(m + 1, idt)
+            t_indices = np.empty(nnz, idt)
+            t_data = np.empty(nnz, vdt)
+            transpose(m, indptr, indices[:nnz], data[:nnz], t_indptr, t_indices, t_data)
+            if m > 0 and k > 0:
+                if parallel:
+                    run(m, t_indptr, t_indices, t_data, g, out)
+                else:
+                    run(0, m, t_indptr, t_indices, t_data, g, out)
+        elif rows > 0 and k > 0:
             if parallel:
                 run(rows, indptr, indices, data, x, out)
             else:
@@ -162,10 +180,10 @@ def _build(vdtype: np.dtype, idtype: np.dtype, parallel: bool, mean: bool) -> tu
     return cf, cf.address
 
 
-def ffi_address() -> int:
+def ffi_address(kind: str = "cpu") -> int:
     from . import handlers
 
-    return handlers.address("cpu")
+    return handlers.address(kind)
 
 
 def _key(spec: CallSpec) -> tuple | None:
@@ -200,6 +218,36 @@ def target_for(spec: CallSpec) -> str | None:
     return name
 
 
+def grad_target_for(gspec: Any) -> str | None:
+    """The native FFI target of a backward call, or None (the Python handler runs the
+    gradient rule): csr @ dense calls whose csr operand is a constant (only X needs a
+    gradient, as a GCN's adjacency), where the rule is X's gradient A.T @ G, dense for JAX;
+    computed as the cookbook's ``csr_spmm_t`` computes it (the SDK's counting-sort
+    transpose, then the same csr @ dense row kernel)."""
+    spec = gspec.fwd
+    key = _key(spec)
+    if key is None or key[3] or gspec.needs != (False, True):
+        return None
+    a, x = spec.ins
+    from ..sdk.rowkernel import parallel_worth
+
+    gkey = (key[0], key[1], bool(parallel_worth(a.nse * x.shape[1])), False, "grad")
+    name = _TARGETS.get(gkey)
+    if name is not None:
+        return name
+    import jax
+
+    with _LOCK:
+        name = _TARGETS.get(gkey)
+        if name is None:
+            cf, addr = _build(np.dtype(key[0]), np.dtype(key[1]), gkey[2], False, grad=True)
+            _BUILT[gkey] = (cf, addr)
+            name = "sparse_ops_native_csr_t_dense_" + "_".join(str(k).lower() for k in gkey[:3])
+            jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(addr), platform="cpu")
+            _TARGETS[gkey] = name
+    return name
+
+
 def describe(spec: CallSpec) -> dict | None:
     """``explain``'s entry for a call the native path serves, else None."""
     key = _key(spec)
@@ -209,7 +257,9 @@ def describe(spec: CallSpec) -> dict | None:
     return {"target": name,
             "handler": (f"native: numba cfunc reading the call frame, sdk.csr csr @ dense row kernel "
                         f"({'prange' if key[2] else 'serial'} driver{', row means' if key[3] else ''}); "
-                        "no Python, no GIL")}
+                        "no Python, no GIL"),
+            "gradient": None if key[3] else ("a constant csr operand (only X perturbed): X's gradient A.T @ G by a "
+                                             "native cfunc too (counting-sort transpose, the same row kernel)")}
 
 
 def disabled(flag: bool = True) -> None:
