@@ -49,15 +49,14 @@ def containers(layouts: Sequence[ArgLayout], parts: Sequence[Any], device: Devic
                 out.append(NDArray(parts[k], device))
             elif lay.stype == "csr":
                 data, indices, indptr = parts[k:k + 3]
-                nnz = int(indptr[-1]) if lay.shape[0] >= 0 and indptr.shape[0] else 0
+                nnz = int(indptr[-1]) if indptr.shape[0] else 0  # entries past it: padding
                 if not 0 <= nnz <= data.shape[0]:
                     raise ValueError(f"indptr[-1] = {nnz} is outside 0..{data.shape[0]} (the stored values)")
                 cls = CSRNDArray if check else CSRNDArray._trusted
                 out.append(cls(data[:nnz], indices[:nnz], indptr, lay.shape, device))
             else:
                 values, indices = parts[k:k + 2]
-                nnz = int((indices < lay.shape[0]).sum()) if device.xp is np else int(
-                    (indices < lay.shape[0]).sum().item())
+                nnz = int((indices < lay.shape[0]).sum())  # padding rows carry the index shape[0]
                 cls = RowSparseNDArray if check else RowSparseNDArray._trusted
                 out.append(cls(values[:nnz], indices[:nnz], lay.shape, device))
         except OperatorError as exc:
