@@ -19,7 +19,7 @@ SECTIONS = ["Machine", "Issue 8 targets", "Storage conversions vs SciPy", "Impor
             "Per-call overhead and autograd", "dot vs SciPy", "Embedding training step vs PyTorch",
             "Cookbook `csr_spmm` forward+backward vs PyTorch sparse autograd", "Cold start",
             "Effective memory bandwidth", "PyTorch bridge vs PyTorch", "C operator libraries", "The MXNet face",
-            "Hashed feature spaces", "Whole training steps vs PyTorch", "Chart"]
+            "Hashed feature spaces", "Whole training steps vs PyTorch", "The JAX bridge", "Chart"]
 
 
 def read_png(path: Path) -> np.ndarray:
@@ -94,6 +94,8 @@ def test_every_benchmark_case_runs_once(tmp_path):
     assert "skipped" not in clib and clib.count("| yes |") == 2, clib
     hashed = (tmp_path / "hashed-smoke.md").read_text()  # benchmarks/bench_hashed.py: 3 widths, 2 dtypes
     assert "**NO**" not in hashed and hashed.count("| yes |") == 5, hashed
+    jax_md = (tmp_path / "jax-smoke.md").read_text()  # benchmarks/bench_jax.py: n/a where jax is absent
+    assert "n/a (jax is not installed)" in jax_md or jax_md.count("| yes |") == 5, jax_md
     assert report.count("| yes |") >= 10  # conversions, dot, embedding, csr_spmm checked their results
     img = read_png(tmp_path / "ratios-smoke.png")
     # one 22-pixel row per ratio: 9 or more without PyTorch (as in CI), ~20 with it

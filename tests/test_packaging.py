@@ -24,7 +24,7 @@ def test_every_package_is_listed_in_pyproject():
 # `python -m pytest` and `python -c`, so a package folder of one of these names at the repository
 # root would be imported instead of the real one (a `cuda/` folder broke CuPy and numba-cuda,
 # which import NVIDIA's `cuda.bindings` and `cuda.pathfinder`, on a real GPU machine).
-DEPENDENCY_IMPORT_NAMES = {"cuda", "cupy", "cupyx", "numba", "numba_cuda", "numpy", "scipy", "torch",
+DEPENDENCY_IMPORT_NAMES = {"cuda", "cupy", "cupyx", "numba", "numba_cuda", "numpy", "scipy", "torch", "jax", "jaxlib",
                            "pytest", "hypothesis", "llvmlite", "setuptools", "dask", "distributed"}
 
 

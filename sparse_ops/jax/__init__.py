@@ -1,0 +1,19 @@
+"""The JAX bridge: every registered op as a JAX function, run by XLA through its FFI.
+
+- ``ops.<name>`` / ``op(name)``: the op on ``jax.Array``s, ``BCSR`` (csr) and ``RowSparse``
+  (row_sparse), usable inside ``jax.jit``, differentiable with ``jax.grad`` (the op's own
+  gradient rule, through ``jax.custom_vjp``) and batched by ``jax.vmap``;
+- ``explain(name, *args, **params)``: which FFI target and handler a call takes;
+- ``nnz(x)``: the true stored count of a sparse result (results have a static capacity).
+
+This package sits on top (layer 6 of ARCHITECTURE.md): ``import sparse_ops`` never imports
+it, nor jax. Needs ``pip install "sparse-ops[jax]"``.
+"""
+from __future__ import annotations
+
+from . import ops
+from .bridge import BridgedOp, RowSparse, explain, nnz, op
+from . import native
+from .spec import JaxBridgeError
+
+__all__ = ["ops", "op", "explain", "nnz", "BridgedOp", "RowSparse", "JaxBridgeError"]

@@ -1,0 +1,366 @@
+"""``sparse_ops.jax.ops.<name>`` / ``op(name)``: every op of the table as a JAX function.
+
+A bridged op takes ``jax.Array``s (dense), ``jax.experimental.sparse.BCSR`` or a tuple
+``(data, indices, indptr, shape)`` (csr) and ``RowSparse`` or a tuple ``(values, indices,
+shape)`` (row_sparse), plus keyword parameters (static), and returns dense arrays, ``BCSR``
+and ``RowSparse`` by the op's inferred storage types. At trace time it makes the call's
+``CallSpec`` (``spec.py``) and emits one ``jax.ffi.ffi_call`` of the op's FFI target; XLA
+calls our handler (``handlers.py``, or a numba cfunc from ``native.py``) when it runs.
+
+- **Sparse outputs** have a static capacity: the dense size (rows x cols for csr, rows for
+  row_sparse) unless ``max_nnz=N`` is passed. The true count is ``nnz(result)``
+  (``indptr[-1]`` of a ``BCSR``, the indices below ``shape[0]`` of a ``RowSparse``);
+  padding reads back as zeros, and such results can be passed to bridged ops again.
+- **Gradients**: a ``jax.custom_vjp`` whose backward is a second FFI call running the op's
+  own ``gradient`` rule; only inputs JAX perturbs get one (``symbolic_zeros``), csr values
+  get a gradient aligned with their indices (the same structure), row_sparse values one
+  aligned with their rows. The backward is not differentiable again (first order only).
+- **vmap**: the FFI call's ``vmap_method="sequential"``, a loop over the batch inside the
+  compiled program (no better rule is known for a generic op; ``explain`` says so).
+- **jit**: specs are memoised by signature, so tracing again (a new ``jax.jit``) gives the
+  same program and a jitted model compiles once per input shape.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.experimental.sparse import BCSR
+
+from .. import registry
+from ..errors import OperatorError
+from . import handlers
+from .spec import PARTS, ArgLayout, CallSpec, JaxBridgeError, spec_for
+
+TRACES = [0]  # bridged calls traced so far (a counter for tests of compile counts)
+
+
+@jax.tree_util.register_pytree_node_class
+class RowSparse:
+    """A row_sparse array in JAX: ``values`` (nse, *shape[1:]) of rows ``indices`` (nse,),
+    sorted; rows past the true count carry the index ``shape[0]`` (padding)."""
+
+    def __init__(self, values: Any, indices: Any, shape: Sequence[int]) -> None:
+        self.values, self.indices, self.shape = values, indices, tuple(int(s) for s in shape)
+
+    def tree_flatten(self) -> tuple:
+        return (self.values, self.indices), self.shape
+
+    @classmethod
+    def tree_unflatten(cls, shape: tuple, leaves: Sequence[Any]) -> "RowSparse":
+        return cls(leaves[0], leaves[1], shape)
+
+    @property
+    def nse(self) -> int:
+        return int(self.indices.shape[0])
+
+    @property
+    def dtype(self) -> Any:
+        return self.values.dtype
+
+    def todense(self) -> jax.Array:
+        """The dense array (padding rows dropped)."""
+        out = jnp.zeros(self.shape, self.values.dtype)
+        return out.at[self.indices].add(self.values, mode="drop")
+
+    def __repr__(self) -> str:
+        return f"RowSparse(shape={self.shape}, nse={self.nse}, dtype={self.values.dtype})"
+
+
+def nnz(x: Any) -> jax.Array:
+    """The true number of stored values of a bridged op's sparse result (``BCSR`` or
+    ``RowSparse``; at most its capacity ``nse``)."""
+    if isinstance(x, BCSR):
+        return x.indptr[-1]
+    if isinstance(x, RowSparse):
+        return jnp.sum(x.indices < x.shape[0])
+    raise TypeError(f"nnz() takes a BCSR or RowSparse, got {type(x).__name__}")
+
+
+# ---- splitting arguments into components ------------------------------------------------------
+def _static_shape(shape: Any, what: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(s) for s in shape)
+    except (TypeError, jax.errors.ConcretizationTypeError) as exc:
+        raise TypeError(f"the shape of a {what} must be static ints, got {shape!r}") from exc
+
+
+def split(a: Any) -> tuple[str, list, tuple[int, ...]]:
+    """(storage type, component arrays, shape) of one argument."""
+    if isinstance(a, BCSR):
+        if a.n_batch or a.n_dense:
+            raise TypeError("BCSR with batch or dense dimensions is not supported (n_batch = n_dense = 0)")
+        return "csr", [a.data, a.indices, a.indptr], tuple(a.shape)
+    if isinstance(a, RowSparse):
+        return "row_sparse", [a.values, a.indices], a.shape
+    if isinstance(a, tuple):
+        if len(a) == 4:
+            return "csr", [jnp.asarray(a[0]), jnp.asarray(a[1]), jnp.asarray(a[2])], _static_shape(a[3], "csr")
+        if len(a) == 3:
+            return "row_sparse", [jnp.asarray(a[0]), jnp.asarray(a[1])], _static_shape(a[2], "row_sparse")
+        raise TypeError("a tuple argument is a csr (data, indices, indptr, shape) or a row_sparse "
+                        f"(values, indices, shape), got {len(a)} items")
+    if isinstance(a, (jax.Array, np.ndarray, np.generic, float, int)) or hasattr(a, "aval"):
+        return "default", [jnp.asarray(a)], tuple(jnp.shape(a))
+    raise TypeError(f"expected a jax.Array, a BCSR, a RowSparse or a components tuple, got {type(a).__name__}")
+
+
+def _layout(stype: str, parts: list, shape: tuple[int, ...]) -> ArgLayout:
+    v = parts[0]
+    if stype == "default":
+        return ArgLayout("default", shape, np.dtype(v.dtype))
+    idx = np.dtype(parts[1].dtype)
+    for p, what in zip(parts[1:], ("indices", "indptr")):
+        if not np.issubdtype(np.dtype(p.dtype), np.integer):
+            raise TypeError(f"{what} must be integers, got {p.dtype}")
+    if stype == "csr":
+        if len(shape) != 2:
+            raise TypeError(f"a csr array is 2-D, got shape {shape}")
+        if parts[2].shape != (shape[0] + 1,) or v.ndim != 1 or parts[1].shape != v.shape:
+            raise TypeError(f"csr components of shapes data {v.shape}, indices {parts[1].shape}, indptr "
+                            f"{parts[2].shape} do not fit shape {shape}")
+        if np.dtype(parts[2].dtype) != idx:
+            raise TypeError(f"csr indices ({idx}) and indptr ({parts[2].dtype}) must have one dtype")
+    else:
+        if v.shape[1:] != shape[1:] or parts[1].shape != v.shape[:1]:
+            raise TypeError(f"row_sparse components of shapes values {v.shape}, indices {parts[1].shape} do not "
+                            f"fit shape {shape}")
+    return ArgLayout(stype, shape, np.dtype(v.dtype), idx, int(v.shape[0]))
+
+
+# ---- FFI targets ----------------------------------------------------------------------------------
+_TARGETS: set[tuple[str, str]] = set()
+_TLOCK = threading.Lock()
+
+
+def _platforms() -> list[str]:
+    plats = ["cpu"]
+    try:
+        if any(d.platform == "gpu" for d in jax.devices()):  # pragma: no cover - needs a gpu
+            plats.append("CUDA")
+    except RuntimeError:  # pragma: no cover
+        pass
+    return plats
+
+
+def target(name: str, grad: bool = False) -> str:
+    """The FFI target of op ``name`` (its backward with ``grad``), registered on first use
+    for cpu (and CUDA where jax sees a gpu)."""
+    tname = f"sparse_ops_{name}" + ("_grad" if grad else "")
+    for plat in _platforms():
+        if (tname, plat) in _TARGETS:
+            continue
+        with _TLOCK:
+            if (tname, plat) in _TARGETS:
+                continue
+            kind = ("cpu" if plat == "cpu" else "gpu") + ("_grad" if grad else "")
+            jax.ffi.register_ffi_target(tname, jax.ffi.pycapsule(handlers.address(kind)), platform=plat)
+            _TARGETS.add((tname, plat))
+    return tname
+
+
+def _result_types(layouts: Sequence[ArgLayout]) -> list[jax.ShapeDtypeStruct]:
+    return [jax.ShapeDtypeStruct(s, d) for lay in layouts for s, d in lay.part_shapes()]
+
+
+def _forward_call(spec: CallSpec, flat: Sequence[Any]) -> list:
+    TRACES[0] += 1
+    from . import native
+
+    tname = native.target_for(spec) or target(spec.name)
+    call = jax.ffi.ffi_call(tname, _result_types(spec.outs), vmap_method="sequential")
+    return list(call(*flat, call=np.int64(spec.id)))
+
+
+# ---- differentiation: custom_vjp over the component arrays --------------------------------------
+@jax.tree_util.register_pytree_node_class
+class _Static:
+    """Static facts carried through custom_vjp residuals (pytree structure, no leaves)."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def tree_flatten(self) -> tuple:
+        return (), self.value
+
+    @classmethod
+    def tree_unflatten(cls, value: Any, leaves: Sequence[Any]) -> "_Static":
+        return cls(value)
+
+
+def _differentiable(lay: ArgLayout) -> bool:
+    return np.issubdtype(lay.dtype, np.floating) or np.issubdtype(lay.dtype, np.complexfloating)
+
+
+def _value_slots(layouts: Sequence[ArgLayout]) -> list[int]:
+    """For each array, the position of its dense array / values among the components."""
+    slots, k = [], 0
+    for lay in layouts:
+        slots.append(k)
+        k += PARTS[lay.stype]
+    return slots
+
+
+@jax.custom_vjp
+def _apply(spec_box: _Static, *flat: Any) -> tuple:
+    return tuple(_forward_call(spec_box.value, flat))
+
+
+def _apply_fwd(spec_box: Any, *flat: Any) -> tuple:
+    spec: CallSpec = spec_box.value
+    values = [f.value for f in flat]
+    slots = _value_slots(spec.ins)
+    needs = tuple(bool(flat[s].perturbed) and _differentiable(lay) for s, lay in zip(slots, spec.ins))
+    outs = _forward_call(spec, values)
+    return tuple(outs), (_Static((spec, needs)), values, outs)
+
+
+def _apply_bwd(res: tuple, cots: tuple) -> tuple:
+    static, values, outs = res
+    spec, needs = static.value
+    n = len(values)
+    result: list[Any] = [None] * (n + 1)  # + the static spec argument
+    if not any(needs) or spec.opdef.constant:  # nothing asked for, or outputs declared constant
+        return tuple(result)
+    if not spec.opdef.differentiable:
+        i = needs.index(True)
+        raise JaxBridgeError(f"{spec.label}: {spec.opdef.label} declares no gradient, so JAX cannot differentiate "
+                             f"through it to input {i}")
+    cot_values = []
+    for slot, lay in zip(_value_slots(spec.outs), spec.outs):
+        c = cots[slot]
+        shape, dt = lay.part_shapes()[0]
+        if isinstance(c, jax.custom_derivatives.SymbolicZero) or c is None:
+            c = jnp.zeros(shape, dt)
+        cot_values.append(c)
+    gspec = spec.grad_spec(needs)
+    types = [jax.ShapeDtypeStruct(*lay.part_shapes()[0]) for lay, need in zip(spec.ins, needs) if need]
+    from . import native
+
+    tname = native.grad_target_for(gspec) or target(spec.name, grad=True)
+    call = jax.ffi.ffi_call(tname, types, vmap_method="sequential")
+    got = list(call(*values, *outs, *cot_values, call=np.int64(gspec.id)))
+    it = iter(got)
+    for slot, need in zip(_value_slots(spec.ins), needs):
+        if need:
+            result[1 + slot] = next(it)
+    return tuple(result)
+
+
+_apply.defvjp(_apply_fwd, _apply_bwd, symbolic_zeros=True)
+
+
+# ---- the bridged op -------------------------------------------------------------------------------
+class BridgedOp:
+    """One op of the table as a function of JAX arrays: ``f(*arrays, max_nnz=None, **params)``."""
+
+    def __init__(self, opdef: registry.OpDef) -> None:
+        self.opdef = opdef
+        self.__name__ = self.__qualname__ = opdef.name
+        self.__doc__ = opdef.describe()
+
+    def __repr__(self) -> str:
+        return f"<sparse_ops.jax op {self.opdef.name}>"
+
+    def _names(self, n: int) -> list[str]:
+        args = list(self.opdef.arguments)
+        if self.opdef.variadic:
+            return [f"{args[0]}{i}" for i in range(n)]
+        return args + [f"input {i}" for i in range(len(args), n)]
+
+    def prepare(self, args: tuple, params: dict) -> tuple[CallSpec, list]:
+        """(the call's spec, the flat component arrays) of a call."""
+        label = f"sparse_ops.jax.ops.{self.opdef.name}"
+        max_nnz = params.pop("max_nnz", None)
+        if max_nnz is not None and (not isinstance(max_nnz, (int, np.integer)) or max_nnz < 0):
+            raise JaxBridgeError(f"{label}: max_nnz must be a non-negative int, got {max_nnz!r}")
+        layouts, flat = [], []
+        for name, a in zip(self._names(len(args)), args):
+            try:
+                st, parts, shape = split(a)
+                layouts.append(_layout(st, parts, shape))
+            except (TypeError, ValueError) as exc:
+                raise JaxBridgeError(f"{label}: argument {name!r}: {exc}") from exc
+            flat += parts
+        spec = spec_for(self.opdef, params, tuple(layouts), max_nnz)
+        return spec, flat
+
+    def __call__(self, *args: Any, **params: Any) -> Any:
+        spec, flat = self.prepare(args, params)
+        outs = _apply(_Static(spec), *flat)
+        return assemble(spec, outs)
+
+
+def assemble(spec: CallSpec, outs: Sequence[Any]) -> Any:
+    """The visible outputs of a call from its flat results (a tuple for several)."""
+    res, k = [], 0
+    for lay in spec.outs[:spec.nvis]:
+        if lay.stype == "default":
+            res.append(outs[k])
+        elif lay.stype == "csr":
+            res.append(BCSR((outs[k], outs[k + 1], outs[k + 2]), shape=lay.shape))
+        else:
+            res.append(RowSparse(outs[k], outs[k + 1], lay.shape))
+        k += PARTS[lay.stype]
+    return res[0] if len(res) == 1 else tuple(res)
+
+
+# ---- the namespace ----------------------------------------------------------------------------------
+_BRIDGED: dict[str, BridgedOp] = {}
+
+
+def op(name: str) -> BridgedOp:
+    """The bridged function of registered op ``name``; ``OperatorError`` if there is none."""
+    opdef = registry.get_op(name)
+    f = _BRIDGED.get(name)
+    if f is None or f.opdef is not opdef:
+        f = _BRIDGED[name] = BridgedOp(opdef)
+    return f
+
+
+def lookup(name: str) -> BridgedOp:
+    """``sparse_ops.jax.ops.<name>``: AttributeError (not OperatorError) for unknown names."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    try:
+        return op(name)
+    except OperatorError:
+        raise AttributeError(f"sparse_ops.jax.ops has no op {name!r} (no operator of that name is "
+                             "registered; sparse_ops.list_ops() lists them)") from None
+
+
+def explain(name: str, *args: Any, **params: Any) -> dict[str, Any]:
+    """How a bridged call would run: storage types, capacities, the FFI target and handler
+    path, the gradient and the batching rule. Traces nothing, runs nothing."""
+    from . import native
+
+    f = op(name)
+    spec, _ = f.prepare(args, dict(params))
+    nat = native.describe(spec)
+    return {
+        "op": name,
+        "in_stypes": [a.stype for a in spec.ins],
+        "out_stypes": [a.stype for a in spec.outs[:spec.nvis]],
+        "out_shapes": [a.shape for a in spec.outs[:spec.nvis]],
+        "out_capacity": [a.nse if a.stype != "default" else None for a in spec.outs[:spec.nvis]],
+        "ffi_target": nat["target"] if nat else f"sparse_ops_{name}",
+        "handler": nat["handler"] if nat else ("python: ctypes FFI handler (GIL taken), NumPy views of XLA's "
+                                               "buffers, the sparse-ops invoke path"),
+        "gradient": (f"custom_vjp: FFI target sparse_ops_{name}_grad runs {spec.opdef.name}'s gradient rule"
+                     if spec.opdef.differentiable else "none (the op declares no gradient)")
+        + (f"; {nat['gradient']}" if nat and nat.get("gradient") else ""),
+        "batching": "vmap_method='sequential': a loop over the batch in the compiled program",
+    }
+
+
+def _on_change(name: str, opdef: registry.OpDef | None) -> None:
+    from .spec import forget
+
+    _BRIDGED.pop(name, None)
+    forget(name)
+
+
+registry.subscribe(_on_change)

@@ -1,0 +1,232 @@
+"""XLA's FFI C API (``xla/ffi/api/c_api.h``, shipped as ``jax.ffi.include_dir()``) in ctypes.
+
+An FFI handler is a C function ``XLA_FFI_Error* handler(XLA_FFI_CallFrame*)``. XLA calls
+it once with a *metadata* extension in the frame (the handler answers the API version it
+speaks and returns), then at each execution stage; we act at ``EXECUTE`` only. Buffers
+arrive as ``XLA_FFI_Buffer`` (dtype code, data pointer, rank, dims), attributes as typed
+values with names, and an error goes back as an ``XLA_FFI_Error`` made by the API's own
+``XLA_FFI_Error_Create`` (JAX raises it as an exception carrying our message).
+
+Why ctypes and no compiled shim: the call frame is a handful of plain C structs (sizes,
+pointers, ``int64`` counts, enum codes), which ctypes mirrors field for field; the only
+function we call back into XLA with, ``XLA_FFI_Error_Create``, is a pointer in the
+``XLA_FFI_Api`` table that ctypes calls directly. A C shim would add a compiler at first
+use for nothing the structs need. ``tests/test_jax_ffi.py`` checks every offset used here
+(and by ``native.py``, which reads the same frame from numba) against the header, compiled
+with the system C compiler when one is present.
+"""
+from __future__ import annotations
+
+import ctypes
+from ctypes import POINTER, c_char_p, c_int32, c_int64, c_size_t, c_uint32, c_void_p
+from typing import Callable
+
+import numpy as np
+
+API_MAJOR, API_MINOR = 0, 3
+EXTENSION_METADATA = 1
+STAGE_EXECUTE = 3
+ATTR_SCALAR = 3
+ERROR_INVALID_ARGUMENT = 3
+ERROR_INTERNAL = 13
+
+# XLA_FFI_DataType codes of the dtypes our ops take
+DTYPE_CODES = {
+    np.dtype(np.bool_): 1, np.dtype(np.int8): 2, np.dtype(np.int16): 3, np.dtype(np.int32): 4,
+    np.dtype(np.int64): 5, np.dtype(np.uint8): 6, np.dtype(np.uint16): 7, np.dtype(np.uint32): 8,
+    np.dtype(np.uint64): 9, np.dtype(np.float16): 10, np.dtype(np.float32): 11, np.dtype(np.float64): 12,
+    np.dtype(np.complex64): 15, np.dtype(np.complex128): 18,
+}
+CODE_DTYPES = {v: k for k, v in DTYPE_CODES.items()}
+
+
+class ExtensionBase(ctypes.Structure):
+    pass
+
+
+ExtensionBase._fields_ = [("struct_size", c_size_t), ("type", c_int32), ("next", POINTER(ExtensionBase))]
+
+
+class ApiVersion(ctypes.Structure):
+    _fields_ = [("struct_size", c_size_t), ("extension_start", c_void_p),
+                ("major_version", ctypes.c_int), ("minor_version", ctypes.c_int)]
+
+
+class Metadata(ctypes.Structure):
+    _fields_ = [("struct_size", c_size_t), ("api_version", ApiVersion), ("traits", c_uint32),
+                ("state_type_id", c_int64)]
+
+
+class MetadataExtension(ctypes.Structure):
+    _fields_ = [("extension_base", ExtensionBase), ("metadata", POINTER(Metadata))]
+
+
+class Buffer(ctypes.Structure):
+    _fields_ = [("struct_size", c_size_t), ("extension_start", c_void_p), ("dtype", c_int32),
+                ("data", c_void_p), ("rank", c_int64), ("dims", POINTER(c_int64))]
+
+
+class Args(ctypes.Structure):
+    _fields_ = [("struct_size", c_size_t), ("extension_start", c_void_p), ("size", c_int64),
+                ("types", POINTER(c_int32)), ("args", POINTER(c_void_p))]
+
+
+class ByteSpan(ctypes.Structure):
+    _fields_ = [("ptr", c_void_p), ("len", c_size_t)]
+
+
+class Scalar(ctypes.Structure):
+    _fields_ = [("dtype", c_int32), ("value", c_void_p)]
+
+
+class Attrs(ctypes.Structure):
+    _fields_ = [("struct_size", c_size_t), ("extension_start", c_void_p), ("size", c_int64),
+                ("types", POINTER(c_int32)), ("names", POINTER(POINTER(ByteSpan))), ("attrs", POINTER(c_void_p))]
+
+
+class CallFrame(ctypes.Structure):
+    _fields_ = [("struct_size", c_size_t), ("extension_start", POINTER(ExtensionBase)), ("api", c_void_p),
+                ("ctx", c_void_p), ("stage", c_int32), ("args", Args), ("rets", Args), ("attrs", Attrs),
+                ("future", c_void_p)]
+
+
+class ErrorCreateArgs(ctypes.Structure):
+    _fields_ = [("struct_size", c_size_t), ("extension_start", c_void_p), ("message", c_char_p),
+                ("errc", c_int32)]
+
+
+class StreamGetArgs(ctypes.Structure):
+    _fields_ = [("struct_size", c_size_t), ("extension_start", c_void_p), ("ctx", c_void_p),
+                ("stream", c_void_p)]
+
+
+ErrorCreate = ctypes.CFUNCTYPE(c_void_p, POINTER(ErrorCreateArgs))
+StreamGet = ctypes.CFUNCTYPE(c_void_p, POINTER(StreamGetArgs))
+
+
+class Api(ctypes.Structure):
+    """The head of ``XLA_FFI_Api``: the function pointers we call (error creation, the stream)."""
+
+    _fields_ = [("struct_size", c_size_t), ("extension_start", c_void_p), ("api_version", ApiVersion),
+                ("internal_api", c_void_p), ("Error_Create", c_void_p), ("Error_GetMessage", c_void_p),
+                ("Error_Destroy", c_void_p), ("Handler_Register", c_void_p), ("Stream_Get", c_void_p)]
+
+
+HANDLER = ctypes.CFUNCTYPE(c_void_p, POINTER(CallFrame))
+
+# byte offsets native.py reads the frame at (checked against the header by the tests)
+OFFSETS = {
+    "frame.extension_start": CallFrame.extension_start.offset,
+    "frame.api": CallFrame.api.offset,
+    "frame.stage": CallFrame.stage.offset,
+    "frame.args.size": CallFrame.args.offset + Args.size.offset,
+    "frame.args.args": CallFrame.args.offset + Args.args.offset,
+    "frame.rets.size": CallFrame.rets.offset + Args.size.offset,
+    "frame.rets.rets": CallFrame.rets.offset + Args.args.offset,
+    "buffer.data": Buffer.data.offset,
+    "buffer.dims": Buffer.dims.offset,
+}
+
+
+def answer_metadata(frame: CallFrame) -> bool:
+    """If XLA is asking for the handler's metadata, answer it (API version, no traits) and
+    return True; else False."""
+    ext = frame.extension_start
+    while ext:
+        if ext.contents.type == EXTENSION_METADATA:
+            md = ctypes.cast(ext, POINTER(MetadataExtension)).contents.metadata
+            if md:
+                md.contents.api_version.major_version = API_MAJOR
+                md.contents.api_version.minor_version = API_MINOR
+                md.contents.traits = 0
+            return True
+        ext = ext.contents.next
+    return False
+
+
+def make_error(frame: CallFrame, message: str, code: int = ERROR_INVALID_ARGUMENT) -> int:
+    """An ``XLA_FFI_Error*`` carrying ``message`` (XLA copies it), made by the frame's API."""
+    api = ctypes.cast(frame.api, POINTER(Api)).contents
+    args = ErrorCreateArgs(ctypes.sizeof(ErrorCreateArgs), None, message.encode("utf-8", "replace"), code)
+    return ErrorCreate(api.Error_Create)(ctypes.byref(args))
+
+
+def stream_of(frame: CallFrame) -> int:
+    """The platform stream XLA runs this call on (a ``cudaStream_t`` on gpu)."""
+    api = ctypes.cast(frame.api, POINTER(Api)).contents
+    args = StreamGetArgs(ctypes.sizeof(StreamGetArgs), None, frame.ctx, None)
+    err = StreamGet(api.Stream_Get)(ctypes.byref(args))
+    if err:
+        raise RuntimeError("XLA_FFI_Stream_Get failed")
+    return int(args.stream or 0)
+
+
+def _array(buf_ptr: int) -> np.ndarray:
+    """A NumPy array over one ``XLA_FFI_Buffer`` (zero-copy, writable)."""
+    b = Buffer.from_address(buf_ptr)
+    dtype = CODE_DTYPES.get(b.dtype)
+    if dtype is None:
+        raise TypeError(f"unsupported XLA dtype code {b.dtype}")
+    shape = tuple(b.dims[i] for i in range(b.rank))
+    n = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    if n == 0 or not b.data:
+        return np.empty(shape, dtype)
+    raw = (ctypes.c_char * (n * dtype.itemsize)).from_address(b.data)
+    return np.frombuffer(raw, dtype).reshape(shape)
+
+
+def buffers(frame: CallFrame) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """(argument arrays, result arrays) of a call frame, as NumPy arrays over XLA's memory."""
+    args = [_array(frame.args.args[i]) for i in range(frame.args.size)]
+    rets = [_array(frame.rets.args[i]) for i in range(frame.rets.size)]
+    return args, rets
+
+
+def buffer_pointers(frame: CallFrame) -> tuple[list[int], list[int]]:
+    """(argument, result) data pointers and shapes, for device memory (not readable here)."""
+    def one(p: int) -> tuple[int, tuple[int, ...], np.dtype]:
+        b = Buffer.from_address(p)
+        return b.data or 0, tuple(b.dims[i] for i in range(b.rank)), CODE_DTYPES.get(b.dtype)
+
+    return ([one(frame.args.args[i]) for i in range(frame.args.size)],
+            [one(frame.rets.args[i]) for i in range(frame.rets.size)])
+
+
+def int_attr(frame: CallFrame, name: str) -> int:
+    """The integer scalar attribute ``name`` of the call."""
+    attrs = frame.attrs
+    want = name.encode()
+    for i in range(attrs.size):
+        span = attrs.names[i].contents
+        if ctypes.string_at(span.ptr, span.len) == want and attrs.types[i] == ATTR_SCALAR:
+            s = Scalar.from_address(attrs.attrs[i])
+            return int(ctypes.cast(s.value, POINTER(c_int64)).contents.value if s.dtype == 5 else
+                       ctypes.cast(s.value, POINTER(c_int32)).contents.value)
+    raise KeyError(f"the call has no attribute {name!r}")
+
+
+def handler(run: Callable[[CallFrame], None], label: Callable[[CallFrame], str]) -> tuple[object, int]:
+    """A C handler (keep the returned ctypes object alive) and its address: it answers
+    metadata queries, skips stages other than EXECUTE and runs ``run(frame)``; any Python
+    exception becomes an FFI error whose message starts with ``label(frame)``."""
+
+    def entry(frame_p):  # the GIL is taken by ctypes for the call
+        try:
+            frame = frame_p.contents
+            if answer_metadata(frame) or frame.stage != STAGE_EXECUTE:
+                return None
+        except BaseException:  # pragma: no cover - a frame XLA would never send
+            return None
+        try:
+            run(frame)
+            return None
+        except BaseException as exc:  # noqa: BLE001 - every failure goes back to XLA, none escapes into C
+            try:
+                where = label(frame)
+            except BaseException:  # noqa: BLE001
+                where = "sparse_ops.jax"
+            return make_error(frame, f"{where}: {type(exc).__name__}: {exc}" if not str(exc).startswith(where)
+                              else str(exc))
+
+    fn = HANDLER(entry)
+    return fn, ctypes.cast(fn, c_void_p).value

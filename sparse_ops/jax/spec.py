@@ -1,0 +1,178 @@
+"""What one bridged call decides at trace time, from static facts only: the ``CallSpec``.
+
+A spec is made once per (op record, parameters, each input's storage type, shape, dtypes
+and stored-value count) and gets a small integer id. The id travels to the FFI handler as
+the call's ``call`` attribute; the handler finds the spec by it, so the handler itself
+decodes nothing but buffers. Shapes, dtypes and storage types of the outputs come from the
+op's own ``infer_shape`` / ``infer_type`` / ``infer_storage_type``.
+
+Component layout (arguments and results of the FFI call, in order): a dense array is one
+buffer; a csr array is ``data (nse,)``, ``indices (nse,)``, ``indptr (rows + 1,)``; a
+row_sparse array is ``values (nse, *shape[1:])``, ``indices (nse,)``. Sparse *outputs*
+have a static capacity ``nse`` (an upper bound of their stored values): a csr output's
+true count is ``indptr[-1]`` (the entries after it are padding: zero values, column 0), a
+row_sparse output's is the number of indices below ``shape[0]`` (padding rows carry the
+index ``shape[0]`` and zero values), so both read back as the right dense array.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .. import registry
+from ..dispatch import _infer
+from ..errors import OperatorError
+
+PARTS = {"default": 1, "csr": 3, "row_sparse": 2}
+
+
+class JaxBridgeError(OperatorError, ValueError):
+    """An op called through the JAX bridge refused its arguments (the message names the op
+    and the argument)."""
+
+
+@dataclass(frozen=True)
+class ArgLayout:
+    """One input or output of a bridged call: storage type, logical shape, value dtype, index
+    dtype (sparse only) and stored-value count (capacity, for outputs)."""
+
+    stype: str
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    index_dtype: np.dtype | None = None
+    nse: int = 0
+
+    def part_shapes(self) -> list[tuple[tuple[int, ...], np.dtype]]:
+        if self.stype == "default":
+            return [(self.shape, self.dtype)]
+        if self.stype == "csr":
+            return [((self.nse,), self.dtype), ((self.nse,), self.index_dtype),
+                    ((self.shape[0] + 1,), self.index_dtype)]
+        return [((self.nse, *self.shape[1:]), self.dtype), ((self.nse,), self.index_dtype)]
+
+
+class CallSpec:
+    """Everything fixed for one call signature (see the module docstring)."""
+
+    def __init__(self, sid: int, opdef: registry.OpDef, inst: registry.Op, params: dict,
+                 ins: tuple[ArgLayout, ...], outs: tuple[ArgLayout, ...], nvis: int) -> None:
+        self.id, self.opdef, self.inst, self.params = sid, opdef, inst, params
+        self.ins, self.outs, self.nvis = ins, outs, nvis
+        self.n_in_parts = sum(PARTS[a.stype] for a in ins)
+        self.n_out_parts = sum(PARTS[a.stype] for a in outs)
+        self.all_dense = all(a.stype == "default" for a in (*ins, *outs))
+        self.grads: dict[tuple[bool, ...], GradSpec] = {}
+        self.native: Any = None  # native.py's cfunc handler, when one serves this signature
+
+    @property
+    def name(self) -> str:
+        return self.opdef.name
+
+    @property
+    def label(self) -> str:
+        return f"sparse_ops.jax.ops.{self.opdef.name}"
+
+    def grad_spec(self, needs: tuple[bool, ...]) -> "GradSpec":
+        g = self.grads.get(needs)
+        if g is None:
+            g = self.grads[needs] = GradSpec(_new_id(), self, needs)
+            _SPECS[g.id] = g
+        return g
+
+    def __repr__(self) -> str:
+        return f"<CallSpec {self.id} {self.opdef.name} {[a.stype for a in self.ins]} -> {[a.stype for a in self.outs]}>"
+
+
+class GradSpec:
+    """The backward call of a ``CallSpec``: which inputs get a gradient (``needs``)."""
+
+    def __init__(self, sid: int, fwd: CallSpec, needs: tuple[bool, ...]) -> None:
+        self.id, self.fwd, self.needs = sid, fwd, needs
+
+    @property
+    def label(self) -> str:
+        return f"sparse_ops.jax.ops.{self.fwd.opdef.name} (gradient)"
+
+
+_LOCK = threading.Lock()
+_SPECS: dict[int, Any] = {}
+_BY_KEY: dict[tuple, CallSpec] = {}
+_NEXT = [1]
+
+
+def _new_id() -> int:
+    with _LOCK:
+        sid = _NEXT[0]
+        _NEXT[0] += 1
+        return sid
+
+
+def lookup(sid: int) -> Any:
+    """The spec of id ``sid`` (what the FFI handler does first)."""
+    spec = _SPECS.get(sid)
+    if spec is None:
+        raise JaxBridgeError(f"sparse_ops.jax: no bridged call with id {sid} (the op was re-registered "
+                             "or forgotten since this computation was traced; trace it again)")
+    return spec
+
+
+def _index_dtype() -> np.dtype:
+    import jax
+
+    return np.dtype(np.int64) if jax.config.jax_enable_x64 else np.dtype(np.int32)
+
+
+def spec_for(opdef: registry.OpDef, params: dict, ins: tuple[ArgLayout, ...], max_nnz: int | None) -> CallSpec:
+    """The (memoised) spec of ``opdef`` with ``params`` on inputs laid out as ``ins``."""
+    try:
+        items = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in params.items()))
+        key = (opdef, items, ins, max_nnz)
+        hash(key)
+    except TypeError:
+        key = None
+    if key is not None:
+        hit = _BY_KEY.get(key)
+        if hit is not None:
+            return hit
+    label = f"sparse_ops.jax.ops.{opdef.name}"
+    try:
+        inst = opdef.instance(params) if params else (opdef._default_instance or opdef.instance({}))
+        nout = inst.output_count()
+        shapes = _infer(opdef, inst, "shape", [a.shape for a in ins], nout)
+        dtypes = _infer(opdef, inst, "type", [a.dtype for a in ins], nout)
+        stypes = _infer(opdef, inst, "storage_type", [a.stype for a in ins], nout)
+    except OperatorError as exc:
+        raise JaxBridgeError(f"{label}: {exc}") from exc
+    if not opdef.variadic and len(ins) != len(opdef.arguments):
+        raise JaxBridgeError(f"{label} takes {len(opdef.arguments)} input(s) ({', '.join(opdef.arguments)}), "
+                             f"got {len(ins)}")
+    outs = []
+    for st, shape, dt in zip(stypes, shapes, dtypes):
+        shape = tuple(int(s) for s in shape)
+        if st == "default":
+            outs.append(ArgLayout("default", shape, np.dtype(dt)))
+            continue
+        bound = int(np.prod(shape, dtype=np.int64)) if st == "csr" else (shape[0] if shape else 0)
+        cap = bound if max_nnz is None else min(int(max_nnz), bound)
+        outs.append(ArgLayout(st, shape, np.dtype(dt), _index_dtype(), cap))
+    spec = CallSpec(_new_id(), opdef, inst, dict(params), tuple(ins), tuple(outs), inst.visible_output_count())
+    with _LOCK:
+        _SPECS[spec.id] = spec
+        if key is not None:
+            if len(_BY_KEY) > 4096:
+                _BY_KEY.clear()
+            _BY_KEY[key] = spec
+    return spec
+
+
+def forget(name: str) -> None:
+    """Drop the specs of op ``name`` (its record was replaced or removed): computations
+    traced before then fail with a clear error instead of running a stale record."""
+    with _LOCK:
+        for key in [k for k, s in _BY_KEY.items() if s.opdef.name == name]:
+            del _BY_KEY[key]
+        for sid in [i for i, s in _SPECS.items() if (s.fwd if isinstance(s, GradSpec) else s).opdef.name == name]:
+            del _SPECS[sid]

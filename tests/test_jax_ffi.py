@@ -1,0 +1,118 @@
+"""The FFI layer of the JAX bridge: our ctypes mirror of XLA's call-frame structs against
+the C header jax ships (compiled with the system C compiler), and the native numba cfunc
+path: which calls take it, its results, its hand-off of bad input to the Python handler."""
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+jax = pytest.importorskip("jax")
+jax.config.update("jax_enable_x64", True)
+
+import ctypes  # noqa: E402
+
+import jax.numpy as jnp  # noqa: E402
+from jax.experimental.sparse import BCSR  # noqa: E402
+
+import sparse_ops.jax as soj  # noqa: E402
+import sparse_ops_cookbook  # noqa: E402,F401
+from sparse_ops.jax import ffi, native  # noqa: E402
+
+_FIELDS = {
+    "frame.extension_start": "offsetof(XLA_FFI_CallFrame, extension_start)",
+    "frame.api": "offsetof(XLA_FFI_CallFrame, api)",
+    "frame.stage": "offsetof(XLA_FFI_CallFrame, stage)",
+    "frame.args.size": "offsetof(XLA_FFI_CallFrame, args) + offsetof(XLA_FFI_Args, size)",
+    "frame.args.args": "offsetof(XLA_FFI_CallFrame, args) + offsetof(XLA_FFI_Args, args)",
+    "frame.rets.size": "offsetof(XLA_FFI_CallFrame, rets) + offsetof(XLA_FFI_Rets, size)",
+    "frame.rets.rets": "offsetof(XLA_FFI_CallFrame, rets) + offsetof(XLA_FFI_Rets, rets)",
+    "buffer.data": "offsetof(XLA_FFI_Buffer, data)",
+    "buffer.dims": "offsetof(XLA_FFI_Buffer, dims)",
+}
+_SIZES = {
+    "XLA_FFI_CallFrame": ffi.CallFrame, "XLA_FFI_Buffer": ffi.Buffer, "XLA_FFI_Attrs": ffi.Attrs,
+    "XLA_FFI_Error_Create_Args": ffi.ErrorCreateArgs, "XLA_FFI_Metadata": ffi.Metadata,
+    "XLA_FFI_Metadata_Extension": ffi.MetadataExtension, "XLA_FFI_Scalar": ffi.Scalar,
+    "XLA_FFI_Stream_Get_Args": ffi.StreamGetArgs,
+}
+_API = {"Error_Create": "XLA_FFI_Error_Create", "Stream_Get": "XLA_FFI_Stream_Get"}
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+def test_ctypes_layout_matches_the_c_header(tmp_path):
+    lines = ["#include <stdio.h>", "#include <stddef.h>", '#include "xla/ffi/api/c_api.h"', "int main(void) {"]
+    for key, expr in _FIELDS.items():
+        lines.append(f'printf("{key} %zu\\n", (size_t)({expr}));')
+    for name in _SIZES:
+        lines.append(f'printf("size:{name} %zu\\n", sizeof({name}));')
+    for field, cname in _API.items():
+        lines.append(f'printf("api:{field} %zu\\n", offsetof(XLA_FFI_Api, {cname}));')
+    lines += ['printf("stage %d\\n", (int)XLA_FFI_ExecutionStage_EXECUTE);',
+              'printf("meta %d\\n", (int)XLA_FFI_Extension_Metadata);',
+              'printf("major %d minor %d\\n", XLA_FFI_API_MAJOR, XLA_FFI_API_MINOR);', "return 0; }"]
+    src = tmp_path / "layout.c"
+    src.write_text("\n".join(lines))
+    exe = tmp_path / "layout"
+    subprocess.run(["cc", "-I", jax.ffi.include_dir(), str(src), "-o", str(exe)], check=True)
+    out = dict(line.rsplit(" ", 1) for line in subprocess.run([str(exe)], capture_output=True, text=True,
+                                                               check=True).stdout.splitlines()
+               if not line.startswith("major"))
+    for key in _FIELDS:
+        assert ffi.OFFSETS[key] == int(out[key]), key
+    for name, struct in _SIZES.items():
+        assert ctypes.sizeof(struct) == int(out[f"size:{name}"]), name
+    for field in _API:
+        assert getattr(ffi.Api, field).offset == int(out[f"api:{field}"]), field
+    assert int(out["stage"]) == ffi.STAGE_EXECUTE and int(out["meta"]) == ffi.EXTENSION_METADATA
+
+
+def _csr(dtype, index_dtype, seed=0, rows=30, cols=20):
+    m = sp.random(rows, cols, density=0.2, format="csr", dtype=np.float64, random_state=seed).astype(dtype)
+    return m, BCSR((jnp.asarray(m.data), jnp.asarray(m.indices.astype(index_dtype)),
+                    jnp.asarray(m.indptr.astype(index_dtype))), shape=m.shape)
+
+
+@pytest.mark.parametrize("dtype,index_dtype", [(np.float32, np.int32), (np.float64, np.int64)])
+def test_csr_times_dense_takes_the_native_cfunc(dtype, index_dtype):
+    m, a = _csr(dtype, index_dtype)
+    x = np.random.default_rng(1).standard_normal((20, 5)).astype(dtype)
+    cases = [("csr_spmm", {}, m @ x), ("dot", {}, m @ x),
+             ("embedding_bag", {"mode": "mean"}, (m @ x) / np.maximum(np.diff(m.indptr), 1)[:, None])]
+    for name, kw, ref in cases if dtype == np.float64 else cases[:1]:  # each variant compiles a cfunc
+        e = soj.explain(name, a, x, **kw)
+        assert e["handler"].startswith("native: numba cfunc") and e["ffi_target"].startswith("sparse_ops_native")
+        got = jax.jit(lambda a, x: soj.op(name)(a, x, **kw))(a, x)
+        assert got.dtype == dtype
+        np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-5 if dtype == np.float32 else 1e-12)
+        assert e["ffi_target"] in str(jax.jit(lambda a, x: soj.op(name)(a, x, **kw)).lower(a, x).as_text())
+    # other calls take the Python handler
+    assert soj.explain("dot", a, jnp.ones((6, 20), dtype), transpose_b=True)["handler"].startswith("python")
+    assert soj.explain("relu", jnp.ones(3))["handler"].startswith("python")
+
+
+def test_the_native_path_hands_bad_structure_to_the_python_handler():
+    m, a = _csr(np.float64, np.int64, seed=2)
+    x = np.ones((20, 3))
+    bad_col = BCSR((a.data, a.indices.at[1].set(-1), a.indptr), shape=a.shape)
+    bad_ptr = BCSR((a.data, a.indices, a.indptr.at[3].set(10 ** 6)), shape=a.shape)
+    for bad, what in ((bad_col, "out of range"), (bad_ptr, "indptr")):
+        with pytest.raises(Exception, match=rf"sparse_ops.jax.ops.csr_spmm: .*argument 'A' \(csr\).*{what}"):
+            jax.block_until_ready(jax.jit(soj.ops.csr_spmm)(bad, x))
+    np.testing.assert_allclose(np.asarray(jax.jit(soj.ops.csr_spmm)(a, x)), m @ x, rtol=1e-12)
+
+
+def test_native_and_python_paths_agree_and_grad_works_through_native():
+    m, a = _csr(np.float64, np.int64, seed=3)
+    x = np.random.default_rng(4).standard_normal((20, 4))
+    fast = np.asarray(jax.jit(soj.ops.csr_spmm)(a, x))
+    native.disabled(True)
+    try:
+        assert soj.explain("csr_spmm", a, x)["handler"].startswith("python")
+        slow = np.asarray(jax.jit(lambda a, x: soj.ops.csr_spmm(a, x))(a, x))
+    finally:
+        native.disabled(False)
+    np.testing.assert_array_equal(fast, slow)
+    g = jax.grad(lambda x: jnp.sum(soj.ops.csr_spmm(a, x) ** 2))(x)
+    np.testing.assert_allclose(np.asarray(g), m.T @ (2 * (m @ x)), rtol=1e-12)
