@@ -172,7 +172,8 @@ def ufunc(lhs: Any, rhs: Any, array_op: str, scalar_fn: Callable[[Any, Any], Any
     if isinstance(lhs, NDArray) and isinstance(rhs, NDArray):
         name = same_shape_op if same_shape_op is not None and lhs.shape == rhs.shape else array_op
         return call(name, [lhs, rhs])
-    raise TypeError(f"type {type(lhs).__name__} and {type(rhs).__name__} are not supported")
+    raise MXNetArgumentError(f"{array_op}: type {type(lhs).__name__} and {type(rhs).__name__} are not supported "
+                              "(arguments lhs, rhs)")
 
 
 def known_names() -> list[str]:
