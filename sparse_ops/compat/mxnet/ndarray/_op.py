@@ -35,6 +35,13 @@ ALIASES = {
     "linalg_gemm2": "_linalg_gemm2",
     "linalg_trsm": "_linalg_trsm",
     "shuffle": "_shuffle",
+    "Cast": "cast",
+    "_copy": "identity",
+    "stop_gradient": "BlockGrad",
+    "max_axis": "max",
+    "min_axis": "min",
+    "flip": "reverse",
+    "SwapAxis": "swapaxes",
 }
 _SPARSE_PREFIX = "_sparse_"  # MXNet's mx.nd.sparse.* ops are registered as _sparse_<name>
 
