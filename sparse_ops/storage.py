@@ -31,7 +31,7 @@ def _bits(a: np.ndarray) -> np.ndarray:
 def cast_storage(x: NDArray, stype: str) -> NDArray:
     """A new container with the values of ``x`` in storage type ``stype``."""
     if stype not in STYPES:
-        raise StorageTypeError(f"cast_storage: unknown storage type {stype!r} (argument stype); expected one of {STYPES}")
+        raise StorageTypeError(f"cast_storage (tostype): unknown storage type {stype!r} (argument stype); expected one of {STYPES}")
     if x.stype == stype:
         return x.copy()
     return _CASTS[(x.stype, stype)](x)

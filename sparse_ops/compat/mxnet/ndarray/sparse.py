@@ -18,7 +18,7 @@ from .... import creation as _core
 from .... import device as _dev
 from ....errors import SparseFormatError
 from ....ndarray import BaseSparseNDArray, CSRNDArray, NDArray, RowSparseNDArray
-from ..base import MXNetArgumentError, MXNetValueError, integer_types, mx_real_t
+from ..base import MXNetValueError, integer_types, mx_real_t
 from . import _op
 
 _INDEX = np.int64
@@ -100,7 +100,7 @@ def csr_matrix(arg1: Any, shape: Any = None, ctx: Any = None, dtype: Any = None)
         _check_shape(arg1.shape, shape)
         return array(arg1, ctx=ctx, dtype=dtype)
     if isinstance(arg1, RowSparseNDArray):
-        raise MXNetArgumentError("csr_matrix: Unexpected input type: RowSparseNDArray (argument arg1)")
+        raise MXNetValueError("csr_matrix: Unexpected input type: RowSparseNDArray (argument arg1)")
     dense = _core.array(arg1, dtype=_default_dtype(arg1, dtype), device=dev)
     _check_shape(dense.shape, shape)
     return dense.tostype("csr")
@@ -125,7 +125,7 @@ def row_sparse_array(arg1: Any, shape: Any = None, ctx: Any = None, dtype: Any =
         _check_shape(arg1.shape, shape, "row_sparse_array")
         return array(arg1, ctx=ctx, dtype=dtype)
     if isinstance(arg1, CSRNDArray):
-        raise MXNetArgumentError("row_sparse_array: Unexpected input type: CSRNDArray (argument arg1)")
+        raise MXNetValueError("row_sparse_array: Unexpected input type: CSRNDArray (argument arg1)")
     dense = _core.array(arg1, dtype=_default_dtype(arg1, dtype), device=dev)
     _check_shape(dense.shape, shape, "row_sparse_array")
     return dense.tostype("row_sparse")
@@ -150,14 +150,14 @@ def array(source_array: Any, ctx: Any = None, dtype: Any = None) -> BaseSparseND
     dev = _dev.as_device(ctx)
     if isinstance(source_array, NDArray):
         if source_array.stype == "default":
-            raise MXNetArgumentError("sparse.array: source_array is a dense NDArray. Please use `tostype` to create RowSparseNDArray or CSRNDArray from an NDArray")
+            raise MXNetValueError("sparse.array: source_array is a dense NDArray. Please use `tostype` to create RowSparseNDArray or CSRNDArray from an NDArray")
         return _core.array(source_array, dtype=_default_dtype(source_array, dtype), device=dev)
     if _is_scipy_sparse(source_array):
         m = source_array.tocsr().sorted_indices()  # a copy: the caller's matrix is left alone
         m.sum_duplicates()
         return _core.csr_matrix((m.data, m.indices.astype(_INDEX), m.indptr.astype(_INDEX)), shape=m.shape,
                                 dtype=_default_dtype(source_array, dtype), device=dev, copy=True)
-    raise MXNetArgumentError(f"sparse.array: Unexpected source_array type: {type(source_array).__name__} (argument source_array)")
+    raise MXNetValueError(f"sparse.array: Unexpected source_array type: {type(source_array).__name__} (argument source_array)")
 
 
 def _same_shape_ufunc(mx_name: str, elemwise: str, broadcast: str, scalar_fn: Any, lscalar: str,
