@@ -412,3 +412,129 @@ def test_every_bad_call_is_an_mxnet_error_naming_op_and_argument(op, arg, call):
         y = (d * d).sum()
     y.backward()
     assert d.grad.asnumpy().tolist() == [2.0, 2.0]
+
+
+# ---- logic and modulo ------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", FLOATS + [np.int32, np.int64])
+def test_logical_ops_and_mod_match_numpy(dtype):
+    a = np.array([[0, 3, -2, 5], [7, 0, 1, -4], [2, -6, 0, 3]], dtype=dtype)
+    b = np.array([[2, 0, -3, 1]], dtype=dtype)
+    x, y = mx.nd.array(a, dtype=dtype), mx.nd.array(b, dtype=dtype)
+    for name, ref in (("broadcast_logical_and", np.logical_and), ("broadcast_logical_or", np.logical_or),
+                      ("broadcast_logical_xor", np.logical_xor)):
+        got = getattr(mx.nd, name)(x, y)
+        assert got.dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(got.asnumpy(), ref(a, b).astype(dtype))
+    np.testing.assert_array_equal(mx.nd.logical_not(x).asnumpy(), np.logical_not(a).astype(dtype))
+    with np.errstate(all="ignore"):
+        ref = np.where(b == 0, 0, np.mod(a, np.where(b == 0, 1, b)))
+    got = mx.nd.broadcast_mod(x, y)
+    assert got.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(got.asnumpy(), ref.astype(dtype))  # Python's %: the divisor's sign, 0 for 0
+
+
+def test_mod_gradient_and_logic_gradients_are_zero():
+    check_gradient("broadcast_mod", *so.get_op("broadcast_mod").cls.samples()[0], eps=1e-6, rtol=1e-6)
+    a, b = mx.nd.array([[1.0, 2.0]]), mx.nd.array([[0.0, 3.0]])
+    a.attach_grad()
+    with mx.autograd.record():
+        z = (mx.nd.broadcast_logical_or(a, b) * a + mx.nd.logical_not(a)).sum()
+    z.backward()
+    np.testing.assert_array_equal(a.grad.asnumpy(), [[1.0, 1.0]])
+
+
+# ---- activations -----------------------------------------------------------------------------------
+def _act_refs(v):
+    sa, sl = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+    return {
+        ("hard_sigmoid", ()): np.clip(0.2 * v + 0.5, 0, 1),
+        ("softsign", ()): v / (1 + np.abs(v)),
+        ("smooth_l1", ()): np.where(np.abs(v) < 1, 0.5 * v * v, np.abs(v) - 0.5),
+        ("smooth_l1", (("scalar", 2.0),)): np.where(np.abs(v) < 0.25, 0.5 * 4 * v * v, np.abs(v) - 0.125),
+        ("LeakyReLU", ()): np.where(v > 0, v, 0.25 * v),
+        ("LeakyReLU", (("act_type", "elu"), ("slope", 0.7))): np.where(v > 0, v, 0.7 * np.expm1(v)),
+        ("LeakyReLU", (("act_type", "selu"),)): sl * np.where(v > 0, v, sa * np.expm1(v)),
+        ("LeakyReLU", (("act_type", "gelu"),)): 0.5 * v * (1 + sps.erf(v / np.sqrt(2))),
+    }
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_activations_match_numpy_and_their_gradients_finite_differences(dtype):
+    v = np.linspace(-3.1, 2.9, 24).reshape(4, 6)
+    for (name, params), ref in _act_refs(v).items():
+        got = getattr(mx.nd, name)(mx.nd.array(v, dtype=dtype), **dict(params))
+        assert got.dtype == np.dtype(dtype), name
+        np.testing.assert_allclose(got.asnumpy(), ref, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-6,
+                                   err_msg=f"{name} {params}")
+        if dtype == np.float64:
+            check_gradient(name, [so.array(v)], dict(params), eps=1e-6, rtol=1e-5)
+    with pytest.raises(so.SparseOpsError, match="LeakyReLU.*act_type"):
+        mx.nd.LeakyReLU(mx.nd.ones((2,)), act_type="prelu")
+    with pytest.raises(so.SparseOpsError, match="softsign.*int32"):
+        mx.nd.softsign(mx.nd.ones((2,), dtype=np.int32))
+    with pytest.warns(so.StorageFallbackWarning, match="softsign"):
+        s = mx.nd.softsign(mx.nd.array(np.where(v > 0, v, 0), dtype=dtype).tostype("csr"))
+    assert s.stype == "default"
+
+
+# ---- positions and sizes ---------------------------------------------------------------------------
+@pytest.mark.parametrize("idx_dtype", [np.int32, np.int64, np.float32])
+def test_one_hot_matches_numpy(idx_dtype):
+    idx = np.array([[0, 2], [5, -1], [1, 1]], dtype=idx_dtype)
+    got = mx.nd.one_hot(mx.nd.array(idx, dtype=idx_dtype), depth=3, on_value=2.0, off_value=-1.0, dtype="float64")
+    ref = np.full((3, 2, 3), -1.0)
+    for p in np.ndindex(idx.shape):
+        if 0 <= idx[p] < 3:
+            ref[p + (int(idx[p]),)] = 2.0
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(got.asnumpy(), ref)
+    assert mx.nd.array(idx, dtype=idx_dtype).one_hot(4).shape == (3, 2, 4)
+    assert mx.nd.one_hot(mx.nd.array(np.zeros(0, dtype=idx_dtype)), depth=2).shape == (0, 2)
+    with pytest.raises(so.SparseOpsError, match="one_hot.*depth"):
+        mx.nd.one_hot(mx.nd.array(idx, dtype=idx_dtype), depth=-1)
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [np.int64])
+def test_argsort_matches_a_stable_numpy_sort(dtype):
+    v = np.array([[3, 1, 2, 1], [0, 5, 5, -1], [2, 2, 2, 2]], dtype=dtype)
+    x = mx.nd.array(v, dtype=dtype)
+    np.testing.assert_array_equal(mx.nd.argsort(x).asnumpy(), np.argsort(v, axis=-1, kind="stable"))
+    np.testing.assert_array_equal(mx.nd.argsort(x, axis=0).asnumpy(), np.argsort(v, axis=0, kind="stable"))
+    desc = mx.nd.argsort(x, is_ascend=False).asnumpy()
+    np.testing.assert_array_equal(np.take_along_axis(v, desc.astype(np.int64), -1), -np.sort(-v, axis=-1))
+    assert desc.tolist()[2] == [0, 1, 2, 3] and mx.nd.argsort(x).dtype == np.float32  # stable; MXNet's dtype
+    flat = mx.nd.argsort(x, axis=None, dtype="int64")
+    assert flat.dtype == np.int64
+    np.testing.assert_array_equal(flat.asnumpy(), np.argsort(v.reshape(-1), kind="stable"))
+    np.testing.assert_array_equal(x.argsort().asnumpy(), np.argsort(v, axis=-1, kind="stable"))
+
+
+@pytest.mark.parametrize("stype", STYPES)
+def test_shape_and_size_arrays(stype):
+    x = mx.nd.array(_v((3, 4))).tostype(stype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", so.StorageFallbackWarning)
+        s, n = mx.nd.shape_array(x), mx.nd.size_array(x)
+        assert x.shape_array().asnumpy().tolist() == [3, 4]
+    assert s.dtype == n.dtype == np.int64
+    assert s.asnumpy().tolist() == [3, 4] and n.asnumpy().tolist() == [12]
+    assert mx.nd.shape_array(mx.nd.zeros((2, 0, 5))).asnumpy().tolist() == [2, 0, 5]
+    assert mx.nd.size_array(mx.nd.zeros((2, 0, 5))).asnumpy().tolist() == [0]
+
+
+def test_reshape_like_and_broadcast_axis():
+    v = _v((2, 6))
+    x, like = mx.nd.array(v, dtype=np.float64), mx.nd.zeros((3, 4))
+    np.testing.assert_array_equal(mx.nd.reshape_like(x, like).asnumpy(), v.reshape(3, 4))
+    np.testing.assert_array_equal(x.reshape_like(like).asnumpy(), v.reshape(3, 4))
+    check_gradient("reshape_like", [so.array(v), so.array(np.ones((3, 4)))], wrt=[0], eps=1e-6, rtol=1e-6)
+    with pytest.raises(mx.base.MXNetError, match="reshape_like.*lhs"):
+        mx.nd.reshape_like(x, mx.nd.zeros((5,)))
+    c = mx.nd.array(_v((1, 3, 1)), dtype=np.float64)
+    for fn in (mx.nd.broadcast_axis, mx.nd.broadcast_axes):
+        np.testing.assert_array_equal(fn(c, axis=(0, 2), size=(2, 4)).asnumpy(),
+                                      np.broadcast_to(c.asnumpy(), (2, 3, 4)))
+    np.testing.assert_array_equal(c.broadcast_axes(axis=0, size=3).asnumpy(), np.broadcast_to(c.asnumpy(), (3, 3, 1)))
+    check_gradient("broadcast_axis", [so.array(_v((1, 3, 1)))], {"axis": (0, 2), "size": (2, 4)}, eps=1e-6, rtol=1e-6)
+    with pytest.raises(mx.base.MXNetError, match="broadcast_axis.*axis"):
+        mx.nd.broadcast_axis(c, axis=1, size=4)

@@ -234,3 +234,77 @@ class SwapAxes(Op):
 
         return [([_samples.array((3, 4))], {"dim1": 0, "dim2": 1}),
                 ([_samples.array((2, 3, 2), seed=1)], {"dim1": 0, "dim2": -1})]
+
+
+@register("reshape_like")
+class ReshapeLike(Op):
+    """``lhs``'s values in ``rhs``'s shape (the sizes must agree); ``rhs`` gets a zero gradient."""
+
+    trusted = True  # built-in kernels, tested against NumPy references
+    arguments = ("lhs", "rhs")
+    backward_needs_inputs = ("rhs",)
+
+    def infer_shape(self, lhs, rhs):
+        if int(np.prod(lhs, dtype=np.int64)) != int(np.prod(rhs, dtype=np.int64)):
+            raise ValueError(f"reshape_like: lhs of shape {tuple(lhs)} does not fit rhs's shape {tuple(rhs)} "
+                             "(arguments lhs, rhs)")
+        return [tuple(rhs)]
+
+    def infer_type(self, lhs, rhs):
+        return [lhs]
+
+    @kernel(device=_BOTH)
+    def dense(self, ctx, lhs, rhs, output):
+        output[...] = lhs.reshape(output.shape)
+
+    def gradient(self, out_grads, inputs, outputs):
+        return [T.reshape(out_grads[0], shape=inputs[0].shape), T.zeros_like(inputs[1])]
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: 2-d to 3-d and back."""
+        from . import _samples
+
+        return [[_samples.array((3, 4)), _samples.array((2, 3, 2), seed=1)],
+                [_samples.array((2, 6)), _samples.array((4, 3), seed=1)]]
+
+
+@register("broadcast_axis")
+class BroadcastAxis(Op):
+    """``data`` repeated along each axis of ``axis`` (each of length 1) to ``size`` (one
+    size per axis; ``broadcast_axes``)."""
+
+    trusted = True  # built-in kernels, tested against NumPy references
+    axis = Param("shape", (), doc="the axes to broadcast (each of length 1)")
+    size = Param("shape", (), doc="the new length of each axis")
+    backward_needs_inputs = ()
+
+    def _axes(self, ndim: int) -> tuple[int, ...]:
+        if len(self.axis) != len(self.size):
+            raise ValueError(f"broadcast_axis: axis {self.axis} and size {self.size} differ in length "
+                             "(arguments axis, size)")
+        return tuple(_norm_axis(a, ndim) for a in self.axis)
+
+    def infer_shape(self, data):
+        out = list(data)
+        for a, n in zip(self._axes(len(data)), self.size):
+            if data[a] != 1:
+                raise ValueError(f"broadcast_axis: axis {a} has length {data[a]}, not 1 (argument axis)")
+            out[a] = n
+        return [tuple(out)]
+
+    @kernel(device=_BOTH)
+    def dense(self, ctx, data, output):
+        output[...] = ctx.xp.broadcast_to(data, output.shape)
+
+    def gradient(self, out_grads, inputs, outputs):
+        axes = self._axes(len(inputs[0].shape))
+        return [T.sum(out_grads[0], axis=axes, keepdims=True) if axes else out_grads[0]]
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: one axis, two axes."""
+        from . import _samples
+
+        return [([_samples.array((3, 1))], {"axis": 1, "size": 4}),
+                ([_samples.array((1, 3, 1))], {"axis": (0, 2), "size": (2, 3)})]

@@ -151,8 +151,9 @@ FLUENT = ("sum", "mean", "norm", "square_sum", "reshape", "transpose", "flatten"
           "round", "rint", "fix", "floor", "ceil", "trunc", "sin", "cos", "tan", "arcsin", "arccos", "arctan",
           "sinh", "cosh", "arcsinh", "arccosh", "arctanh", "degrees", "radians", "expm1", "log2", "log10", "cbrt",
           "rsqrt", "reciprocal", "max", "min", "prod", "nansum", "nanprod", "argmax", "argmin", "argmax_channel",
-          "softmax", "log_softmax", "softmin", "squeeze", "tile", "repeat", "swapaxes")
-FLUENT_ALIASES = {"flip": "reverse"}  # MXNet's method name -> the operator
+          "softmax", "log_softmax", "softmin", "squeeze", "tile", "repeat", "swapaxes", "one_hot", "argsort",
+          "shape_array", "size_array", "reshape_like", "softsign")
+FLUENT_ALIASES = {"flip": "reverse", "broadcast_axes": "broadcast_axis"}  # MXNet's method name -> the operator
 
 
 def _fluent(name: str, fn: Callable) -> Callable:

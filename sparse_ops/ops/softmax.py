@@ -7,8 +7,6 @@ values). The result keeps the input dtype (float16 is computed in float32).
 """
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from ..registry import Op, Param, kernel, register

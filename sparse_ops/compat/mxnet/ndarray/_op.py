@@ -42,6 +42,7 @@ ALIASES = {
     "min_axis": "min",
     "flip": "reverse",
     "SwapAxis": "swapaxes",
+    "broadcast_axes": "broadcast_axis",
 }
 _SPARSE_PREFIX = "_sparse_"  # MXNet's mx.nd.sparse.* ops are registered as _sparse_<name>
 
