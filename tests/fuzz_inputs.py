@@ -516,6 +516,9 @@ def op_calls(opdef: Any, x: Any, m: int, n: int, dtype: Any = np.float32) -> lis
         "fm_interaction": lambda: [((x, D(n, 2)), {})],
         "_fm_interaction_backward": lambda: [((x, D(n, 2), D(m)), {})],
         "gcn_norm": lambda: [((x,), {}), ((x,), {"add_self_loops": False})],
+        # an output dtype parameter follows the inputs' (the float16 test maps "dtype" to float32)
+        "argsort": lambda: [((x,), {"dtype": np.dtype(dt).name})],
+        "one_hot": lambda: [((x,), {"depth": 3, "dtype": np.dtype(dt).name})],
     }
     if name in special:
         return special[name]()

@@ -539,3 +539,48 @@ def test_reshape_like_and_broadcast_axis():
     check_gradient("broadcast_axis", [so.array(_v((1, 3, 1)))], {"axis": (0, 2), "size": (2, 4)}, eps=1e-6, rtol=1e-6)
     with pytest.raises(mx.base.MXNetError, match="broadcast_axis.*axis"):
         mx.nd.broadcast_axis(c, axis=1, size=4)
+
+
+# ---- pick and slice_like ---------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", FLOATS + [np.int64])
+@pytest.mark.parametrize("idx_dtype", [np.float32, np.int32, np.int64])
+def test_pick_matches_numpy(dtype, idx_dtype):
+    v = np.arange(24).reshape(2, 3, 4).astype(dtype)
+    x = mx.nd.array(v, dtype=dtype)
+    idx = np.array([[3, 0, 7], [-1, 2, 1]], dtype=idx_dtype)  # along the last axis, out of range included
+    for mode, fix in (("clip", lambda i: np.clip(i, 0, 3)), ("wrap", lambda i: np.mod(i, 4))):
+        got = mx.nd.pick(x, mx.nd.array(idx, dtype=idx_dtype), mode=mode)
+        ref = np.take_along_axis(v, fix(idx.astype(np.int64))[..., None], axis=-1)[..., 0]
+        assert got.dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(got.asnumpy(), ref)
+    i1 = np.array([[2, 0, 1, 2], [1, 1, 0, 2]], dtype=idx_dtype)
+    got = x.pick(mx.nd.array(i1, dtype=idx_dtype), axis=1, keepdims=True)
+    np.testing.assert_array_equal(got.asnumpy(), np.take_along_axis(v, i1.astype(np.int64)[:, None, :], axis=1))
+    with pytest.raises(mx.base.MXNetError, match="pick.*index"):
+        mx.nd.pick(x, mx.nd.ones((3, 3)))
+
+
+def test_pick_gradient():
+    data = np.random.default_rng(0).normal(size=(3, 4))
+    for idx, params in ((np.array([1.5, 0.5, 3.5]), {}), (np.array([5.5, -1.5, 2.5]), {"mode": "wrap"}),
+                        (np.array([[2.5, 0.5, 1.5, 2.5]]), {"axis": 0, "keepdims": True})):
+        (gd, gi) = check_gradient("pick", [so.array(data), so.array(idx)], params, eps=1e-6, rtol=1e-6)
+        assert not gi.asnumpy().any()
+    x = mx.nd.array(data)
+    x.attach_grad()
+    with mx.autograd.record():
+        y = mx.nd.pick(x, mx.nd.array([0, 0, 3]))
+    y.backward(mx.nd.array([1.0, 2.0, 3.0]))
+    np.testing.assert_array_equal(x.grad.asnumpy(), [[1, 0, 0, 0], [2, 0, 0, 0], [0, 0, 0, 3]])
+
+
+def test_slice_like_matches_numpy_and_its_gradient():
+    v = _v((3, 4, 2))
+    x = mx.nd.array(v, dtype=np.float64)
+    np.testing.assert_array_equal(mx.nd.slice_like(x, mx.nd.zeros((2, 3, 1))).asnumpy(), v[:2, :3, :1])
+    np.testing.assert_array_equal(x.slice_like(mx.nd.zeros((1, 2)), axes=(1,)).asnumpy(), v[:, :2])
+    np.testing.assert_array_equal(mx.nd.slice_like(x, mx.nd.zeros((9, 1, 2)), axes=(-2,)).asnumpy(), v[:, :1])
+    check_gradient("slice_like", [so.array(v), so.array(np.ones((2, 3, 1)))], wrt=[0], eps=1e-6, rtol=1e-6)
+    for bad in (lambda: mx.nd.slice_like(x, mx.nd.zeros((2, 3))), lambda: mx.nd.slice_like(x, mx.nd.zeros((4, 1, 1)))):
+        with pytest.raises(mx.base.MXNetError, match="slice_like.*shape_like"):
+            bad()
