@@ -584,3 +584,55 @@ def test_slice_like_matches_numpy_and_its_gradient():
     for bad in (lambda: mx.nd.slice_like(x, mx.nd.zeros((2, 3))), lambda: mx.nd.slice_like(x, mx.nd.zeros((4, 1, 1)))):
         with pytest.raises(mx.base.MXNetError, match="slice_like.*shape_like"):
             bad()
+
+
+# ---- sort and topk ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", FLOATS + [np.int32, np.int64])
+def test_sort_and_topk_match_numpy(dtype):
+    v = np.array([[3, 1, 2, 1], [0, 5, 5, -1], [2, 2, 7, 2]], dtype=dtype)
+    x = mx.nd.array(v, dtype=dtype)
+    np.testing.assert_array_equal(mx.nd.sort(x).asnumpy(), np.sort(v, axis=-1))
+    np.testing.assert_array_equal(x.sort(axis=0, is_ascend=False).asnumpy(), -np.sort(-v, axis=0))
+    np.testing.assert_array_equal(mx.nd.sort(x, axis=None).asnumpy(), np.sort(v.reshape(-1)))
+    desc = np.argsort(-v, axis=-1, kind="stable")
+    top = mx.nd.topk(x, k=2)
+    assert top.dtype == np.float32
+    np.testing.assert_array_equal(top.asnumpy(), desc[:, :2])
+    vals = x.topk(k=2, ret_typ="value")
+    assert vals.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(vals.asnumpy(), np.take_along_axis(v, desc[:, :2], -1))
+    both = mx.nd.topk(x, k=3, ret_typ="both", dtype="int64")
+    assert len(both) == 2 and both[1].dtype == np.int64
+    np.testing.assert_array_equal(both[0].asnumpy(), np.take_along_axis(v, desc[:, :3], -1))
+    np.testing.assert_array_equal(both[1].asnumpy(), desc[:, :3])
+    mask = mx.nd.topk(x, k=1, ret_typ="mask", axis=0, is_ascend=True)
+    ref = np.zeros_like(v)
+    np.put_along_axis(ref, np.argsort(v, axis=0, kind="stable")[:1], 1, axis=0)
+    np.testing.assert_array_equal(mask.asnumpy(), ref)
+    np.testing.assert_array_equal(mx.nd.topk(x, k=0, ret_typ="value").asnumpy(), -np.sort(-v, axis=-1))  # k < 1: all
+    np.testing.assert_array_equal(mx.nd.topk(x, k=2, axis=None).asnumpy(), np.argsort(-v.reshape(-1), kind="stable")[:2])
+    with pytest.raises(mx.base.MXNetError, match="topk.*k"):
+        mx.nd.topk(x, k=5)
+    with pytest.raises(mx.base.MXNetError, match="topk.*ret_typ"):
+        mx.nd.topk(x, ret_typ="values")
+
+
+@pytest.mark.parametrize("name, params", [
+    ("sort", {}), ("sort", {"axis": 0, "is_ascend": False}), ("sort", {"axis": None}),
+    ("topk", {"k": 2, "ret_typ": "value"}), ("topk", {"k": 3, "ret_typ": "both", "axis": 0}),
+    ("topk", {"k": 4, "ret_typ": "value", "axis": None, "is_ascend": True})])
+def test_sort_and_topk_gradients(name, params):
+    check_gradient(name, [so.array(_v((3, 4)))], params, eps=1e-6, rtol=1e-6)
+
+
+def test_topk_gradient_lands_on_the_chosen_entries_and_scatter_adds_repeats():
+    x = mx.nd.array([[1.0, 4.0, 2.0], [9.0, 0.0, 5.0]])
+    x.attach_grad()
+    with mx.autograd.record():
+        y = mx.nd.topk(x, k=2, ret_typ="value")
+    y.backward(mx.nd.array([[10.0, 20.0], [30.0, 40.0]]))
+    np.testing.assert_array_equal(x.grad.asnumpy(), [[0, 10, 20], [30, 0, 40]])
+    g = so.ops._scatter_along_axis(so.array(np.array([[1.0, 2.0, 3.0]])), so.array(np.array([[0, 2, 0]])), size=3)
+    np.testing.assert_array_equal(g.asnumpy(), [[4.0, 0.0, 2.0]])
+    with pytest.raises(so.SparseOpsError, match="_gather_along_axis.*index"):
+        so.ops._gather_along_axis(so.array(np.ones((2, 3))), so.array(np.ones((2, 3))))

@@ -152,7 +152,7 @@ FLUENT = ("sum", "mean", "norm", "square_sum", "reshape", "transpose", "flatten"
           "sinh", "cosh", "arcsinh", "arccosh", "arctanh", "degrees", "radians", "expm1", "log2", "log10", "cbrt",
           "rsqrt", "reciprocal", "max", "min", "prod", "nansum", "nanprod", "argmax", "argmin", "argmax_channel",
           "softmax", "log_softmax", "softmin", "squeeze", "tile", "repeat", "swapaxes", "one_hot", "argsort",
-          "shape_array", "size_array", "reshape_like", "pick", "slice_like")
+          "shape_array", "size_array", "reshape_like", "pick", "slice_like", "sort", "topk")
 FLUENT_ALIASES = {"flip": "reverse", "broadcast_axes": "broadcast_axis"}  # MXNet's method name -> the operator
 
 
