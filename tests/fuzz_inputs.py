@@ -430,7 +430,7 @@ def _param_defaults(name: str, m: int, n: int) -> dict[str, Any]:
         "lr": 0.1, "scalar": 2.0, "a_min": -1.0, "a_max": 1.0, "num_hidden": 2, "kernel": (1,), "num_filter": 1,
         "input_dim": max(m, 1), "output_dim": n, "stype": "default", "shape": (m, n),
         "axis": 0, "begin": (0, 0), "end": (max(m, 1), n), "num_outputs": 1,
-        "dtype": "float16", "reps": (1, 2), "repeats": 2,  # cast's dtype: the float16 test maps it to float32
+        "dtype": "float16", "reps": (1, 2), "repeats": 2, "size": max(n, 1),  # cast's dtype: the float16 test maps it to float32
     }
 
 
