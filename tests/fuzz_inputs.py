@@ -519,6 +519,8 @@ def op_calls(opdef: Any, x: Any, m: int, n: int, dtype: Any = np.float32) -> lis
         # an output dtype parameter follows the inputs' (the float16 test maps "dtype" to float32)
         "argsort": lambda: [((x,), {"dtype": np.dtype(dt).name})],
         "one_hot": lambda: [((x,), {"depth": 3, "dtype": np.dtype(dt).name})],
+        "topk": lambda: [((x,), {"dtype": np.dtype(dt).name}), ((x,), {"ret_typ": "value", "k": 2})],
+        "pick": lambda: [((x, D(m)), {}), ((D(m, n), x), {"axis": 0, "keepdims": True})],
     }
     if name in special:
         return special[name]()
