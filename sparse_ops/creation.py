@@ -19,7 +19,7 @@ import numpy as np
 from . import device as _dev
 from .device import Device
 from .dtypes import DEFAULT_DTYPE, DEFAULT_INDEX_DTYPE, VALUE_DTYPES, source_dtype, value_dtype
-from .errors import SparseFormatError, SparseOpsError
+from .errors import SparseFormatError, SparseOpsError, StorageTypeError
 from .ndarray import STYPES, CSRNDArray, NDArray, RowSparseNDArray
 from .ndarray.dense import CONVERSIONS
 from .validation import check_csr, csr_is_canonical, normalize_shape
@@ -205,7 +205,7 @@ def zeros(shape: Any, stype: str = "default", dtype: Any = "float32",
     if stype == "default":
         with _dev.allocating_on(dev):
             return NDArray(xp.zeros(shape, dtype=dt), dev)
-    _check_stype(stype)
+    _check_stype(stype, "zeros")
     if stype == "csr":
         shape = normalize_shape(shape, ndim=2)
         with _dev.allocating_on(dev):
@@ -233,7 +233,7 @@ def full(shape: Any, val: Any, stype: str = "default", dtype: Any = "float32",
          device: Device | str | None = None) -> NDArray:
     """An array with every entry equal to ``val`` (sparse storage types store every entry
     unless ``val`` is 0)."""
-    _check_stype(stype)
+    _check_stype(stype, "full")
     if stype != "default" and val == 0:
         return zeros(shape, stype=stype, dtype=dtype, device=device)
     shape = normalize_shape(shape)
@@ -381,9 +381,9 @@ def _is_shape(arg: tuple) -> bool:
     return all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in arg)
 
 
-def _check_stype(stype: str) -> None:
+def _check_stype(stype: str, what: str) -> None:
     if stype not in STYPES:
-        raise ValueError(f"unknown storage type {stype!r}; expected one of {STYPES}")
+        raise StorageTypeError(f"{what}: unknown storage type {stype!r} (argument stype); expected one of {STYPES}")
 
 
 def _expect_shape(x: NDArray, shape: Any) -> NDArray:

@@ -18,6 +18,11 @@ class SparseFormatError(SparseOpsError, ValueError):
     """
 
 
+class StorageTypeError(SparseOpsError, ValueError):
+    """A storage type name that is not one of ``default``, ``row_sparse``, ``csr``; the
+    message names the function and the argument."""
+
+
 class DeviceUnavailableError(SparseOpsError, RuntimeError):
     """The requested device cannot be used here; the message says what is missing."""
 

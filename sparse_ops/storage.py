@@ -12,6 +12,7 @@ import numpy as np
 
 from . import device as _dev
 from .dtypes import DEFAULT_INDEX_DTYPE
+from .errors import StorageTypeError
 from .ndarray import STYPES, CSRNDArray, NDArray, RowSparseNDArray
 from .ndarray.dense import CONVERSIONS
 
@@ -30,7 +31,7 @@ def _bits(a: np.ndarray) -> np.ndarray:
 def cast_storage(x: NDArray, stype: str) -> NDArray:
     """A new container with the values of ``x`` in storage type ``stype``."""
     if stype not in STYPES:
-        raise ValueError(f"unknown storage type {stype!r}; expected one of {STYPES}")
+        raise StorageTypeError(f"cast_storage (tostype): unknown storage type {stype!r} (argument stype); expected one of {STYPES}")
     if x.stype == stype:
         return x.copy()
     return _CASTS[(x.stype, stype)](x)

@@ -430,6 +430,7 @@ def _param_defaults(name: str, m: int, n: int) -> dict[str, Any]:
         "lr": 0.1, "scalar": 2.0, "a_min": -1.0, "a_max": 1.0, "num_hidden": 2, "kernel": (1,), "num_filter": 1,
         "input_dim": max(m, 1), "output_dim": n, "stype": "default", "shape": (m, n),
         "axis": 0, "begin": (0, 0), "end": (max(m, 1), n), "num_outputs": 1,
+        "dtype": "float16", "reps": (1, 2), "repeats": 2, "size": max(n, 1),  # cast's dtype: the float16 test maps it to float32
     }
 
 
@@ -515,6 +516,11 @@ def op_calls(opdef: Any, x: Any, m: int, n: int, dtype: Any = np.float32) -> lis
         "fm_interaction": lambda: [((x, D(n, 2)), {})],
         "_fm_interaction_backward": lambda: [((x, D(n, 2), D(m)), {})],
         "gcn_norm": lambda: [((x,), {}), ((x,), {"add_self_loops": False})],
+        # an output dtype parameter follows the inputs' (the float16 test maps "dtype" to float32)
+        "argsort": lambda: [((x,), {"dtype": np.dtype(dt).name})],
+        "one_hot": lambda: [((x,), {"depth": 3, "dtype": np.dtype(dt).name})],
+        "topk": lambda: [((x,), {"dtype": np.dtype(dt).name}), ((x,), {"ret_typ": "value", "k": 2})],
+        "pick": lambda: [((x, D(m)), {}), ((D(m, n), x), {"axis": 0, "keepdims": True})],
     }
     if name in special:
         return special[name]()

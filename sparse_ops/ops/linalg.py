@@ -627,12 +627,17 @@ def _swap(xp: Any, a: Any) -> Any:
 class LinalgPotrf(Op):
     """The Cholesky factor ``L`` (lower triangular, ``A = L @ L.T``) of each symmetric
     positive definite matrix of ``A`` (the last two axes; dense). A matrix that is not
-    positive definite raises ``ValueError``."""
+    positive definite raises ``ValueError``.
+
+    The factor is taken of ``(A + A.T) / 2``: for the symmetric inputs potrf is defined on
+    this is ``A`` itself (MXNet's LAPACK call reads the lower triangle only), and it makes
+    the gradient MXNet's symmetric ``dA`` the exact derivative of the forward function, so
+    finite differences entry by entry check it."""
 
     trusted = True  # built-in kernels, tested against NumPy references
     arguments = ("A",)
     backward_needs_inputs = ()
-    opcheck_skip = {"gradient": "no gradient yet: backward through potrf raises naming the op"}
+    backward_needs_outputs = ("output",)
 
     def infer_shape(self, A):
         shape = _matrices(A, "potrf")
@@ -648,10 +653,28 @@ class LinalgPotrf(Op):
     @kernel(device=_BOTH)
     def dense(self, ctx, A, out):
         xp = ctx.xp
+        sym = (A + _swap(xp, A)) * A.dtype.type(0.5)
         try:
-            out[...] = xp.linalg.cholesky(A)
+            out[...] = xp.linalg.cholesky(sym)
         except np.linalg.LinAlgError as exc:
             raise ValueError(f"potrf: a matrix is not positive definite ({exc})") from None
+
+    def gradient(self, out_grads, inputs, outputs):
+        """``dA = sym(L^-T Phi(L^T dL) L^-1)`` for ``A = L L^T``, with ``Phi`` the lower
+        triangle with its diagonal halved and ``sym(S) = (S + S^T) / 2`` (the perturbation
+        of ``L`` is lower triangular, ``dA`` symmetric), through the table's triangular
+        solves so higher orders record."""
+        from ..creation import array
+
+        g, L = out_grads[0], outputs[0]
+        n = L.shape[-1]
+        phi = np.tril(np.ones((n, n))) - 0.5 * np.eye(n)
+        mask = array(np.ascontiguousarray(np.broadcast_to(phi, L.shape)), dtype=L.dtype, device=L.device)
+        P = T.elemwise_mul(T._linalg_gemm2(L, g, transpose_a=True), mask)
+        Y = T._linalg_trsm(L, P, transpose=True)  # L^-T P
+        S = T._linalg_trsm(L, Y, rightside=True)  # L^-T P L^-1
+        perm = tuple(range(L.ndim - 2)) + (L.ndim - 1, L.ndim - 2)
+        return [T._mul_scalar(T.elemwise_add(S, T.transpose(S, axes=perm)), scalar=0.5)]
 
     @classmethod
     def samples(cls) -> list:
@@ -659,7 +682,8 @@ class LinalgPotrf(Op):
         from ..creation import array
 
         m = np.array([[4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.5, 0.2, 2.0]])
-        return [[array(m)], [array(np.stack([m, m * 2 + np.eye(3)]).astype(np.float32))]]
+        return [[array(m)], [array(np.stack([m, m * 2 + np.eye(3)]).astype(np.float32))],
+                [array(np.stack([m, m * 2 + np.eye(3)]))]]
 
 
 @register("_linalg_gemm2")

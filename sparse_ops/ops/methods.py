@@ -150,7 +150,10 @@ FLUENT = ("sum", "mean", "norm", "square_sum", "reshape", "transpose", "flatten"
           "sigmoid", "tanh", "zeros_like", "ones_like", "dot", "broadcast_to", "broadcast_like",
           "round", "rint", "fix", "floor", "ceil", "trunc", "sin", "cos", "tan", "arcsin", "arccos", "arctan",
           "sinh", "cosh", "arcsinh", "arccosh", "arctanh", "degrees", "radians", "expm1", "log2", "log10", "cbrt",
-          "rsqrt", "reciprocal")
+          "rsqrt", "reciprocal", "max", "min", "prod", "nansum", "nanprod", "argmax", "argmin", "argmax_channel",
+          "softmax", "log_softmax", "softmin", "squeeze", "tile", "repeat", "swapaxes", "one_hot", "argsort",
+          "shape_array", "size_array", "reshape_like", "pick", "slice_like", "sort", "topk")
+FLUENT_ALIASES = {"flip": "reverse", "broadcast_axes": "broadcast_axis"}  # MXNet's method name -> the operator
 
 
 def _fluent(name: str, fn: Callable) -> Callable:
@@ -182,6 +185,9 @@ def install(cls: type = NDArray) -> None:
     for name in FLUENT:
         if not hasattr(cls, name):
             setattr(cls, name, _fluent(name, getattr(T, name)))
+    for name, op in FLUENT_ALIASES.items():
+        if not hasattr(cls, name):
+            setattr(cls, name, _fluent(name, getattr(T, op)))
     cls.T = property(lambda self: T.transpose(self), doc="The transpose (``transpose(self)``).")
 
 

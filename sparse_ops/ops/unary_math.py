@@ -174,3 +174,31 @@ class Polygamma1(_MathUnary):
     zero_preserving = False
     domain = "positive"
     differentiable = False
+
+
+def _erf_grad(g, x, y):  # 2 / sqrt(pi) * exp(-x^2)
+    return _mul(g, T._mul_scalar(T.exp(T.negative(T.square(x))), scalar=2.0 / np.sqrt(np.pi)))
+
+
+def _erfinv_grad(g, x, y):  # sqrt(pi) / 2 * exp(y^2)
+    return _mul(g, T._mul_scalar(T.exp(T.square(y)), scalar=np.sqrt(np.pi) / 2.0))
+
+
+@register("erf")
+class Erf(_MathUnary):
+    """The Gauss error function, elementwise; dense result (MXNet 1.9 declares no sparse
+    kernel for it; here a sparse input is not densified first: ``erf(0) = 0`` is filled)."""
+
+    ufunc = staticmethod(_special("erf"))
+    zero_preserving = False
+    grad_rule = staticmethod(_erf_grad)
+
+
+@register("erfinv")
+class Erfinv(_MathUnary):
+    """The inverse of ``erf`` on (-1, 1), elementwise; dense result."""
+
+    ufunc = staticmethod(_special("erfinv"))
+    zero_preserving = False
+    domain = "unit"
+    grad_rule = staticmethod(_erfinv_grad)

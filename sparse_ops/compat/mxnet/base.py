@@ -20,6 +20,12 @@ class MXNetArgumentError(MXNetError, TypeError):
     The message names the operator and the argument."""
 
 
+class MXNetValueError(MXNetError, ValueError):
+    """A call of the MXNet face with an argument of the right kind but a bad value (an unknown
+    storage type, a density outside [0, 1]): an ``MXNetError`` as in MXNet, and a
+    ``ValueError`` as Python's own calls raise. The message names the operator and the argument."""
+
+
 mx_real_t = np.float32
 numeric_types = (numbers.Real, np.generic)
 integer_types = (int, np.integer)
@@ -55,4 +61,4 @@ def _as_list(obj: object) -> list:
     return list(obj) if isinstance(obj, (list, tuple)) else [obj]
 
 
-__all__ = ["py_str", "MXNetError", "MXNetArgumentError", "mx_real_t", "numeric_types", "integer_types", "string_types"]
+__all__ = ["py_str", "MXNetError", "MXNetArgumentError", "MXNetValueError", "mx_real_t", "numeric_types", "integer_types", "string_types"]

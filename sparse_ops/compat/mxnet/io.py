@@ -29,7 +29,7 @@ import numpy as np
 
 from ...errors import SparseOpsError
 from ...ndarray import CSRNDArray, NDArray
-from .base import mx_real_t
+from .base import MXNetArgumentError, mx_real_t
 
 __all__ = ["DataDesc", "DataBatch", "DataIter", "ResizeIter", "NDArrayIter", "LibSVMIter",
            "LibSVMFormatError", "DataIterError"]
@@ -522,7 +522,7 @@ def _init_data(data: Any, allow_empty: bool, default_name: str) -> list[tuple[st
         else:
             data = OrderedDict((f"_{i}_{default_name}", d) for i, d in enumerate(data))
     if not isinstance(data, dict):
-        raise TypeError("Input must be NDArray, numpy.ndarray, scipy.sparse.csr_matrix, a list of them "
+        raise MXNetArgumentError("Input must be NDArray, numpy.ndarray, scipy.sparse.csr_matrix, a list of them "
                         "or dict with them as values")
     out = {}
     for k, v in data.items():
@@ -534,7 +534,7 @@ def _init_data(data: Any, allow_empty: bool, default_name: str) -> list[tuple[st
         try:
             out[k] = nd_array(v)
         except Exception as exc:
-            raise TypeError(f"Invalid type '{type(v)}' for {k}, should be NDArray, numpy.ndarray or "
+            raise MXNetArgumentError(f"Invalid type '{type(v)}' for {k}, should be NDArray, numpy.ndarray or "
                             f"scipy.sparse.csr_matrix") from exc
     return sorted(out.items())
 

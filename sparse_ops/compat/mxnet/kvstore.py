@@ -27,6 +27,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ...errors import SparseOpsError
+from .base import MXNetArgumentError, MXNetValueError
 from ...ndarray import NDArray, RowSparseNDArray
 from ... import device as _dev
 
@@ -48,7 +49,7 @@ def create(name: str = "local") -> "KVStore":
     ``local_allreduce_device``). Distributed types (``dist_sync``, ``dist_async``, ...,
     ``horovod``, ``nccl``) raise: see ``sparse_ops.dask`` for more than one machine."""
     if not isinstance(name, str):
-        raise TypeError("name must be a string")
+        raise MXNetArgumentError(f"kv.create: name must be a string, got {type(name).__name__}")
     kind = name.lower()
     if kind not in _LOCAL_TYPES:
         raise KVStoreError(
@@ -199,7 +200,7 @@ class KVStore(KVStoreBase):
         """``'optimizer'``: True (updates run in the store)."""
         if capability.lower() == KVStoreBase.OPTIMIZER:
             return True
-        raise ValueError(f"Unknown capability: {capability}")
+        raise MXNetValueError(f"KVStore.is_capable: Unknown capability: {capability!r} (argument capability)")
 
     def __repr__(self) -> str:
         return f"<KVStore {self._type!r}: {len(self._store)} keys>"

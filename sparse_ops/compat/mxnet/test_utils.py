@@ -21,6 +21,7 @@ from ...device import Device, current_device
 from ...ndarray import NDArray
 from . import ndarray as nd
 from .context import Context
+from .base import MXNetArgumentError, MXNetValueError
 
 mx = sys.modules[__package__]  # ``from mxnet.test_utils import *`` hands tests ``mx``
 
@@ -178,12 +179,12 @@ def rand_sparse_ndarray(shape: tuple, stype: str, density: float | None = None, 
     dtype = default_dtype() if dtype is None else dtype
     distribution = "uniform" if distribution is None else distribution
     if distribution not in ("uniform", "powerlaw") or (distribution == "powerlaw" and stype != "csr"):
-        raise ValueError(f"distribution {distribution!r} is not supported for {stype}")
+        raise MXNetValueError(f"rand_sparse_ndarray: distribution {distribution!r} is not supported for {stype} (argument distribution)")
     if stype == "row_sparse":
         if rsp_indices is not None:
             indices = np.asarray(rsp_indices)
             if len(indices) > shape[0]:
-                raise ValueError("more rsp_indices than rows")
+                raise MXNetValueError("rand_sparse_ndarray: more rsp_indices than rows (argument rsp_indices)")
         else:
             indices = np.argwhere(rnd.rand(shape[0]) < density).flatten()
         if indices.shape[0] == 0:
@@ -198,13 +199,13 @@ def rand_sparse_ndarray(shape: tuple, stype: str, density: float | None = None, 
         return arr, (val, indices)
     if stype == "csr":
         if len(shape) != 2:
-            raise ValueError(f"csr arrays are 2-d, got shape {shape}")
+            raise MXNetValueError(f"rand_sparse_ndarray: csr arrays are 2-d, got shape {shape} (argument shape)")
         if distribution == "powerlaw":
             csr = _powerlaw_csr(shape[0], shape[1], density, dtype, ctx)
         else:
             csr = _uniform_csr(shape[0], shape[1], density, dtype, data_init, ctx, shuffle_csr_indices)
         return csr, (csr.indptr, csr.indices, csr.data)
-    raise ValueError(f"unknown storage type {stype!r}")
+    raise MXNetValueError(f"rand_sparse_ndarray: unknown storage type {stype!r} (argument stype)")
 
 
 def _powerlaw_csr(rows: int, cols: int, density: float, dtype: Any, ctx: Any):
@@ -212,9 +213,9 @@ def _powerlaw_csr(rows: int, cols: int, density: float, dtype: Any, ctx: Any):
     values (full rows once the columns run out) until ``rows * cols * density`` are placed."""
     total = int(rows * cols * density)
     if not 0 <= density <= 1:
-        raise ValueError("density has to be between 0 and 1")
+        raise MXNetValueError("rand_sparse_ndarray: density has to be between 0 and 1 (argument density)")
     if total < 2 * rows:
-        raise ValueError(f"not supported for this density: {density} for this shape ({rows}, {cols}); "
+        raise MXNetValueError(f"rand_sparse_ndarray: not supported for this density (argument density): {density} for this shape ({rows}, {cols}); "
                          "keep num_rows * num_cols * density >= 2 * num_rows")
     out = np.zeros((rows, cols), dtype=dtype)
     out[:, 0] = 1 + rnd.uniform(0.001, 2, size=rows)
@@ -233,7 +234,7 @@ def _powerlaw_csr(rows: int, cols: int, density: float, dtype: Any, ctx: Any):
         unused -= k
         col_max *= 2
     if unused > 0:
-        raise ValueError(f"not supported for this density: {density} for this shape ({rows}, {cols})")
+        raise MXNetValueError(f"rand_sparse_ndarray: not supported for this density (argument density): {density} for this shape ({rows}, {cols})")
     return nd.array(out, dtype=dtype, ctx=ctx).tostype("csr")
 
 
@@ -242,9 +243,9 @@ def _uniform_csr(rows: int, cols: int, density: float, dtype: Any, data_init: fl
     import scipy.sparse as sp
 
     if not 0 <= density <= 1:
-        raise ValueError("density has to be between 0 and 1")
+        raise MXNetValueError("rand_sparse_ndarray: density has to be between 0 and 1 (argument density)")
     if rows <= 0 or cols <= 0:
-        raise ValueError("num_rows or num_cols should be greater than 0")
+        raise MXNetValueError("rand_sparse_ndarray: num_rows or num_cols should be greater than 0 (argument shape)")
     draw = np.float64 if np.dtype(dtype) == np.float64 else np.float32  # SciPy has no float16
     m = sp.random(rows, cols, density, dtype=draw, format="csr")
     if data_init is not None:
@@ -278,7 +279,7 @@ def random_uniform_arrays(*shapes: tuple, low: float = 0.0, high: float = 1.0, d
 def random_sample(population: list, k: int) -> list:
     """``k`` elements of ``population`` drawn without replacement (NumPy's global generator)."""
     if not 0 <= k <= len(population):
-        raise ValueError(f"random_sample: k={k} is outside [0, {len(population)}]")
+        raise MXNetValueError(f"random_sample: argument k={k} is outside [0, {len(population)}]")
     population = list(population)
     rnd.shuffle(population)
     return population[:k]
@@ -299,7 +300,7 @@ def assign_each2(input1: Any, input2: Any, function: Callable | None) -> np.ndar
     if function is None:
         return np.array(a)
     if a.shape != b.shape:
-        raise ValueError(f"assign_each2: shapes {a.shape} and {b.shape} differ")
+        raise MXNetValueError(f"assign_each2: arguments input1, input2: shapes {a.shape} and {b.shape} differ")
     return np.vectorize(function, otypes=[np.float64])(a, b) if a.size else np.zeros(a.shape)
 
 
@@ -341,7 +342,7 @@ def create_sparse_array_zd(shape: tuple, stype: str, density: float, data_init: 
     if stype == "row_sparse":
         density = 0.0
         if rsp_indices is not None and len(rsp_indices) > shape[0]:
-            raise ValueError("more rsp_indices than rows")
+            raise MXNetValueError("create_sparse_array_zd: more rsp_indices than rows (argument rsp_indices)")
     return create_sparse_array(shape, stype, data_init=data_init, rsp_indices=rsp_indices, dtype=dtype,
                                modifier_func=modifier_func, density=density,
                                shuffle_csr_indices=shuffle_csr_indices)
@@ -356,7 +357,7 @@ def environment(*args: Any) -> Iterator[None]:
     elif len(args) == 2:
         env = {args[0]: args[1]}
     else:
-        raise TypeError("environment() takes one dict or a name and a value")
+        raise MXNetArgumentError("environment: arguments: environment() takes one dict or a name and a value")
     saved = {k: os.environ.get(k) for k in env}
 
     def apply(values: dict) -> None:

@@ -24,7 +24,7 @@ from ....custom import Custom as _core_custom
 from ....dtypes import value_dtype
 from ....ndarray import BaseSparseNDArray, CSRNDArray, NDArray, RowSparseNDArray
 from ....registry import get_op
-from ..base import mx_real_t
+from ..base import MXNetArgumentError, MXNetValueError, mx_real_t
 from . import _op, _views
 
 
@@ -94,9 +94,9 @@ def arange(start: float, stop: float | None = None, step: float = 1.0, repeat: i
     if stop is None:
         start, stop = 0, start
     if step == 0:
-        raise ValueError("arange: step must not be 0")
+        raise MXNetValueError("arange: argument step must not be 0")
     if repeat < 1:
-        raise ValueError(f"arange: repeat must be positive, got {repeat}")
+        raise MXNetValueError(f"arange: argument repeat must be positive, got {repeat}")
     dt = value_dtype(dtype)
     n = max(int(np.ceil((stop - start) / step)), 0)
     steps = (np.arange(n * repeat) // repeat).astype(dt)
@@ -113,7 +113,7 @@ def save(fname: str | os.PathLike, data: Any) -> None:
     elif isinstance(data, tuple):
         data = list(data)
     elif not isinstance(data, (list, dict)):
-        raise ValueError("data needs to either be a NDArray, dict of str, NDArray pairs or a list of NDarrays.")
+        raise MXNetValueError("save: argument data needs to either be a NDArray, dict of str, NDArray pairs or a list of NDarrays.")
     _io.save(fname, data)
 
 
@@ -152,15 +152,15 @@ def Custom(*data: Any, op_type: str, name: str | None = None, out: Any = None, *
         order = _custom_input_names(op_type, params)
         unknown = sorted(set(by_name) - set(order))
         if unknown:
-            raise TypeError(f"Custom: {op_type!r} has no input named {', '.join(unknown)} (inputs: {order})")
+            raise MXNetArgumentError(f"Custom: {op_type!r} has no input named {', '.join(unknown)} (inputs: {order})")
         taken = [n for n in order[:len(data)] if n in by_name]
         if taken:
-            raise TypeError(f"Custom: input(s) {taken} given both by position and by keyword")
+            raise MXNetArgumentError(f"Custom: input(s) {taken} given both by position and by keyword")
         rest = order[len(data):]
         k = _builtins.sum(n in by_name for n in rest)  # keyword inputs must continue the positional ones
         missing = [n for n in rest[:k] if n not in by_name]
         if missing:
-            raise TypeError(f"Custom: missing input(s) {missing} of {op_type!r}")
+            raise MXNetArgumentError(f"Custom: missing input(s) {missing} of {op_type!r}")
         data = data + tuple(by_name[n] for n in rest[:k])
         kwargs = params
     return _core_custom(*data, op_type=op_type, name=name, out=out, **kwargs)
@@ -169,7 +169,7 @@ def Custom(*data: Any, op_type: str, name: str | None = None, out: Any = None, *
 def _custom_input_names(op_type: str, params: dict[str, Any]) -> list[str]:
     prop_cls = getattr(get_op(op_type).cls, "prop_class", None)
     if prop_cls is None:
-        raise TypeError(f"Custom: keyword inputs need an operator registered from a CustomOpProp; "
+        raise MXNetArgumentError(f"Custom: keyword inputs need an operator registered from a CustomOpProp; "
                         f"pass the inputs of {op_type!r} by position")
     prop = prop_cls(**{k: str(v) for k, v in params.items()})
     return list(prop.list_arguments()) + list(prop.list_auxiliary_states())
@@ -222,7 +222,7 @@ def Activation(data: NDArray, act_type: str, out: NDArray | None = None, name: s
     """MXNet's ``Activation`` for ``act_type`` relu, sigmoid or tanh."""
     op = _ACTIVATIONS.get(act_type)
     if op is None:
-        raise ValueError(f"Activation: act_type {act_type!r} is not supported here; "
+        raise MXNetValueError(f"Activation: act_type {act_type!r} is not supported here; "
                          f"supported: {', '.join(_ACTIVATIONS)}")
     return _op.call(op, [data], out=out)
 

@@ -35,6 +35,14 @@ ALIASES = {
     "linalg_gemm2": "_linalg_gemm2",
     "linalg_trsm": "_linalg_trsm",
     "shuffle": "_shuffle",
+    "Cast": "cast",
+    "_copy": "identity",
+    "stop_gradient": "BlockGrad",
+    "max_axis": "max",
+    "min_axis": "min",
+    "flip": "reverse",
+    "SwapAxis": "swapaxes",
+    "broadcast_axes": "broadcast_axis",
 }
 _SPARSE_PREFIX = "_sparse_"  # MXNet's mx.nd.sparse.* ops are registered as _sparse_<name>
 
@@ -172,7 +180,8 @@ def ufunc(lhs: Any, rhs: Any, array_op: str, scalar_fn: Callable[[Any, Any], Any
     if isinstance(lhs, NDArray) and isinstance(rhs, NDArray):
         name = same_shape_op if same_shape_op is not None and lhs.shape == rhs.shape else array_op
         return call(name, [lhs, rhs])
-    raise TypeError(f"type {type(lhs).__name__} and {type(rhs).__name__} are not supported")
+    raise MXNetArgumentError(f"{array_op}: type {type(lhs).__name__} and {type(rhs).__name__} are not supported "
+                              "(arguments lhs, rhs)")
 
 
 def known_names() -> list[str]:

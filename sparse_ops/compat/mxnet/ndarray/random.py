@@ -10,7 +10,7 @@ from typing import Any
 
 from .... import random as _core_random
 from ....ndarray import NDArray
-from ..base import _Null
+from ..base import MXNetArgumentError, _Null
 from . import _op
 
 
@@ -20,7 +20,7 @@ def _given(v: Any) -> Any:
 
 def _scalar(name: str, v: Any) -> float:
     if isinstance(v, NDArray):
-        raise TypeError(f"{name} as an NDArray (per-element sampling) is not supported; pass a number")
+        raise MXNetArgumentError(f"{name} as an NDArray (per-element sampling) is not supported; pass a number")
     return v
 
 
@@ -29,7 +29,7 @@ def uniform(low: float = 0, high: float = 1, shape: Any = _Null, dtype: Any = _N
     """Samples of U[low, high); ``shape`` defaults to (1,), ``dtype`` to float32."""
     kwargs.pop("name", None)
     if kwargs:
-        raise TypeError(f"uniform() got unexpected arguments {sorted(kwargs)}")
+        raise MXNetArgumentError(f"uniform() got unexpected arguments {sorted(kwargs)}")
     return _core_random.uniform(_scalar("low", low), _scalar("high", high), shape=_given(shape),
                                 dtype=_given(dtype), device=ctx, out=out)
 
@@ -39,7 +39,7 @@ def normal(loc: float = 0, scale: float = 1, shape: Any = _Null, dtype: Any = _N
     """Samples of N(loc, scale²); ``shape`` defaults to (1,), ``dtype`` to float32."""
     kwargs.pop("name", None)
     if kwargs:
-        raise TypeError(f"normal() got unexpected arguments {sorted(kwargs)}")
+        raise MXNetArgumentError(f"normal() got unexpected arguments {sorted(kwargs)}")
     return _core_random.normal(_scalar("loc", loc), _scalar("scale", scale), shape=_given(shape),
                                dtype=_given(dtype), device=ctx, out=out)
 
@@ -60,7 +60,7 @@ def _sampler(mx_name: str, op_name: str, names: tuple, defaults: tuple, transfor
             if k in values:
                 values[k] = kwargs.pop(k)
         if kwargs:
-            raise TypeError(f"{mx_name}() got unexpected arguments {sorted(kwargs)}")
+            raise MXNetArgumentError(f"{mx_name}() got unexpected arguments {sorted(kwargs)}")
         values = {k: _scalar(k, v) for k, v in values.items()}
         params = transform(values) if transform else values
         return _core_random.sample(op_name, params, shape=_given(shape), dtype=_given(dtype), device=ctx, out=out)
@@ -84,7 +84,7 @@ def randint(low: int, high: int, shape: Any = _Null, dtype: Any = _Null, ctx: An
     """Integers uniform on [low, high); ``shape`` defaults to (1,), ``dtype`` to int32."""
     kwargs.pop("name", None)
     if kwargs:
-        raise TypeError(f"randint() got unexpected arguments {sorted(kwargs)}")
+        raise MXNetArgumentError(f"randint() got unexpected arguments {sorted(kwargs)}")
     return _core_random.randint(_scalar("low", low), _scalar("high", high), shape=_given(shape),
                                 dtype=_given(dtype), device=ctx, out=out)
 
@@ -95,7 +95,7 @@ def multinomial(data: NDArray, shape: Any = _Null, get_prob: bool = False, out: 
     ``data.shape[:-1] + shape``; with ``get_prob``, ``[ids, log probabilities]``."""
     kwargs.pop("name", None)
     if kwargs:
-        raise TypeError(f"multinomial() got unexpected arguments {sorted(kwargs)}")
+        raise MXNetArgumentError(f"multinomial() got unexpected arguments {sorted(kwargs)}")
     params = {"get_prob": get_prob, "dtype": dtype}
     if _given(shape) is not None:
         params["shape"] = (shape,) if isinstance(shape, int) else shape
@@ -106,7 +106,7 @@ def shuffle(data: NDArray, out: NDArray | None = None, **kwargs: Any) -> NDArray
     """A copy of ``data`` with its first axis randomly permuted."""
     kwargs.pop("name", None)
     if kwargs:
-        raise TypeError(f"shuffle() got unexpected arguments {sorted(kwargs)}")
+        raise MXNetArgumentError(f"shuffle() got unexpected arguments {sorted(kwargs)}")
     return _op.call("_shuffle", [data], out=out)
 
 

@@ -18,7 +18,7 @@ from .... import creation as _core
 from .... import device as _dev
 from ....errors import SparseFormatError
 from ....ndarray import BaseSparseNDArray, CSRNDArray, NDArray, RowSparseNDArray
-from ..base import integer_types, mx_real_t
+from ..base import MXNetValueError, integer_types, mx_real_t
 from . import _op
 
 _INDEX = np.int64
@@ -65,15 +65,15 @@ def _index(a: Any) -> np.ndarray:
     raise SparseFormatError(f"indices must have an integer dtype, got {a.dtype}")
 
 
-def _check_shape(s1: Any, s2: Any) -> None:
+def _check_shape(s1: Any, s2: Any, what: str = "csr_matrix") -> None:
     if s1 and s2 and tuple(s1) != tuple(s2):
-        raise ValueError(f"Shape mismatch detected. {tuple(s1)} v.s. {tuple(s2)}")
+        raise MXNetValueError(f"{what}: Shape mismatch detected. {tuple(s1)} v.s. {tuple(s2)} (argument shape)")
 
 
 def _inferable(indices: np.ndarray, shape: Any, what: str) -> None:
     """MXNet infers a missing shape from the largest index, and refuses to when there is none."""
     if shape is None and indices.shape[0] == 0:
-        raise ValueError(f"invalid shape: cannot infer the shape of a {what} array from empty indices; "
+        raise MXNetValueError(f"{'csr_matrix' if what == 'csr' else 'row_sparse_array'}: invalid shape (argument shape): cannot infer the shape of a {what} array from empty indices; "
                          "pass shape=")
 
 
@@ -95,12 +95,12 @@ def csr_matrix(arg1: Any, shape: Any = None, ctx: Any = None, dtype: Any = None)
             _inferable(indices, shape, "csr")
             return _core.csr_matrix((_host(data), indices, _index(indptr)), shape=shape,
                                     dtype=_default_dtype(data, dtype), device=dev, copy=True, check=False)
-        raise ValueError(f"Unexpected length of input tuple: {len(arg1)}")
+        raise MXNetValueError(f"csr_matrix: Unexpected length of input tuple: {len(arg1)} (argument arg1)")
     if isinstance(arg1, CSRNDArray) or _is_scipy_sparse(arg1):
         _check_shape(arg1.shape, shape)
         return array(arg1, ctx=ctx, dtype=dtype)
     if isinstance(arg1, RowSparseNDArray):
-        raise ValueError("Unexpected input type: RowSparseNDArray")
+        raise MXNetValueError("csr_matrix: Unexpected input type: RowSparseNDArray (argument arg1)")
     dense = _core.array(arg1, dtype=_default_dtype(arg1, dtype), device=dev)
     _check_shape(dense.shape, shape)
     return dense.tostype("csr")
@@ -112,9 +112,9 @@ def row_sparse_array(arg1: Any, shape: Any = None, ctx: Any = None, dtype: Any =
     dev = _dev.as_device(ctx)
     if isinstance(arg1, tuple):
         if len(arg1) < 2:
-            raise ValueError(f"Unexpected length of input tuple: {len(arg1)}")
+            raise MXNetValueError(f"row_sparse_array: Unexpected length of input tuple: {len(arg1)} (argument arg1)")
         if len(arg1) > 2 or all(isinstance(d, integer_types) for d in arg1):
-            _check_shape(arg1, shape)
+            _check_shape(arg1, shape, "row_sparse_array")
             return zeros("row_sparse", arg1, ctx=ctx, dtype=dtype)
         data, indices = arg1
         indices = _index(indices)
@@ -122,12 +122,12 @@ def row_sparse_array(arg1: Any, shape: Any = None, ctx: Any = None, dtype: Any =
         return _core.row_sparse_array((_host(data), indices), shape=shape,
                                       dtype=_default_dtype(data, dtype), device=dev, copy=True, check=False)
     if isinstance(arg1, RowSparseNDArray):
-        _check_shape(arg1.shape, shape)
+        _check_shape(arg1.shape, shape, "row_sparse_array")
         return array(arg1, ctx=ctx, dtype=dtype)
     if isinstance(arg1, CSRNDArray):
-        raise ValueError("Unexpected input type: CSRNDArray")
+        raise MXNetValueError("row_sparse_array: Unexpected input type: CSRNDArray (argument arg1)")
     dense = _core.array(arg1, dtype=_default_dtype(arg1, dtype), device=dev)
-    _check_shape(dense.shape, shape)
+    _check_shape(dense.shape, shape, "row_sparse_array")
     return dense.tostype("row_sparse")
 
 
@@ -140,7 +140,7 @@ def zeros(stype: str, shape: Any, ctx: Any = None, dtype: Any = None) -> NDArray
 def empty(stype: str, shape: Any, ctx: Any = None, dtype: Any = None) -> BaseSparseNDArray:
     """An empty sparse array (nothing stored) of storage type ``csr`` or ``row_sparse``."""
     if stype not in ("csr", "row_sparse"):
-        raise ValueError(f"unknown stype : {stype}")
+        raise MXNetValueError(f"sparse.empty: unknown stype : {stype!r} (argument stype)")
     return zeros(stype, (shape,) if isinstance(shape, integer_types) else shape, ctx=ctx, dtype=dtype)
 
 
@@ -150,14 +150,14 @@ def array(source_array: Any, ctx: Any = None, dtype: Any = None) -> BaseSparseND
     dev = _dev.as_device(ctx)
     if isinstance(source_array, NDArray):
         if source_array.stype == "default":
-            raise ValueError("Please use `tostype` to create RowSparseNDArray or CSRNDArray from an NDArray")
+            raise MXNetValueError("sparse.array: source_array is a dense NDArray. Please use `tostype` to create RowSparseNDArray or CSRNDArray from an NDArray")
         return _core.array(source_array, dtype=_default_dtype(source_array, dtype), device=dev)
     if _is_scipy_sparse(source_array):
         m = source_array.tocsr().sorted_indices()  # a copy: the caller's matrix is left alone
         m.sum_duplicates()
         return _core.csr_matrix((m.data, m.indices.astype(_INDEX), m.indptr.astype(_INDEX)), shape=m.shape,
                                 dtype=_default_dtype(source_array, dtype), device=dev, copy=True)
-    raise ValueError(f"Unexpected source_array type: {type(source_array).__name__}")
+    raise MXNetValueError(f"sparse.array: Unexpected source_array type: {type(source_array).__name__} (argument source_array)")
 
 
 def _same_shape_ufunc(mx_name: str, elemwise: str, broadcast: str, scalar_fn: Any, lscalar: str,

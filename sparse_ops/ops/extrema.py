@@ -1,0 +1,208 @@
+"""Dense-only reductions: ``max``, ``min``, ``prod``, ``nansum``, ``nanprod`` (axis,
+keepdims, exclude: the rules of ``sum``), and the index searches ``argmax``, ``argmin``,
+``argmax_channel``.
+
+MXNet 1.9 declares dense kernels only for these, so a row_sparse or csr input falls back
+to dense with one ``StorageFallbackWarning``; outputs are dense and keep the input dtype
+(the indices of ``argmax``/``argmin`` too, as MXNet's float indices). As ``sum`` here, a full
+reduction gives a 0-d array. Gradients are MXNet's: ``max``/``min`` send the head gradient
+to every entry equal to the result (ties each get it), ``prod`` gives ``y / x``, the
+``nan`` forms give 0 at NaN entries; the index searches have none (their results are
+constants).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..registry import Op, Param, kernel, register
+from ._util import T
+from .reduce import reduce_axes, reduced_shape
+
+_BOTH = ("cpu", "gpu")
+
+
+class _DenseReduction(Op):
+    """``reduce(data)`` over ``axis``; subclasses name the array-module function and the gradient."""
+
+    trusted = True  # built-in kernels, tested against NumPy references
+
+    axis = Param("axis", None, doc="axis or axes to reduce; None reduces all")
+    keepdims = Param(bool, False, doc="keep reduced axes with length 1")
+    exclude = Param(bool, False, doc="reduce the axes not listed in axis")
+    backward_needs_outputs = ("output",)
+    function = "max"
+
+    def axes(self, ndim: int) -> tuple[int, ...]:
+        return reduce_axes(self.axis, ndim, self.exclude)
+
+    def infer_shape(self, data):
+        return [reduced_shape(data, self.axes(len(data)), self.keepdims)]
+
+    @kernel(device=_BOTH)
+    def dense(self, ctx, data, output):
+        axes = self.axes(data.ndim)
+        fn = getattr(ctx.xp, self.function)
+        if data.size == 0 and self.function in ("max", "min") and any(data.shape[a] == 0 for a in axes):
+            raise ValueError(f"{self._opdef.name}: cannot reduce an empty axis of shape {data.shape} (argument axis)")
+        with np.errstate(all="ignore"):
+            output[...] = fn(data, axis=axes, keepdims=self.keepdims).astype(output.dtype, copy=False) \
+                if axes else data
+
+    def _spread(self, a: Any, shape: tuple[int, ...]) -> Any:
+        axes = self.axes(len(shape))
+        return T._broadcast_reduced(a, shape=shape, axis=axes) if axes else a
+
+    def local_gradient(self, x: Any, y: Any) -> Any:
+        """d output / d input with the output broadcast back (the head gradient multiplies it)."""
+        raise NotImplementedError
+
+    def gradient(self, out_grads, inputs, outputs):
+        x = inputs[0]
+        g = self._spread(out_grads[0], x.shape)
+        return [self.local_gradient(x, g, self._spread(outputs[0], x.shape))]
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: all axes, rows, columns, keepdims and exclude on 3-d, a csr input (fallback)."""
+        from . import _samples
+
+        x = _samples.array((3, 4))
+        return [([x], {}), ([x], {"axis": 0}), ([x], {"axis": 1}),
+                ([_samples.array((2, 3, 2), seed=1)], {"axis": (0, 2), "keepdims": True}),
+                ([_samples.array((2, 3, 2), seed=2)], {"axis": 1, "exclude": True}),
+                ([_samples.array((3, 4), "csr", seed=3)], {"axis": 1})]
+
+
+@register("max")
+class Max(_DenseReduction):
+    """The largest value over ``axis``; NaN propagates."""
+
+    function = "max"
+    backward_needs_inputs = ("data",)
+
+    def local_gradient(self, x, g, y):
+        return T.elemwise_mul(g, T.broadcast_equal(x, y))
+
+
+@register("min")
+class Min(Max):
+    """The smallest value over ``axis``; NaN propagates."""
+
+    function = "min"
+
+
+@register("prod")
+class Prod(_DenseReduction):
+    """The product of the values over ``axis``."""
+
+    function = "prod"
+    backward_needs_inputs = ("data",)
+
+    def local_gradient(self, x, g, y):
+        return T.elemwise_div(T.elemwise_mul(g, y), x)
+
+
+@register("nansum")
+class Nansum(_DenseReduction):
+    """The sum over ``axis`` with NaN counted as 0."""
+
+    function = "nansum"
+    backward_needs_inputs = ("data",)
+    backward_needs_outputs = ()
+
+    def local_gradient(self, x, g, y):
+        return T.elemwise_mul(g, T.broadcast_equal(x, x))
+
+    def gradient(self, out_grads, inputs, outputs):
+        x = inputs[0]
+        return [self.local_gradient(x, self._spread(out_grads[0], x.shape), None)]
+
+
+@register("nanprod")
+class Nanprod(_DenseReduction):
+    """The product over ``axis`` with NaN counted as 1."""
+
+    function = "nanprod"
+    backward_needs_inputs = ("data",)
+
+    def local_gradient(self, x, g, y):
+        return T.where(T.broadcast_equal(x, x), T.elemwise_div(T.elemwise_mul(g, y), x), T.zeros_like(x))
+
+
+# ---- index searches ---------------------------------------------------------------------------------
+class _Search(Op):
+    """The index of the first largest (smallest) value along ``axis`` (None: of the
+    flattened array), in the input's dtype."""
+
+    trusted = True  # built-in kernels, tested against NumPy references
+    differentiable = False
+    axis = Param(int, None, doc="the axis to search; None searches the flattened array")
+    keepdims = Param(bool, False, doc="keep the searched axis with length 1")
+    backward_needs_inputs = ()
+    function = "argmax"
+
+    def infer_shape(self, data):
+        if self.axis is None:
+            return [(1,) * len(data) if self.keepdims else ()]
+        return [reduced_shape(data, reduce_axes(self.axis, len(data)), self.keepdims)]
+
+    @kernel(device=_BOTH)
+    def dense(self, ctx, data, output):
+        if data.size == 0:
+            raise ValueError(f"{self._opdef.name}: cannot search an empty array of shape {data.shape} (argument data)")
+        fn = getattr(ctx.xp, self.function)
+        if self.axis is None:
+            output[...] = fn(data.reshape(-1))
+        else:
+            output[...] = fn(data, axis=self.axis % data.ndim).reshape(output.shape)
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: flattened, each axis, keepdims, a csr input (fallback)."""
+        from . import _samples
+
+        x = _samples.array((3, 4))
+        return [([x], {"axis": 1}), ([x], {}), ([x], {"axis": 0, "keepdims": True}),
+                ([_samples.array((3, 4), "csr", seed=3)], {"axis": -1})]
+
+
+@register("argmax")
+class Argmax(_Search):
+    __doc__ = _Search.__doc__.replace(" (smallest)", "")
+    function = "argmax"
+
+
+@register("argmin")
+class Argmin(_Search):
+    __doc__ = _Search.__doc__.replace("largest (smallest)", "smallest")
+    function = "argmin"
+
+
+@register("argmax_channel")
+class ArgmaxChannel(Op):
+    """The index of the first largest value along the last axis (MXNet's ``argmax_channel``),
+    in the input's dtype."""
+
+    trusted = True  # built-in kernels, tested against NumPy references
+    differentiable = False
+    backward_needs_inputs = ()
+
+    def infer_shape(self, data):
+        if not data:
+            raise ValueError("argmax_channel needs an array of at least one dimension (argument data)")
+        return [tuple(data[:-1])]
+
+    @kernel(device=_BOTH)
+    def dense(self, ctx, data, output):
+        if data.shape[-1] == 0:
+            raise ValueError(f"argmax_channel: cannot search an empty last axis, shape {data.shape} (argument data)")
+        output[...] = ctx.xp.argmax(data, axis=-1)
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: 2-d and 3-d."""
+        from . import _samples
+
+        return [[_samples.array((3, 4))], [_samples.array((2, 3, 2), seed=1)]]
