@@ -177,6 +177,9 @@ def sampled_entry(s, s_rows, s_idx, x_ptr, x_idx, x_val, x_dense, y_ptr, y_idx, 
 
 # ---- host drivers ------------------------------------------------------------------------------
 CHUNKS_PER_THREAD = 4  # row chunks per numba thread: evens out rows of uneven cost
+# B's columns are renumbered to its stored ones when there are this many times more
+# columns than stored values: the per-chunk accumulators then fit the data, not the width
+SPARSE_COLUMNS = 4
 
 
 def chunk_bounds(work: np.ndarray, chunks: int) -> np.ndarray:
@@ -203,6 +206,11 @@ def spgemm(a: tuple, b: tuple, n_cols: int, index_dtype: Any, parallel_worth: An
     ``parallel_worth(work)`` says whether the work (multiply-adds) pays for the threads."""
     a_ptr, a_idx, a_val = a
     b_ptr, b_idx, b_val = b
+    columns = None
+    if n_cols > SPARSE_COLUMNS * max(1, b_idx.shape[0]):  # accumulators by stored column, not all columns
+        columns = np.unique(b_idx)
+        b_idx = np.searchsorted(columns, b_idx).astype(b_idx.dtype, copy=False)
+        n_cols = columns.shape[0]
     rows = a_ptr.shape[0] - 1
     work = np.empty(rows, dtype=np.int64)
     row_work(a_ptr, a_idx, b_ptr, work)
@@ -236,6 +244,8 @@ def spgemm(a: tuple, b: tuple, n_cols: int, index_dtype: Any, parallel_worth: An
         short_val = np.empty(int(kept_ptr[-1]), dtype=values.dtype)
         compact_rows(ptr, indices, values, kept_ptr, short_idx, short_val)
         indices, values = short_idx, short_val
+    if columns is not None:  # renumbered columns back (an increasing map: rows stay sorted)
+        indices = columns[indices].astype(idt, copy=False)
     return kept_ptr.astype(idt, copy=False), indices, values
 
 
