@@ -6,7 +6,7 @@ storage conversions and ``dot`` (vs SciPy), the embedding training step and the 
 ``csr_spmm`` forward+backward (vs PyTorch), effective memory bandwidth, issue 8's targets
 checked, the PyTorch bridge against PyTorch (``bench_torch``: issue 15's targets, also
 written alone as ``torch.md``) and C operator libraries (``bench_clib``: issue 16's, also
-``clib.md``), and the MXNet face (``bench_mxnet``: issue 17's). Writes ``report.md`` and ``ratios.png`` to ``benchmarks/results/``
+``clib.md``), and the MXNet face (``bench_mxnet``: issue 17's), SpGEMM (``bench_spgemm``: issue 18's, also ``spgemm.md``). Writes ``report.md`` and ``ratios.png`` to ``benchmarks/results/``
 (``report-quick.md``/``ratios-quick.png`` with ``--quick``, so a short run never overwrites
 the full numbers) and prints the report. ``--smoke`` runs every case once on tiny inputs
 (the CI smoke test does, into a temporary ``--out``): its numbers mean nothing.
@@ -18,7 +18,7 @@ import datetime
 from pathlib import Path
 
 from . import (bench_bandwidth, bench_clib, bench_coldstart, bench_conversions, bench_dot, bench_embedding,
-               bench_import, bench_mxnet, bench_overhead, bench_spmm, bench_torch)
+               bench_import, bench_mxnet, bench_overhead, bench_spgemm, bench_spmm, bench_torch)
 from ._chart import bar_chart
 from ._summary import chart_entries, targets
 from ._timing import describe_machine
@@ -48,6 +48,7 @@ def main() -> None:
     bridge = bench_torch.run(scale=scale)
     clib = bench_clib.run(scale=scale)
     mxnet = bench_mxnet.run(scale=scale)
+    spgemm = bench_spgemm.run(scale=scale)
     machine = describe_machine()  # after the conversions, so numba's threading layer is known
 
     when = datetime.datetime.now().isoformat(timespec="seconds")
@@ -91,7 +92,10 @@ def main() -> None:
               "written alone as `clib.md`).", "", bench_clib.report(clib), "",
               "## The MXNet face", "",
               "`sparse_ops.compat.mxnet` against the native API, issue 17's targets (see `benchmarks/bench_mxnet.py`).",
-              "", bench_mxnet.report(mxnet), ""]
+              "", bench_mxnet.report(mxnet), "",
+              "## SpGEMM: dot(csr, csr)", "",
+              "Against SciPy's `A @ B` and MKL's `dot_product_mkl`, issue 18's targets (see "
+              "`benchmarks/bench_spgemm.py`; also written alone as `spgemm.md`).", "", bench_spgemm.report(spgemm), ""]
     suffix = "-smoke" if smoke else ("-quick" if quick else "")
     args.out.mkdir(parents=True, exist_ok=True)
     entries = chart_entries(overhead, conversions, dots, embedding, spmm, bridge)
@@ -106,6 +110,9 @@ def main() -> None:
     (args.out / f"clib{suffix}.md").write_text("\n".join(
         ["# C operator libraries", "", f"From `python -m benchmarks{mode}`, run {when}; the machine is described in "
          "the report beside this file.", "", bench_clib.report(clib), ""]))
+    (args.out / f"spgemm{suffix}.md").write_text("\n".join(
+        ["# SpGEMM: dot(csr, csr)", "", f"From `python -m benchmarks{mode}`, run {when}; the machine is described in "
+         "the report beside this file.", "", bench_spgemm.report(spgemm), ""]))
     (args.out / f"torch{suffix}.md").write_text("\n".join(
         ["# The PyTorch bridge vs PyTorch", "", f"From `python -m benchmarks{mode}`, run {when}; the machine is "
          "described in the report beside this file.", "", bench_torch.report(bridge), ""]))

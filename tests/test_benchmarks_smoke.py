@@ -92,6 +92,8 @@ def test_every_benchmark_case_runs_once(tmp_path):
     assert bridge.count("| yes |") == 13  # same result: 3 GCN layers, 2 embedding steps, 2 overheads, 6 conversions
     clib = (tmp_path / "clib-smoke.md").read_text()  # benchmarks/bench_clib.py: C op vs numba, ABI vs ctypes
     assert "skipped" not in clib and clib.count("| yes |") == 2, clib
+    spgemm = (tmp_path / "spgemm-smoke.md").read_text()  # benchmarks/bench_spgemm.py: outputs equal SciPy's
+    assert spgemm.count("| yes") == 2 and "| NO" not in spgemm and "MKL differs" not in spgemm, spgemm
     assert report.count("| yes |") >= 10  # conversions, dot, embedding, csr_spmm checked their results
     img = read_png(tmp_path / "ratios-smoke.png")
     # one 22-pixel row per ratio: 9 or more without PyTorch (as in CI), ~20 with it

@@ -8,12 +8,15 @@ remaining axes of lhs then of rhs, and two vectors give shape ``(1,)``.
 
 Output storage types follow MXNet 1.9: ``csr.T @ dense/row_sparse`` gives ``row_sparse``
 (only the columns ``lhs`` stores can be non-zero), ``dense @ csr`` (either
-``transpose_b``) gives ``csr``, everything else is dense. ``forward_stype`` overrides the
+``transpose_b``) gives ``csr``, and (wave 2; MXNet densified, and its face here keeps
+that dense result) ``csr @ csr`` gives ``csr``; everything else is dense. ``forward_stype`` overrides the
 choice, as MXNet's parameter of the same name does.
 
 Storage-aware kernels cover every pair with one sparse operand (``c,d``, ``c,r``,
-``d,c``, ``r,d``, ``d,r``) under every transpose flag; ``r,r``, ``r,c`` and ``c,c``
-densify (fallback). The csr kernels are numba on the cpu and numba.cuda on a gpu
+``d,c``, ``r,d``, ``d,r``) under every transpose flag, and ``c,c`` (SpGEMM, a csr result
+under every flag: canonical, with sums that cancel to exactly zero dropped as SciPy's
+``A @ B`` drops them; its gradients are csr with each operand's own structure, through
+``_sampled_dot``); ``r,r`` and ``r,c`` densify (fallback). The csr kernels are numba on the cpu and numba.cuda on a gpu
 (``sparse_ops.cuda.kernels``); the row_sparse ones are array-module code for both
 devices. The sparse kernels take a matrix lhs and a matrix or vector rhs; other shapes
 are densified inside them.
@@ -229,7 +232,7 @@ class Dot(Op):
     reduces its last axis, or its first with transpose_a; rhs its first, or its last with
     transpose_b; two vectors give shape (1,)). Storage types (MXNet 1.9): csr.T @
     default/row_sparse -> row_sparse (transpose_a only), default @ csr -> csr (not
-    transpose_a), otherwise default; ``forward_stype`` forces the output storage type."""
+    transpose_a), csr @ csr -> csr (any flags; wave 2), otherwise default; ``forward_stype`` forces the output storage type."""
 
     trusted = True  # built-in kernels, tested against NumPy/SciPy references
 
