@@ -610,7 +610,7 @@ class SampledDot(Op):
 
     @classmethod
     def samples(cls) -> list:
-        """``opcheck`` samples: csr mask with dense and csr operands, transposed."""
+        """``opcheck`` samples: csr mask with dense and csr operands, transposed; all dense."""
         from . import _samples
 
         A = _samples.array
@@ -618,7 +618,8 @@ class SampledDot(Op):
                 [A((3, 2), "csr", seed=1), A((3, 4), "csr", seed=2), A((4, 2), seed=3)],
                 ([A((3, 2), "csr", seed=4), A((4, 3), "csr", seed=5), A((2, 4), "csr", seed=6)],
                  {"transpose_a": True, "transpose_b": True}),
-                [A((3, 2), "csr", seed=1), A((3, 4), seed=2), A((4, 2), seed=3)]]
+                [A((3, 2), "csr", seed=1), A((3, 4), seed=2), A((4, 2), seed=3)],
+                [A((3, 2), seed=1), A((3, 4), seed=2), A((4, 2), seed=3)]]
 
 
 @register("FullyConnected")
