@@ -8,7 +8,8 @@ checked, the PyTorch bridge against PyTorch (``bench_torch``: issue 15's targets
 written alone as ``torch.md``) and C operator libraries (``bench_clib``: issue 16's, also
 ``clib.md``), the MXNet face (``bench_mxnet``: issue 17's), hashed feature spaces
 (``bench_hashed``: issue 18's cost-follows-nnz targets, also ``hashed.md``), whole
-training steps vs PyTorch (``bench_training``: issue 18's) and the JAX bridge (``bench_jax``:
+training steps vs PyTorch (``bench_training``: issue 18's), SpGEMM (``bench_spgemm``: issue
+18's, also ``spgemm.md``) and the JAX bridge (``bench_jax``:
 issue 19's, also ``jax.md``; n/a without jax). Writes ``report.md`` and ``ratios.png`` to ``benchmarks/results/``
 (``report-quick.md``/``ratios-quick.png`` with ``--quick``, so a short run never overwrites
 the full numbers) and prints the report. ``--smoke`` runs every case once on tiny inputs
@@ -21,8 +22,8 @@ import datetime
 from pathlib import Path
 
 from . import (bench_bandwidth, bench_clib, bench_coldstart, bench_conversions, bench_dot, bench_embedding,
-               bench_hashed, bench_import, bench_jax, bench_mxnet, bench_overhead, bench_spmm, bench_torch,
-               bench_training)
+               bench_hashed, bench_import, bench_jax, bench_mxnet, bench_overhead, bench_spgemm, bench_spmm,
+               bench_torch, bench_training)
 from ._chart import bar_chart
 from ._summary import chart_entries, targets
 from ._timing import describe_machine
@@ -57,6 +58,7 @@ def main() -> None:
     hashed = bench_hashed.run(scale=scale)
     training = bench_training.run(scale=scale)
     jaxb = bench_jax.run(scale=scale)
+    spgemm = bench_spgemm.run(scale=scale)
     machine = describe_machine()  # after the conversions, so numba's threading layer is known
 
     when = datetime.datetime.now().isoformat(timespec="seconds")
@@ -110,6 +112,9 @@ def main() -> None:
               "The embedding step with its loss and the demo's factorization machine against the same models in "
               "plain PyTorch, issue 18's targets (see `benchmarks/bench_training.py`).", "",
               bench_training.report(training, overhead["calls"]), "",
+              "## SpGEMM: dot(csr, csr)", "",
+              "Against SciPy's `A @ B` and MKL's `dot_product_mkl`, issue 18's targets (see "
+              "`benchmarks/bench_spgemm.py`; also written alone as `spgemm.md`).", "", bench_spgemm.report(spgemm), "",
               "## The JAX bridge", "",
               "`sparse_ops.jax` under `jax.jit` against jnp, `BCSR` and `jax.pure_callback`, issue 19's targets (see "
               "`benchmarks/bench_jax.py`; also written alone as `jax.md`).", "", bench_jax.report(jaxb), ""]
@@ -130,6 +135,9 @@ def main() -> None:
     (args.out / f"hashed{suffix}.md").write_text("\n".join(
         ["# Hashed feature spaces", "", f"From `python -m benchmarks{mode}`, run {when}; the machine is described in "
          "the report beside this file.", "", bench_hashed.report(hashed), ""]))
+    (args.out / f"spgemm{suffix}.md").write_text("\n".join(
+        ["# SpGEMM: dot(csr, csr)", "", f"From `python -m benchmarks{mode}`, run {when}; the machine is described in "
+         "the report beside this file.", "", bench_spgemm.report(spgemm), ""]))
     (args.out / f"torch{suffix}.md").write_text("\n".join(
         ["# The PyTorch bridge vs PyTorch", "", f"From `python -m benchmarks{mode}`, run {when}; the machine is "
          "described in the report beside this file.", "", bench_torch.report(bridge), ""]))

@@ -19,7 +19,8 @@ SECTIONS = ["Machine", "Issue 8 targets", "Storage conversions vs SciPy", "Impor
             "Per-call overhead and autograd", "dot vs SciPy", "Embedding training step vs PyTorch",
             "Cookbook `csr_spmm` forward+backward vs PyTorch sparse autograd", "Cold start",
             "Effective memory bandwidth", "PyTorch bridge vs PyTorch", "C operator libraries", "The MXNet face",
-            "Hashed feature spaces", "Whole training steps vs PyTorch", "The JAX bridge", "Chart"]
+            "Hashed feature spaces", "Whole training steps vs PyTorch", "SpGEMM: dot(csr, csr)", "The JAX bridge",
+            "Chart"]
 
 
 def read_png(path: Path) -> np.ndarray:
@@ -96,6 +97,8 @@ def test_every_benchmark_case_runs_once(tmp_path):
     assert "**NO**" not in hashed and hashed.count("| yes |") == 5, hashed
     jax_md = (tmp_path / "jax-smoke.md").read_text()  # benchmarks/bench_jax.py: n/a where jax is absent
     assert "n/a (jax is not installed)" in jax_md or jax_md.count("| yes |") == 5, jax_md
+    spgemm = (tmp_path / "spgemm-smoke.md").read_text()  # benchmarks/bench_spgemm.py: outputs equal SciPy's
+    assert spgemm.count("| yes") == 2 and "| NO" not in spgemm and "MKL differs" not in spgemm, spgemm
     assert report.count("| yes |") >= 10  # conversions, dot, embedding, csr_spmm checked their results
     img = read_png(tmp_path / "ratios-smoke.png")
     # one 22-pixel row per ratio: 9 or more without PyTorch (as in CI), ~20 with it

@@ -217,7 +217,7 @@ def test_check_every_builtin_op(simulated_gpu):
     assert summary.startswith(f"{len(ops)} operators checked (") and summary.endswith("0 failed, 0 without samples")
     samples = int(summary.split("(")[1].split()[0])
     assert samples == sum(len(so.get_op(op).cls.samples()) for op in ops)
-    dot = "  ok   dot: 11 samples; compared: determinism, format, " + ("gpu, " if simulated_gpu else "")
+    dot = "  ok   dot: 13 samples; compared: determinism, format, " + ("gpu, " if simulated_gpu else "")
     assert dot + "gradient, inference, reference\n" in out
 
 
@@ -225,7 +225,7 @@ def test_check_sparse_ops_is_the_built_ins(capsys):
     assert main(["check", "sparse_ops", "--op", "dot", "--op", "cast_storage"]) == 0
     out = capsys.readouterr().out
     assert "  ok   cast_storage: 9 samples; compared: determinism, format, gradient, inference, reference" in out
-    assert "2 operators checked (20 samples), 0 failed, 0 without samples" in out
+    assert "2 operators checked (22 samples), 0 failed, 0 without samples" in out
 
 
 def test_check_the_cookbook(tmp_path, monkeypatch, capsys):

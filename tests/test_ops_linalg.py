@@ -20,11 +20,13 @@ STYPES = ["default", "row_sparse", "csr"]
 FLAGS = list(itertools.product([False, True], [False, True]))
 # storage pairs that have a storage-aware kernel (others densify)
 KERNEL_PAIRS = {("csr", "default"), ("csr", "row_sparse"), ("default", "csr"),
-                ("row_sparse", "default"), ("default", "row_sparse")}
+                ("row_sparse", "default"), ("default", "row_sparse"), ("csr", "csr")}
 
 
 def expected_stype(lhs: str, rhs: str, ta: bool, tb: bool) -> str:
-    """DESIGN.md's table for dot (MXNet 1.9)."""
+    """DESIGN.md's table for dot (MXNet 1.9, plus wave 2's csr @ csr -> csr)."""
+    if lhs == "csr" and rhs == "csr":
+        return "csr"
     if lhs == "csr" and rhs in ("default", "row_sparse") and ta and not tb:
         return "row_sparse"
     if lhs == "default" and rhs == "csr" and not ta:
@@ -400,7 +402,8 @@ def test_simulated_gpu_paths():
         rng = np.random.default_rng(0)
         kernels = {("row_sparse", "default"): "Dot.rsp_lhs", ("default", "row_sparse"): "Dot.rsp_rhs",
                    ("default", "default"): "Dot.dense", ("csr", "default"): "Dot.csr_lhs_gpu",
-                   ("csr", "row_sparse"): "Dot.csr_lhs_gpu", ("default", "csr"): "Dot.csr_rhs_gpu"}
+                   ("csr", "row_sparse"): "Dot.csr_lhs_gpu", ("default", "csr"): "Dot.csr_rhs_gpu",
+                   ("csr", "csr"): "Dot.csr_csr_gpu"}
         for ls, rs in itertools.product(["default", "row_sparse", "csr"], repeat=2):
             for ta, tb in itertools.product([False, True], repeat=2):
                 a = rng.integers(-3, 4, size=(4, 5) if ta else (5, 4)).astype(np.float32)

@@ -8,12 +8,15 @@ remaining axes of lhs then of rhs, and two vectors give shape ``(1,)``.
 
 Output storage types follow MXNet 1.9: ``csr.T @ dense/row_sparse`` gives ``row_sparse``
 (only the columns ``lhs`` stores can be non-zero), ``dense @ csr`` (either
-``transpose_b``) gives ``csr``, everything else is dense. ``forward_stype`` overrides the
+``transpose_b``) gives ``csr``, and (wave 2; MXNet densified, and its face here keeps
+that dense result) ``csr @ csr`` gives ``csr``; everything else is dense. ``forward_stype`` overrides the
 choice, as MXNet's parameter of the same name does.
 
 Storage-aware kernels cover every pair with one sparse operand (``c,d``, ``c,r``,
-``d,c``, ``r,d``, ``d,r``) under every transpose flag; ``r,r``, ``r,c`` and ``c,c``
-densify (fallback). The csr kernels are numba on the cpu and numba.cuda on a gpu
+``d,c``, ``r,d``, ``d,r``) under every transpose flag, and ``c,c`` (SpGEMM, a csr result
+under every flag: canonical, with sums that cancel to exactly zero dropped as SciPy's
+``A @ B`` drops them; its gradients are csr with each operand's own structure, through
+``_sampled_dot``); ``r,r`` and ``r,c`` densify (fallback). The csr kernels are numba on the cpu and numba.cuda on a gpu
 (``sparse_ops.cuda.kernels``); the row_sparse ones are array-module code for both
 devices. The sparse kernels take a matrix lhs and a matrix or vector rhs; other shapes
 are densified inside them.
@@ -31,11 +34,11 @@ from typing import Any
 import numpy as np
 
 from ..dtypes import in_input_dtypes, promote_types
-from ..ndarray import NDArray, RowSparseNDArray
+from ..ndarray import CSRNDArray, NDArray, RowSparseNDArray
 from ..registry import Op, Param, kernel, register
 from ..sdk import csr as sdk_csr
 from ..sdk.rowkernel import parallel_worth
-from ._util import T, index_dtype_for, kernel_module, numba_values
+from ._util import T, index_dtype_for, is_host, kernel_module, numba_values
 
 _BOTH = ("cpu", "gpu")
 
@@ -89,6 +92,20 @@ def _emit_rows(ctx, out: NDArray, values: Any, rows: Any) -> None:
         out.data[rows] = values
     else:
         ctx.adopt(out, RowSparseNDArray._trusted(values, rows, out.shape, out.device).tostype("csr"))
+
+
+def _emit_csr(ctx, out: NDArray, values: Any, indices: Any, indptr: Any) -> None:
+    """Store a csr result (canonical components, values widened for the kernels) into
+    ``out`` of any storage type (``forward_stype`` may ask for another)."""
+    values = values.astype(out.dtype, copy=False)
+    if out.stype == "csr":
+        ctx.set_csr(out, values, indices, indptr)
+        return
+    result = CSRNDArray._trusted(values, indices, indptr, out.shape, out.device).tostype(out.stype)
+    if out.stype == "default":
+        out.data[...] = result.data
+    else:
+        ctx.adopt(out, result)
 
 
 def _size(shape: tuple) -> int:
@@ -273,7 +290,7 @@ class Dot(Op):
     reduces its last axis, or its first with transpose_a; rhs its first, or its last with
     transpose_b; two vectors give shape (1,)). Storage types (MXNet 1.9): csr.T @
     default/row_sparse -> row_sparse (transpose_a only), default @ csr -> csr (not
-    transpose_a), otherwise default; ``forward_stype`` forces the output storage type."""
+    transpose_a), csr @ csr -> csr (any flags; wave 2), otherwise default; ``forward_stype`` forces the output storage type."""
 
     trusted = True  # built-in kernels, tested against NumPy/SciPy references
 
@@ -322,6 +339,8 @@ class Dot(Op):
     def infer_storage_type(self, lhs, rhs):
         if self.forward_stype is not None:
             return [self.forward_stype]
+        if lhs == "csr" and rhs == "csr":  # SpGEMM, any transpose flags (MXNet 1.9 densified)
+            return ["csr"]
         if lhs == "csr" and rhs != "csr" and self.transpose_a and not self.transpose_b:
             return ["row_sparse"]
         if lhs == "default" and rhs == "csr" and not self.transpose_a:
@@ -388,6 +407,42 @@ class Dot(Op):
             else:
                 kernel_module("linalg").dense_csr_rows(a, *parts, product, 0, a.shape[0])
         _emit_dense(ctx, out, product, (rhs.indices, rhs.indptr))
+
+    @kernel(device="cpu", stypes=("csr", "csr"))
+    def csr_csr(self, ctx, lhs, rhs, out):
+        """op(lhs) @ op(rhs) for two csr matrices (SpGEMM, ``sparse_ops.kernels.spgemm``): a
+        canonical csr, exact zeros from cancellation dropped as SciPy's ``A @ B`` drops them.
+        A transposed operand is transposed structurally first."""
+        if lhs.data.dtype != rhs.data.dtype:  # mixed dtypes: the kernels take one
+            lhs, rhs = _promoted(out, lhs, rhs)
+        a, b = _csr_parts(lhs), _csr_parts(rhs)
+        if self.transpose_a:
+            a = sdk_csr.transpose(None, lhs.shape[1], *a)
+        if self.transpose_b:
+            b = sdk_csr.transpose(None, rhs.shape[1], *b)
+        idt = index_dtype_for(lhs.indices, rhs.indices, shape=out.shape)
+        indptr, indices, values = kernel_module("spgemm").spgemm(a, b, out.shape[1], idt, parallel_worth, _threads())
+        _emit_csr(ctx, out, values, indices, indptr)
+
+    @kernel(device="gpu", stypes=("csr", "csr"))
+    def csr_csr_gpu(self, ctx, lhs, rhs, out):
+        """``csr_csr`` on a gpu (``sparse_ops.cuda.spgemm``): the same two passes, a thread
+        per output row."""
+        if lhs.data.dtype != rhs.data.dtype:  # mixed dtypes: the kernels take one
+            lhs, rhs = _promoted(out, lhs, rhs)
+        from ..cuda import spgemm as gs
+        from ..device import allocating_on
+
+        a = (lhs.indptr, lhs.indices, numba_values(lhs.data))
+        b = (rhs.indptr, rhs.indices, numba_values(rhs.data))
+        with allocating_on(ctx.device):
+            if self.transpose_a:
+                a = sdk_csr.transpose(ctx, lhs.shape[1], *a)
+            if self.transpose_b:
+                b = sdk_csr.transpose(ctx, rhs.shape[1], *b)
+            idt = index_dtype_for(lhs.indices, rhs.indices, shape=out.shape)
+            indptr, indices, values = gs.spgemm(ctx, a, b, out.shape[1], idt)
+            _emit_csr(ctx, out, values, indices, indptr)
 
     @kernel(device="gpu", stypes=[("csr", "default"), ("csr", "row_sparse")])
     def csr_lhs_gpu(self, ctx, lhs, rhs, out):
@@ -479,6 +534,8 @@ class Dot(Op):
         that needs no gradient (a constant csr data matrix, say) gets none computed."""
         (g,) = out_grads
         lhs, rhs = inputs
+        if lhs.stype == "csr" and rhs.stype == "csr":
+            return self._csr_csr_gradient(g, lhs, rhs, needs or (True, True))
         if lhs.ndim == 2 and rhs.ndim == 2:
             return self._matrix_gradient(g, lhs, rhs, needs or (True, True))
         shape_l, shape_r, shape_out = self._matrix_shapes(lhs.shape, rhs.shape)
@@ -488,6 +545,20 @@ class Dot(Op):
         d_lhs, d_rhs = self._matrix_gradient(T.reshape(g, shape=shape_out), T.reshape(lhs, shape=shape_l),
                                              T.reshape(rhs, shape=shape_r))
         return [T.reshape(d_lhs, shape=lhs.shape), T.reshape(d_rhs, shape=rhs.shape)]
+
+    def _csr_csr_gradient(self, g: NDArray, lhs: NDArray, rhs: NDArray, needs: Any) -> list[NDArray | None]:
+        """Gradients of csr @ csr for the stored values only: csr arrays with each operand's
+        own structure, d op(lhs) = g @ op(rhs).T and d op(rhs) = op(lhs).T @ g sampled
+        there (``_sampled_dot``; the dense products are never formed). g is dense or csr."""
+        ta, tb = self.transpose_a, self.transpose_b
+        d_lhs = d_rhs = None
+        if needs[0]:
+            d_lhs = (T._sampled_dot(lhs, rhs, g, transpose_a=tb, transpose_b=True) if ta else
+                     T._sampled_dot(lhs, g, rhs, transpose_b=not tb))
+        if needs[1]:
+            d_rhs = (T._sampled_dot(rhs, g, lhs, transpose_a=True, transpose_b=ta) if tb else
+                     T._sampled_dot(rhs, lhs, g, transpose_a=not ta))
+        return [d_lhs, d_rhs]
 
     def _matrix_gradient(self, g: NDArray, lhs: NDArray, rhs: NDArray,
                          needs: Any = (True, True)) -> list[NDArray | None]:
@@ -524,7 +595,89 @@ class Dot(Op):
                 [A((3, 4), "row_sparse", seed=1), A((4, 2), seed=2)],
                 ([A((2, 4), seed=1), A((3, 4), "csr", seed=2)], {"transpose_b": True}),
                 [A((3, 4), "csr", seed=1), A((4, 2), "row_sparse", seed=2)],
+                [A((3, 4), "csr", seed=1), A((4, 2), "csr", seed=2)],
+                ([A((4, 3), "csr", seed=1), A((2, 4), "csr", seed=2)], {"transpose_a": True, "transpose_b": True}),
                 [A((4,), seed=1), A((4,), seed=2)]]
+
+
+def _sampled_rows(ctx, x: NDArray, transpose: bool) -> Any:
+    """``op(x)``'s rows for ``sparse_ops.kernels.spgemm.sampled``: csr parts (transposed
+    structurally) or a row-major dense matrix, values widened for the kernels."""
+    xp = ctx.xp
+    if x.stype == "csr":
+        parts = (x.indptr, x.indices, numba_values(x.data) if not is_host(x.data) else _kernel_values(x.data))
+        return sdk_csr.transpose(ctx, x.shape[1], *parts) if transpose else parts
+    d = x.data if x.stype == "default" else x.tostype("default").data
+    d = numba_values(d) if not is_host(d) else _kernel_values(d)
+    return xp.ascontiguousarray(d.T if transpose else d)
+
+
+@register("_sampled_dot")
+class SampledDot(Op):
+    """``op(lhs) @ op(rhs)`` at the stored entries of csr ``mask`` only (SDDMM): a csr with
+    mask's structure (index arrays shared). The gradient of ``dot(csr, csr)`` for each
+    operand's stored values; lhs and rhs are dense or csr, and the dense product is never
+    formed. Its own gradient is not implemented (second order through csr @ csr)."""
+
+    trusted = True  # built-in kernels, tested against NumPy/SciPy references
+    arguments = ("mask", "lhs", "rhs")
+    backward_needs_inputs = ()
+    transpose_a = Param(bool, False, doc="use the transpose of lhs")
+    transpose_b = Param(bool, False, doc="use the transpose of rhs")
+    opcheck_skip = {"gradient": "no gradient: second order through dot(csr, csr) raises naming the op"}
+
+    def infer_shape(self, mask, lhs, rhs):
+        if len(mask) != 2 or len(lhs) != 2 or len(rhs) != 2:
+            raise ValueError(f"_sampled_dot needs matrices, got shapes {mask}, {lhs} and {rhs}")
+        m, k = (lhs[1], lhs[0]) if self.transpose_a else lhs
+        k2, n = (rhs[1], rhs[0]) if self.transpose_b else rhs
+        if k != k2 or (m, n) != tuple(mask):
+            raise ValueError(f"_sampled_dot: op(lhs) {(m, k)} @ op(rhs) {(k2, n)} does not give the "
+                             f"mask's shape {tuple(mask)}")
+        return [tuple(mask)]
+
+    def infer_type(self, mask, lhs, rhs):
+        return [promote_types(lhs, rhs)]
+
+    def infer_storage_type(self, mask, lhs, rhs):
+        return ["csr"]
+
+    @kernel(device=_BOTH)
+    def dense(self, ctx, mask, lhs, rhs, out):
+        """All dense (a fallback): the product where ``mask`` is non-zero."""
+        a = lhs.T if self.transpose_a else lhs
+        b = rhs.T if self.transpose_b else rhs
+        out[...] = ctx.xp.where(mask != 0, ctx.xp.matmul(a, b), 0)
+
+    @kernel(device=_BOTH, stypes=[("csr", "default", "default"), ("csr", "csr", "default"),
+                                  ("csr", "default", "csr"), ("csr", "csr", "csr")])
+    def sampled(self, ctx, mask, lhs, rhs, out):
+        from ..device import allocating_on
+        from ..kernels.spgemm import sampled
+
+        if lhs.dtype != out.dtype or rhs.dtype != out.dtype:
+            lhs, rhs = _promoted(out, lhs, rhs)
+        with allocating_on(ctx.device):
+            x = _sampled_rows(ctx, lhs, self.transpose_a)
+            y = _sampled_rows(ctx, rhs, not self.transpose_b)
+            k = lhs.shape[0] if self.transpose_a else lhs.shape[1]
+            dtype = (x[2] if isinstance(x, tuple) else x).dtype
+            gpu = None if is_host(mask.indptr) else ctx
+            values = sampled(gpu, mask.indptr, mask.indices, x, y, k, dtype)
+            ctx.set_csr(out, values.astype(out.dtype, copy=False), mask.indices, mask.indptr)
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: csr mask with dense and csr operands, transposed; all dense."""
+        from . import _samples
+
+        A = _samples.array
+        return [[A((3, 2), "csr", seed=1), A((3, 4), seed=2), A((4, 2), "csr", seed=3)],
+                [A((3, 2), "csr", seed=1), A((3, 4), "csr", seed=2), A((4, 2), seed=3)],
+                ([A((3, 2), "csr", seed=4), A((4, 3), "csr", seed=5), A((2, 4), "csr", seed=6)],
+                 {"transpose_a": True, "transpose_b": True}),
+                [A((3, 2), "csr", seed=1), A((3, 4), seed=2), A((4, 2), seed=3)],
+                [A((3, 2), seed=1), A((3, 4), seed=2), A((4, 2), seed=3)]]
 
 
 @register("FullyConnected")

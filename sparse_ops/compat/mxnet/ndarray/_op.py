@@ -138,9 +138,26 @@ def make_function(mx_name: str, target: str) -> Callable[..., Any]:
             params["device"] = ctx
         return no_scalar_shape(invoke(opdef, inputs, params, out))
 
+    if target == "dot":
+        fn = _dense_csr_product(fn)
     fn.__name__ = fn.__qualname__ = mx_name
     fn.__doc__ = f"MXNet's ``{mx_name}``: operator ``{target}``.\n\n{get_op(target).describe()}"
     return fn
+
+
+def _dense_csr_product(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """MXNet 1.9's ``dot`` of two csr arrays is dense (it densified them): the native csr
+    product (SpGEMM) is asked for a dense output, unless ``forward_stype`` is given."""
+
+    def dot(*args: Any, **kwargs: Any) -> Any:
+        lhs = args[0] if args else kwargs.get("lhs")
+        rhs = args[1] if len(args) > 1 else kwargs.get("rhs")
+        if (getattr(lhs, "stype", None) == "csr" and getattr(rhs, "stype", None) == "csr"
+                and kwargs.get("forward_stype") is None):
+            kwargs["forward_stype"] = "default"
+        return fn(*args, **kwargs)
+
+    return dot
 
 
 def function(name: str) -> Callable[..., Any]:

@@ -1,0 +1,276 @@
+"""numba CPU kernels of sparse @ sparse: ``dot(csr, csr)`` (SpGEMM) and its gradient, the
+product of two operands sampled at a csr matrix's stored entries (SDDMM).
+
+SpGEMM is Gustavson's row-by-row product in two passes over the same row chunks: a
+symbolic pass counts each output row's distinct columns (so the output is allocated once,
+exactly), a numeric pass accumulates each row into a dense accumulator, writes its columns
+in increasing order and drops the entries that summed to exactly zero (SciPy's ``A @ B``
+drops them too). The chunks are row ranges of about equal work (multiply-adds), run in
+parallel; each owns its accumulator and its output rows, so there are no atomics.
+
+Inputs are validated, canonical csr parts (sorted, unique columns); values arrive widened
+to float32, float64 or int64 and share one dtype.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import prange
+
+from ..sdk.rowkernel import row_kernel
+from . import jit
+
+
+@jit()
+def row_work(a_ptr, a_idx, b_ptr, work):
+    """work[i] = multiply-adds of output row i of A @ B (the stored values of B's rows
+    that row i of A selects)."""
+    for i in range(a_ptr.shape[0] - 1):
+        s = 0
+        for j in range(a_ptr[i], a_ptr[i + 1]):
+            c = a_idx[j]
+            s += b_ptr[c + 1] - b_ptr[c]
+        work[i] = s
+
+
+@jit()
+def spgemm_count_rows(a_ptr, a_idx, b_ptr, b_idx, n_cols, lo, hi, counts):
+    """counts[i] = distinct columns of row i of A @ B for lo <= i < hi, with a marker array
+    (the last row that met each column)."""
+    if hi > lo:
+        mark = np.full(n_cols, -1, dtype=np.int64)
+        for i in range(lo, hi):
+            c = 0
+            for j in range(a_ptr[i], a_ptr[i + 1]):
+                r = a_idx[j]
+                for q in range(b_ptr[r], b_ptr[r + 1]):
+                    col = b_idx[q]
+                    if mark[col] != i:
+                        mark[col] = i
+                        c += 1
+            counts[i] = c
+
+
+@jit(parallel=True)
+def spgemm_count(a_ptr, a_idx, b_ptr, b_idx, n_cols, bounds, counts):
+    """``spgemm_count_rows`` for the row chunks ``bounds[t]:bounds[t+1]``, in parallel."""
+    for t in prange(bounds.shape[0] - 1):
+        spgemm_count_rows(a_ptr, a_idx, b_ptr, b_idx, n_cols, bounds[t], bounds[t + 1], counts)
+
+
+@jit()
+def spgemm_fill_rows(a_ptr, a_idx, a_val, b_ptr, b_idx, b_val, n_cols, lo, hi, out_ptr, out_idx, out_val, kept):
+    """Row i of A @ B (lo <= i < hi) into out[out_ptr[i]:out_ptr[i + 1]] (``spgemm_count``'s sizes):
+    columns increasing, values summed in the accumulator; entries summing to zero are
+    dropped, so only the first kept[i] slots of the row are written.
+
+    A row is sorted by scanning its column range in the marker array when that range is
+    short against the row's length (dense-ish rows), else by sorting its column list."""
+    if hi > lo:
+        mark = np.full(n_cols, -1, dtype=np.int64)
+        acc = np.zeros(n_cols, dtype=out_val.dtype)
+        for i in range(lo, hi):
+            start = out_ptr[i]
+            p = start
+            lo = n_cols
+            hi = -1
+            for j in range(a_ptr[i], a_ptr[i + 1]):
+                r = a_idx[j]
+                v = a_val[j]
+                for q in range(b_ptr[r], b_ptr[r + 1]):
+                    col = b_idx[q]
+                    if mark[col] != i:
+                        mark[col] = i
+                        acc[col] = v * b_val[q]
+                        out_idx[p] = col
+                        p += 1
+                        if col < lo:
+                            lo = col
+                        if col > hi:
+                            hi = col
+                    else:
+                        acc[col] += v * b_val[q]
+            count = p - start
+            w = start
+            if count > 0 and hi - lo < 8 * count:
+                for col in range(lo, hi + 1):
+                    if mark[col] == i:
+                        x = acc[col]
+                        if x != 0:
+                            out_idx[w] = col
+                            out_val[w] = x
+                            w += 1
+            elif count > 0:
+                out_idx[start:p].sort()
+                for s in range(start, p):
+                    col = out_idx[s]
+                    x = acc[col]
+                    if x != 0:
+                        out_idx[w] = col
+                        out_val[w] = x
+                        w += 1
+            kept[i] = w - start
+
+
+@jit(parallel=True)
+def spgemm_fill(a_ptr, a_idx, a_val, b_ptr, b_idx, b_val, n_cols, bounds, out_ptr, out_idx, out_val, kept):
+    """``spgemm_fill_rows`` for the row chunks ``bounds[t]:bounds[t+1]``, in parallel."""
+    for t in prange(bounds.shape[0] - 1):
+        spgemm_fill_rows(a_ptr, a_idx, a_val, b_ptr, b_idx, b_val, n_cols, bounds[t], bounds[t + 1],
+                         out_ptr, out_idx, out_val, kept)
+
+
+@jit()
+def compact_rows(src_ptr, src_idx, src_val, dst_ptr, dst_idx, dst_val):
+    """Copy the first dst_ptr[i + 1] - dst_ptr[i] entries of each row i of the src csr
+    into the dst csr (the rows ``spgemm_fill`` shortened by dropping zeros)."""
+    for i in range(dst_ptr.shape[0] - 1):
+        s = src_ptr[i]
+        for d in range(dst_ptr[i], dst_ptr[i + 1]):
+            dst_idx[d] = src_idx[s]
+            dst_val[d] = src_val[s]
+            s += 1
+
+
+@row_kernel
+def sampled_entry(s, s_rows, s_idx, x_ptr, x_idx, x_val, x_dense, y_ptr, y_idx, y_val, y_dense, k, out):
+    """out[s] = sum over l of X[p, l] * Y[q, l] for the stored entry s = (s_rows[s], s_idx[s])
+    of a csr structure S: (X @ Y.T) sampled at S, never formed whole. X and Y are csr
+    parts, or with ``x_dense`` / ``y_dense`` row-major dense matrices k wide flattened into
+    ``x_val`` / ``y_val`` (their ptr and idx arrays unused). A csr row meets a dense one
+    by direct reads; two csr rows by walking the shorter and binary-searching the longer."""
+    p = s_rows[s]
+    q = s_idx[s]
+    out[s] = 0
+    if x_dense and y_dense:
+        for l in range(k):
+            out[s] += x_val[p * k + l] * y_val[q * k + l]
+    elif y_dense:
+        for j in range(x_ptr[p], x_ptr[p + 1]):
+            out[s] += x_val[j] * y_val[q * k + x_idx[j]]
+    elif x_dense:
+        for j in range(y_ptr[q], y_ptr[q + 1]):
+            out[s] += x_val[p * k + y_idx[j]] * y_val[j]
+    else:
+        i0, i1 = x_ptr[p], x_ptr[p + 1]
+        j0, j1 = y_ptr[q], y_ptr[q + 1]
+        swap = (i1 - i0) > (j1 - j0)
+        a0, a1, b0, b1 = (j0, j1, i0, i1) if swap else (i0, i1, j0, j1)
+        for a in range(a0, a1):
+            col = y_idx[a] if swap else x_idx[a]
+            lo, hi = b0, b1  # first position in [b0, b1) whose column is >= col
+            while lo < hi:
+                mid = (lo + hi) // 2
+                c = x_idx[mid] if swap else y_idx[mid]
+                if c < col:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            b0 = lo
+            if lo < b1:
+                c = x_idx[lo] if swap else y_idx[lo]
+                if c == col:
+                    out[s] += (x_val[lo] * y_val[a]) if swap else (x_val[a] * y_val[lo])
+                    b0 = lo + 1
+
+
+# ---- host drivers ------------------------------------------------------------------------------
+CHUNKS_PER_THREAD = 4  # row chunks per numba thread: evens out rows of uneven cost
+# B's columns are renumbered to its stored ones when there are this many times more
+# columns than stored values: the per-chunk accumulators then fit the data, not the width
+SPARSE_COLUMNS = 4
+
+
+def chunk_bounds(work: np.ndarray, chunks: int) -> np.ndarray:
+    """Row boundaries splitting rows of cost ``work`` into ``chunks`` ranges of about equal
+    total (int64, first 0, last the row count)."""
+    rows = work.shape[0]
+    chunks = max(1, min(chunks, rows))
+    cum = np.cumsum(work)
+    total = int(cum[-1]) if rows else 0
+    inner = np.searchsorted(cum, total * np.arange(1, chunks) / chunks, side="left") + 1
+    return np.unique(np.concatenate(([0], np.minimum(inner, rows), [rows]))).astype(np.int64)
+
+
+def _schedule(work: np.ndarray, parallel: bool, threads: int) -> np.ndarray:
+    return chunk_bounds(work, threads * CHUNKS_PER_THREAD) if parallel else \
+        np.array([0, work.shape[0]], dtype=np.int64)
+
+
+def spgemm(a: tuple, b: tuple, n_cols: int, index_dtype: Any, parallel_worth: Any,
+           threads: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(indptr, indices, values) of A @ B for canonical csr parts ``a`` and ``b`` given as
+    (indptr, indices, values), B having ``n_cols`` columns: canonical, exact zeros dropped.
+    Index arrays of ``index_dtype``, or int64 when the product's nnz needs it.
+    ``parallel_worth(work)`` says whether the work (multiply-adds) pays for the threads."""
+    a_ptr, a_idx, a_val = a
+    b_ptr, b_idx, b_val = b
+    columns = None
+    if n_cols > SPARSE_COLUMNS * max(1, b_idx.shape[0]):  # accumulators by stored column, not all columns
+        columns = np.unique(b_idx)
+        b_idx = np.searchsorted(columns, b_idx).astype(b_idx.dtype, copy=False)
+        n_cols = columns.shape[0]
+    rows = a_ptr.shape[0] - 1
+    work = np.empty(rows, dtype=np.int64)
+    row_work(a_ptr, a_idx, b_ptr, work)
+    flops = int(work.sum())
+    parallel = threads > 1 and parallel_worth(flops)
+    bounds = _schedule(work, parallel, threads)
+    counts = np.zeros(rows, dtype=np.int64)
+    if flops:
+        if parallel:
+            spgemm_count(a_ptr, a_idx, b_ptr, b_idx, n_cols, bounds, counts)
+        else:
+            spgemm_count_rows(a_ptr, a_idx, b_ptr, b_idx, n_cols, 0, rows, counts)
+    ptr = np.zeros(rows + 1, dtype=np.int64)
+    np.cumsum(counts, out=ptr[1:])
+    nnz = int(ptr[-1])
+    idt = np.dtype(index_dtype)
+    if nnz > np.iinfo(idt).max:
+        idt = np.dtype(np.int64)
+    indices = np.empty(nnz, dtype=idt)
+    values = np.empty(nnz, dtype=a_val.dtype)
+    kept = np.zeros(rows, dtype=np.int64)
+    if nnz:
+        if parallel:
+            spgemm_fill(a_ptr, a_idx, a_val, b_ptr, b_idx, b_val, n_cols, bounds, ptr, indices, values, kept)
+        else:
+            spgemm_fill_rows(a_ptr, a_idx, a_val, b_ptr, b_idx, b_val, n_cols, 0, rows, ptr, indices, values, kept)
+    kept_ptr = np.zeros(rows + 1, dtype=np.int64)
+    np.cumsum(kept, out=kept_ptr[1:])
+    if int(kept_ptr[-1]) != nnz:  # some sums cancelled to zero
+        short_idx = np.empty(int(kept_ptr[-1]), dtype=idt)
+        short_val = np.empty(int(kept_ptr[-1]), dtype=values.dtype)
+        compact_rows(ptr, indices, values, kept_ptr, short_idx, short_val)
+        indices, values = short_idx, short_val
+    if columns is not None:  # renumbered columns back (an increasing map: rows stay sorted)
+        indices = columns[indices].astype(idt, copy=False)
+    return kept_ptr.astype(idt, copy=False), indices, values
+
+
+def sampled(ctx: Any, s_ptr: Any, s_idx: Any, x: Any, y: Any, k: int, dtype: Any) -> Any:
+    """The values of (X @ Y.T) at the stored entries of the csr structure (``s_ptr``,
+    ``s_idx``), for X (one row per row of S) and Y (one row per column of S), both ``k``
+    wide, each csr parts (indptr, indices, values) or a dense row-major 2-d array, values
+    of ``dtype``; on ``ctx``'s device (None: the cpu)."""
+    from ..sdk.csr import row_ids
+
+    xp = np if ctx is None else ctx.xp
+    out = xp.empty(s_idx.shape[0], dtype=dtype)
+    if not out.shape[0]:
+        return out
+    none = xp.zeros(1, dtype=s_idx.dtype)
+
+    def parts(m: Any) -> tuple:
+        if isinstance(m, tuple):
+            return m[0], m[1], m[2], False
+        return none, none, xp.ascontiguousarray(m).reshape(-1), True
+
+    xp_, xi, xv, xd = parts(x)
+    yp, yi, yv, yd = parts(y)
+    per_entry = k if (xd and yd) else max(1, (xv.shape[0] if not xd else yv.shape[0]) // max(1, s_ptr.shape[0] - 1))
+    rows = row_ids(ctx, s_ptr)
+    sampled_entry(ctx, out.shape[0], rows, s_idx, xp_, xi, xv, xd, yp, yi, yv, yd, k, out,
+                  work=out.shape[0] * per_entry)
+    return out

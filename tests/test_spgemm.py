@@ -1,0 +1,321 @@
+"""dot(csr, csr) -> csr (SpGEMM) and its gradients (``_sampled_dot``, SDDMM), against SciPy
+and dense NumPy references: every transpose form, dtypes, int32/int64 indices, canonical
+output, storage types, dispatch, empty and zero-nnz operands, the simulated gpu."""
+import itertools
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import sparse_ops as so
+from sparse_ops import autograd
+from sparse_ops.sdk.testing import check_gradient
+
+FLAGS = list(itertools.product([False, True], [False, True]))
+
+
+def random_csr(rng, shape, density, dtype="float64", integers=True):
+    """A canonical SciPy csr with small integer values (exact in every dtype)."""
+    m = sp.random(shape[0], shape[1], density, format="csr", random_state=rng,
+                  data_rvs=(lambda n: rng.integers(-3, 4, size=n)) if integers else None)
+    m = m.astype(dtype)
+    m.eliminate_zeros()
+    m.sort_indices()
+    return m
+
+
+def power_law_csr(rng, n, edges, dtype="float64"):
+    """A Chung-Lu graph: node i is an end of an edge with probability ~ (i + 1) ** -0.8 (rows
+    and columns shuffled), so a few hub rows and columns hold many edges."""
+    weights = (np.arange(n) + 1.0) ** -0.8
+    weights /= weights.sum()
+    rows = rng.permutation(n)[rng.choice(n, edges, p=weights)]
+    cols = rng.permutation(n)[rng.choice(n, edges, p=weights)]
+    m = sp.csr_matrix((rng.standard_normal(edges), (rows, cols)), shape=(n, n))
+    m.sum_duplicates()
+    return m.astype(dtype)
+
+
+def ours(m: sp.csr_matrix, index_dtype="int32", device=None):
+    return so.csr_matrix((m.data.copy(), m.indices.astype(index_dtype), m.indptr.astype(index_dtype)),
+                         shape=m.shape, **({"device": device} if device else {}))
+
+
+def stored(m: sp.csr_matrix, ta: bool) -> sp.csr_matrix:
+    """The operand as stored for a transpose flag: the transpose when the flag is set."""
+    return m.T.tocsr().sorted_indices() if ta else m
+
+
+def expected(a: sp.csr_matrix, b: sp.csr_matrix) -> sp.csr_matrix:
+    c = a @ b
+    c.sum_duplicates()
+    return c.sorted_indices()
+
+
+def assert_same_csr(out, want: sp.csr_matrix):
+    assert out.stype == "csr"
+    assert out.shape == want.shape
+    np.testing.assert_array_equal(out.indptr.asnumpy(), want.indptr)
+    np.testing.assert_array_equal(out.indices.asnumpy(), want.indices)
+    np.testing.assert_allclose(out.data.asnumpy(), want.data, rtol=1e-5 if out.dtype == np.float32 else 1e-12)
+    out.check_format(full_check=True)
+
+
+# ---- values, structure, storage types -----------------------------------------------------------------
+@pytest.mark.parametrize("ta,tb", FLAGS)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_random_matches_scipy_every_transpose(ta, tb, seed):
+    rng = np.random.default_rng(seed)
+    a, b = random_csr(rng, (40, 30), 0.1), random_csr(rng, (30, 50), 0.1)
+    lhs, rhs = ours(stored(a, ta)), ours(stored(b, tb))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no StorageFallbackWarning
+        out = so.dot(lhs, rhs, transpose_a=ta, transpose_b=tb)
+    assert_same_csr(out, expected(a, b))
+    plan = so.explain("dot", lhs, rhs, transpose_a=ta, transpose_b=tb)
+    assert plan["dispatch_mode"] == "fcompute_ex"
+    assert plan["kernel"].startswith("Dot.csr_csr")
+
+
+@pytest.mark.parametrize("ta,tb", [(False, False), (True, False)])
+def test_power_law_matches_scipy(ta, tb):
+    """Hub rows and columns: rows whose output is nearly full (scanned in column order) next to
+    rows of a few entries (sorted); large enough that the parallel chunks run."""
+    rng = np.random.default_rng(5)
+    a = power_law_csr(rng, 3000, 20000)
+    lhs = ours(stored(a, ta))
+    out = so.dot(lhs, ours(a), transpose_a=ta, transpose_b=tb)
+    assert_same_csr(out, expected(a, a))
+    assert np.diff(out.indptr.asnumpy()).max() > 500  # a hub row exists
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64"])
+def test_dtypes(dtype):
+    rng = np.random.default_rng(3)
+    a, b = random_csr(rng, (20, 15), 0.2, dtype), random_csr(rng, (15, 25), 0.2, dtype)
+    out = so.dot(ours(a), ours(b))
+    assert out.dtype == np.dtype(dtype)
+    assert_same_csr(out, expected(a, b))
+
+
+@pytest.mark.parametrize("dtypes", [("float32", "float64"), ("int64", "float32"), ("int32", "float64")])
+def test_mixed_dtypes_promote(dtypes):
+    rng = np.random.default_rng(4)
+    a, b = random_csr(rng, (12, 10), 0.3, dtypes[0]), random_csr(rng, (10, 9), 0.3, dtypes[1])
+    out = so.dot(ours(a), ours(b))
+    want_dtype = np.result_type(*dtypes)
+    assert out.dtype == want_dtype
+    assert_same_csr(out, expected(a.astype(want_dtype), b.astype(want_dtype)))
+
+
+def test_canonical_output_and_cancellation():
+    """Columns sorted and unique; sums that cancel to exactly zero are dropped, as SciPy does."""
+    a = sp.csr_matrix(np.array([[1.0, 1.0, 0.0], [0.0, 2.0, 3.0]]))
+    b = sp.csr_matrix(np.array([[1.0, 5.0], [-1.0, 0.0], [0.0, 4.0]]))
+    want = a @ b  # row 0: 1 - 1 = 0 at column 0 is dropped
+    assert want.nnz == 3
+    out = so.dot(ours(a), ours(b))
+    assert_same_csr(out, want.sorted_indices())
+    np.testing.assert_array_equal(out.indices.asnumpy(), [1, 0, 1])
+
+
+def test_index_dtypes():
+    rng = np.random.default_rng(6)
+    a, b = random_csr(rng, (15, 12), 0.3), random_csr(rng, (12, 10), 0.3)
+    want = expected(a, b)
+    out32 = so.dot(ours(a, "int32"), ours(b, "int32"))
+    assert out32.indices.dtype == np.int32 and out32.indptr.dtype == np.int32
+    out64 = so.dot(ours(a, "int64"), ours(b, "int32"))  # an int64 operand gives int64 indices
+    assert out64.indices.dtype == np.int64 and out64.indptr.dtype == np.int64
+    assert_same_csr(out32, want)
+    assert_same_csr(out64, want)
+
+
+def test_int64_when_the_product_needs_it():
+    """A product whose column count exceeds int32 gets int64 indices from int32-free inputs;
+    built directly with int64 indices (nothing dense of that width exists)."""
+    n = 2**31 + 10
+    a = so.csr_matrix((np.array([2.0, 3.0]), np.array([0, 1], dtype=np.int64), np.array([0, 1, 2], dtype=np.int64)),
+                      shape=(2, 2))
+    b = so.csr_matrix((np.array([1.0, 4.0, 5.0]), np.array([0, n - 1, 7], dtype=np.int64),
+                       np.array([0, 2, 3], dtype=np.int64)), shape=(2, n))
+    out = so.dot(a, b)
+    assert out.shape == (2, n) and out.indices.dtype == np.int64 and out.indptr.dtype == np.int64
+    np.testing.assert_array_equal(out.indptr.asnumpy(), [0, 2, 3])
+    np.testing.assert_array_equal(out.indices.asnumpy(), [0, n - 1, 7])
+    np.testing.assert_array_equal(out.data.asnumpy(), [2.0, 8.0, 15.0])
+
+
+@pytest.mark.parametrize("shapes", [((0, 4), (4, 3)), ((3, 0), (0, 5)), ((3, 4), (4, 0)), ((5, 6), (6, 7))])
+def test_empty_and_zero_nnz(shapes):
+    a = sp.csr_matrix(shapes[0])
+    b = random_csr(np.random.default_rng(0), shapes[1], 0.5) if 0 not in shapes[1] else sp.csr_matrix(shapes[1])
+    for lhs, rhs in ((a, b), (random_csr(np.random.default_rng(1), shapes[0], 0.5) if 0 not in shapes[0] else a,
+                               sp.csr_matrix(shapes[1]))):
+        out = so.dot(ours(lhs), ours(rhs))
+        assert out.nnz == 0 and out.shape == (shapes[0][0], shapes[1][1])
+        assert_same_csr(out, expected(lhs, rhs))
+
+
+def test_empty_rows_and_columns():
+    rng = np.random.default_rng(8)
+    a, b = random_csr(rng, (30, 20), 0.15).tolil(), random_csr(rng, (20, 25), 0.15).tolil()
+    a[::3] = 0
+    b[:, ::4] = 0
+    a, b = a.tocsr(), b.tocsr()
+    a.eliminate_zeros()
+    b.eliminate_zeros()
+    assert_same_csr(so.dot(ours(a), ours(b)), expected(a, b))
+
+
+def test_forward_stype_dense():
+    rng = np.random.default_rng(9)
+    a, b = random_csr(rng, (8, 7), 0.3), random_csr(rng, (7, 6), 0.3)
+    out = so.dot(ours(a), ours(b), forward_stype="default")
+    assert out.stype == "default"
+    np.testing.assert_array_equal(out.asnumpy(), (a @ b).toarray())
+
+
+def test_shape_mismatch_names_the_op():
+    a, b = ours(sp.csr_matrix((3, 4))), ours(sp.csr_matrix((5, 2)))
+    with pytest.raises(Exception, match="dot"):
+        so.dot(a, b)
+    assert so.dot(a, ours(sp.csr_matrix((4, 2)))).shape == (3, 2)  # still works afterwards
+
+
+# ---- gradients ------------------------------------------------------------------------------------------
+def masked_reference(a, b, g, ta, tb):
+    """Dense NumPy gradients of op(a) @ op(b) for head g, kept at each operand's stored entries."""
+    A, B = a.toarray(), b.toarray()
+    oa, ob = (A.T if ta else A), (B.T if tb else B)
+    d_oa, d_ob = g @ ob.T, oa.T @ g
+    da, db = (d_oa.T if ta else d_oa), (d_ob.T if tb else d_ob)
+    return da * (A != 0), db * (B != 0)
+
+
+@pytest.mark.parametrize("ta,tb", FLAGS)
+@pytest.mark.parametrize("head", ["default", "csr"])
+def test_gradients_keep_each_operands_structure(ta, tb, head):
+    rng = np.random.default_rng(11)
+    a = random_csr(rng, (7, 9) if ta else (9, 7), 0.3, integers=False)
+    b = random_csr(rng, (8, 7) if tb else (7, 8), 0.3, integers=False)
+    lhs, rhs = ours(a), ours(b)
+    lhs.attach_grad()
+    rhs.attach_grad()
+    with autograd.record():
+        y = so.dot(lhs, rhs, transpose_a=ta, transpose_b=tb)
+    g = rng.standard_normal(y.shape)
+    if head == "csr":  # a head gradient with the output's structure
+        g = g * (y.asnumpy() != 0)
+    y.backward(so.array(g).tostype(head))
+    want_a, want_b = masked_reference(a, b, g, ta, tb)
+    for grad, x, want in ((lhs.grad, a, want_a), (rhs.grad, b, want_b)):
+        assert grad.stype == "csr"
+        np.testing.assert_array_equal(grad.indices.asnumpy(), x.indices)  # the operand's own structure
+        np.testing.assert_array_equal(grad.indptr.asnumpy(), x.indptr)
+        np.testing.assert_allclose(grad.asnumpy(), want, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("ta,tb", FLAGS)
+def test_gradients_finite_differences(ta, tb):
+    rng = np.random.default_rng(12)
+    a = random_csr(rng, (5, 6) if ta else (6, 5), 0.4, integers=False)
+    b = random_csr(rng, (4, 5) if tb else (5, 4), 0.4, integers=False)
+    grads = check_gradient("dot", [ours(a), ours(b)], {"transpose_a": ta, "transpose_b": tb})
+    assert [g.stype for g in grads] == ["csr", "csr"]
+
+
+def test_gradient_dtypes_follow_inputs():
+    rng = np.random.default_rng(13)
+    a, b = random_csr(rng, (6, 5), 0.4, "float32"), random_csr(rng, (5, 4), 0.4, "float64")
+    lhs, rhs = ours(a), ours(b)
+    lhs.attach_grad()
+    rhs.attach_grad()
+    with autograd.record():
+        y = so.dot(lhs, rhs)
+    y.backward(so.array(np.ones(y.shape)))
+    assert lhs.grad.dtype == np.float32 and rhs.grad.dtype == np.float64
+    want_a, want_b = masked_reference(a.astype(np.float64), b, np.ones(y.shape), False, False)
+    np.testing.assert_allclose(lhs.grad.asnumpy(), want_a, rtol=1e-6)
+    np.testing.assert_allclose(rhs.grad.asnumpy(), want_b, rtol=1e-12)
+
+
+def test_sampled_dot_against_dense_reference():
+    """The SDDMM op alone: op(lhs) @ op(rhs) at the mask's stored entries, every operand kind."""
+    rng = np.random.default_rng(14)
+    mask = random_csr(rng, (9, 8), 0.3)
+    for ls, rs, ta, tb in itertools.product(["default", "csr"], ["default", "csr"], [False, True], [False, True]):
+        x = random_csr(rng, (6, 9) if ta else (9, 6), 0.4, integers=False)
+        y = random_csr(rng, (8, 6) if tb else (6, 8), 0.4, integers=False)
+        out = so.ops._sampled_dot(ours(mask), ours(x).tostype(ls), ours(y).tostype(rs), transpose_a=ta, transpose_b=tb)
+        X, Y = x.toarray(), y.toarray()
+        want = ((X.T if ta else X) @ (Y.T if tb else Y)) * (mask.toarray() != 0)
+        assert out.stype == "csr"
+        np.testing.assert_array_equal(out.indices.asnumpy(), mask.indices)
+        np.testing.assert_allclose(out.asnumpy(), want, rtol=1e-12, atol=1e-12)
+
+
+def test_second_order_is_refused_by_name():
+    rng = np.random.default_rng(15)
+    mask, x, y = random_csr(rng, (3, 2), 0.5), random_csr(rng, (3, 4), 0.5), random_csr(rng, (4, 2), 0.5)
+    m = ours(mask)
+    m.attach_grad()
+    with autograd.record():
+        out = so.ops._sampled_dot(m, ours(x), ours(y))
+    with pytest.raises(Exception, match="_sampled_dot"):
+        out.backward()
+
+
+# ---- the simulated gpu ----------------------------------------------------------------------------------
+@pytest.mark.gpu
+def test_simulated_gpu_spgemm_and_gradients():
+    """The numba.cuda SpGEMM (a thread per row) and the sampled gradients on gpu(0), in
+    numba's CUDA simulator: every transpose form, a cancellation, int64 indices."""
+    code = textwrap.dedent("""
+        import itertools, warnings
+        import numpy as np, scipy.sparse as sp, sparse_ops as so
+        from sparse_ops import autograd
+        warnings.simplefilter("error")
+        gpu = so.gpu(0)
+        rng = np.random.default_rng(0)
+        def mk(m, idt="int32"):
+            return so.csr_matrix((m.data.copy(), m.indices.astype(idt), m.indptr.astype(idt)), shape=m.shape,
+                                 device=gpu)
+        for (ta, tb), idt in itertools.product(itertools.product([False, True], repeat=2), ["int32", "int64"]):
+            a = sp.random(6, 5, 0.4, format="csr", random_state=rng)
+            b = sp.random(5, 7, 0.4, format="csr", random_state=rng)
+            a.data = np.round(a.data * 4) - 2; b.data = np.round(b.data * 4) - 2
+            a.eliminate_zeros(); b.eliminate_zeros()
+            sa = a.T.tocsr().sorted_indices() if ta else a
+            sb = b.T.tocsr().sorted_indices() if tb else b
+            lhs, rhs = mk(sa, idt), mk(sb)
+            lhs.attach_grad(); rhs.attach_grad()
+            with autograd.record():
+                y = so.dot(lhs, rhs, transpose_a=ta, transpose_b=tb)
+            want = (a @ b).sorted_indices()
+            assert y.device == gpu and y.stype == "csr"
+            assert so.explain("dot", lhs, rhs, transpose_a=ta, transpose_b=tb)["kernel"] == "Dot.csr_csr_gpu"
+            np.testing.assert_array_equal(y.indptr.asnumpy(), want.indptr)
+            np.testing.assert_array_equal(y.indices.asnumpy(), want.indices)
+            np.testing.assert_array_equal(y.data.asnumpy(), want.data)
+            assert y.indices.dtype == np.dtype(idt)
+            g = rng.standard_normal(y.shape)
+            y.backward(so.array(g, device=gpu))
+            A, B = a.toarray(), b.toarray()
+            da, db = g @ B.T, A.T @ g
+            np.testing.assert_allclose(lhs.grad.asnumpy(), (da.T if ta else da) * (sa.toarray() != 0), atol=1e-12)
+            np.testing.assert_allclose(rhs.grad.asnumpy(), (db.T if tb else db) * (sb.toarray() != 0), atol=1e-12)
+            assert lhs.grad.stype == "csr" and rhs.grad.stype == "csr"
+        empty = so.dot(mk(sp.csr_matrix((3, 4))), mk(sp.csr_matrix((4, 2))))
+        assert empty.nnz == 0 and empty.shape == (3, 2)
+        print("ok")
+    """)
+    env = dict(os.environ, SPARSE_OPS_CUDA_SIM="1")
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "ok" in result.stdout
