@@ -163,7 +163,7 @@ def report(results: dict[str, Any]) -> str:
     target_rows = [
         [f"(a) `dot(csr.T, dense)`, 1,000 x 2**{first['bits']} csr, nnz {first['nnz']:,}, k = 8: time",
          f"< {TARGETS['time_ms']:.0f} ms", f"{first['ms']:.2f} ms", _verdict(first["ms"] < TARGETS["time_ms"])],
-        [f"(a) the same: tracemalloc peak", f"< {TARGETS['peak_mb']:.0f} MB", f"{first['peak_mb']:.2f} MB",
+        ["(a) the same: tracemalloc peak", f"< {TARGETS['peak_mb']:.0f} MB", f"{first['peak_mb']:.2f} MB",
          _verdict(first["peak_mb"] < TARGETS["peak_mb"])]]
     target_rows += [[f"(b) `A.T @ G` {r['rows']:,} x 10,000 csr, G 64 wide, {r['dtype']}, vs SciPy",
                      f"<= {TARGETS['ratio']}x", f"{r['ratio']:.2f}x", _verdict(r["ratio"] <= TARGETS["ratio"])]

@@ -148,7 +148,6 @@ class TorchFM:
     def step(self, batch: tuple) -> None:
         t, F = self.torch, self.torch.nn.functional
         indices, offsets, values, rows, y = batch
-        n = offsets.shape[0]
         linear = F.embedding_bag(indices, self.w, offsets, mode="sum", per_sample_weights=values,
                                  sparse=True).reshape(-1)
         s = F.embedding_bag(indices, self.v, offsets, mode="sum", per_sample_weights=values, sparse=True)

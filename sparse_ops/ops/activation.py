@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from ..registry import Op, Param, kernel, register
 from ._util import T
 
