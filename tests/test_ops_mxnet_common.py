@@ -11,6 +11,12 @@ import sparse_ops as so
 import sparse_ops.compat.mxnet as mx
 from sparse_ops.sdk.testing import check_gradient
 
+
+@pytest.fixture(autouse=True)
+def _fallback_warnings_again():
+    """The fallback warning comes once per signature and process: forget earlier tests' ones."""
+    so.dispatch._warned.clear()
+
 FLOATS = [np.float32, np.float64]
 STYPES = ["default", "csr", "row_sparse"]
 

@@ -313,6 +313,6 @@ def test_the_test_command_installs_torch_from_the_constraints_file():
     assert readme_line in (root / ".ci" / "run").read_text()
     assert "-c ci/constraints.txt" in readme_line
     pins = [ln for ln in (root / "ci" / "constraints.txt").read_text().splitlines() if ln and not ln.startswith("#")]
-    assert pins == ["torch==2.13.0"]
+    assert [p for p in pins if p.startswith("torch")] == ["torch==2.13.0"]
     extras = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert extras["torch"] == ["torch>=2.4"] and "torch>=2.4" in extras["dev"]

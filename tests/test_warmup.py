@@ -17,15 +17,15 @@ from sparse_ops import cli
 from sparse_ops.warmup import warmup, warmup_op
 
 # A fresh process: one csr (float32 values, int64 indices) @ dense float32, then the cache
-# statistics of the serial driver that call ran.
+# statistics of the serial cpu kernel that call ran (sdk/csr_cpu.py).
 PROBE = textwrap.dedent("""
     import json, numpy as np, sparse_ops as so
-    from sparse_ops.sdk.csr import _csr_dense_row
+    from sparse_ops.sdk.csr_cpu import csr_dense_rows
     indptr = np.array([0, 2, 2, 3], np.int64)
     indices = np.array([0, 2, 1], np.int64)
     a = so.csr_matrix((np.array([1.0, 2.0, 3.0], np.float32), indices, indptr), shape=(3, 3))
     y = so.dot(a, so.array(np.arange(6, dtype=np.float32).reshape(3, 2))).asnumpy()
-    stats = _csr_dense_row.drivers().cpu_serial.stats
+    stats = csr_dense_rows.stats
     print(json.dumps({"hits": sum(stats.cache_hits.values()), "misses": sum(stats.cache_misses.values()),
                       "y": y.tolist()}))
 """)
@@ -66,9 +66,9 @@ def test_after_warmup_a_fresh_process_loads_the_kernel_from_the_cache(warmed):
     cache, run = warmed
     assert run.returncode == 0, run.stderr
     indexes = list(cache.rglob("*.nbi"))
-    assert any("csr_dense_row" in p.name and "cpu_serial" in p.name for p in indexes)
+    assert any("csr_dense_rows" in p.name for p in indexes)
     if numba.config.NUMBA_NUM_THREADS > 1:  # the prange driver large inputs take: warmed too
-        assert any("csr_dense_row" in p.name and "cpu_parallel" in p.name for p in indexes)
+        assert any("csr_dense_parallel" in p.name for p in indexes)
     result = _probe(cache)
     assert result["hits"] >= 1 and result["misses"] == 0
 

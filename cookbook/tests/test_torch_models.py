@@ -147,7 +147,9 @@ def test_sparse_adam_takes_the_fm_gradient(clicks):
     ref.grad = torch.sparse_coo_tensor(torch.from_numpy(present[None].astype(np.int64)),
                                        torch.from_numpy(dense[present].astype(np.float32)), tuple(start.shape))
     torch.optim.SparseAdam([ref], lr=0.01).step()
-    np.testing.assert_allclose(model.v.detach().numpy(), ref.detach().numpy(), rtol=1e-5, atol=1e-7)
+    # Adam's first step is lr * g / (|g| + eps): where g is within float32 rounding of 0 (the
+    # bridge's float32 product vs the float64 reference) it moves by up to lr * that rounding
+    np.testing.assert_allclose(model.v.detach().numpy(), ref.detach().numpy(), rtol=1e-5, atol=1e-6)
     assert not np.array_equal(model.v.detach().numpy()[present], start.numpy()[present])
 
 
