@@ -121,7 +121,7 @@ def _build(vdtype: np.dtype, idtype: np.dtype, parallel: bool, mean: bool, grad:
         f = words(ctypes_addr(frame), 16)
         if f[EXT] != 0 or (f[STAGE] & 0xFFFFFFFF) != EXECUTE:
             return fallback(frame)
-        args = words(f[ARGS], 5)
+        args = words(f[ARGS], 6 if GRAD else 4)  # A's three parts, X (then the output and G for the gradient)
         rets = words(f[RETS], 1)
         p_data, d_data = buffer(args, 0)
         p_ind, _ = buffer(args, 1)
