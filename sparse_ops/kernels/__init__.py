@@ -113,9 +113,14 @@ _skip_empty_extension_scan()
 _load_numba_registries()
 
 
+def jit_options(parallel: bool = False, cache: bool = True, reassociate: bool = False) -> dict[str, Any]:
+    """The options ``jit`` gives numba.njit (also the ``jit_options`` of our overloads)."""
+    return dict(parallel=parallel, cache=cache and _numba_env.CACHE_OK, nogil=True, boundscheck=BOUNDSCHECK or None,
+                fastmath={"reassoc"} if reassociate else False)
+
+
 def jit(parallel: bool = False, cache: bool = True, reassociate: bool = False) -> Callable[[Callable[..., Any]], Any]:
     """numba.njit with the project's settings (see the module docstring); ``cache=False``
     for functions numba cannot cache (no source file); ``reassociate=True`` lets LLVM reorder
     floating-point sums (what vectorising a reduction needs), nothing else of fastmath."""
-    return numba.njit(parallel=parallel, cache=cache and _numba_env.CACHE_OK, nogil=True, boundscheck=BOUNDSCHECK or None,
-                      fastmath={"reassoc"} if reassociate else False)
+    return numba.njit(**jit_options(parallel, cache, reassociate))

@@ -234,8 +234,10 @@ def _stored_columns(indices: np.ndarray, columns: int) -> tuple[np.ndarray, np.n
         renumbered = np.empty_like(indices)
         cols, counts = kernels.renumber_columns(indices, renumbered)
         return cols, counts, renumbered
-    counts = np.zeros(columns, dtype=np.int64)
-    kernels.count_columns(indices, counts)
+    nnz = indices.shape[0]
+    per_slice = np.zeros((_threads() if parallel_worth(nnz) else 1, columns), dtype=np.int32 if nnz < 2**31 else np.int64)
+    kernels.count_columns(indices, per_slice)
+    counts = per_slice.sum(axis=0, dtype=np.int64)
     cols = np.flatnonzero(counts)
     if cols.shape[0] == columns:  # every column stored: no renumbering
         return cols, counts, indices
