@@ -4,7 +4,7 @@ product of two operands sampled at a csr matrix's stored entries (SDDMM).
 SpGEMM is Gustavson's row-by-row product in two passes over the same row chunks: a
 symbolic pass counts each output row's distinct columns (so the output is allocated once,
 exactly), a numeric pass accumulates each row into a dense accumulator, writes its columns
-in increasing order and drops the entries that summed to exactly zero (SciPy's ``A @ B``
+in increasing order (read off a two-level bitmap of the columns met) and drops the entries that summed to exactly zero (SciPy's ``A @ B``
 drops them too). The chunks are row ranges of about equal work (multiply-adds), run in
 parallel; each owns its accumulator and its output rows, so there are no atomics.
 
@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 from numba import prange
+from numba.cpython.unsafe.numbers import trailing_zeros
 
 from ..sdk.rowkernel import row_kernel
 from . import jit
@@ -60,57 +61,88 @@ def spgemm_count(a_ptr, a_idx, b_ptr, b_idx, n_cols, bounds, counts):
 
 
 @jit()
+def _bit(k):
+    """The uint64 word with bit ``k % 64`` set."""
+    return np.uint64(1) << np.uint64(k & 63)
+
+
+@jit()
 def spgemm_fill_rows(a_ptr, a_idx, a_val, b_ptr, b_idx, b_val, n_cols, lo, hi, out_ptr, out_idx, out_val, kept):
     """Row i of A @ B (lo <= i < hi) into out[out_ptr[i]:out_ptr[i + 1]] (``spgemm_count``'s sizes):
     columns increasing, values summed in the accumulator; entries summing to zero are
     dropped, so only the first kept[i] slots of the row are written.
 
-    A row is sorted by scanning its column range in the marker array when that range is
-    short against the row's length (dense-ish rows), else by sorting its column list."""
+    The columns a row has met are bits of a bitmap (one bit a column, 8 KiB per 65,536
+    columns: it stays in the L1 cache where a marker per column did not) with a second level
+    marking its nonzero words. A row's columns come out in increasing order by walking the
+    words of its column range that the second level marks (clearing them for the next row);
+    a short row spread over a wide range is sorted instead (insertion sort up to 32 values)."""
     if hi > lo:
-        mark = np.full(n_cols, -1, dtype=np.int64)
+        words = (n_cols + 63) >> 6
+        bits = np.zeros(words, dtype=np.uint64)
+        top = np.zeros((words + 63) >> 6, dtype=np.uint64)
         acc = np.zeros(n_cols, dtype=out_val.dtype)
+        zero, one = np.uint64(0), np.uint64(1)
         for i in range(lo, hi):
             start = out_ptr[i]
             p = start
-            lo = n_cols
-            hi = -1
+            first, last = n_cols, -1
             for j in range(a_ptr[i], a_ptr[i + 1]):
                 r = a_idx[j]
                 v = a_val[j]
                 for q in range(b_ptr[r], b_ptr[r + 1]):
-                    col = b_idx[q]
-                    if mark[col] != i:
-                        mark[col] = i
+                    col = np.int64(b_idx[q])
+                    w = col >> 6
+                    m = _bit(col)
+                    if bits[w] & m == zero:
+                        bits[w] |= m
+                        top[w >> 6] |= _bit(w)
                         acc[col] = v * b_val[q]
                         out_idx[p] = col
                         p += 1
-                        if col < lo:
-                            lo = col
-                        if col > hi:
-                            hi = col
+                        first = min(first, col)
+                        last = max(last, col)
                     else:
                         acc[col] += v * b_val[q]
-            count = p - start
-            w = start
-            if count > 0 and hi - lo < 8 * count:
-                for col in range(lo, hi + 1):
-                    if mark[col] == i:
-                        x = acc[col]
-                        if x != 0:
-                            out_idx[w] = col
-                            out_val[w] = x
-                            w += 1
-            elif count > 0:
-                out_idx[start:p].sort()
+            o = start
+            if p > start and (last >> 12) - (first >> 12) <= 2 * (p - start):
+                for tw in range(first >> 12, (last >> 12) + 1):
+                    t = top[tw]
+                    top[tw] = zero
+                    while t != zero:
+                        w = tw * 64 + trailing_zeros(t)
+                        t &= t - one
+                        word = bits[w]
+                        bits[w] = zero
+                        while word != zero:
+                            col = w * 64 + trailing_zeros(word)
+                            word &= word - one
+                            x = acc[col]
+                            if x != 0:
+                                out_idx[o] = col
+                                out_val[o] = x
+                                o += 1
+            elif p > start:
+                if p - start <= 32:
+                    for k in range(start + 1, p):
+                        c = out_idx[k]
+                        s = k - 1
+                        while s >= start and out_idx[s] > c:
+                            out_idx[s + 1] = out_idx[s]
+                            s -= 1
+                        out_idx[s + 1] = c
+                else:
+                    out_idx[start:p].sort()
                 for s in range(start, p):
-                    col = out_idx[s]
+                    col = np.int64(out_idx[s])
+                    bits[col >> 6] = zero  # every bit of the word is this row's
+                    top[col >> 12] = zero
                     x = acc[col]
                     if x != 0:
-                        out_idx[w] = col
-                        out_val[w] = x
-                        w += 1
-            kept[i] = w - start
+                        out_idx[o] = col
+                        out_val[o] = x
+                        o += 1
+            kept[i] = o - start
 
 
 @jit(parallel=True)
