@@ -124,6 +124,30 @@ def test_canonical_output_and_cancellation():
     np.testing.assert_array_equal(out.indices.asnumpy(), [1, 0, 1])
 
 
+@pytest.mark.parametrize("dtype", ["float64", "int64"])
+def test_wide_rows_every_ordering_path(dtype):
+    """Each output row leaves the accumulator in increasing column order by one of three
+    paths (kernels/spgemm.py): the bitmap walk (rows dense in their column range), insertion
+    sort (up to 32 columns spread wide), a full sort (more). B here has 400,000 columns, so
+    rows of one to a few dozen values span ranges far wider than their length; the small
+    integer values cancel to zero in some sums, which must be dropped on every path."""
+    rng = np.random.default_rng(4)
+    lengths = np.concatenate([np.full(300, 1), np.full(200, 3), np.full(100, 40), np.full(10, 900)])
+    rows = np.repeat(np.arange(lengths.shape[0]), lengths)
+    a = sp.csr_matrix((rng.integers(-2, 3, rows.shape[0]).astype(dtype), (rows, rng.integers(0, 3000, rows.shape[0]))),
+                      shape=(lengths.shape[0], 3000))
+    a.sum_duplicates()
+    a.eliminate_zeros()
+    b = random_csr(rng, (3000, 400_000), 40 / 400_000, dtype)
+    assert b.nnz * 4 >= b.shape[1]  # no renumbering of B's columns: the rows stay wide
+    want = expected(a, b)
+    want.eliminate_zeros()
+    assert (abs(a) @ abs(b)).nnz > want.nnz  # some sums did cancel
+    widths = np.diff(want.indptr)
+    assert widths.min() <= 32 < widths.max()
+    assert_same_csr(so.dot(ours(a), ours(b)), want)
+
+
 def test_index_dtypes():
     rng = np.random.default_rng(6)
     a, b = random_csr(rng, (15, 12), 0.3), random_csr(rng, (12, 10), 0.3)

@@ -4,8 +4,8 @@ product of two operands sampled at a csr matrix's stored entries (SDDMM).
 SpGEMM is Gustavson's row-by-row product in two passes over the same row chunks: a
 symbolic pass counts each output row's distinct columns (so the output is allocated once,
 exactly), a numeric pass accumulates each row into a dense accumulator, writes its columns
-in increasing order (read off a two-level bitmap of the columns met) and drops the entries that summed to exactly zero (SciPy's ``A @ B``
-drops them too). The chunks are row ranges of about equal work (multiply-adds), run in
+in increasing order (read off a two-level bitmap of the columns met) and drops the entries
+that summed to exactly zero (SciPy's ``A @ B`` drops them too). The chunks are row ranges of about equal work (multiply-adds), run in
 parallel; each owns its accumulator and its output rows, so there are no atomics.
 
 Inputs are validated, canonical csr parts (sorted, unique columns); values arrive widened
