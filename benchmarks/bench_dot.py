@@ -145,17 +145,17 @@ def bench_csr_dense(m: sp.csr_matrix, b: np.ndarray, case: str, calls: int = 1) 
 def bench_csr_t_dense(m: sp.csr_matrix, g: np.ndarray) -> Result:
     import numba
 
-    from sparse_ops.kernels.linalg import count_columns, csr_t_dense
-    from sparse_ops.ops.linalg import _column_chunks
+    from sparse_ops.kernels.linalg import csr_t_dense_partial
+    from sparse_ops.ops.linalg import _row_chunks, _stored_columns
 
     x, y = so.csr_matrix(m), so.array(g)
 
-    def raw():  # the kernel's own steps (every column is stored: no renumbering, no pick)
-        counts = np.zeros(m.shape[1], dtype=np.int64)
-        count_columns(m.indices, counts)
-        cols = np.flatnonzero(counts)
+    def raw():  # the kernels so.dot runs here (every column stored: no renumbering, no pick)
+        threads = numba.get_num_threads()
+        cols, _, indices = _stored_columns(m.indices, m.shape[1])
         out = np.zeros((m.shape[1], g.shape[1]), dtype=g.dtype)
-        csr_t_dense(m.indptr, m.indices, m.data, g, _column_chunks(counts, numba.get_num_threads()), out)
+        spare = np.empty((threads - 1, m.shape[1], g.shape[1]), dtype=g.dtype)
+        csr_t_dense_partial(m.indptr, indices, m.data, g, _row_chunks(m.indptr, threads), out, spare)
         return cols, out
 
     assert np.diff(m.tocsc().indptr).all(), "raw() assumes every column is stored"
