@@ -74,3 +74,29 @@ def test_numba_extension_entry_points_still_run(tmp_path):
     assert _fresh(code, env) == {"y": [[1.0], [2.0]], "ran": "1", "done": True}
     without = _fresh(code)  # no extension installed: numba's own scan is skipped, nothing runs
     assert without == {"y": [[1.0], [2.0]], "ran": None, "done": True}
+
+
+def _exit_report(env: dict) -> subprocess.CompletedProcess:
+    # a handler registered before sparse_ops loads numba runs after its exit handler (LIFO)
+    code = textwrap.dedent("""
+        import atexit, gc, os, sys
+        atexit.register(lambda: os.write(1, f"frozen={gc.get_freeze_count() > 0}\\n".encode()))
+        import numpy as np, sparse_ops as so
+        a = so.csr_matrix(np.eye(3, dtype=np.float32))
+        print("sum", float(so.dot(a, so.array(np.ones((3, 2), np.float32))).asnumpy().sum()))
+        atexit.register(lambda: os.write(1, b"later handler ran\\n"))
+    """)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+
+
+def test_exit_freezes_the_heap_unless_switched_off():
+    """At exit the objects numba built are frozen before Python's final collections
+    (settings.FAST_EXIT); handlers registered later still run, and SPARSE_OPS_FAST_EXIT=0
+    keeps the full collection."""
+    env = {k: v for k, v in os.environ.items() if k != "SPARSE_OPS_FAST_EXIT"}
+    on = _exit_report(env)
+    assert on.returncode == 0, on.stderr
+    assert on.stdout.splitlines() == ["sum 6.0", "later handler ran", "frozen=True"]
+    off = _exit_report({**env, "SPARSE_OPS_FAST_EXIT": "0"})
+    assert off.returncode == 0, off.stderr
+    assert off.stdout.splitlines() == ["sum 6.0", "later handler ran", "frozen=False"]

@@ -6,7 +6,7 @@ folder, see ``sparse_ops/_numba_env.py``: its cache key ignores the flag). Impor
 package also picks a numba threading layer that tolerates parallel kernels launched from
 several threads at once (the default ``workqueue`` layer aborts the process then), unless
 the user chose one with ``NUMBA_THREADING_LAYER``, and asks OpenMP to wait passively
-(``OMP_WAIT_POLICY``).
+(``OMP_WAIT_POLICY``), and registers the exit-time ``gc.freeze`` of ``settings.FAST_EXIT``.
 
 It also loads numba's cpu lowering registries (``_load_numba_registries``) without
 importing ``scipy.linalg``: numba's ``numba.np.arraymath`` checks at import that SciPy's
@@ -21,6 +21,8 @@ find none, is marked done.
 """
 from __future__ import annotations
 
+import atexit
+import gc
 import importlib
 import importlib.util
 import os
@@ -30,7 +32,7 @@ from typing import Any, Callable
 import numba
 
 from .. import _numba_env
-from ..settings import BOUNDSCHECK  # read in one place: sparse_ops/settings.py
+from ..settings import BOUNDSCHECK, FAST_EXIT  # read in one place: sparse_ops/settings.py
 
 
 def _threadsafe_layer() -> str | None:
@@ -111,6 +113,8 @@ def _skip_empty_extension_scan() -> None:
 
 _skip_empty_extension_scan()
 _load_numba_registries()
+if FAST_EXIT:  # see sparse_ops/settings.py
+    atexit.register(gc.freeze)
 
 
 def jit_options(parallel: bool = False, cache: bool = True, reassociate: bool = False) -> dict[str, Any]:
