@@ -169,8 +169,8 @@ def csr_dense(ctx: Any, indptr: Any, indices: Any, data: Any, b: Any, out: Any, 
     zeros). ``out`` (m x n) is written whole and returned.
 
     The gpu runs the row body above (a warp a row); the cpu runs ``sdk.csr_cpu``'s kernel
-    (work split by stored values, literal widths, prefetching: see there), which computes
-    the same sums, serial or parallel by ``parallel_worth``."""
+    (sums held in vector registers, work split by stored values: see there), which computes
+    the same sums up to fused multiply-adds, serial or parallel by ``parallel_worth``."""
     rows = out.shape[0]
     if rows and out.shape[1]:
         work = indices.shape[0] * b.shape[1]

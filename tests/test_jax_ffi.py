@@ -113,8 +113,29 @@ def test_native_and_python_paths_agree_and_grad_works_through_native():
         slow = np.asarray(jax.jit(lambda a, x: soj.ops.csr_spmm(a, x))(a, x))
     finally:
         native.disabled(False)
-    # the native cfunc runs the sdk's row body, the op's cpu kernel (sdk/csr_cpu.py) fuses
-    # multiply-adds: the same sums, rounded apart by an ulp or so
-    np.testing.assert_allclose(fast, slow, rtol=1e-13, atol=1e-15)
+    # the native cfunc runs the op's own cpu kernel (sdk/csr_cpu.py): the same bits
+    np.testing.assert_array_equal(fast, slow)
     g = jax.grad(lambda x: jnp.sum(soj.ops.csr_spmm(a, x) ** 2))(x)
     np.testing.assert_allclose(np.asarray(g), m.T @ (2 * (m @ x)), rtol=1e-12)
+
+
+def test_native_parallel_driver_forward_and_gradient():
+    """A product big enough for the parallel driver (``parallel_worth``) in the cfunc, and
+    X's gradient through the native transpose: SciPy's values, and the same bits as the
+    op's Python path."""
+    from sparse_ops.sdk.rowkernel import parallel_worth
+
+    m, a = _csr(np.float64, np.int32, seed=6, rows=3000, cols=400)
+    x = np.random.default_rng(7).standard_normal((400, 64))
+    assert parallel_worth(m.nnz * 64)
+    assert soj.explain("csr_spmm", a, x)["handler"].startswith("native")
+    fast = np.asarray(jax.jit(soj.ops.csr_spmm)(a, x))
+    np.testing.assert_allclose(fast, m @ x, rtol=1e-12, atol=1e-12)
+    g = np.asarray(jax.jit(jax.grad(lambda x: jnp.sum(soj.ops.csr_spmm(a, x) ** 2)))(x))
+    np.testing.assert_allclose(g, m.T @ (2 * (m @ x)), rtol=1e-11, atol=1e-11)
+    native.disabled(True)
+    try:
+        slow = np.asarray(jax.jit(lambda a, x: soj.ops.csr_spmm(a, x))(a, x))
+    finally:
+        native.disabled(False)
+    np.testing.assert_array_equal(fast, slow)

@@ -4,9 +4,9 @@ kernel, with no Python (and no GIL) on the call path.
 Which calls take it: those whose kernel is a plain numba function of arrays, known here
 by op and signature (``_RULES``): csr @ dense (``csr_spmm``; ``dot`` without transposes;
 ``embedding_bag``, sums or means of bags), on cpu, float32 or float64 values, int32 or
-int64 indices. They run the SDK's one csr @ dense row kernel (``sdk.csr._csr_dense_row``:
-its serial or ``prange`` driver, chosen at trace time from the static work size by the
-project's one size policy, ``parallel_worth``). Every other call takes the Python handler
+int64 indices. They run the op's own cpu kernel (``sdk.csr_cpu``: its serial or parallel
+driver, chosen at trace time from the static work size by the project's one size policy,
+``parallel_worth``), so both paths give the same bits. Every other call takes the Python handler
 (``handlers.py``); ``explain`` says which.
 
 The cfunc reads the frame as 64-bit words at the offsets ``ffi.OFFSETS`` gives (checked
@@ -84,12 +84,12 @@ def _build(vdtype: np.dtype, idtype: np.dtype, parallel: bool, mean: bool, grad:
     from numba import types
     from numba.core.extending import intrinsic
 
-    from ..sdk.csr import _counting_sort_kernel, _csr_dense_row, _mean_row
+    from ..sdk import csr_cpu
+    from ..sdk.csr import _counting_sort_kernel, _mean_row
 
-    product = _csr_dense_row.drivers()
-    scale = _mean_row.drivers()
-    run = product.cpu_parallel if parallel else product.cpu_serial
-    run_mean = scale.cpu_serial
+    serial, split = csr_cpu.csr_dense_rows, csr_cpu.csr_dense_parallel
+    bounds, tasks = csr_cpu.balanced_bounds, max(1, numba.get_num_threads()) * csr_cpu.TASKS_PER_THREAD
+    run_mean = _mean_row.drivers().cpu_serial
     transpose = _counting_sort_kernel()
     fallback = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(ffi_address("cpu_grad" if grad else "cpu"))
     W = {k: v // 8 for k, v in ffi.OFFSETS.items()}
@@ -155,14 +155,14 @@ def _build(vdtype: np.dtype, idtype: np.dtype, parallel: bool, mean: bool, grad:
             transpose(m, indptr, indices[:nnz], data[:nnz], t_indptr, t_indices, t_data)
             if m > 0 and k > 0:
                 if parallel:
-                    run(m, t_indptr, t_indices, t_data, g, out)
+                    split(t_indptr, t_indices, t_data, g, out, bounds(t_indptr, tasks))
                 else:
-                    run(0, m, t_indptr, t_indices, t_data, g, out)
+                    serial(t_indptr, t_indices, t_data, g, out, 0, m)
         elif rows > 0 and k > 0:
             if parallel:
-                run(rows, indptr, indices, data, x, out)
+                split(indptr, indices, data, x, out, bounds(indptr, tasks))
             else:
-                run(0, rows, indptr, indices, data, x, out)
+                serial(indptr, indices, data, x, out, 0, rows)
             if mean:
                 run_mean(0, rows, indptr, out)
         return as_ptr(0)
@@ -255,7 +255,7 @@ def describe(spec: CallSpec) -> dict | None:
         return None
     name = "sparse_ops_native_csr_dense_" + "_".join(str(k).lower() for k in key)
     return {"target": name,
-            "handler": (f"native: numba cfunc reading the call frame, sdk.csr csr @ dense row kernel "
+            "handler": (f"native: numba cfunc reading the call frame, sdk.csr_cpu csr @ dense kernel "
                         f"({'prange' if key[2] else 'serial'} driver{', row means' if key[3] else ''}); "
                         "no Python, no GIL"),
             "gradient": None if key[3] else ("a constant csr operand (only X perturbed): X's gradient A.T @ G by a "
