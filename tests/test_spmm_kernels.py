@@ -1,7 +1,9 @@
-"""The cpu kernel of csr @ dense (``sparse_ops.sdk.csr_cpu``) against SciPy: every width
-chunk of the register-held sums (256, 128, 64 and 32 bytes) and the plain loop for the rest, odd remainders, empty and power-law rows, value and index dtypes, serial and
-parallel forms, and the ``so.dot`` paths that reach it (``out=``, ``req="add"``, strided
-and transposed dense operands)."""
+"""The cpu kernels of csr @ dense (``sparse_ops.sdk.csr_cpu``) and csr.T @ dense
+(``sparse_ops.kernels.linalg``) against SciPy: every width chunk of the register-held rows
+(256, 128, 64 and 32 bytes, ``sparse_ops.kernels.chunks``) and the plain loop for the rest,
+odd remainders, empty and power-law rows, value and index dtypes, serial and parallel forms,
+and the ``so.dot`` paths that reach them (``out=``, ``req="add"``, strided and transposed
+dense operands, ``transpose_a``)."""
 import numpy as np
 import pytest
 import scipy.sparse as sp

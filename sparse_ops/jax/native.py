@@ -6,8 +6,8 @@ by op and signature (``_RULES``): csr @ dense (``csr_spmm``; ``dot`` without tra
 ``embedding_bag``, sums or means of bags), on cpu, float32 or float64 values, int32 or
 int64 indices. They run the op's own cpu kernel (``sdk.csr_cpu``: its serial or parallel
 driver, chosen at trace time from the static work size by the project's one size policy,
-``parallel_worth``), so both paths give the same bits. Every other call takes the Python handler
-(``handlers.py``); ``explain`` says which.
+``parallel_worth``), so both paths give the same bits. Every other call takes the Python
+handler (``handlers.py``); ``explain`` says which.
 
 The cfunc reads the frame as 64-bit words at the offsets ``ffi.OFFSETS`` gives (checked
 against the C header by the tests) and checks the csr structure it is given (``indptr``

@@ -5,8 +5,9 @@ SpGEMM is Gustavson's row-by-row product in two passes over the same row chunks:
 symbolic pass counts each output row's distinct columns (so the output is allocated once,
 exactly), a numeric pass accumulates each row into a dense accumulator, writes its columns
 in increasing order (read off a two-level bitmap of the columns met) and drops the entries
-that summed to exactly zero (SciPy's ``A @ B`` drops them too). The chunks are row ranges of about equal work (multiply-adds), run in
-parallel; each owns its accumulator and its output rows, so there are no atomics.
+that summed to exactly zero (SciPy's ``A @ B`` drops them too). The chunks are row ranges
+of about equal work (multiply-adds), run in parallel; each owns its accumulator and its
+output rows, so there are no atomics.
 
 Inputs are validated, canonical csr parts (sorted, unique columns); values arrive widened
 to float32, float64 or int64 and share one dtype.

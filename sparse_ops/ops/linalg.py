@@ -235,7 +235,8 @@ def _stored_columns(indices: np.ndarray, columns: int) -> tuple[np.ndarray, np.n
         cols, counts = kernels.renumber_columns(indices, renumbered)
         return cols, counts, renumbered
     nnz = indices.shape[0]
-    per_slice = np.zeros((_threads() if parallel_worth(nnz) else 1, columns), dtype=np.int32 if nnz < 2**31 else np.int64)
+    slices = _threads() if parallel_worth(nnz) else 1
+    per_slice = np.zeros((slices, columns), dtype=np.int32 if nnz < 2**31 else np.int64)
     kernels.count_columns(indices, per_slice)
     counts = per_slice.sum(axis=0, dtype=np.int64)
     cols = np.flatnonzero(counts)
