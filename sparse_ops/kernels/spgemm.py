@@ -9,6 +9,10 @@ that summed to exactly zero (SciPy's ``A @ B`` drops them too). The chunks are r
 of about equal work (multiply-adds), run in parallel; each owns its accumulator and its
 output rows, so there are no atomics.
 
+Both passes jump to a row of B for each stored value of A; they prefetch the row pointer two
+values ahead and the row one value ahead (``prefetch``), which the hardware's stream
+prefetchers cannot guess.
+
 Inputs are validated, canonical csr parts (sorted, unique columns); values arrive widened
 to float32, float64 or int64 and share one dtype.
 """
@@ -22,6 +26,7 @@ from numba.cpython.unsafe.numbers import trailing_zeros
 
 from ..sdk.rowkernel import row_kernel
 from . import jit
+from .prefetch import prefetch
 
 
 @jit()
@@ -42,9 +47,14 @@ def spgemm_count_rows(a_ptr, a_idx, b_ptr, b_idx, n_cols, lo, hi, counts):
     (the last row that met each column)."""
     if hi > lo:
         mark = np.full(n_cols, -1, dtype=np.int64)
+        stored = a_idx.shape[0]
         for i in range(lo, hi):
             c = 0
             for j in range(a_ptr[i], a_ptr[i + 1]):
+                if j + 2 < stored:  # the rows of B that A's next values select: a jump per value
+                    prefetch(b_ptr, a_idx[j + 2])
+                if j + 1 < stored:
+                    prefetch(b_idx, b_ptr[a_idx[j + 1]])
                 r = a_idx[j]
                 for q in range(b_ptr[r], b_ptr[r + 1]):
                     col = b_idx[q]
@@ -84,11 +94,18 @@ def spgemm_fill_rows(a_ptr, a_idx, a_val, b_ptr, b_idx, b_val, n_cols, lo, hi, o
         top = np.zeros((words + 63) >> 6, dtype=np.uint64)
         acc = np.zeros(n_cols, dtype=out_val.dtype)
         zero, one = np.uint64(0), np.uint64(1)
+        stored = a_idx.shape[0]
         for i in range(lo, hi):
             start = out_ptr[i]
             p = start
             first, last = n_cols, -1
             for j in range(a_ptr[i], a_ptr[i + 1]):
+                if j + 2 < stored:  # B's row pointer two values ahead, its row one ahead
+                    prefetch(b_ptr, a_idx[j + 2])
+                if j + 1 < stored:
+                    ahead = b_ptr[a_idx[j + 1]]
+                    prefetch(b_idx, ahead)
+                    prefetch(b_val, ahead)
                 r = a_idx[j]
                 v = a_val[j]
                 for q in range(b_ptr[r], b_ptr[r + 1]):
