@@ -71,17 +71,6 @@ def csr_times_dense(ctx: Any, parts: tuple, b: Any, out: Any) -> Any:
     return sdk_csr.csr_dense(ctx, *parts, b, out)
 
 
-def csr_times_row_sparse(ctx: Any, parts: tuple, stored: Any, stored_rows: Any, inner: int, out: Any) -> Any:
-    """out = A @ R for csr A and a row_sparse R of ``inner`` rows whose stored rows
-    ``stored_rows`` hold the dense 2-d ``stored``; only A's columns at stored rows count."""
-    xp = ctx.xp
-    if out.shape[0] == 0 or out.shape[1] == 0:
-        return out
-    slot = xp.full(inner, -1, dtype=np.int64)
-    slot[stored_rows] = xp.arange(stored_rows.shape[0], dtype=np.int64)
-    return csr_times_dense(ctx, sdk_csr.keep_columns(ctx, *parts, slot), stored, out)
-
-
 def csr_t_times_dense(ctx: Any, parts: tuple, columns: int, b: Any) -> tuple[Any, Any]:
     """(stored columns, product) of A.T @ b for csr A (``columns`` columns) and dense 2-d
     b: the product is zero outside the columns A stores, so it is computed for those only
@@ -97,5 +86,4 @@ def csr_t_times_dense(ctx: Any, parts: tuple, columns: int, b: Any) -> tuple[Any
     return stored, product
 
 
-__all__ = ["USE_CUSPARSE", "csr_transpose", "take_rows", "csr_times_dense", "csr_times_row_sparse",
-           "csr_t_times_dense"]
+__all__ = ["USE_CUSPARSE", "csr_transpose", "take_rows", "csr_times_dense", "csr_t_times_dense"]

@@ -372,3 +372,49 @@ def test_hashed_update_memory_2_40():
     _, peak = peak_bytes(lambda: so.sgd_mom_update(w, g, mom, lr=0.1, momentum=0.9, out=w))
     assert peak < 10 * MB
     np.testing.assert_array_equal(mom.indices.asnumpy(), rows)
+
+
+# ---- the simulated gpu ----------------------------------------------------------------------------
+@pytest.mark.gpu
+def test_simulated_gpu_hashed_products_follow_nnz():
+    """On gpu(0) (numba's CUDA simulator), csr.T @ dense and csr @ row_sparse with 2**40 and
+    2**62 columns: the columns are renumbered by a sort (a per-column array of that length
+    could not be allocated), the results equal the cpu's, on the device."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import numpy as np, sparse_ops as so
+        gpu = so.gpu(0)
+        rng = np.random.default_rng(2)
+        for n in (50, 2**40, 2**62):
+            m, k, nnz = 120, 4, 600
+            rows, cols = rng.integers(0, m, nnz), rng.integers(0, n, nnz, dtype=np.int64)
+            key = np.unique(rows.astype(np.int64) * 1000 + np.searchsorted(np.unique(cols), cols))
+            rows, cols = key // 1000, np.unique(cols)[key % 1000]
+            indptr = np.zeros(m + 1, np.int64)
+            np.cumsum(np.bincount(rows, minlength=m), out=indptr[1:])
+            data = rng.standard_normal(cols.shape[0])
+            cpu_a = so.csr_matrix((data, cols, indptr), shape=(m, n))
+            gpu_a = so.csr_matrix((data, cols, indptr), shape=(m, n), device=gpu)
+            g = rng.standard_normal((m, k))
+            want = so.dot(cpu_a, so.array(g), transpose_a=True)
+            got = so.dot(gpu_a, so.array(g, device=gpu), transpose_a=True)
+            assert got.device == gpu and got.stype == "row_sparse" and got.shape == (n, k)
+            assert so.explain("dot", gpu_a, so.array(g, device=gpu), transpose_a=True)["kernel"] == "Dot.csr_lhs_gpu"
+            np.testing.assert_array_equal(got.indices.asnumpy(), np.unique(cols))
+            np.testing.assert_allclose(got.data.asnumpy(), want.data.asnumpy(), rtol=1e-12, atol=1e-12)
+            stored = np.union1d(rng.choice(np.unique(cols), 20, replace=False), rng.integers(0, n, 5, dtype=np.int64))
+            vals = rng.standard_normal((stored.shape[0], k))
+            w_cpu = so.row_sparse_array((vals, stored), shape=(n, k))
+            w_gpu = so.row_sparse_array((vals, stored), shape=(n, k), device=gpu)
+            got = so.dot(gpu_a, w_gpu)
+            assert got.device == gpu and got.stype == "default"
+            np.testing.assert_allclose(got.asnumpy(), so.dot(cpu_a, w_cpu).asnumpy(), rtol=1e-12, atol=1e-12)
+        print("ok")
+    """)
+    env = dict(os.environ, SPARSE_OPS_CUDA_SIM="1")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0 and "ok" in result.stdout, result.stderr

@@ -170,28 +170,41 @@ def _sorts(columns: int, stored: int) -> bool:
     return columns > SORT_RATIO * stored + SORT_MIN
 
 
-def _keep_columns(parts: tuple, rows: np.ndarray, columns: int) -> tuple:
+def _keep_columns(parts: tuple, rows: Any, columns: int, ctx: Any = None) -> tuple:
     """csr parts keeping the columns ``c`` of the csr ``parts`` (``columns`` of them) that
     appear in the sorted unique ``rows``, renumbered to their position in ``rows``
-    (csr @ row_sparse: only the columns at the stored rows count)."""
+    (csr @ row_sparse: only the columns at the stored rows count); on ``ctx``'s device
+    (None: the cpu)."""
+    xp = np if ctx is None else ctx.xp
     indptr, indices, values = parts
     if not _sorts(columns, indices.shape[0] + rows.shape[0]):
-        return sdk_csr.keep_columns(None, *parts, _row_slots(rows, columns))
+        return sdk_csr.keep_columns(ctx, *parts, _row_slots(xp, rows, columns))
     if rows.shape[0] == 0 or indices.shape[0] == 0:
-        return np.zeros_like(indptr), indices[:0], values[:0]
-    pos = np.minimum(np.searchsorted(rows, indices), rows.shape[0] - 1)
+        return xp.zeros_like(indptr), indices[:0], values[:0]
+    pos = xp.minimum(xp.searchsorted(rows, indices), rows.shape[0] - 1)
     keep = rows[pos] == indices
-    kept_before = np.zeros(indices.shape[0] + 1, dtype=np.int64)
-    np.cumsum(keep, out=kept_before[1:])
+    kept_before = xp.zeros(indices.shape[0] + 1, dtype=np.int64)
+    xp.cumsum(keep, out=kept_before[1:])
     return kept_before[indptr].astype(indptr.dtype), pos[keep].astype(indices.dtype), values[keep]
 
 
-def _row_slots(rows: np.ndarray, count: int) -> np.ndarray:
+def _row_slots(xp: Any, rows: Any, count: int) -> Any:
     """For each of ``count`` ids: its position in the sorted unique ``rows``, or -1 (a dense
     table: only for counts near the number of values looked up, see ``_sorts``)."""
-    slot = np.full(count, -1, dtype=np.int64)
-    slot[rows] = np.arange(rows.shape[0])
+    slot = xp.full(count, -1, dtype=np.int64)
+    slot[rows] = xp.arange(rows.shape[0])
     return slot
+
+
+def _renumbered_columns(xp: Any, parts: tuple, columns: int) -> tuple[Any, tuple, int]:
+    """(the stored columns or None, csr parts, column count): for a column count far above
+    the stored values (``_sorts``), the columns renumbered to positions among the sorted
+    stored ones, so per-column arrays follow nnz; else the parts as they are."""
+    indptr, indices, values = parts
+    if not _sorts(columns, indices.shape[0]):
+        return None, parts, columns
+    stored, position = xp.unique(indices, return_inverse=True)
+    return stored, (indptr, position.reshape(-1).astype(indices.dtype, copy=False), values), stored.shape[0]
 
 
 def _threads() -> int:
@@ -450,7 +463,8 @@ class Dot(Op):
     @kernel(device="gpu", stypes=[("csr", "default"), ("csr", "row_sparse")])
     def csr_lhs_gpu(self, ctx, lhs, rhs, out):
         """``csr_lhs`` on a gpu. csr.T @ b transposes lhs on the gpu and takes row-wise
-        products (no atomics); csr @ row_sparse reads rhs's stored rows through a row map."""
+        products (no atomics); csr @ row_sparse keeps lhs's columns at rhs's stored rows.
+        Hashed column counts are renumbered by sorting, as on the cpu: memory follows nnz."""
         if lhs.data.dtype != rhs.data.dtype:  # mixed dtypes: the kernels take one
             lhs, rhs = _promoted(out, lhs, rhs)
         from ..cuda import kernels as gk
@@ -469,13 +483,16 @@ class Dot(Op):
             if self.transpose_a:
                 if plain_rsp:  # only the rows of lhs that rhs stores matter
                     parts = gk.take_rows(ctx, parts, rhs.indices)
-                cols, product = gk.csr_t_times_dense(ctx, parts, lhs.shape[1], b)
+                stored, parts, columns = _renumbered_columns(xp, parts, lhs.shape[1])
+                cols, product = gk.csr_t_times_dense(ctx, parts, columns, b)
+                if stored is not None:
+                    cols = stored[cols]
                 _emit_rows(ctx, out, product,
                            cols.astype(index_dtype_for(lhs.indices, shape=out.shape), copy=False))
                 return
             product = _buffer(xp, out, (lhs.shape[0], b.shape[1]), parts[2].dtype, b)
             if plain_rsp:
-                gk.csr_times_row_sparse(ctx, parts, b, rhs.indices, lhs.shape[1], product)
+                gk.csr_times_dense(ctx, _keep_columns(parts, rhs.indices, lhs.shape[1], ctx), b, product)
             else:
                 gk.csr_times_dense(ctx, parts, b, product)
             _emit_dense(ctx, out, product, (lhs.indices, lhs.indptr))
