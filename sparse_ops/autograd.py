@@ -98,8 +98,19 @@ def _not_in_graph(info: AGInfo | None) -> OperatorError:
         "inside autograd.record() on inputs marked with attach_grad()")
 
 
+def _materialized(g: Any) -> Any:
+    """``g``, or a contiguous copy of it when it is a broadcast view (a reduction's gradient
+    repeats one value through zero strides), for code that may write into its gradients or
+    read them as contiguous memory: user functions, plugins and the caller of ``grad``."""
+    if isinstance(g, NDArray) and g.stype == "default" and g._data.size > 1 and 0 in g._data.strides:
+        return NDArray(g._device.xp.ascontiguousarray(g._data), g._device)
+    return g
+
+
 def _node_backward(node: Node, out_grads: list) -> list:
     """The input gradients of one recorded call, checked against its inputs' shapes."""
+    if not getattr(node.fn, "trusted", False):
+        out_grads = [_materialized(g) for g in out_grads]
     if isinstance(node.fn, Function):
         grads = node.fn.backward(*out_grads)
         grads = list(grads) if isinstance(grads, (list, tuple)) else [grads]
@@ -239,7 +250,7 @@ def grad(heads: Any, variables: Any, head_grads: Any = None, retain_graph: bool 
     out = []
     for v in variables:
         g = results.get(v._ag)
-        out.append(g if g is not None else _zeros_like_meta(v))
+        out.append(_materialized(g) if g is not None else _zeros_like_meta(v))
     return out[0] if single else out
 
 

@@ -98,6 +98,117 @@ def test_full_sum_of_non_contiguous_and_special_values():
     assert so.sum(so.array(np.arange(6000, dtype=np.int64))).asnumpy() == 6000 * 5999 // 2
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("n", [0, 1, 4095, 4096, 4097, 1_000_003])
+def test_full_sum_kernel_modes_against_a_float64_reference(dtype, n):
+    from sparse_ops.kernels.reduce import ABS, PLAIN, SQUARE, flat_sum
+
+    a = (_rand(n, dtype, seed=n) + 0.5).astype(dtype)  # mixed signs, a non-zero mean
+    wide = a.astype(np.float64)
+    tol = 2e-6 if dtype == "float32" else 1e-12
+    for mode, ref in ((PLAIN, wide.sum()), (SQUARE, (wide * wide).sum()), (ABS, np.abs(wide).sum())):
+        got = flat_sum(a, mode)
+        assert abs(got - ref) <= tol * max(1.0, np.abs(wide).sum() if mode != SQUARE else ref), (mode, got, ref)
+
+
+# ---- the sum's gradient, a broadcast view -----------------------------------------------------------------
+def test_gradient_of_a_sum_reaches_the_caller_writable_and_contiguous():
+    a = _rand((40, 30))
+    x = so.array(a)
+    x.attach_grad()
+    with ag.record():
+        total = so.sum(x)
+        loss = so.sum(x * x)
+    gx = ag.grad(total, x, retain_graph=True)
+    data = gx._data
+    assert data.flags.writeable and data.flags.c_contiguous and 0 not in data.strides
+    np.testing.assert_array_equal(gx.asnumpy(), np.ones_like(a))
+    loss.backward()
+    np.testing.assert_allclose(x.grad.asnumpy(), 2 * a)
+    x.grad._data[0, 0] = 7.0  # the gradient buffer is the caller's to write
+    assert x.grad.asnumpy()[0, 0] == 7.0 and x.grad.asnumpy()[1, 1] == 2 * a[1, 1]
+
+
+def test_gradient_of_an_axis_sum_and_of_a_mean_are_right_through_a_product():
+    a, b = _rand((6, 5)), _rand((6, 5), seed=3)
+    x, y = so.array(a), so.array(b)
+    x.attach_grad()
+    y.attach_grad()
+    with ag.record():
+        loss = so.sum(so.mean(x * y, axis=0) * so.array(np.arange(5.0)))
+    loss.backward()
+    w = np.arange(5.0) / 6
+    np.testing.assert_allclose(x.grad.asnumpy(), b * w)
+    np.testing.assert_allclose(y.grad.asnumpy(), a * w)
+
+
+class _Doubler(ag.Function):
+    seen: list = []
+
+    def forward(self, x):
+        return x * 1.0
+
+    def backward(self, dy):
+        data = dy._data
+        type(self).seen.append((data.flags.writeable, 0 in data.strides))
+        data *= 2.0  # a user function may write into the gradient it is given
+        return dy
+
+
+def test_user_functions_receive_writable_out_grads_from_a_sum():
+    _Doubler.seen.clear()
+    a = _rand((8, 3))
+    x = so.array(a)
+    x.attach_grad()
+    with ag.record():
+        loss = so.sum(_Doubler()(x))
+    loss.backward()
+    assert _Doubler.seen == [(True, False)]
+    np.testing.assert_array_equal(x.grad.asnumpy(), np.full_like(a, 2.0))
+
+
+def test_custom_op_backward_reads_a_sums_gradient_as_an_ordinary_array(product_op):
+    a, b = _rand((5, 4)), _rand((5, 4), seed=4)
+    x, y = so.array(a), so.array(b)
+    x.attach_grad()
+    y.attach_grad()
+    with ag.record():
+        loss = so.sum(so.Custom(x, y, op_type=product_op), axis=1)
+    loss.backward()
+    np.testing.assert_allclose(x.grad.asnumpy(), b)
+    np.testing.assert_allclose(y.grad.asnumpy(), a)
+
+
+def test_second_order_through_an_axis_sum_keeps_the_graph():
+    a = _rand((4, 6))
+    x = so.array(a)
+    x.attach_grad()
+    with ag.record():
+        s = so.sum(x * x, axis=1, keepdims=True)  # d/dx sum(s * x) = 2x * sum(x) + s
+        g = ag.grad(so.sum(s * x), x, create_graph=True)
+        z = so.sum(g)
+    rows = a.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(g.asnumpy(), 2 * a * rows + (a * a).sum(axis=1, keepdims=True))
+    z.backward()  # sum(g) = ncols * s + 2 * rows**2, per row
+    np.testing.assert_allclose(x.grad.asnumpy(), 2 * a * a.shape[1] + 4 * rows)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64"])
+@pytest.mark.parametrize("swap", [False, True])
+def test_scaled_mul_with_a_broadcast_operand(dtype, swap):
+    b = (_rand((7, 5), seed=6) * 10).astype(dtype)
+    from sparse_ops.ndarray import NDArray
+
+    dense = so.array(b)
+    threes = NDArray(np.broadcast_to(np.asarray(3, dtype), (7, 5)), dense.device)  # as a sum's gradient
+    assert threes._data.strides == (0, 0)
+    pair = [dense, threes] if swap else [threes, dense]
+    scalar = 2.0 if dtype == "int64" else -1.5
+    out = so.invoke("_scaled_mul", pair, {"scalar": scalar})
+    assert out.dtype == np.dtype(dtype) and out._data.flags.c_contiguous
+    np.testing.assert_allclose(out.asnumpy(), (scalar * 3 * b).astype(dtype), rtol=1e-6)
+
+
 # ---- Embedding's gather ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype,width", [("float16", 1), ("float16", 3), ("float16", 6), ("float32", 5),
                                          ("float32", 64), ("float64", 7), ("int32", 3), ("int64", 2),

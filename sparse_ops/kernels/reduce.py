@@ -2,10 +2,12 @@
 are ``sparse_ops.sdk.csr.segment_sum``, whose modes these share), and the sum of a whole
 dense array.
 
-The kernels add into zero-initialised accumulators (float64 or int64, chosen by the
+The column sums add into zero-initialised accumulators (float64 or int64, chosen by the
 caller) whose dtype also types the running sums, so float32 values are summed in
-float64. The value transform (``mode``) is tested outside the inner loops.
+float64; the whole-array sum adds float64 totals of blocks. The value transform
+(``mode``) is tested outside the inner loops.
 """
+import numpy as np
 from numba import prange
 
 from ..sdk.csr import ABS, PLAIN, SQUARE  # noqa: F401  (the modes, re-exported)
@@ -45,22 +47,26 @@ SUM_BLOCK = 4096
 
 @jit(reassociate=True)
 def flat_sum(a, mode):
-    """The (transformed) sum of a 1-d float array, in float64. Each block's sum is
-    vectorised (reordered within the block), the blocks' sums added in order: faster than
-    NumPy's pairwise float32 sum and more accurate."""
+    """The (transformed) sum of a 1-d float array. Each block of SUM_BLOCK values is summed
+    in the array's dtype, vectorised (reordered within the block); the blocks' sums are
+    added in float64, in order. Faster than NumPy's pairwise sum and as accurate."""
+    zero = np.zeros(1, a.dtype)[0]
     total = 0.0
     n = a.shape[0]
-    for lo in range(0, n, SUM_BLOCK):
-        hi = min(n, lo + SUM_BLOCK)
-        s = 0.0
+    for block in range((n + SUM_BLOCK - 1) // SUM_BLOCK):
+        # offsets from a block start the compiler sees as non-negative: indices it cannot
+        # prove non-negative get a wraparound test that stops the loop vectorising
+        lo = block * SUM_BLOCK
+        m = min(SUM_BLOCK, n - lo)
+        s = zero
         if mode == SQUARE:
-            for i in range(lo, hi):
-                s += a[i] * a[i]
+            for j in range(m):
+                s += a[lo + j] * a[lo + j]
         elif mode == ABS:
-            for i in range(lo, hi):
-                s += abs(a[i])
+            for j in range(m):
+                s += abs(a[lo + j])
         else:
-            for i in range(lo, hi):
-                s += a[i]
+            for j in range(m):
+                s += a[lo + j]
         total += s
     return total

@@ -200,6 +200,11 @@ class ScaledMul(_Binary):
 
     @kernel(device=_BOTH)
     def dense(self, ctx, lhs, rhs, out):
+        if rhs.size and not any(rhs.strides):
+            lhs, rhs = rhs, lhs
+        if lhs.size and lhs.ndim and not any(lhs.strides):  # one value repeated (a sum's gradient): one pass
+            ctx.xp.multiply(rhs, lhs[(0,) * lhs.ndim] * self.scalar, out, casting="unsafe")
+            return
         ctx.xp.multiply(lhs, rhs, out)
         ctx.xp.multiply(out, self.scalar, out, casting="unsafe")  # in place: no second array
 

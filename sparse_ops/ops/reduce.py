@@ -24,6 +24,7 @@ import numpy as np
 from ..creation import full
 from ..ndarray import NDArray
 from ..registry import Op, Param, kernel, register
+from ..tape import is_recording
 from ._util import T, is_host, numba_values, row_ids
 
 _BOTH = ("cpu", "gpu")
@@ -209,6 +210,12 @@ class _Reduction(Op):
         axes = self.axes(len(shape))
         if not axes:
             return g
+        if g.stype == "default" and not is_recording():
+            # A read-only view with zero strides along ``axes``: the gradient rules that
+            # consume it read it as they read any array, and the repeated values are never
+            # written to memory. Recorded (create_graph), the op keeps the graph.
+            keep = _keepdims_shape(g.shape, shape, axes)
+            return NDArray(g.device.xp.broadcast_to(g._data.reshape(keep), shape), g.device)
         return T._broadcast_reduced(g, shape=shape, axis=axes)
 
 
