@@ -148,6 +148,32 @@ def test_wide_rows_every_ordering_path(dtype):
     assert_same_csr(so.dot(ours(a), ours(b)), want)
 
 
+@pytest.mark.parametrize("one_pass_bytes", [0, 1 << 40], ids=["counted rows", "rooms by work"])
+@pytest.mark.parametrize("parallel", [True, False])
+def test_counted_and_upper_bound_rooms_give_the_same_product(monkeypatch, one_pass_bytes, parallel):
+    """The output's room comes from a counting pass or from the rows' work (an upper bound,
+    closed up after); both, in parallel chunks and in one, give SciPy's product, with sums
+    that cancel to zero dropped inside chunks and at their ends."""
+    from sparse_ops.kernels import spgemm as kernels
+
+    monkeypatch.setattr(kernels, "ONE_PASS_BYTES", one_pass_bytes)
+    rng = np.random.default_rng(9)
+    a = power_law_csr(rng, 3000, 20000)
+    a.data = rng.integers(-2, 3, a.nnz).astype(np.float64)
+    a.eliminate_zeros()
+    want = expected(a, a)
+    want.eliminate_zeros()
+    assert (abs(a) @ abs(a)).nnz > want.nnz  # some sums cancelled
+    parts = (a.indptr.astype(np.int64), a.indices.astype(np.int64), a.data)
+    ptr, idx, val = kernels.spgemm(parts, parts, a.shape[1], np.int64, lambda work: parallel, 2)
+    got = sp.csr_matrix((val, idx, ptr), shape=a.shape)
+    np.testing.assert_array_equal(ptr, want.indptr)
+    np.testing.assert_array_equal(idx, want.indices)
+    np.testing.assert_array_equal(val, want.data)
+    assert got.has_canonical_format
+    assert_same_csr(so.dot(ours(a), ours(a)), want)
+
+
 def test_index_dtypes():
     rng = np.random.default_rng(6)
     a, b = random_csr(rng, (15, 12), 0.3), random_csr(rng, (12, 10), 0.3)

@@ -1,17 +1,18 @@
 """numba CPU kernels of sparse @ sparse: ``dot(csr, csr)`` (SpGEMM) and its gradient, the
 product of two operands sampled at a csr matrix's stored entries (SDDMM).
 
-SpGEMM is Gustavson's row-by-row product in two passes over the same row chunks: a
-symbolic pass counts each output row's distinct columns (so the output is allocated once,
-exactly), a numeric pass accumulates each row into a dense accumulator, writes its columns
-in increasing order (read off a two-level bitmap of the columns met) and drops the entries
-that summed to exactly zero (SciPy's ``A @ B`` drops them too). The chunks are row ranges
-of about equal work (multiply-adds), run in parallel; each owns its accumulator and its
-output rows, so there are no atomics.
+SpGEMM is Gustavson's row-by-row product over row chunks of about equal work
+(multiply-adds), run in parallel; each chunk owns its accumulator and its output rows, so
+there are no atomics. A numeric pass accumulates each row into a dense accumulator, writes
+its columns in increasing order (read off a two-level bitmap of the columns met) and drops
+the entries that summed to exactly zero (SciPy's ``A @ B`` drops them too). Its room comes
+from the rows' work, an upper bound on their lengths, when that bound is small enough;
+otherwise a symbolic pass first counts each row's distinct columns, so the output is
+allocated once, exactly. Either way the chunks' rows are closed up after.
 
-Both passes jump to a row of B for each stored value of A; they prefetch the row pointer two
-values ahead and the row one value ahead (``prefetch``), which the hardware's stream
-prefetchers cannot guess.
+Both passes jump to a row of B for each stored value of A; they prefetch the row pointer
+PTR_AHEAD values ahead and the row ROW_AHEAD values ahead (``prefetch``), which the
+hardware's stream prefetchers cannot guess.
 
 Inputs are validated, canonical csr parts (sorted, unique columns); values arrive widened
 to float32, float64 or int64 and share one dtype.
@@ -27,6 +28,9 @@ from numba.cpython.unsafe.numbers import trailing_zeros
 from ..sdk.rowkernel import row_kernel
 from . import jit
 from .prefetch import prefetch
+
+
+PTR_AHEAD, ROW_AHEAD = 8, 4  # prefetch distances in stored values of A (the row's must have arrived)
 
 
 @jit()
@@ -51,10 +55,10 @@ def spgemm_count_rows(a_ptr, a_idx, b_ptr, b_idx, n_cols, lo, hi, counts):
         for i in range(lo, hi):
             c = 0
             for j in range(a_ptr[i], a_ptr[i + 1]):
-                if j + 2 < stored:  # the rows of B that A's next values select: a jump per value
-                    prefetch(b_ptr, a_idx[j + 2])
-                if j + 1 < stored:
-                    prefetch(b_idx, b_ptr[a_idx[j + 1]])
+                if j + PTR_AHEAD < stored:  # the rows of B that A's next values select: a jump per value
+                    prefetch(b_ptr, a_idx[j + PTR_AHEAD])
+                if j + ROW_AHEAD < stored:
+                    prefetch(b_idx, b_ptr[a_idx[j + ROW_AHEAD]])
                 r = a_idx[j]
                 for q in range(b_ptr[r], b_ptr[r + 1]):
                     col = b_idx[q]
@@ -78,10 +82,11 @@ def _bit(k):
 
 
 @jit()
-def spgemm_fill_rows(a_ptr, a_idx, a_val, b_ptr, b_idx, b_val, n_cols, lo, hi, out_ptr, out_idx, out_val, kept):
-    """Row i of A @ B (lo <= i < hi) into out[out_ptr[i]:out_ptr[i + 1]] (``spgemm_count``'s sizes):
-    columns increasing, values summed in the accumulator; entries summing to zero are
-    dropped, so only the first kept[i] slots of the row are written.
+def spgemm_fill_rows(a_ptr, a_idx, a_val, b_ptr, b_idx, b_val, n_cols, lo, hi, base, out_idx, out_val, kept):
+    """Rows lo <= i < hi of A @ B, one after another from out[base]: columns increasing,
+    values summed in the accumulator, entries summing to zero dropped; kept[i] is row i's
+    length. The region must hold the rows' distinct columns before the drop (their counts,
+    or their work as an upper bound).
 
     The columns a row has met are bits of a bitmap (one bit a column, 8 KiB per 65,536
     columns: it stays in the L1 cache where a marker per column did not) with a second level
@@ -95,15 +100,15 @@ def spgemm_fill_rows(a_ptr, a_idx, a_val, b_ptr, b_idx, b_val, n_cols, lo, hi, o
         acc = np.zeros(n_cols, dtype=out_val.dtype)
         zero, one = np.uint64(0), np.uint64(1)
         stored = a_idx.shape[0]
+        start = base
         for i in range(lo, hi):
-            start = out_ptr[i]
             p = start
             first, last = n_cols, -1
             for j in range(a_ptr[i], a_ptr[i + 1]):
-                if j + 2 < stored:  # B's row pointer two values ahead, its row one ahead
-                    prefetch(b_ptr, a_idx[j + 2])
-                if j + 1 < stored:
-                    ahead = b_ptr[a_idx[j + 1]]
+                if j + PTR_AHEAD < stored:
+                    prefetch(b_ptr, a_idx[j + PTR_AHEAD])
+                if j + ROW_AHEAD < stored:
+                    ahead = b_ptr[a_idx[j + ROW_AHEAD]]
                     prefetch(b_idx, ahead)
                     prefetch(b_val, ahead)
                 r = a_idx[j]
@@ -161,26 +166,15 @@ def spgemm_fill_rows(a_ptr, a_idx, a_val, b_ptr, b_idx, b_val, n_cols, lo, hi, o
                         out_val[o] = x
                         o += 1
             kept[i] = o - start
+            start = o
 
 
 @jit(parallel=True)
-def spgemm_fill(a_ptr, a_idx, a_val, b_ptr, b_idx, b_val, n_cols, bounds, out_ptr, out_idx, out_val, kept):
-    """``spgemm_fill_rows`` for the row chunks ``bounds[t]:bounds[t+1]``, in parallel."""
+def spgemm_fill(a_ptr, a_idx, a_val, b_ptr, b_idx, b_val, n_cols, bounds, bases, out_idx, out_val, kept):
+    """``spgemm_fill_rows`` for the row chunks ``bounds[t]:bounds[t+1]`` from ``bases[t]``, in parallel."""
     for t in prange(bounds.shape[0] - 1):
         spgemm_fill_rows(a_ptr, a_idx, a_val, b_ptr, b_idx, b_val, n_cols, bounds[t], bounds[t + 1],
-                         out_ptr, out_idx, out_val, kept)
-
-
-@jit()
-def compact_rows(src_ptr, src_idx, src_val, dst_ptr, dst_idx, dst_val):
-    """Copy the first dst_ptr[i + 1] - dst_ptr[i] entries of each row i of the src csr
-    into the dst csr (the rows ``spgemm_fill`` shortened by dropping zeros)."""
-    for i in range(dst_ptr.shape[0] - 1):
-        s = src_ptr[i]
-        for d in range(dst_ptr[i], dst_ptr[i + 1]):
-            dst_idx[d] = src_idx[s]
-            dst_val[d] = src_val[s]
-            s += 1
+                         bases[t], out_idx, out_val, kept)
 
 
 @row_kernel
@@ -225,11 +219,28 @@ def sampled_entry(s, s_rows, s_idx, x_ptr, x_idx, x_val, x_dense, y_ptr, y_idx, 
                     b0 = lo + 1
 
 
+@jit()
+def close_gaps(idx, val, bases, starts):
+    """Chunk t's entries, at bases[t] in ``idx`` and ``val``, moved down to starts[t] (the
+    chunks' lengths: the starts' differences), in place: chunk by chunk, front to back,
+    every entry moves to a lower or the same position."""
+    for t in range(starts.shape[0] - 1):
+        s, d = bases[t], starts[t]
+        if s != d:
+            for k in range(starts[t + 1] - d):
+                idx[d + k] = idx[s + k]
+                val[d + k] = val[s + k]
+
+
 # ---- host drivers ------------------------------------------------------------------------------
 CHUNKS_PER_THREAD = 4  # row chunks per numba thread: evens out rows of uneven cost
 # B's columns are renumbered to its stored ones when there are this many times more
 # columns than stored values: the per-chunk accumulators then fit the data, not the width
 SPARSE_COLUMNS = 4
+# a product whose work (multiply-adds) bounds its output under this many bytes of index and
+# value is computed in one pass, into rooms of that size closed up after; a larger one
+# counts its rows' lengths first, so its memory stays that of the output
+ONE_PASS_BYTES = 256 << 20
 
 
 def chunk_bounds(work: np.ndarray, chunks: int) -> np.ndarray:
@@ -262,41 +273,46 @@ def spgemm(a: tuple, b: tuple, n_cols: int, index_dtype: Any, parallel_worth: An
         b_idx = np.searchsorted(columns, b_idx).astype(b_idx.dtype, copy=False)
         n_cols = columns.shape[0]
     rows = a_ptr.shape[0] - 1
-    work = np.empty(rows, dtype=np.int64)
-    row_work(a_ptr, a_idx, b_ptr, work)
+    work = np.empty(rows + 1, dtype=np.int64)
+    work[0] = 0
+    row_work(a_ptr, a_idx, b_ptr, work[1:])
     flops = int(work.sum())
     parallel = threads > 1 and parallel_worth(flops)
-    bounds = _schedule(work, parallel, threads)
-    counts = np.zeros(rows, dtype=np.int64)
-    if flops:
-        if parallel:
-            spgemm_count(a_ptr, a_idx, b_ptr, b_idx, n_cols, bounds, counts)
-        else:
-            spgemm_count_rows(a_ptr, a_idx, b_ptr, b_idx, n_cols, 0, rows, counts)
-    ptr = np.zeros(rows + 1, dtype=np.int64)
-    np.cumsum(counts, out=ptr[1:])
-    nnz = int(ptr[-1])
+    bounds = _schedule(work[1:], parallel, threads)
     idt = np.dtype(index_dtype)
-    if nnz > np.iinfo(idt).max:
+    if flops * (idt.itemsize + a_val.dtype.itemsize) <= ONE_PASS_BYTES:
+        # one pass: each row gets room for its work (an upper bound on its length)
+        ends = np.cumsum(work, out=work)
+    else:  # two passes: the symbolic pass sizes each row exactly
+        ends = np.zeros(rows + 1, dtype=np.int64)
+        if flops:
+            if parallel:
+                spgemm_count(a_ptr, a_idx, b_ptr, b_idx, n_cols, bounds, ends[1:])
+            else:
+                spgemm_count_rows(a_ptr, a_idx, b_ptr, b_idx, n_cols, 0, rows, ends[1:])
+        np.cumsum(ends, out=ends)
+    bases = ends[bounds]  # where each chunk's rows start (the last: the end of the room)
+    room = int(bases[-1])
+    if room > np.iinfo(idt).max:
         idt = np.dtype(np.int64)
-    indices = np.empty(nnz, dtype=idt)
-    values = np.empty(nnz, dtype=a_val.dtype)
-    kept = np.zeros(rows, dtype=np.int64)
-    if nnz:
+    indices = np.empty(room, dtype=idt)
+    values = np.empty(room, dtype=a_val.dtype)
+    kept = np.zeros(rows + 1, dtype=np.int64)
+    if room:
         if parallel:
-            spgemm_fill(a_ptr, a_idx, a_val, b_ptr, b_idx, b_val, n_cols, bounds, ptr, indices, values, kept)
+            spgemm_fill(a_ptr, a_idx, a_val, b_ptr, b_idx, b_val, n_cols, bounds, bases, indices, values, kept[1:])
         else:
-            spgemm_fill_rows(a_ptr, a_idx, a_val, b_ptr, b_idx, b_val, n_cols, 0, rows, ptr, indices, values, kept)
-    kept_ptr = np.zeros(rows + 1, dtype=np.int64)
-    np.cumsum(kept, out=kept_ptr[1:])
-    if int(kept_ptr[-1]) != nnz:  # some sums cancelled to zero
-        short_idx = np.empty(int(kept_ptr[-1]), dtype=idt)
-        short_val = np.empty(int(kept_ptr[-1]), dtype=values.dtype)
-        compact_rows(ptr, indices, values, kept_ptr, short_idx, short_val)
-        indices, values = short_idx, short_val
+            spgemm_fill_rows(a_ptr, a_idx, a_val, b_ptr, b_idx, b_val, n_cols, 0, rows, 0, indices, values, kept[1:])
+    ptr = np.cumsum(kept, out=kept)
+    starts = ptr[bounds]  # where each chunk's rows belong in the output
+    if not np.array_equal(starts, bases):  # rooms left between chunks: close them up
+        close_gaps(indices, values, bases, starts)
+        nnz = int(ptr[-1])
+        indices.resize(nnz, refcheck=False)  # realloc in place: the arrays are ours, unshared
+        values.resize(nnz, refcheck=False)
     if columns is not None:  # renumbered columns back (an increasing map: rows stay sorted)
         indices = columns[indices].astype(idt, copy=False)
-    return kept_ptr.astype(idt, copy=False), indices, values
+    return ptr.astype(idt, copy=False), indices, values
 
 
 def sampled(ctx: Any, s_ptr: Any, s_idx: Any, x: Any, y: Any, k: int, dtype: Any) -> Any:
