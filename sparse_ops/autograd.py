@@ -48,19 +48,19 @@ def _as_list(x: Any) -> list:
 def _topological(heads: list[AGInfo]) -> list[Node]:
     """Nodes reachable from the heads, each after every node that consumes its outputs."""
     order: list[Node] = []
-    seen: set[int] = set()
+    seen: set[Node] = set()
     stack: list[tuple[Node, bool]] = [(h.node, False) for h in heads if h.node is not None]
     while stack:
         node, expanded = stack.pop()
         if expanded:
             order.append(node)
             continue
-        if id(node) in seen:
+        if node in seen:
             continue
-        seen.add(id(node))
+        seen.add(node)
         stack.append((node, True))
         for p in node.parents:
-            if p is not None and p.node is not None and id(p.node) not in seen:
+            if p is not None and p.node is not None and p.node not in seen:
                 stack.append((p.node, False))
     order.reverse()
     return order
@@ -76,12 +76,14 @@ def _sum_grads(a: NDArray, b: NDArray) -> NDArray:
 
 
 def _ones_like(x: NDArray) -> NDArray:
-    device = x.device
-    xp = device.xp
-    if xp is np:
-        return NDArray(np.ones(x.shape, dtype=x.dtype), device)
+    """The head gradient ``backward()`` assumes: ones like the (dense) head."""
+    device = x._device
+    if device.device_type == "cpu":
+        a = np.empty(x.shape, dtype=x.dtype)
+        a.fill(1)  # np.ones costs several times more on small heads
+        return NDArray(a, device)
     with allocating_on(device):
-        return NDArray(xp.ones(x.shape, dtype=x.dtype), device)
+        return NDArray(device.xp.ones(x.shape, dtype=x.dtype), device)
 
 
 def _zeros_like_meta(m: Any) -> NDArray:
@@ -204,8 +206,12 @@ def _run_backward(heads: list, head_grads: Any, retain_graph: bool, create_graph
 
 
 def _write_grad(info: AGInfo, g: NDArray) -> None:
-    buf = info.grad
-    if info.grad_req == "null":
+    buf, req = info.grad, info.grad_req
+    if req == "null":
+        return
+    if (req == "write" and g.__class__ is NDArray and buf.__class__ is NDArray and buf._device is g._device
+            and buf._data.dtype == g._data.dtype and buf._data.shape == g._data.shape):
+        buf._data[...] = g._data  # the common case: one copy into the dense buffer
         return
     with _scope(False, None):
         if info.grad_req == "add":
@@ -213,8 +219,6 @@ def _write_grad(info: AGInfo, g: NDArray) -> None:
         elif (buf.stype != g.stype or buf._device is not g._device or buf.dtype != g.dtype
               or buf.shape != g.shape):
             buf[:] = g  # a conversion (or the shape error) on the way
-        elif buf.stype == "default":
-            buf._data[...] = g._data  # the common case: one copy into the buffer
         else:
             # one copy of the values (a gradient may be a head gradient the caller holds);
             # the index arrays are shared read-only, as operators share them

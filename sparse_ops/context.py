@@ -72,19 +72,23 @@ class OpContext:
     calls and keeps at most ``WORKSPACE_KEEP_BYTES`` between them); ``rng`` a seeded NumPy
     generator (``sparse_ops.random.seed``); ``stream`` the CuPy stream on a real gpu;
     ``alloc_csr`` / ``alloc_row_sparse`` give a sparse output its arrays once the kernel
-    knows how many values it has (MXNet's ``alloc_sparse``), without a later copy.
+    knows how many values it has (MXNet's ``alloc_sparse``), without a later copy;
+    ``state`` a dict in which a kernel may keep what it works out once for its plan (a plan
+    serves one input signature: parameters, storage types, dtypes, shapes, device), as
+    MXNet's stateful operators keep a state per signature.
 
     ``mark_unset`` (set by dispatch in debug mode for kernels that are not ours): the
     arrays these methods hand out start filled with markers (values: the unset marker;
     indices and indptr: -1), so whatever the kernel forgets to fill is caught afterwards.
     """
 
-    __slots__ = ("device", "is_train", "op", "xp", "mark_unset")
+    __slots__ = ("device", "is_train", "op", "xp", "mark_unset", "state")
 
     def __init__(self, device: Device, is_train: bool, op: Any, mark_unset: bool = False) -> None:
         self.device, self.is_train, self.op = device, is_train, op
         self.xp = device.xp  # numpy or cupy
         self.mark_unset = mark_unset
+        self.state: dict[str, Any] = {}
 
     def _fresh(self, values: Any, *index_arrays: Any) -> None:
         if self.mark_unset:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from .creation import array, zeros
-from .dispatch import OpContext, accumulate_into, invoke
+from .dispatch import accumulate_into, invoke
 from .errors import OperatorError
 from .ndarray import NDArray
 from .registry import Op, add_class_adapter, get_op, kernel
@@ -145,8 +145,7 @@ def op_class_for_prop(name: str, prop_cls: type) -> type:
             inst.keep_out = tuple(i for i in range(n_out_ids) if n_out_ids + n_args + i in deps)
             inst.params = dict(kwargs)
             inst.operators = {}
-            inst.backward_stypes = {}  # storage types in -> (out_grad, in_grad) storage types
-            inst.contexts = {}  # (device, training) -> the OpContext backward passes
+            inst.backward_plans = {}  # backward signature -> what _backward_plan works out
             inst.lock = threading.Lock()
             return inst
 
@@ -201,57 +200,55 @@ def op_class_for_prop(name: str, prop_cls: type) -> type:
             self._checked("storage_type", args, list(in_s)[:len(args)], self.args)
             return list(out_s)
 
-        def operator(self, ctx: Any, shapes: list, dtypes: list) -> CustomOp:
+        def operator(self, device: Any, shapes: list, dtypes: list) -> CustomOp:
             """The CustomOp for this device and input signature, created once and reused."""
-            key = (ctx.device, tuple(shapes), tuple(dtypes))
+            key = (device, tuple(shapes), tuple(dtypes))
             op = self.operators.get(key)
             if op is None:
                 with self.lock:
                     op = self.operators.get(key)
                     if op is None:
-                        op = self.prop.create_operator(ctx.device, [list(s) for s in shapes],
-                                                       [d.type for d in dtypes])
+                        op = self.prop.create_operator(device, [list(s) for s in shapes], [d.type for d in dtypes])
                         self.operators[key] = op
             return op
 
         @kernel(device=("cpu", "gpu"), stypes=("...",))
         def compute(self, ctx, *arrays):
-            n_in = len(self.args) + len(self.auxs)
-            inputs, outputs = list(arrays[:n_in]), list(arrays[n_in:])
-            args, aux = inputs[:len(self.args)], inputs[len(self.args):]
-            op = self.operator(ctx, [x.shape for x in inputs], [x.dtype for x in inputs])
-            op.forward(is_train=ctx.is_train, req=["write"] * len(outputs), in_data=args,
-                       out_data=outputs, aux=aux)
+            n_args, n_in = len(self.args), len(self.args) + len(self.auxs)
+            op = ctx.state.get("custom_op")  # a plan's contexts see one input signature: one CustomOp
+            if op is None:
+                op = ctx.state["custom_op"] = self.operator(ctx.device, [x.shape for x in arrays[:n_in]],
+                                                            [x.dtype for x in arrays[:n_in]])
+            op.forward(is_train=ctx.is_train, req=["write"] * (len(arrays) - n_in), in_data=list(arrays[:n_args]),
+                       out_data=list(arrays[n_in:]), aux=list(arrays[n_args:n_in]))
 
-        def _backward_stypes(self, out_grads: list, args: list, outputs: list, aux: list) -> tuple[list, list]:
-            """(out_grad storage types, in_grad storage types) from the prop's backward
-            storage inference, asked once per combination of storage types."""
-            key = tuple(x.stype for x in (*out_grads, *args, *outputs, *aux))
-            found = self.backward_stypes.get(key)
+        def _backward_plan(self, out_grads: list, inputs: list, outputs: list) -> tuple:
+            """(CustomOp, device, out_grad storage types, in_grad storage types) of one
+            backward signature, worked out once: the prop's backward storage inference is
+            asked once per combination of storage types."""
+            device = out_grads[0].device
+            key = (device, _state.training, *[(x.stype, x.shape, x.dtype) for x in (*out_grads, *inputs, *outputs)])
+            found = self.backward_plans.get(key)
             if found is None:
+                args, aux = inputs[:len(self.args)], inputs[len(self.args):]
                 ograd_st, _, _, igrad_st, _ = _five(self.prop.infer_storage_type_backward(
                     [g.stype for g in out_grads], [x.stype for x in args], [y.stype for y in outputs],
                     [_DEFAULT] * len(args), [a.stype for a in aux]))
-                found = self.backward_stypes[key] = (list(ograd_st), list(igrad_st))
+                op = self.operator(device, [x.shape for x in inputs], [x.dtype for x in inputs])
+                found = self.backward_plans[key] = (op, device, list(ograd_st), list(igrad_st))
             return found
 
         def gradient(self, out_grads, inputs, outputs):
-            args, aux = inputs[:len(self.args)], inputs[len(self.args):]
-            device = out_grads[0].device
-            ograd_st, igrad_st = self._backward_stypes(out_grads, args, outputs, aux)
-            out_grads = [g if g.stype == s else g.tostype(s) for g, s in zip(out_grads, ograd_st)]
             n_args = len(self.args)
+            args, aux = inputs[:n_args], inputs[n_args:]
+            op, device, ograd_st, igrad_st = self._backward_plan(out_grads, inputs, outputs)
+            out_grads = [g if g.stype == s else g.tostype(s) for g, s in zip(out_grads, ograd_st)]
             if not self.prop.need_top_grad_:
                 out_grads = [_Missing(g, "out_grad") for g in out_grads]
             in_grad = [_zeros_like(x, s, device) for x, s in zip(args, igrad_st)]
-            training = _state.training
-            ctx = self.contexts.get((device, training))
-            if ctx is None:
-                ctx = self.contexts[(device, training)] = OpContext(device, training, self._opdef)
-            op = self.operator(ctx, [x.shape for x in inputs], [x.dtype for x in inputs])
             try:
-                op.backward(req=["write"] * n_args, out_grad=out_grads, in_data=list(args),
-                            out_data=list(outputs), in_grad=in_grad, aux=list(aux))
+                op.backward(req=["write"] * n_args, out_grad=out_grads, in_data=args, out_data=list(outputs),
+                            in_grad=in_grad, aux=aux)
             except OperatorError:
                 raise
             except Exception as exc:

@@ -80,6 +80,16 @@ def test_create_operator_once_per_signature():
     assert SqrProp.created == 1
     so.Custom(so.ones((2, 2), dtype="float32"), so.zeros((2, 2)), op_type="test_sqr")
     assert SqrProp.created == 2
+    # recorded in training and in predict mode, forward and backward: the same operator
+    x = so.ones((2, 2), dtype="float64")
+    x.attach_grad()
+    for train in (True, False):
+        for _ in range(2):
+            with ag.record(train_mode=train):
+                y = so.Custom(x, calls, op_type="test_sqr")
+            y.backward()
+            np.testing.assert_allclose(x.grad.asnumpy(), 2 * np.ones((2, 2)))
+    assert SqrProp.created == 2
 
 
 @so.register("test_mult", replace=True)

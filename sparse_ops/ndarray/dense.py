@@ -183,6 +183,9 @@ class NDArray:
     def __setitem__(self, key: Any, value: Any) -> None:
         if self._ag is not None:
             self._check_writable(self)
+        if value.__class__ is NDArray and value._device is self._device and key.__class__ is slice:
+            self._data[key] = value._data  # x[:] = y, x[a:b] = y: the common case, spelled out
+            return
         if not isinstance(value, NDArray) and type(value).__module__.startswith("scipy.sparse"):
             value = CONVERSIONS["csr_matrix"](value, device=self._device)
         if isinstance(value, NDArray):
