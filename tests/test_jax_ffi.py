@@ -139,3 +139,33 @@ def test_native_parallel_driver_forward_and_gradient():
     finally:
         native.disabled(False)
     np.testing.assert_array_equal(fast, slow)
+
+
+_SERVE_ONCE = """
+import json, sys
+import numpy as np, scipy.sparse as sp, jax
+from jax.experimental.sparse import BCSR
+import sparse_ops.jax as soj, sparse_ops_cookbook
+m = sp.random(30, 20, density=0.2, format="csr", dtype=np.float32, random_state=0)
+a = BCSR((m.data, m.indices, m.indptr), shape=m.shape)
+y = np.asarray(jax.jit(soj.ops.csr_spmm)(a, np.ones((20, 3), np.float32)))
+from sparse_ops.jax import native_kernel
+stats = native_kernel.serve.stats
+print(json.dumps({"close": bool(np.allclose(y, m @ np.ones((20, 3), np.float32), rtol=1e-6)),
+                  "hits": sum(stats.cache_hits.values()), "misses": sum(stats.cache_misses.values())}))
+"""
+
+
+def test_the_native_kernel_is_compiled_once_and_loaded_from_numbas_cache(tmp_path):
+    """A fresh process finds the native handler's compiled body in numba's on-disk cache
+    (the per-process cfunc around it is a call and a fallback)."""
+    import json
+    import os
+    import sys
+
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    runs = [json.loads(subprocess.run([sys.executable, "-c", _SERVE_ONCE], env=env, capture_output=True, text=True,
+                                      check=True).stdout.splitlines()[-1]) for _ in range(2)]
+    assert all(r["close"] for r in runs)
+    assert runs[0]["misses"] == 1 and runs[0]["hits"] == 0
+    assert runs[1]["hits"] == 1 and runs[1]["misses"] == 0

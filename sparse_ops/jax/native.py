@@ -9,14 +9,18 @@ driver, chosen at trace time from the static work size by the project's one size
 ``parallel_worth``), so both paths give the same bits. Every other call takes the Python
 handler (``handlers.py``); ``explain`` says which.
 
-The cfunc reads the frame as 64-bit words at the offsets ``ffi.OFFSETS`` gives (checked
-against the C header by the tests) and checks the csr structure it is given (``indptr``
+Each cfunc is a call of ``native_kernel.serve``, compiled once per dtype pair and kept in
+numba's disk cache (a fresh process loads it), and a hand-off to the Python handler,
+whose address is the one thing that changes from process to process. ``serve`` reads the
+frame as 64-bit words at the offsets ``ffi.OFFSETS`` gives (checked against the C header
+by the tests) and checks the csr structure it is given (``indptr``
 starting at 0, non-decreasing, ending within the stored values; every column index in
 range). Anything it does not handle itself (XLA's metadata query, another execution stage,
 a malformed structure) it hands, frame and all, to the Python handler, which answers or
 returns the FFI error naming the op and the argument: the fast path never reports an
-error of its own, so there is one source of messages. The gradient always takes the Python
-handler (it runs the op's gradient rule, made of operators).
+error of its own, so there is one source of messages. Gradients take the Python handler
+(it runs the op's gradient rule, made of operators), except X's gradient when the csr is a
+constant (``grad_target_for``).
 """
 from __future__ import annotations
 
@@ -80,101 +84,23 @@ def _parallel(spec: CallSpec) -> bool:
 
 
 def _build(vdtype: np.dtype, idtype: np.dtype, parallel: bool, mean: bool, grad: bool = False) -> tuple[Any, int]:
+    """The cfunc of one variant: ``native_kernel.serve`` (compiled once, cached on disk) on
+    the frame, or the Python handler when it declines the frame."""
     import numba
     from numba import types
-    from numba.core.extending import intrinsic
 
-    from ..sdk import csr_cpu
-    from ..sdk.csr import _counting_sort_kernel, _mean_row
+    from ..sdk.csr_cpu import TASKS_PER_THREAD
+    from . import native_kernel
 
-    serial, split = csr_cpu.csr_dense_rows, csr_cpu.csr_dense_parallel
-    bounds, tasks = csr_cpu.balanced_bounds, max(1, numba.get_num_threads()) * csr_cpu.TASKS_PER_THREAD
-    run_mean = _mean_row.drivers().cpu_serial
-    transpose = _counting_sort_kernel()
+    serve, as_ptr, address, done = native_kernel.serve, native_kernel.as_ptr, native_kernel.address, native_kernel.DONE
     fallback = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(ffi_address("cpu_grad" if grad else "cpu"))
-    W = {k: v // 8 for k, v in ffi.OFFSETS.items()}
-    EXT, STAGE, ARGS, RETS = W["frame.extension_start"], W["frame.stage"], W["frame.args.args"], W["frame.rets.rets"]
-    DATA, DIMS = W["buffer.data"], W["buffer.dims"]
-    vdt, idt = np.dtype(vdtype), np.dtype(idtype)
-    EXECUTE = ffi.STAGE_EXECUTE
-    GRAD = grad
-
-    @intrinsic
-    def as_ptr(typingctx, addr):
-        sig = types.voidptr(types.int64)
-
-        def codegen(context, builder, signature, args):
-            return builder.inttoptr(args[0], context.get_value_type(types.voidptr))
-
-        return sig, codegen
-
-    @numba.njit(inline="always")
-    def words(addr, n):
-        return numba.carray(as_ptr(addr), n, np.int64)
-
-    @numba.njit(inline="always")
-    def buffer(table, i):
-        b = words(table[i], DIMS + 1)
-        return b[DATA], words(b[DIMS], 2)
+    values, index = np.empty(0, vdtype), np.empty(0, idtype)  # their dtypes choose serve's compiled variant
+    tasks = max(1, numba.get_num_threads()) * TASKS_PER_THREAD
 
     def handler(frame):
-        f = words(ctypes_addr(frame), 16)
-        if f[EXT] != 0 or (f[STAGE] & 0xFFFFFFFF) != EXECUTE:
+        if serve(address(frame), values, index, parallel, mean, grad, tasks) != done:
             return fallback(frame)
-        args = words(f[ARGS], 6 if GRAD else 4)  # A's three parts, X (then the output and G for the gradient)
-        rets = words(f[RETS], 1)
-        p_data, d_data = buffer(args, 0)
-        p_ind, _ = buffer(args, 1)
-        p_ptr, d_ptr = buffer(args, 2)
-        p_x, d_x = buffer(args, 3)
-        p_out, _ = buffer(rets, 0)
-        nse, rows, m, k = d_data[0], d_ptr[0] - 1, d_x[0], d_x[1]
-        data = numba.carray(as_ptr(p_data), nse, vdt)
-        indices = numba.carray(as_ptr(p_ind), nse, idt)
-        indptr = numba.carray(as_ptr(p_ptr), rows + 1, idt)
-        if GRAD:  # X's gradient A.T @ G: args (A's parts, X, the output, its cotangent G)
-            p_g, _ = buffer(args, 5)
-            g = numba.carray(as_ptr(p_g), (rows, k), vdt)
-            out = numba.carray(as_ptr(p_out), (m, k), vdt)
-        else:
-            x = numba.carray(as_ptr(p_x), (m, k), vdt)
-            out = numba.carray(as_ptr(p_out), (rows, k), vdt)
-        if indptr[0] != 0 or indptr[rows] > nse:
-            return fallback(frame)
-        for r in range(rows):
-            if indptr[r + 1] < indptr[r]:
-                return fallback(frame)
-        for j in range(indptr[rows]):
-            if indices[j] < 0 or indices[j] >= m:
-                return fallback(frame)
-        if GRAD:
-            nnz = indptr[rows]
-            t_indptr = np.empty(m + 1, idt)
-            t_indices = np.empty(nnz, idt)
-            t_data = np.empty(nnz, vdt)
-            transpose(m, indptr, indices[:nnz], data[:nnz], t_indptr, t_indices, t_data)
-            if m > 0 and k > 0:
-                if parallel:
-                    split(t_indptr, t_indices, t_data, g, out, bounds(t_indptr, tasks))
-                else:
-                    serial(t_indptr, t_indices, t_data, g, out, 0, m)
-        elif rows > 0 and k > 0:
-            if parallel:
-                split(indptr, indices, data, x, out, bounds(indptr, tasks))
-            else:
-                serial(indptr, indices, data, x, out, 0, rows)
-            if mean:
-                run_mean(0, rows, indptr, out)
         return as_ptr(0)
-
-    @intrinsic
-    def ctypes_addr(typingctx, ptr):
-        sig = types.int64(types.voidptr)
-
-        def codegen(context, builder, signature, args):
-            return builder.ptrtoint(args[0], context.get_value_type(types.int64))
-
-        return sig, codegen
 
     cf = numba.cfunc(types.voidptr(types.voidptr), nogil=True)(handler)
     return cf, cf.address
