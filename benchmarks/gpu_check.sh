@@ -39,5 +39,11 @@ if $PY -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2
 else
     echo "torch with CUDA not installed here: the bridge's gpu check did not run"
 fi
+# the JAX bridge on gpu arrays (when this python has jax with CUDA): the gpu FFI handler
+if $PY -c "import jax, sys; sys.exit(0 if any(d.platform == 'gpu' for d in jax.devices()) else 1)" 2>/dev/null; then
+    timeout 120 $PY -m benchmarks.jax_gpu_check || status=$?
+else
+    echo "jax with CUDA not installed here: the JAX bridge's gpu check did not run"
+fi
 echo "gpu_check exit status: $status"
 exit $status

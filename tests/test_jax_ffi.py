@@ -169,3 +169,19 @@ def test_the_native_kernel_is_compiled_once_and_loaded_from_numbas_cache(tmp_pat
     assert all(r["close"] for r in runs)
     assert runs[0]["misses"] == 1 and runs[0]["hits"] == 0
     assert runs[1]["hits"] == 1 and runs[1]["misses"] == 0
+
+
+def test_the_gpu_check_script_passes_on_the_cpu_device():
+    """benchmarks/jax_gpu_check.py (run by gpu_check.sh on a gpu) checks what it claims:
+    here on jax's cpu device, where its every assertion holds too."""
+    import os
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    run = subprocess.run([sys.executable, "-m", "benchmarks.jax_gpu_check", "--cpu"], cwd=root, capture_output=True,
+                         text=True, env={**os.environ, "PYTHONPATH": str(root)})
+    assert run.returncode == 0, run.stdout + run.stderr
+    lines = run.stdout.splitlines()
+    assert sum(line.startswith("ok   ") for line in lines) == 5 and lines[-1].startswith("time csr_spmm")
+    assert "refused naming the op: INVALID_ARGUMENT: sparse_ops.jax.ops.csr_spmm" in run.stdout
