@@ -322,9 +322,9 @@ def _signature(inst: Op, inputs: Sequence[NDArray]) -> tuple:
 
 # ---- running -----------------------------------------------------------------------------------
 def _empty_output(stype: str, shape: tuple, dtype: np.dtype, device: Device) -> NDArray:
-    xp = device.xp
-    if stype == "default" and xp is np:
+    if stype == "default" and device.device_type == "cpu":
         return NDArray(np.empty(shape, dtype=dtype), device)
+    xp = device.xp
     with _dev.allocating_on(device):
         if stype == "default":
             return NDArray(xp.empty(shape, dtype=dtype), device)

@@ -102,7 +102,11 @@ def matmul(lhs: NDArray, rhs: NDArray) -> NDArray:
 
 def _binary(kind: str) -> tuple[Callable, Callable, Callable]:
     """(``__op__``, ``__rop__``, ``__iop__``) of Python operator ``kind``."""
+    same = PYTHON_OPERATORS[kind][0]
+
     def forward(self: NDArray, other: Any) -> Any:
+        if self.__class__ is other.__class__ is NDArray and self._data.shape == other._data.shape:
+            return same(self, other)  # two dense arrays of one shape: python_operator's first case
         return python_operator(kind, self, other)
 
     def reverse(self: NDArray, other: Any) -> Any:
