@@ -36,13 +36,12 @@ _OPTS = dict(nogil=True, cache=_numba_env.CACHE_OK, boundscheck=BOUNDSCHECK or N
 
 @numba.njit(inline="always", **_OPTS)
 def _columns(indptr, indices, data, b, out, i, c0, c1):
-    # out[i, c0:c1] by the plain loop: row i's stored values times rows of b
+    # out[i, c0:c1] by the plain loop, a column at a time (see chunks.row_by_chunks on why)
     for c in range(c0, c1):
-        out[i, c] = 0
-    for j in range(indptr[i], indptr[i + 1]):
-        r, v = indices[j] & chunks.NONNEG, data[j]
-        for c in range(c0, c1):
-            out[i, c] += v * b[r, c]
+        s = out.dtype.type(0)
+        for j in range(indptr[i], indptr[i + 1]):
+            s += data[j] * b[indices[j] & chunks.NONNEG, c]
+        out[i, c] = s
 
 
 def _row(indptr, indices, data, b, out, i):  # out[i] = row i of the csr @ b; compiled by the overload below

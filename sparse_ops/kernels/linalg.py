@@ -52,11 +52,12 @@ def renumber_columns(indices, renumbered):
 
 @jit()
 def _t_columns(indptr, indices, data, b, out, i, c0, c1):
-    # out[c, c0:c1] += A[i, c] * b[i, c0:c1] for the stored columns c of row i, by the plain loop
-    for j in range(indptr[i], indptr[i + 1]):
-        col, v = indices[j], data[j]
-        for c in range(c0, c1):
-            out[col, c] += v * b[i, c]
+    # out[col, c0:c1] += A[i, col] * b[i, c0:c1] for the stored columns col of row i, by the
+    # plain loop, a column of b at a time (see chunks.row_by_chunks on why)
+    for c in range(c0, c1):
+        x = b[i, c]
+        for j in range(indptr[i], indptr[i + 1]):
+            out[indices[j], c] = out[indices[j], c] + data[j] * x
 
 
 def _t_row(indptr, indices, data, b, out, i):  # the part of A.T @ b row i gives; compiled by the overload below
