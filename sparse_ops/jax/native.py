@@ -30,7 +30,6 @@ from typing import Any
 
 import numpy as np
 
-from . import ffi
 from .spec import CallSpec
 
 _LOCK = threading.Lock()
