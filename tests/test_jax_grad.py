@@ -155,3 +155,20 @@ def test_float32_gradients():
     assert gd.dtype == np.float32
     rows = np.repeat(np.arange(6), np.diff(m.indptr))
     np.testing.assert_allclose(np.asarray(gd), (np.ones((6, 2)) @ x.T)[rows, m.indices], rtol=1e-6)
+
+
+def test_second_derivatives_are_refused_naming_the_op_and_first_order_still_works():
+    m = rand_csr(6, 5, 0.4, 3)
+    a = BCSR(parts(m), shape=m.shape)
+    x = np.random.default_rng(4).standard_normal((5, 3))
+
+    def f(x):
+        return jnp.sum(soj.ops.csr_spmm(a, x) ** 3)
+
+    with pytest.raises(JaxBridgeError, match=r"sparse_ops\.jax\.ops\.csr_spmm: second derivatives .* not supported"):
+        jax.grad(lambda x: jnp.sum(jax.grad(f)(x)))(x)
+    with pytest.raises(TypeError, match="forward-mode"):  # JAX's own refusal of jvp over a custom_vjp
+        jax.hessian(f)(x)
+    y = m @ x
+    np.testing.assert_allclose(np.asarray(jax.grad(f)(x)), m.T @ (3 * y ** 2), rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(jax.jit(jax.grad(f))(x)), m.T @ (3 * y ** 2), rtol=1e-12)

@@ -14,7 +14,8 @@ calls our handler (``handlers.py``, or a numba cfunc from ``native.py``) when it
 - **Gradients**: a ``jax.custom_vjp`` whose backward is a second FFI call running the op's
   own ``gradient`` rule; only inputs JAX perturbs get one (``symbolic_zeros``), csr values
   get a gradient aligned with their indices (the same structure), row_sparse values one
-  aligned with their rows. The backward is not differentiable again (first order only).
+  aligned with their rows. The backward is not differentiable again (first order only):
+  ``grad`` of ``grad`` raises ``JaxBridgeError`` naming the op.
 - **vmap**: the FFI call's ``vmap_method="sequential"``, a loop over the batch inside the
   compiled program (no better rule is known for a generic op; ``explain`` says so).
 - **jit**: specs are memoised by signature, so tracing again (a new ``jax.jit``) gives the
@@ -214,7 +215,7 @@ def _apply_fwd(spec_box: Any, *flat: Any) -> tuple:
     values = [f.value for f in flat]
     slots = _value_slots(spec.ins)
     needs = tuple(bool(flat[s].perturbed) and _differentiable(lay) for s, lay in zip(slots, spec.ins))
-    outs = _forward_call(spec, values)
+    outs = list(_apply(spec_box, *values))  # through the custom_vjp again: a derivative of this one meets its rule
     return tuple(outs), (_Static((spec, needs)), values, outs)
 
 
@@ -242,7 +243,7 @@ def _apply_bwd(res: tuple, cots: tuple) -> tuple:
 
     tname = native.grad_target_for(gspec) or target(spec.name, grad=True)
     call = jax.ffi.ffi_call(tname, types, vmap_method="sequential")
-    got = list(call(*values, *outs, *cot_values, call=np.int64(gspec.id)))
+    got = list(_first_order(spec.label, call, np.int64(gspec.id))(*values, *outs, *cot_values))
     it = iter(got)
     for slot, need in zip(_value_slots(spec.ins), needs):
         if need:
@@ -251,6 +252,24 @@ def _apply_bwd(res: tuple, cots: tuple) -> tuple:
 
 
 _apply.defvjp(_apply_fwd, _apply_bwd, symbolic_zeros=True)
+
+
+def _first_order(label: str, call: Any, call_id: np.int64) -> Any:
+    """The backward FFI call as a function whose own derivative is refused naming the op:
+    a second derivative in reverse mode (``grad`` of ``grad``) would need the derivative of
+    the op's gradient rule, which the bridge does not have (the rule runs inside one FFI
+    call). Forward mode (``jax.jvp``, ``jax.hessian``) JAX itself refuses on a custom_vjp."""
+    @jax.custom_jvp
+    def gradient(*args: Any) -> tuple:
+        return tuple(call(*args, call=call_id))
+
+    @gradient.defjvp
+    def _refuse(primals: tuple, tangents: tuple) -> tuple:
+        raise JaxBridgeError(f"{label}: second derivatives (grad of grad, a vjp of a vjp) are not "
+                             "supported: the bridge differentiates an op once, through its "
+                             "gradient rule")
+
+    return gradient
 
 
 # ---- the bridged op -------------------------------------------------------------------------------
