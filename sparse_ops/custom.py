@@ -222,11 +222,10 @@ def op_class_for_prop(name: str, prop_cls: type) -> type:
             op.forward(is_train=ctx.is_train, req=["write"] * (len(arrays) - n_in), in_data=list(arrays[:n_args]),
                        out_data=list(arrays[n_in:]), aux=list(arrays[n_args:n_in]))
 
-        def _backward_plan(self, out_grads: list, inputs: list, outputs: list) -> tuple:
-            """(CustomOp, device, out_grad storage types, in_grad storage types) of one
-            backward signature, worked out once: the prop's backward storage inference is
-            asked once per combination of storage types."""
-            device = out_grads[0].device
+        def _backward_plan(self, device: Any, out_grads: list, inputs: list, outputs: list) -> tuple:
+            """(CustomOp, out_grad storage types, in_grad storage types) of one backward
+            signature, worked out once: the prop's backward storage inference is asked once
+            per combination of storage types."""
             key = (device, _state.training, *[(x.stype, x.shape, x.dtype) for x in (*out_grads, *inputs, *outputs)])
             found = self.backward_plans.get(key)
             if found is None:
@@ -235,13 +234,14 @@ def op_class_for_prop(name: str, prop_cls: type) -> type:
                     [g.stype for g in out_grads], [x.stype for x in args], [y.stype for y in outputs],
                     [_DEFAULT] * len(args), [a.stype for a in aux]))
                 op = self.operator(device, [x.shape for x in inputs], [x.dtype for x in inputs])
-                found = self.backward_plans[key] = (op, device, list(ograd_st), list(igrad_st))
+                found = self.backward_plans[key] = (op, list(ograd_st), list(igrad_st))
             return found
 
         def gradient(self, out_grads, inputs, outputs):
             n_args = len(self.args)
             args, aux = inputs[:n_args], inputs[n_args:]
-            op, device, ograd_st, igrad_st = self._backward_plan(out_grads, inputs, outputs)
+            device = out_grads[0].device
+            op, ograd_st, igrad_st = self._backward_plan(device, out_grads, inputs, outputs)
             out_grads = [g if g.stype == s else g.tostype(s) for g, s in zip(out_grads, ograd_st)]
             if not self.prop.need_top_grad_:
                 out_grads = [_Missing(g, "out_grad") for g in out_grads]

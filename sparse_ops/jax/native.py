@@ -9,7 +9,7 @@ driver, chosen at trace time from the static work size by the project's one size
 ``parallel_worth``), so both paths give the same bits. Every other call takes the Python
 handler (``handlers.py``); ``explain`` says which.
 
-Each cfunc is a call of ``native_kernel.serve``, compiled once per dtype pair and kept in
+Each cfunc is a call of ``native_kernel.serve``, compiled once per variant and kept in
 numba's disk cache (a fresh process loads it), and a hand-off to the Python handler,
 whose address is the one thing that changes from process to process. ``serve`` reads the
 frame as 64-bit words at the offsets ``ffi.OFFSETS`` gives (checked against the C header

@@ -2,7 +2,8 @@
 check the csr it holds, run the cpu csr @ dense kernel.
 
 ``serve`` is an ordinary numba function of the frame's address, compiled once for each
-pair of value and index dtypes and kept in numba's on-disk cache, so a fresh process
+variant (value and index dtypes, the constant driver choices the cfunc passes) and kept in
+numba's on-disk cache, so a fresh process
 loads it instead of compiling it again. Everything it depends on is the same in every
 process: the frame's offsets (``ffi.OFFSETS``, the C header's), the kernels it calls
 (themselves cached). What is not (the address of the Python handler it hands frames to)
