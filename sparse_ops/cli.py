@@ -338,7 +338,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 def _cmd_warmup(args: argparse.Namespace) -> int:
     """Compile the kernels of every (or each named) op into numba's on-disk cache."""
     so = _ops_module()
-    from .warmup import warmup
+    from .warmup import warmup, warmup_jax
 
     names = args.ops or sorted(so.list_ops())
     unknown = [n for n in names if n not in so.list_ops()]
@@ -347,17 +347,20 @@ def _cmd_warmup(args: argparse.Namespace) -> int:
         return 1
     t0 = time.perf_counter()
     results = warmup(names, args.dtypes)
-    failed = [r for r in results if r.error is not None]
-    for r in results:
+    handlers = [warmup_jax(names, args.dtypes)] if args.jax else []
+    failed = [r for r in results + handlers if r.error is not None]
+    for r in results + handlers:
         if r.error is not None:
             print(f"  FAIL {r.name}: {r.error}", file=sys.stderr)
         elif not args.quiet:
             skipped = f" (does not take {', '.join(r.skipped)})" if r.skipped else ""
-            print(f"  ok   {r.name}: {r.calls} calls, {r.seconds:.2f} s{skipped}")
+            print(f"  ok   {r.name}: {r.calls} {'variants' if r in handlers else 'calls'}, {r.seconds:.2f} s{skipped}")
     total = time.perf_counter() - t0
     if not args.quiet or failed:
-        print(f"warmed {len(results) - len(failed)} of {len(results)} operators in {', '.join(args.dtypes)} "
-              f"in {total:.1f} s" + (f"; failed: {', '.join(r.name for r in failed)}" if failed else ""))
+        ok = sum(r.error is None for r in results)
+        print(f"warmed {ok} of {len(results)} operators in {', '.join(args.dtypes)}"
+              + (" and the jax native handlers" if handlers and handlers[0].error is None else "")
+              + f" in {total:.1f} s" + (f"; failed: {', '.join(r.name for r in failed)}" if failed else ""))
     return 1 if failed else 0
 
 
@@ -412,6 +415,8 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     p.add_argument("--ops", nargs="+", metavar="NAME", help="only these operators (default: all)")
     p.add_argument("--dtypes", nargs="+", metavar="DTYPE", default=["float32", "float64"],
                    help="value dtypes of the floating-point inputs (default: float32 float64)")
+    p.add_argument("--jax", action="store_true",
+                   help="also compile the JAX bridge's native FFI handlers of these operators (needs jax)")
     p.add_argument("--quiet", action="store_true", help="print only failures")
     subs["warmup"] = p
     p = sub.add_parser("demo", help="run the main job: train a factorization machine and a GCN on sparse data",

@@ -10,6 +10,10 @@ and int64 indices, each storage pair with a kernel. Every sample runs twice: onc
 lowered to zero, so the ``prange`` drivers large inputs take are compiled too. A dtype an
 op refuses (its ``infer_type`` raises) is skipped, not a failure; any other error fails
 the op and the others go on. Backward kernels are not run.
+
+``warmup_jax`` (``sparse-ops warmup --jax``, needs jax) compiles the JAX bridge's
+native FFI handlers (``sparse_ops.jax.native.warm``) for the ops they serve, so a process
+that bridges a csr @ dense call loads their body from the cache too.
 """
 from __future__ import annotations
 
@@ -100,6 +104,22 @@ def warmup_op(name: str, dtypes: Sequence[Any] = DEFAULT_DTYPES) -> OpWarmup:
     return result
 
 
+def warmup_jax(ops: Sequence[str] | None = None, dtypes: Sequence[Any] = DEFAULT_DTYPES) -> OpWarmup:
+    """Compile the JAX bridge's native handlers for ``ops`` (default: all it serves) in
+    ``dtypes``: an ``OpWarmup`` named ``jax native handlers`` whose ``calls`` counts the
+    variants compiled (an ImportError when jax is not installed is its ``error``)."""
+    result = OpWarmup("jax native handlers")
+    t0 = time.perf_counter()
+    try:
+        from .jax import native
+
+        result.calls = len(native.warm(ops, dtypes))
+    except Exception as exc:
+        result.error = f"{type(exc).__name__}: {exc}"
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
 def warmup(ops: Sequence[str] | None = None, dtypes: Sequence[Any] = DEFAULT_DTYPES) -> list[OpWarmup]:
     """Warm ``ops`` (default: every registered op, installed plugins' included) in ``dtypes``;
     one ``OpWarmup`` each, failures included (one op's failure does not stop the others)."""
@@ -109,4 +129,4 @@ def warmup(ops: Sequence[str] | None = None, dtypes: Sequence[Any] = DEFAULT_DTY
     return [warmup_op(name, dtypes) for name in names]
 
 
-__all__ = ["warmup", "warmup_op", "OpWarmup", "DEFAULT_DTYPES"]
+__all__ = ["warmup", "warmup_op", "warmup_jax", "OpWarmup", "DEFAULT_DTYPES"]

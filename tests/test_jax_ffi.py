@@ -185,3 +185,30 @@ def test_the_gpu_check_script_passes_on_the_cpu_device():
     lines = run.stdout.splitlines()
     assert sum(line.startswith("ok   ") for line in lines) == 5 and lines[-1].startswith("time csr_spmm")
     assert "refused naming the op: INVALID_ARGUMENT: sparse_ops.jax.ops.csr_spmm" in run.stdout
+
+
+def test_warmup_jax_compiles_the_native_handlers_a_fresh_process_then_loads(tmp_path):
+    """``sparse-ops warmup --jax`` compiles every variant of the native handler's body an op
+    takes (index dtypes, serial and parallel drivers, forward and X's gradient); the next
+    process's first bridged call loads it from the cache and compiles nothing of it."""
+    import json
+    import os
+    import sys
+
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    run = subprocess.run([sys.executable, "-m", "sparse_ops", "warmup", "--jax", "--ops", "csr_spmm", "--dtypes",
+                          "float32"], env=env, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr
+    assert "ok   jax native handlers: 8 variants" in run.stdout
+    assert "warmed 1 of 1 operators in float32 and the jax native handlers" in run.stdout
+    after = json.loads(subprocess.run([sys.executable, "-c", _SERVE_ONCE], env=env, capture_output=True, text=True,
+                                      check=True).stdout.splitlines()[-1])
+    assert after["close"] and after["hits"] == 1 and after["misses"] == 0
+
+
+def test_native_warm_compiles_only_what_the_native_path_serves():
+    from sparse_ops.jax import native
+
+    assert native.warm(["abs", "elemwise_add"]) == []
+    assert native.warm(["embedding_bag"], ["float64", "int32"]) == [
+        ("float64", i, p, True, False) for i in ("int32", "int64") for p in (False, True)]

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -88,21 +88,44 @@ def _build(vdtype: np.dtype, idtype: np.dtype, parallel: bool, mean: bool, grad:
     import numba
     from numba import types
 
-    from ..sdk.csr_cpu import TASKS_PER_THREAD
     from . import native_kernel
 
     serve, as_ptr, address, done = native_kernel.serve, native_kernel.as_ptr, native_kernel.address, native_kernel.DONE
     fallback = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(ffi_address("cpu_grad" if grad else "cpu"))
     values, index = np.empty(0, vdtype), np.empty(0, idtype)  # their dtypes choose serve's compiled variant
-    tasks = max(1, numba.get_num_threads()) * TASKS_PER_THREAD
 
     def handler(frame):
-        if serve(address(frame), values, index, parallel, mean, grad, tasks) != done:
+        if serve(address(frame), values, index, parallel, mean, grad, np.int64(numba.get_num_threads())) != done:
             return fallback(frame)
         return as_ptr(0)
 
     cf = numba.cfunc(types.voidptr(types.voidptr), nogil=True)(handler)
     return cf, cf.address
+
+
+# what each op the cfuncs serve calls: (mean, grad) of its forward and backward variants
+_VARIANTS = {"dot": ((False, False), (False, True)), "csr_spmm": ((False, False), (False, True)),
+             "embedding_bag": ((True, False),)}
+
+
+def warm(ops: Sequence[str] | None = None, dtypes: Sequence[Any] = ("float32", "float64")) -> list[tuple]:
+    """Compile ``native_kernel.serve`` into numba's disk cache for every variant the cfuncs
+    of ``ops`` (default: all the native path serves) take in ``dtypes`` (float32, float64
+    only): both index dtypes, serial and parallel drivers, forward and, for plain products,
+    X's gradient. The variants compiled, as (value dtype, index dtype, parallel, mean, grad).
+    A process then builds a handler with no compilation but its small cfunc's."""
+    from . import native_kernel
+
+    names = [n for n in (_VARIANTS if ops is None else ops) if n in _VARIANTS]
+    values = [np.dtype(d) for d in dtypes if np.dtype(d) in (np.dtype(np.float32), np.dtype(np.float64))]
+    done = []
+    for choice in dict.fromkeys(c for n in names for c in _VARIANTS[n]):
+        for v in values:
+            for i in (np.dtype(np.int32), np.dtype(np.int64)):
+                for parallel in (False, True):
+                    native_kernel.serve.compile(native_kernel.signature(v, i, parallel, *choice))
+                    done.append((v.name, i.name, parallel) + choice)
+    return done
 
 
 def ffi_address(kind: str = "cpu") -> int:

@@ -2,9 +2,9 @@
 check the csr it holds, run the cpu csr @ dense kernel.
 
 ``serve`` is an ordinary numba function of the frame's address, compiled once for each
-variant (value and index dtypes, the constant driver choices the cfunc passes) and kept in
-numba's on-disk cache, so a fresh process
-loads it instead of compiling it again. Everything it depends on is the same in every
+variant (value and index dtypes, the constant choices the cfunc passes: ``signature``) and
+kept in numba's on-disk cache, so a fresh process loads it instead of compiling it again
+(``sparse-ops warmup --jax`` compiles the variants ahead of time). Everything it depends on is the same in every
 process: the frame's offsets (``ffi.OFFSETS``, the C header's), the kernels it calls
 (themselves cached). What is not (the address of the Python handler it hands frames to)
 stays in the small per-process ``cfunc`` that ``native.py`` wraps around it.
@@ -65,14 +65,25 @@ def _buffer(table, i):
     return b[_DATA], _words(b[_DIMS], 2)
 
 
+def signature(vdtype: np.dtype, idtype: np.dtype, parallel: bool, mean: bool, grad: bool) -> tuple:
+    """``serve``'s argument types in the variant a cfunc of ``native.py`` calls: the dtype
+    carriers are constants of the cfunc (read-only arrays), the choices literals."""
+    carrier = lambda dt: types.Array(numba.from_dtype(np.dtype(dt)), 1, "C", readonly=True)
+    return (types.int64, carrier(vdtype), carrier(idtype),
+            types.literal(bool(parallel)), types.literal(bool(mean)), types.literal(bool(grad)), types.int64)
+
+
 @jit()
-def serve(frame, values, index, parallel, mean, grad, tasks):
+def serve(frame, values, index, parallel, mean, grad, threads):
     """Run the call in XLA's frame at address ``frame``: ``DONE``, or ``FALLBACK`` when the
     Python handler must take it (the metadata query, another stage, a malformed csr).
 
     ``values`` and ``index`` (empty arrays) give the dtypes; ``grad``: the frame holds X's
     gradient A.T @ G (arguments: A's three parts, X, the output, its cotangent G), else
-    A @ X (A's parts, X), with each row's mean when ``mean``."""
+    A @ X (A's parts, X), with each row's mean when ``mean``. ``parallel``: the prange
+    driver, split for ``threads`` numba threads as the cpu kernel's own parallel driver
+    splits (the caller asks numba: its thread count is not a constant of the cache)."""
+    tasks = max(1, threads) * csr_cpu.TASKS_PER_THREAD
     f = _words(frame, 16)
     if f[_EXT] != 0 or (f[_STAGE] & 0xFFFFFFFF) != _EXECUTE:
         return FALLBACK
