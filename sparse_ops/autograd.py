@@ -79,7 +79,7 @@ def _ones_like(x: NDArray) -> NDArray:
     """The head gradient ``backward()`` assumes: ones like the (dense) head."""
     device = x._device
     if device.device_type == "cpu":
-        a = np.empty(x.shape, dtype=x.dtype)
+        a = np.empty(x._data.shape if x.__class__ is NDArray else x.shape, dtype=x._data.dtype)
         a.fill(1)  # np.ones costs several times more on small heads
         return NDArray(a, device)
     with allocating_on(device):
@@ -122,7 +122,9 @@ def _node_backward(node: Node, out_grads: list) -> list:
         raise OperatorError(f"backward of {node.label} returned {len(grads)} gradients for "
                             f"{len(node.parents)} inputs")
     for i, (g, x, p) in enumerate(zip(grads, node.inputs, node.parents)):
-        if p is not None and g is not None and getattr(g, "shape", None) != x.shape:
+        if p is None or g is None or (g.__class__ is x.__class__ is NDArray and g._data.shape == x._data.shape):
+            continue
+        if getattr(g, "shape", None) != x.shape:
             what = f"shape {g.shape}" if hasattr(g, "shape") else f"a {type(g).__name__}"
             raise OperatorError(f"backward of {node.label} gave input {i} (shape {x.shape}) a "
                                 f"gradient of {what}")

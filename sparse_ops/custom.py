@@ -226,7 +226,10 @@ def op_class_for_prop(name: str, prop_cls: type) -> type:
             """(CustomOp, out_grad storage types, in_grad storage types) of one backward
             signature, worked out once: the prop's backward storage inference is asked once
             per combination of storage types."""
-            key = (device, _state.training, *[(x.stype, x.shape, x.dtype) for x in (*out_grads, *inputs, *outputs)])
+            key = (device, _state.training)
+            for x in (*out_grads, *inputs, *outputs):  # storage type, dtype, shape
+                key += (_DEFAULT, x._data.dtype, x._data.shape) if x.__class__ is NDArray else \
+                    (x.stype, x.dtype, x.shape)
             found = self.backward_plans.get(key)
             if found is None:
                 args, aux = inputs[:len(self.args)], inputs[len(self.args):]
@@ -266,6 +269,8 @@ def op_class_for_prop(name: str, prop_cls: type) -> type:
 def _zeros_like(x: Any, stype: str, device: Any) -> Any:
     """A zero gradient buffer for input ``x`` in storage type ``stype``."""
     if stype == _DEFAULT and device.device_type == "cpu":
+        if x.__class__ is NDArray:
+            return NDArray(np.zeros(x._data.shape, dtype=x._data.dtype), device)
         return NDArray(np.zeros(x.shape, dtype=x.dtype), device)
     return zeros(x.shape, stype=stype, dtype=x.dtype, device=device)
 
