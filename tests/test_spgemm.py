@@ -174,6 +174,26 @@ def test_counted_and_upper_bound_rooms_give_the_same_product(monkeypatch, one_pa
     assert_same_csr(so.dot(ours(a), ours(a)), want)
 
 
+@pytest.mark.parametrize("dtypes", [(np.int32, np.float32), (np.int64, np.float64), (np.int64, np.int64)])
+def test_closing_the_rooms_moves_overlapping_ranges(dtypes):
+    """``close_gaps`` (a memmove per chunk) moves each chunk's entries down onto ranges that
+    overlap their old place, as element-by-element copies from the front would."""
+    from sparse_ops.kernels.spgemm import close_gaps
+
+    rng = np.random.default_rng(4)
+    bases = np.array([0, 10, 25, 25, 60, 100], np.int64)
+    lengths = np.array([10, 3, 0, 30, 7], np.int64)
+    starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    idx = rng.integers(0, 1000, 100).astype(dtypes[0])
+    val = rng.standard_normal(100).astype(dtypes[1]) if np.issubdtype(dtypes[1], np.floating) \
+        else rng.integers(-9, 9, 100).astype(dtypes[1])
+    want_idx = np.concatenate([idx[b:b + n] for b, n in zip(bases[:-1], lengths)])
+    want_val = np.concatenate([val[b:b + n] for b, n in zip(bases[:-1], lengths)])
+    close_gaps(idx, val, bases, starts)
+    np.testing.assert_array_equal(idx[:starts[-1]], want_idx)
+    np.testing.assert_array_equal(val[:starts[-1]], want_val)
+
+
 def test_index_dtypes():
     rng = np.random.default_rng(6)
     a, b = random_csr(rng, (15, 12), 0.3), random_csr(rng, (12, 10), 0.3)

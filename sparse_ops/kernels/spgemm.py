@@ -27,6 +27,7 @@ from numba.cpython.unsafe.numbers import trailing_zeros
 
 from ..sdk.rowkernel import row_kernel
 from . import jit
+from .memmove import move
 from .prefetch import prefetch
 
 
@@ -223,13 +224,12 @@ def sampled_entry(s, s_rows, s_idx, x_ptr, x_idx, x_val, x_dense, y_ptr, y_idx, 
 def close_gaps(idx, val, bases, starts):
     """Chunk t's entries, at bases[t] in ``idx`` and ``val``, moved down to starts[t] (the
     chunks' lengths: the starts' differences), in place: chunk by chunk, front to back,
-    every entry moves to a lower or the same position."""
+    every entry moves to a lower or the same position (``memmove``: the ranges may overlap)."""
     for t in range(starts.shape[0] - 1):
         s, d = bases[t], starts[t]
         if s != d:
-            for k in range(starts[t + 1] - d):
-                idx[d + k] = idx[s + k]
-                val[d + k] = val[s + k]
+            move(idx, d, s, starts[t + 1] - d)
+            move(val, d, s, starts[t + 1] - d)
 
 
 # ---- host drivers ------------------------------------------------------------------------------
