@@ -4,9 +4,9 @@ check the csr it holds, run the cpu csr @ dense kernel.
 ``serve`` is an ordinary numba function of the frame's address, compiled once for each
 variant (value and index dtypes, the constant choices the cfunc passes: ``signature``) and
 kept in numba's on-disk cache, so a fresh process loads it instead of compiling it again
-(``sparse-ops warmup --jax`` compiles the variants ahead of time). Everything it depends on is the same in every
-process: the frame's offsets (``ffi.OFFSETS``, the C header's), the kernels it calls
-(themselves cached). What is not (the address of the Python handler it hands frames to)
+(``sparse-ops warmup --jax`` compiles the variants ahead of time). Everything it depends
+on is the same in every process: the frame's offsets (``ffi.OFFSETS``, the C header's),
+the kernels it calls (themselves cached). What is not (the address of the Python handler it hands frames to)
 stays in the small per-process ``cfunc`` that ``native.py`` wraps around it.
 
 Imported by ``native.py`` when it builds its first handler (it loads numba).
