@@ -31,6 +31,9 @@ from ..settings import BOUNDSCHECK
 
 NONNEG = 0x7FFF_FFFF_FFFF_FFFF  # index & NONNEG: tells LLVM an index is not negative
 CHUNK_BYTES = (256, 128, 64, 32)
+# gather chunks this narrow prefetch b's chunk this many stored values ahead: rows of a few
+# cache lines are where the out-of-order window stops short of the next rows' loads
+PREFETCH_BYTES, PREFETCH_AHEAD = 128, 32
 _DTYPES = (types.float32, types.float64, types.int32, types.int64)
 
 
@@ -83,6 +86,22 @@ class _Codegen:
         """A pointer to the chunk of row ``row`` of ``b`` (which=3) or ``out`` (4)."""
         return self.builder.bitcast(self._pointer(which, [row, self.col]), self.vec.as_pointer())
 
+    def prefetch_chunk(self, j: Any) -> None:
+        """Prefetch the cache lines of ``b``'s chunk for stored value j + PREFETCH_AHEAD (j
+        itself past the end of ``indices``). A prefetch never faults: the index read stays
+        inside ``indices``, the address it gives need not be valid."""
+        builder, intp = self.builder, self.intp
+        stored = cgutils.unpack_tuple(builder, self.arrays[1].shape)[0]
+        k = builder.add(j, intp(PREFETCH_AHEAD))
+        k = builder.select(builder.icmp_signed("<", k, stored), k, j)
+        byte_ptr = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [byte_ptr, i32, i32, i32]),
+                                            "llvm.prefetch.p0i8")
+        base = builder.bitcast(self.chunk(3, self.column(k)), byte_ptr)
+        for line in range(max(1, self.vec.count * self.align // 64)):
+            builder.call(fn, [builder.gep(base, [intp(64 * line)]), i32(0), i32(3), i32(1)])  # read, all levels
+
     def load(self, ptr: Any) -> Any:
         return self.builder.load(ptr, align=self.align)
 
@@ -122,12 +141,17 @@ def _chunk_intrinsic(emit: Callable[[_Codegen], None]) -> Any:
 
 @_chunk_intrinsic
 def gather_chunk(g: _Codegen) -> None:
-    """out[i, c0:c0 + L] = sum over the stored values j of row i of data[j] * b[indices[j], c0:c0 + L]."""
+    """out[i, c0:c0 + L] = sum over the stored values j of row i of data[j] * b[indices[j], c0:c0 + L];
+    chunks of up to PREFETCH_BYTES prefetch the chunk of b that the stored value
+    PREFETCH_AHEAD places further on needs (in this row or the next ones)."""
     builder, intp = g.builder, g.intp
     start, end = g.stored_range()
     sums = [cgutils.alloca_once_value(builder, ir.Constant(g.vec, None)) for _ in range(2)]
+    ahead = g.vec.count * g.align <= PREFETCH_BYTES
 
     def term(j: Any, acc: Any) -> None:
+        if ahead:
+            g.prefetch_chunk(j)
         builder.store(g.muladd(g.value(j), g.load(g.chunk(3, g.column(j))), builder.load(acc)), acc)
 
     pairs = builder.ashr(builder.sub(end, start), intp(1))
