@@ -79,7 +79,8 @@ def test_csr_times_dense_takes_the_native_cfunc(dtype, index_dtype):
     m, a = _csr(dtype, index_dtype)
     x = np.random.default_rng(1).standard_normal((20, 5)).astype(dtype)
     cases = [("csr_spmm", {}, m @ x), ("dot", {}, m @ x),
-             ("embedding_bag", {"mode": "mean"}, (m @ x) / np.maximum(np.diff(m.indptr), 1)[:, None])]
+             ("embedding_bag", {"mode": "mean"}, (m @ x) / np.maximum(np.diff(m.indptr), 1)[:, None]),
+             ("embedding_bag", {"mode": "sum"}, m @ x)]
     for name, kw, ref in cases if dtype == np.float64 else cases[:1]:  # each variant compiles a cfunc
         e = soj.explain(name, a, x, **kw)
         assert e["handler"].startswith("native: numba cfunc") and e["ffi_target"].startswith("sparse_ops_native")
@@ -210,5 +211,7 @@ def test_native_warm_compiles_only_what_the_native_path_serves():
     from sparse_ops.jax import native
 
     assert native.warm(["abs", "elemwise_add"]) == []
+    # sum bags are plain products (and X's gradient), mean bags the row-mean variant
     assert native.warm(["embedding_bag"], ["float64", "int32"]) == [
-        ("float64", i, p, True, False) for i in ("int32", "int64") for p in (False, True)]
+        ("float64", i, p) + choice for choice in ((False, False), (True, False), (False, True))
+        for i in ("int32", "int64") for p in (False, True)]

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -36,6 +36,16 @@ _LOCK = threading.Lock()
 _BUILT: dict[tuple, tuple[Any, int]] = {}    # (value dtype, index dtype, parallel, mean) -> (cfunc, address)
 _TARGETS: dict[tuple, str] = {}               # the same key -> its FFI target name
 _DISABLED = [False]
+
+
+# the ops the cfuncs serve: name -> (the ``mean`` values its calls can take, the rule
+# choosing one for a call's instance, None when the cfunc does not serve it)
+_OPS: dict[str, tuple[tuple[bool, ...], Callable[[Any], bool | None]]] = {
+    "csr_spmm": ((False,), lambda inst: False),  # sparse_grad changes the gradient only
+    "dot": ((False,), lambda inst: None if getattr(inst, "transpose_a", False) or getattr(inst, "transpose_b", False)
+            else False),
+    "embedding_bag": ((False, True), lambda inst: inst.mode == "mean"),
+}
 
 
 def _rule(spec: CallSpec) -> bool | None:
@@ -51,14 +61,8 @@ def _rule(spec: CallSpec) -> bool | None:
         return None
     if a.index_dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
         return None
-    name = spec.opdef.name
-    if name == "csr_spmm":  # sparse_grad changes the gradient only
-        return False
-    if name == "dot" and not (getattr(spec.inst, "transpose_a", False) or getattr(spec.inst, "transpose_b", False)):
-        return False
-    if name == "embedding_bag":
-        return spec.inst.mode == "mean"
-    return None
+    served = _OPS.get(spec.opdef.name)
+    return None if served is None else served[1](spec.inst)
 
 
 def _builtin(spec: CallSpec) -> bool:
@@ -103,9 +107,11 @@ def _build(vdtype: np.dtype, idtype: np.dtype, parallel: bool, mean: bool, grad:
     return cf, cf.address
 
 
-# what each op the cfuncs serve calls: (mean, grad) of its forward and backward variants
-_VARIANTS = {"dot": ((False, False), (False, True)), "csr_spmm": ((False, False), (False, True)),
-             "embedding_bag": ((True, False),)}
+def _variants(name: str) -> tuple[tuple[bool, bool], ...]:
+    """(mean, grad) of every variant op ``name``'s calls may take: its forward ones and,
+    for plain products, X's gradient (``grad_target_for``)."""
+    means = _OPS[name][0] if name in _OPS else ()
+    return tuple((m, False) for m in means) + (((False, True),) if False in means else ())
 
 
 def warm(ops: Sequence[str] | None = None, dtypes: Sequence[Any] = ("float32", "float64")) -> list[tuple]:
@@ -116,10 +122,10 @@ def warm(ops: Sequence[str] | None = None, dtypes: Sequence[Any] = ("float32", "
     A process then builds a handler with no compilation but its small cfunc's."""
     from . import native_kernel
 
-    names = [n for n in (_VARIANTS if ops is None else ops) if n in _VARIANTS]
+    names = list(_OPS) if ops is None else ops
     values = [np.dtype(d) for d in dtypes if np.dtype(d) in (np.dtype(np.float32), np.dtype(np.float64))]
     done = []
-    for choice in dict.fromkeys(c for n in names for c in _VARIANTS[n]):
+    for choice in dict.fromkeys(c for n in names for c in _variants(n)):
         for v in values:
             for i in (np.dtype(np.int32), np.dtype(np.int64)):
                 for parallel in (False, True):

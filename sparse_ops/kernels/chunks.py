@@ -28,6 +28,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from ..settings import BOUNDSCHECK
+from . import prefetch
 
 NONNEG = 0x7FFF_FFFF_FFFF_FFFF  # index & NONNEG: tells LLVM an index is not negative
 CHUNK_BYTES = (256, 128, 64, 32)
@@ -94,13 +95,9 @@ class _Codegen:
         stored = cgutils.unpack_tuple(builder, self.arrays[1].shape)[0]
         k = builder.add(j, intp(PREFETCH_AHEAD))
         k = builder.select(builder.icmp_signed("<", k, stored), k, j)
-        byte_ptr = ir.IntType(8).as_pointer()
-        i32 = ir.IntType(32)
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [byte_ptr, i32, i32, i32]),
-                                            "llvm.prefetch.p0i8")
-        base = builder.bitcast(self.chunk(3, self.column(k)), byte_ptr)
+        base = builder.bitcast(self.chunk(3, self.column(k)), ir.IntType(8).as_pointer())
         for line in range(max(1, self.vec.count * self.align // 64)):
-            builder.call(fn, [builder.gep(base, [intp(64 * line)]), i32(0), i32(3), i32(1)])  # read, all levels
+            prefetch.emit(builder, builder.gep(base, [intp(64 * line)]))
 
     def load(self, ptr: Any) -> Any:
         return self.builder.load(ptr, align=self.align)

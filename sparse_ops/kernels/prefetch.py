@@ -28,11 +28,17 @@ def prefetch(typingctx: Any, array: Any, i: Any) -> Any:
         ptr = cgutils.get_item_pointer2(context, builder, data=ary.data, shape=cgutils.unpack_tuple(builder, ary.shape),
                                         strides=cgutils.unpack_tuple(builder, ary.strides), layout=aryty.layout,
                                         inds=[index], wraparound=False, boundscheck=False)
-        byte_ptr = ir.IntType(8).as_pointer()
-        i32 = ir.IntType(32)
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [byte_ptr, i32, i32, i32]),
-                                            "llvm.prefetch.p0i8")
-        builder.call(fn, [builder.bitcast(ptr, byte_ptr), i32(0), i32(3), i32(1)])  # read, keep everywhere, data
+        emit(builder, ptr)
         return context.get_dummy_value()
 
     return types.void(array, i), codegen
+
+
+def emit(builder: ir.IRBuilder, ptr: ir.Value) -> None:
+    """Emit the prefetch of the cache line holding ``ptr`` (any pointer type) at the
+    builder's position: for intrinsics and generated kernels alike."""
+    byte_ptr = ir.IntType(8).as_pointer()
+    i32 = ir.IntType(32)
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [byte_ptr, i32, i32, i32]),
+                                        "llvm.prefetch.p0i8")
+    builder.call(fn, [builder.bitcast(ptr, byte_ptr), i32(0), i32(3), i32(1)])  # read, keep everywhere, data
