@@ -21,8 +21,10 @@ Cases (``--quick`` divides the csr row counts by 10):
 
 The width sweep (``sweep``, issue 18): the csr above, and one with power-law row lengths
 (``powerlaw_csr``: most rows short, a few with thousands of values), float32 and float64,
-times dense operands of 8, 16, 32, 64, 128 and 256 columns: ``so.dot`` next to Intel MKL
-(``sparse_dot_mkl.dot_product_mkl``, row-major output, on numba's thread count), SciPy and
+times dense operands of 1, 2, 4, 8, 16, 32, 64, 128 and 256 columns (the narrowest are the
+products with a few right-hand sides that solvers and power iterations take): ``so.dot``
+next to Intel MKL (``sparse_dot_mkl.dot_product_mkl``, row-major output, on numba's thread
+count), SciPy and
 JAX's jitted ``BCSR @ dense`` (optional references, ``benchmarks/_anchors.py``; n/a when not
 installed), all in alternation with ``bench_bandwidth``'s reference copy, so each row also
 gives our effective bandwidth (``least_bytes`` / time) as a share of the copy's.
@@ -191,7 +193,7 @@ def run(quick: bool = False, scale: int | None = None) -> list[Result]:
 
 
 # ---- the width sweep against MKL (issue 18 item 4) ----------------------------------------------
-WIDTHS = (8, 16, 32, 64, 128, 256)
+WIDTHS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 SWEEP_HEADER = ["rows", "dtype", "k", "ours (ms)", "MKL (ms)", "ours / MKL", "SciPy (ms)", "ours / SciPy",
                 "JAX BCSR (ms)", "ours GB/s", "% of copy", "same result"]
 

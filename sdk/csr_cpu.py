@@ -34,32 +34,29 @@ TASKS_PER_THREAD = 4  # parallel tasks per numba thread
 _OPTS = dict(nogil=True, cache=_numba_env.CACHE_OK, boundscheck=BOUNDSCHECK or None, fastmath={"contract"})
 
 
-@numba.njit(inline="always", **_OPTS)
-def _columns(indptr, indices, data, b, out, i, c0, c1):
-    # out[i, c0:c1] by the plain loop, a column at a time (see chunks.row_by_chunks on why)
-    for c in range(c0, c1):
-        s = out.dtype.type(0)
-        for j in range(indptr[i], indptr[i + 1]):
-            s += data[j] * b[indices[j] & chunks.NONNEG, c]
-        out[i, c] = s
-
-
-def _row(indptr, indices, data, b, out, i):  # out[i] = row i of the csr @ b; compiled by the overload below
+def _rows(indptr, indices, data, b, out, lo, hi):  # out[lo:hi] = rows of the csr @ b; compiled by the overload below
     raise NotImplementedError("compiled only")
 
 
-@overload(_row, inline="always", jit_options=_OPTS)
-def _row_overload(indptr, indices, data, b, out, i):
+@overload(_rows, inline="always", jit_options=_OPTS)
+def _rows_overload(indptr, indices, data, b, out, lo, hi):
     if chunks.chunkable(data, b, out):
-        return chunks.row_by_chunks(chunks.gather_chunk, _columns, b.dtype.bitwidth // 8)
-    return lambda indptr, indices, data, b, out, i: _columns(indptr, indices, data, b, out, i, 0, b.shape[1])
+        return chunks.rows_by_chunks(chunks.gather_chunk, b.dtype.bitwidth // 8)
+
+    def rows(indptr, indices, data, b, out, lo, hi):  # the plain loop, a column at a time
+        for i in range(lo, hi):
+            for c in range(b.shape[1]):
+                s = out.dtype.type(0)
+                for j in range(indptr[i], indptr[i + 1]):
+                    s += data[j] * b[indices[j] & chunks.NONNEG, c]
+                out[i, c] = s
+    return rows
 
 
 @numba.njit(**_OPTS)
 def csr_dense_rows(indptr, indices, data, b, out, lo, hi):
     """out[lo:hi] = (rows lo..hi-1 of the csr) @ b, every row of out written."""
-    for i in range(lo & chunks.NONNEG, hi):
-        _row(indptr, indices, data, b, out, i)
+    _rows(indptr, indices, data, b, out, lo & chunks.NONNEG, hi)
 
 
 @numba.njit(parallel=True, **_OPTS)

@@ -1,7 +1,8 @@
 """The cpu kernels of csr @ dense (``sparse_ops.sdk.csr_cpu``) and csr.T @ dense
 (``sparse_ops.kernels.linalg``) against SciPy: every width chunk of the register-held rows
-(256, 128, 64 and 32 bytes, ``sparse_ops.kernels.chunks``) and the plain loop for the rest,
-odd remainders, empty and power-law rows, value and index dtypes, serial and parallel forms,
+(256 down to 4 bytes, ``sparse_ops.kernels.chunks``), rows exactly one chunk wide (their own
+loops) and mixtures of chunks, empty and power-law rows, value and index dtypes, serial and
+parallel forms,
 and the ``so.dot`` paths that reach them (``out=``, ``req="add"``, strided and transposed
 dense operands, ``transpose_a``)."""
 import numpy as np
@@ -12,7 +13,7 @@ import sparse_ops as so
 from sparse_ops.sdk import csr as sdk_csr
 from sparse_ops.sdk import csr_cpu
 
-WIDTHS = [1, 7, 8, 9, 16, 31, 33, 64, 65, 128, 256, 300]
+WIDTHS = [1, 2, 3, 4, 5, 7, 8, 9, 16, 31, 32, 33, 64, 65, 128, 256, 300]
 
 
 def _csr(rows: int, cols: int, dtype, index_dtype, kind: str, seed: int = 0) -> sp.csr_matrix:
@@ -58,7 +59,7 @@ def _check(got: np.ndarray, m: sp.csr_matrix, b: np.ndarray) -> None:
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
 @pytest.mark.parametrize("kind", ["uniform", "power-law"])
 @pytest.mark.parametrize("parallel", [False, True])
 def test_every_width_against_scipy(width, dtype, kind, parallel):
@@ -183,7 +184,7 @@ def _t_check(got: np.ndarray, m: sp.csr_matrix, b: np.ndarray) -> None:
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
 @pytest.mark.parametrize("kind", ["uniform", "power-law"])
 def test_transposed_every_width_every_driver(width, dtype, kind):
     """The serial rows kernel, the per-thread partial outputs and the column-range driver

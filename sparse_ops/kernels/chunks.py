@@ -1,4 +1,4 @@
-"""Dense rows held in vector registers, in chunks of 256, 128, 64 and 32 bytes: the two
+"""Dense rows held in vector registers, in chunks of 256 down to 4 bytes: the two
 LLVM intrinsics the cpu products of a csr with a dense matrix are built from.
 
 numba cannot prove that two arrays do not overlap, so a loop written in Python that adds
@@ -11,11 +11,11 @@ registers while the stored values of one csr row stream past:
 - ``scatter_chunk``: ``out[indices[j], chunk] += data[j] * b[i, chunk]`` (csr.T @ dense), the
   chunk of ``b``'s row i held, each output chunk loaded, multiply-added and stored once.
 
-``row_by_chunks`` cuts a row into the chunks and hands the columns left over (fewer than
-32 bytes) to a plain loop. ``chunkable`` says when numba may compile the intrinsics for the
-operands' types: one dtype for values, ``b`` and ``out``, both C-contiguous, and bounds
-checks off (a ``SPARSE_OPS_BOUNDSCHECK=1`` run takes the checked plain loop). Neither checks
-bounds: the csr is validated at the boundary and callers keep the chunk inside the row.
+``rows_by_chunks`` cuts rows into the chunks. ``chunkable`` says when numba may compile
+the intrinsics for the operands' types: one dtype for values, ``b`` and ``out``, both
+C-contiguous, and bounds checks off (a ``SPARSE_OPS_BOUNDSCHECK=1`` run takes the checked
+plain loop, a column at a time). Neither checks bounds: the csr is validated at the boundary and callers keep
+the chunk inside the row.
 Multiply-adds are ``llvm.fmuladd`` (fused where the cpu can: one rounding less).
 """
 from __future__ import annotations
@@ -31,10 +31,11 @@ from ..settings import BOUNDSCHECK
 from . import prefetch
 
 NONNEG = 0x7FFF_FFFF_FFFF_FFFF  # index & NONNEG: tells LLVM an index is not negative
-CHUNK_BYTES = (256, 128, 64, 32)
-# gather chunks this narrow prefetch b's chunk this many stored values ahead: rows of a few
-# cache lines are where the out-of-order window stops short of the next rows' loads
-PREFETCH_BYTES, PREFETCH_AHEAD = 128, 32
+CHUNK_BYTES = (256, 128, 64, 32, 16, 8, 4)
+# gather chunks of these sizes prefetch b's chunk PREFETCH_AHEAD stored values ahead: rows
+# of one or two cache lines are where the out-of-order window stops short of the next rows'
+# loads; a 32-byte chunk, half a line, gains less than the prefetch's own instructions cost
+PREFETCH_CHUNK_BYTES, PREFETCH_AHEAD = (64, 128), 32
 _DTYPES = (types.float32, types.float64, types.int32, types.int64)
 
 
@@ -139,12 +140,12 @@ def _chunk_intrinsic(emit: Callable[[_Codegen], None]) -> Any:
 @_chunk_intrinsic
 def gather_chunk(g: _Codegen) -> None:
     """out[i, c0:c0 + L] = sum over the stored values j of row i of data[j] * b[indices[j], c0:c0 + L];
-    chunks of up to PREFETCH_BYTES prefetch the chunk of b that the stored value
+    chunks of PREFETCH_CHUNK_BYTES prefetch the chunk of b that the stored value
     PREFETCH_AHEAD places further on needs (in this row or the next ones)."""
     builder, intp = g.builder, g.intp
     start, end = g.stored_range()
     sums = [cgutils.alloca_once_value(builder, ir.Constant(g.vec, None)) for _ in range(2)]
-    ahead = g.vec.count * g.align <= PREFETCH_BYTES
+    ahead = g.vec.count * g.align in PREFETCH_CHUNK_BYTES
 
     def term(j: Any, acc: Any) -> None:
         if ahead:
@@ -174,33 +175,64 @@ def scatter_chunk(g: _Codegen) -> None:
         g.store(g.muladd(g.value(j), brow, g.load(dst)), dst)
 
 
-def row_by_chunks(chunk: Any, rest: Any, itemsize: int) -> Callable[..., None]:
-    """A body ``(indptr, indices, data, b, out, i)`` for numba to compile: ``chunk`` (an
-    intrinsic above) over row i's 256, 128, 64 and 32-byte column chunks, then ``rest(indptr,
-    indices, data, b, out, i, c0, c1)`` over the columns left (``b.shape[1]`` columns).
+def rows_by_chunks(chunk: Any, itemsize: int) -> Callable[..., None]:
+    """A body ``(indptr, indices, data, b, out, lo, hi)`` for numba to compile: ``chunk`` (an
+    intrinsic above) over the column chunks of CHUNK_BYTES of each row lo <= i < hi
+    (``b.shape[1]`` columns of ``itemsize`` bytes, 4 or 8: the chunks cover any width).
+    Narrow rows (a few columns) get vector chunks too: a plain loop would take the stored
+    values once per column, in one chain of dependent multiply-adds.
 
-    ``rest`` must loop over the columns outside and the stored values inside: written the
-    other way round (a loop over the columns inside one over the stored values), numba
-    keeps reference counts of the arrays around every row, even rows that never reach
-    ``rest``, and those atomic updates cost narrow products (8 float32 columns) over half
-    their time."""
-    w256, w128, w64, w32 = (size // itemsize for size in CHUNK_BYTES)
+    Rows exactly one chunk wide get a loop of their own: the general row, every chunk size
+    inlined, keeps too much live to stay in registers, and narrow products would pay for
+    its spills at every row."""
+    w256, w128, w64, w32, w16, w8, w4 = (size // itemsize for size in CHUNK_BYTES)  # w4: 0 for 8-byte values
 
-    def body(indptr, indices, data, b, out, i):
-        n, c = b.shape[1], 0
-        while c + w256 <= n:
-            chunk(indptr, indices, data, b, out, i, c, 256)
-            c += w256
-        if c + w128 <= n:
-            chunk(indptr, indices, data, b, out, i, c, 128)
-            c += w128
-        if c + w64 <= n:
-            chunk(indptr, indices, data, b, out, i, c, 64)
-            c += w64
-        if c + w32 <= n:
-            chunk(indptr, indices, data, b, out, i, c, 32)
-            c += w32
-        if c < n:
-            rest(indptr, indices, data, b, out, i, c, n)
+    def rows(indptr, indices, data, b, out, lo, hi):
+        n = b.shape[1]
+        width = n * itemsize
+        if width == 256:
+            for i in range(lo, hi):
+                chunk(indptr, indices, data, b, out, i, 0, 256)
+        elif width == 128:
+            for i in range(lo, hi):
+                chunk(indptr, indices, data, b, out, i, 0, 128)
+        elif width == 64:
+            for i in range(lo, hi):
+                chunk(indptr, indices, data, b, out, i, 0, 64)
+        elif width == 32:
+            for i in range(lo, hi):
+                chunk(indptr, indices, data, b, out, i, 0, 32)
+        elif width == 16:
+            for i in range(lo, hi):
+                chunk(indptr, indices, data, b, out, i, 0, 16)
+        elif width == 8:
+            for i in range(lo, hi):
+                chunk(indptr, indices, data, b, out, i, 0, 8)
+        elif w4 and width == 4:  # (numba drops the branches w4 = 0 rules out)
+            for i in range(lo, hi):
+                chunk(indptr, indices, data, b, out, i, 0, 4)
+        elif width > 0:
+            for i in range(lo, hi):
+                c = 0
+                while c + w256 <= n:
+                    chunk(indptr, indices, data, b, out, i, c, 256)
+                    c += w256
+                if c + w128 <= n:
+                    chunk(indptr, indices, data, b, out, i, c, 128)
+                    c += w128
+                if c + w64 <= n:
+                    chunk(indptr, indices, data, b, out, i, c, 64)
+                    c += w64
+                if c + w32 <= n:
+                    chunk(indptr, indices, data, b, out, i, c, 32)
+                    c += w32
+                if c + w16 <= n:
+                    chunk(indptr, indices, data, b, out, i, c, 16)
+                    c += w16
+                if c + w8 <= n:
+                    chunk(indptr, indices, data, b, out, i, c, 8)
+                    c += w8
+                if w4 and c + w4 <= n:
+                    chunk(indptr, indices, data, b, out, i, c, 4)
 
-    return body
+    return rows

@@ -50,33 +50,29 @@ def renumber_columns(indices, renumbered):
     return cols[:u + 1].copy(), counts[:u + 1].copy()
 
 
-@jit()
-def _t_columns(indptr, indices, data, b, out, i, c0, c1):
-    # out[col, c0:c1] += A[i, col] * b[i, c0:c1] for the stored columns col of row i, by the
-    # plain loop, a column of b at a time (see chunks.row_by_chunks on why)
-    for c in range(c0, c1):
-        x = b[i, c]
-        for j in range(indptr[i], indptr[i + 1]):
-            out[indices[j], c] = out[indices[j], c] + data[j] * x
-
-
-def _t_row(indptr, indices, data, b, out, i):  # the part of A.T @ b row i gives; compiled by the overload below
+def _t_rows(indptr, indices, data, b, out, lo, hi):  # the part of A.T @ b rows lo..hi-1 give; compiled below
     raise NotImplementedError("compiled only")
 
 
-@overload(_t_row, inline="always", jit_options=jit_options())
-def _t_row_overload(indptr, indices, data, b, out, i):
+@overload(_t_rows, inline="always", jit_options=jit_options())
+def _t_rows_overload(indptr, indices, data, b, out, lo, hi):
     if chunks.chunkable(data, b, out):  # b's row held in registers, a chunk at a time
-        return chunks.row_by_chunks(chunks.scatter_chunk, _t_columns, b.dtype.bitwidth // 8)
-    return lambda indptr, indices, data, b, out, i: _t_columns(indptr, indices, data, b, out, i, 0, b.shape[1])
+        return chunks.rows_by_chunks(chunks.scatter_chunk, b.dtype.bitwidth // 8)
+
+    def rows(indptr, indices, data, b, out, lo, hi):  # the plain loop, a column of b at a time
+        for i in range(lo, hi):
+            for c in range(b.shape[1]):
+                x = b[i, c]
+                for j in range(indptr[i], indptr[i + 1]):
+                    out[indices[j], c] = out[indices[j], c] + data[j] * x
+    return rows
 
 
 @jit()
 def csr_t_dense_rows(indptr, indices, data, b, lo, hi, out):
     """out[c] += A[i, c] * b[i] for the rows lo <= i < hi of csr A and row-major dense b:
     the part of A.T @ b those rows give. Reads its rows of A and b once, in order."""
-    for i in range(lo, hi):
-        _t_row(indptr, indices, data, b, out, i)
+    _t_rows(indptr, indices, data, b, out, lo, hi)
 
 
 @jit(parallel=True)
