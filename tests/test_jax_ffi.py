@@ -18,6 +18,7 @@ from jax.experimental.sparse import BCSR  # noqa: E402
 
 import sparse_ops.jax as soj  # noqa: E402
 import sparse_ops_cookbook  # noqa: E402,F401
+from sparse_ops.errors import OperatorError  # noqa: E402
 from sparse_ops.jax import ffi, native  # noqa: E402
 
 _FIELDS = {
@@ -98,9 +99,17 @@ def test_the_native_path_hands_bad_structure_to_the_python_handler():
     x = np.ones((20, 3))
     bad_col = BCSR((a.data, a.indices.at[1].set(-1), a.indptr), shape=a.shape)
     bad_ptr = BCSR((a.data, a.indices, a.indptr.at[3].set(10 ** 6)), shape=a.shape)
-    for bad, what in ((bad_col, "out of range"), (bad_ptr, "indptr")):
+    row = int(np.argmax(np.diff(m.indptr) >= 2))  # a row of two or more values
+    first = int(m.indptr[row])
+    swapped = BCSR((a.data, a.indices.at[first].set(a.indices[first + 1]).at[first + 1].set(a.indices[first]),
+                    a.indptr), shape=a.shape)
+    repeated = BCSR((a.data, a.indices.at[first + 1].set(a.indices[first]), a.indptr), shape=a.shape)
+    for bad, what in ((bad_col, "out of range"), (bad_ptr, "indptr"), (swapped, "sorted and unique"),
+                      (repeated, "sorted and unique")):
         with pytest.raises(Exception, match=rf"sparse_ops.jax.ops.csr_spmm: .*argument 'A' \(csr\).*{what}"):
             jax.block_until_ready(jax.jit(soj.ops.csr_spmm)(bad, x))
+    with pytest.raises(Exception, match="sorted and unique"):  # under jax.grad too
+        jax.block_until_ready(jax.jit(jax.grad(lambda x: soj.ops.csr_spmm(swapped, x).sum()))(x))
     np.testing.assert_allclose(np.asarray(jax.jit(soj.ops.csr_spmm)(a, x)), m @ x, rtol=1e-12)
 
 
@@ -172,6 +181,39 @@ def test_the_native_kernel_is_compiled_once_and_loaded_from_numbas_cache(tmp_pat
     assert runs[1]["hits"] == 1 and runs[1]["misses"] == 0
 
 
+_SDK_PARALLEL = """
+import numpy as np, scipy.sparse as sp
+from sparse_ops.sdk import csr_cpu
+m = sp.random(3000, 400, density=0.05, format="csr", dtype=np.float32, random_state=0)
+out = np.empty((3000, 8), np.float32)
+csr_cpu.csr_dense(m.indptr, m.indices, m.data, np.ones((400, 8), np.float32), out, True)
+"""
+
+_SERVE_VARIANTS = """
+import sys
+import numpy as np
+from sparse_ops.jax import native_kernel as nk
+for parallel in sys.argv[1:]:
+    nk.serve.compile(nk.signature(np.dtype("float32"), np.dtype("int32"), parallel == "1", False, False))
+print("ok")
+"""
+
+
+def test_cached_variants_load_in_any_order(tmp_path):
+    """The parallel variant compiled in a process that took the cpu kernel's parallel
+    driver from numba's cache, then both variants loaded parallel first: numba's threads
+    must be running before they load (else LLVM aborts the process)."""
+    import os
+    import sys
+
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    run = lambda *args: subprocess.run([sys.executable, "-c", *args], env=env, capture_output=True, text=True)
+    for args in ((_SDK_PARALLEL,), (_SERVE_VARIANTS, "1"), (_SERVE_VARIANTS, "0"), (_SERVE_VARIANTS, "1", "0")):
+        done = run(*args)
+        assert done.returncode == 0, (args[1:], done.returncode, done.stderr[-500:])
+    assert done.stdout.strip() == "ok"
+
+
 def test_the_gpu_check_script_passes_on_the_cpu_device():
     """benchmarks/jax_gpu_check.py (run by gpu_check.sh on a gpu) checks what it claims:
     here on jax's cpu device, where its every assertion holds too."""
@@ -211,6 +253,10 @@ def test_native_warm_compiles_only_what_the_native_path_serves():
     from sparse_ops.jax import native
 
     assert native.warm(["abs", "elemwise_add"]) == []
+    assert native.warm("csr_spmm", "float32") == native.warm(["csr_spmm"], ["float32"])  # one name, one dtype
+    assert len(native.warm("csr_spmm", "float32")) == 8
+    with pytest.raises(OperatorError, match="no operator named 'csr_spm'"):
+        native.warm(["csr_spm"])
     # sum bags are plain products (and X's gradient), mean bags the row-mean variant
     assert native.warm(["embedding_bag"], ["float64", "int32"]) == [
         ("float64", i, p) + choice for choice in ((False, False), (True, False), (False, True))

@@ -114,14 +114,20 @@ def _variants(name: str) -> tuple[tuple[bool, bool], ...]:
     return tuple((m, False) for m in means) + (((False, True),) if False in means else ())
 
 
-def warm(ops: Sequence[str] | None = None, dtypes: Sequence[Any] = ("float32", "float64")) -> list[tuple]:
+def warm(ops: str | Sequence[str] | None = None, dtypes: Any = ("float32", "float64")) -> list[tuple]:
     """Compile ``native_kernel.serve`` into numba's disk cache for every variant the cfuncs
-    of ``ops`` (default: all the native path serves) take in ``dtypes`` (float32, float64
-    only): both index dtypes, serial and parallel drivers, forward and, for plain products,
-    X's gradient. The variants compiled, as (value dtype, index dtype, parallel, mean, grad).
-    A process then builds a handler with no compilation but its small cfunc's."""
+    of ``ops`` (registered names; default: all the native path serves, the others compile
+    nothing) take in ``dtypes`` (float32, float64 only): both index dtypes, serial and
+    parallel drivers, forward and, for plain products, X's gradient. The variants compiled,
+    as (value dtype, index dtype, parallel, mean, grad). A process then builds a handler
+    with no compilation but its small cfunc's."""
+    from ..registry import get_op
     from . import native_kernel
 
+    ops = [ops] if isinstance(ops, str) else ops
+    dtypes = [dtypes] if isinstance(dtypes, (str, type, np.dtype)) else dtypes
+    for name in ops or ():
+        get_op(name)  # an unknown name: OperatorError
     names = list(_OPS) if ops is None else ops
     values = [np.dtype(d) for d in dtypes if np.dtype(d) in (np.dtype(np.float32), np.dtype(np.float64))]
     done = []

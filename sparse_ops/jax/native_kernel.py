@@ -35,6 +35,11 @@ _row_means = _mean_row.drivers().cpu_serial
 
 DONE, FALLBACK = 0, 1
 
+# serve calls the parallel driver, whose runtime its cache entries do not always load (numba
+# drops that hook from code compiled where the driver came from the cache): start numba's
+# threads before any variant loads, or LLVM aborts the process (symbol allocate_sched)
+numba.get_num_threads()
+
 
 @intrinsic
 def as_ptr(typingctx, addr):
@@ -100,12 +105,14 @@ def serve(frame, values, index, parallel, mean, grad, threads):
     indptr = numba.carray(as_ptr(p_ptr), rows + 1, index.dtype)
     if indptr[0] != 0 or indptr[rows] > nse:
         return FALLBACK
-    for r in range(rows):
+    for r in range(rows):  # the container's rule: indptr monotone, each row's columns sorted, unique, in range
         if indptr[r + 1] < indptr[r]:
             return FALLBACK
-    for j in range(indptr[rows]):
-        if indices[j] < 0 or indices[j] >= m:
-            return FALLBACK
+        prev = -1
+        for j in range(indptr[r], indptr[r + 1]):
+            if indices[j] <= prev or indices[j] >= m:
+                return FALLBACK
+            prev = indices[j]
     if grad:
         p_g, _ = _buffer(args, 5)
         g = numba.carray(as_ptr(p_g), (rows, k), values.dtype)
