@@ -14,9 +14,8 @@ registers while the stored values of one csr row stream past:
 ``rows_by_chunks`` cuts rows into the chunks. ``chunkable`` says when numba may compile
 the intrinsics for the operands' types: one dtype for values, ``b`` and ``out``, both
 C-contiguous, and bounds checks off (a ``SPARSE_OPS_BOUNDSCHECK=1`` run takes the checked
-plain loop, a column at a time). Neither checks bounds: the csr is validated at the boundary and callers keep
-the chunk inside the row.
-Multiply-adds are ``llvm.fmuladd`` (fused where the cpu can: one rounding less).
+plain loop, a column at a time). Neither checks bounds: the csr is validated at the
+boundary and callers keep the chunk inside the row. Multiply-adds are ``llvm.fmuladd`` (fused where the cpu can: one rounding less).
 """
 from __future__ import annotations
 
