@@ -252,6 +252,21 @@ def test_softmax_family_gradients(name, params):
     check_gradient(name, [so.array(_v((2, 3, 2)))], params, eps=1e-6, rtol=1e-5)
 
 
+@pytest.mark.parametrize("name", ["softmax", "log_softmax", "softmin"])
+@pytest.mark.parametrize("shape,axis", [((0,), -1), ((3, 0), -1), ((0, 4), 0), ((0, 4), -1)])
+def test_softmax_family_of_empty_inputs(name, shape, axis):
+    """Nothing to normalise: an empty result of the input's shape, and an empty gradient."""
+    from sparse_ops import autograd
+
+    x = so.array(np.empty(shape, np.float32))
+    x.attach_grad()
+    with autograd.record():
+        y = so.dispatch.op_function(name)(x, axis=axis)
+    assert y.shape == shape and y.dtype == np.float32
+    y.backward()
+    assert x.grad.shape == shape
+
+
 def test_softmax_is_stable_for_large_inputs_and_refuses_bad_arguments():
     x = mx.nd.array([[1000.0, 1001.0], [-1000.0, -1e4]])
     np.testing.assert_allclose(mx.nd.softmax(x).asnumpy(), _softmax_ref(x.asnumpy().astype(np.float64), -1, 1),

@@ -131,6 +131,20 @@ def test_unsupported_dtypes_are_refused_by_name():
         st.from_torch(torch.ones(2, dtype=torch.bfloat16))
 
 
+@pytest.mark.parametrize("dtype", [torch.int16, torch.int8, torch.uint8, torch.bool, torch.complex64, torch.bfloat16])
+def test_ops_refuse_dtypes_they_do_not_hold(dtype):
+    """NumPy would compute another dtype's answer (sigmoid of int16 as int16 zeros, a uint8
+    sum wrapping around): ops refuse the tensor as ``from_torch`` does, naming op, argument
+    and dtype, and the next call works."""
+    t = torch.ones(3, dtype=dtype)
+    for call in (lambda: st.ops.sigmoid(t), lambda: st.ops.sum(t), lambda: st.ops.elemwise_add(t, t)):
+        with pytest.raises(BridgeError, match=rf"sparse_ops.torch.ops.\w+: argument '\w+'.*{str(dtype)}") as err:
+            call()
+        assert isinstance(err.value.__cause__, TorchBridgeError)
+    x = torch.tensor([-1.0, 0.0, 3.0])
+    torch.testing.assert_close(st.ops.sigmoid(x), torch.sigmoid(x))
+
+
 def test_torch_sparse_components_are_validated():
     bad = torch.sparse_csr_tensor(torch.tensor([0, 2, 1]), torch.tensor([0, 5, 1]), torch.ones(3), (2, 3),
                                   check_invariants=False)

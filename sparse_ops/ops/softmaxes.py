@@ -47,6 +47,8 @@ class _Softmax(Op):
 
     @kernel(device=_BOTH)
     def dense(self, ctx, data, output):
+        if data.size == 0:  # an empty axis (or no rows): nothing to normalise, no max to take
+            return
         xp = ctx.xp
         z = data.astype(np.float32) if data.dtype == np.float16 else data
         z = z * z.dtype.type(self._scale())

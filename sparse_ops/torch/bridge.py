@@ -24,7 +24,7 @@ from .. import registry
 from ..dispatch import _infer
 from ..errors import OperatorError
 from ..ndarray import STYPES
-from .convert import TorchBridgeError, components
+from .convert import TorchBridgeError, components, numpy_dtype
 from .convert import _VALUE_TORCH_DTYPES as _VALUE_DTYPES
 from .library import BridgeError, EagerAutograd, Overload, encode_params, forget, overload_for, run_dense
 from .structure import CSRParts, RowSparseParts, assemble_csr, assemble_rows, rows_values
@@ -197,17 +197,22 @@ def plan_call(name: str, stypes: tuple, shapes: tuple, items: tuple) -> tuple:
 
 
 def _split(a: Any) -> tuple[str, list, tuple]:
+    """(storage type, component tensors, shape) of an argument whose values are of a dtype
+    we hold (a TorchBridgeError otherwise: NumPy would compute some other dtype's answer)."""
     if isinstance(a, CSRParts):
-        return "csr", [a.values, a.indices, a.indptr], tuple(a.shape)
-    if isinstance(a, RowSparseParts):
-        return "row_sparse", [a.values, a.indices], tuple(a.shape)
-    if not isinstance(a, torch.Tensor):
+        st, parts, shape = "csr", [a.values, a.indices, a.indptr], tuple(a.shape)
+    elif isinstance(a, RowSparseParts):
+        st, parts, shape = "row_sparse", [a.values, a.indices], tuple(a.shape)
+    elif not isinstance(a, torch.Tensor):
         raise TorchBridgeError(f"expected a torch.Tensor (or CSRParts / RowSparseParts), got a {type(a).__name__}")
-    if a.layout == torch.sparse_coo and a.sparse_dim() == 1:
+    elif a.layout == torch.sparse_coo and a.sparse_dim() == 1:
         if not a.is_coalesced():
             a = a.coalesce()  # a copy, as from_torch does
-        return "row_sparse", [rows_values(a), a._indices()[0]], tuple(a.shape)
-    st, parts, shape = components(a, "sparse_ops.torch")
+        st, parts, shape = "row_sparse", [rows_values(a), a._indices()[0]], tuple(a.shape)
+    else:
+        st, parts, shape = components(a, "sparse_ops.torch")
+    if parts[0].dtype not in _VALUE_DTYPES:
+        numpy_dtype(parts[0].dtype)  # raises, naming the dtypes we hold
     return st, list(parts), shape
 
 

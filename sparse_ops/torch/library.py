@@ -41,7 +41,7 @@ from ..dispatch import _infer, plan_for
 from ..errors import OperatorError
 from ..ndarray import CSRNDArray, NDArray, RowSparseNDArray
 from ..tape import _scope, _state
-from .convert import array_of, device_of, numpy_dtype, sparse_rows, tensor_of, torch_device, torch_dtype
+from .convert import _VALUE_TORCH_DTYPES, array_of, device_of, numpy_dtype, sparse_rows, tensor_of, torch_device, torch_dtype
 
 NAMESPACE = "sparse_ops"
 CODES = {"default": "d", "csr": "c", "row_sparse": "r"}
@@ -260,6 +260,8 @@ def _streams(t: torch.Tensor) -> Any:
 
 
 def _dense(t: torch.Tensor, dev: Device | None = None) -> NDArray:
+    if t.dtype not in _VALUE_TORCH_DTYPES:
+        numpy_dtype(t.dtype)  # a TorchBridgeError naming the dtypes we hold
     if not t.is_contiguous():
         t = t.contiguous()
     return NDArray(array_of(t), dev or device_of(t))
