@@ -34,6 +34,28 @@ def test_row_sparse_gradient_lands_in_param_grad_as_coalesced_coo():
     np.testing.assert_allclose(g.to_dense().numpy(), ref, rtol=1e-12)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_row_sparse_gradient_of_an_intermediate_flows_on_dense(dtype):
+    """dot(csr, x @ w): the op's gradient for its dense operand is row_sparse, but that operand
+    is torch's own product, whose backward takes strided gradients only: it gets a dense one,
+    while a leaf operand in the same graph keeps its sparse .grad."""
+    m = sp.random(30, 20, density=0.1, format="csr", dtype=np.float64, random_state=3)
+    m[:, 5] = 0  # a column no stored value uses: a row of zeros in the row_sparse gradient
+    m.eliminate_zeros()
+    a = st.to_torch(so.csr_matrix(m.astype(str(dtype).split(".")[1])))
+    x = torch.randn(20, 6, dtype=dtype, generator=torch.Generator().manual_seed(0))
+    w = torch.randn(6, 4, dtype=dtype, requires_grad=True)
+    leaf = torch.randn(20, 4, dtype=dtype, requires_grad=True)
+    out = st.ops.dot(a, x @ w) + st.ops.dot(a, leaf)
+    out.square().sum().backward()
+    g = 2 * out.detach().numpy().astype(np.float64)
+    tol = dict(rtol=1e-4, atol=1e-5) if dtype == torch.float32 else dict(rtol=1e-12, atol=1e-12)
+    assert w.grad.layout == torch.strided and w.grad.dtype == dtype
+    np.testing.assert_allclose(w.grad.numpy(), x.numpy().T @ (m.T @ g), **tol)
+    assert leaf.grad.layout == torch.sparse_coo and leaf.grad.is_coalesced()
+    np.testing.assert_allclose(leaf.grad.to_dense().numpy(), m.T @ g, **tol)
+
+
 def test_repeated_dense_calls_record_as_the_registered_operator_does():
     """A repeated all-dense host call with grad skips torch's dispatcher
     (``library.EagerAutograd``): the same outputs and first- and second-order gradients as

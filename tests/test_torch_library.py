@@ -154,6 +154,62 @@ def test_torch_compile_fullgraph_gcn_matches_eager_forward_and_backward():
     assert explained.graph_break_count == 0 and explained.graph_count == 1
 
 
+def test_compiled_functions_take_new_shapes_as_symbolic_ones():
+    """A second shape makes Dynamo retrace with symbolic sizes (automatic dynamic shapes), and
+    dynamic=True starts that way: the bridge plans with them, sparse results get shapes of
+    them, gradients follow, and a third or fourth shape compiles nothing more."""
+    torch._dynamo.reset()
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    class Layer(torch.nn.Module):  # built-in ops only (a plugin's shape rule may make sizes static)
+        def __init__(self):
+            super().__init__()
+            g = torch.Generator().manual_seed(0)
+            self.w1 = torch.nn.Parameter(torch.randn(8, 16, generator=g) * 0.3)
+            self.w2 = torch.nn.Parameter(torch.randn(16, 4, generator=g) * 0.3)
+
+        def forward(self, values, indices, indptr, x):
+            a = CSRParts(values, indices, indptr, (x.shape[0], x.shape[0]))
+            return st.ops.dot(a, st.ops.relu(st.ops.dot(a, x @ self.w1)) @ self.w2)
+
+    model = Layer()
+    layer = torch.compile(model, backend=backend, fullgraph=True)
+    for n in (30, 41, 52, 63):
+        A = sp.random(n, n, density=0.15, format="csr", dtype=np.float32, random_state=n)
+        parts = [torch.from_numpy(A.data), torch.from_numpy(A.indices).long(), torch.from_numpy(A.indptr).long()]
+        x = torch.randn(n, 8, generator=torch.Generator().manual_seed(n))
+        out = layer(*parts, x)
+        h = np.maximum(A @ (x.numpy() @ model.w1.detach().numpy()), 0)
+        np.testing.assert_allclose(out.detach().numpy(), A @ (h @ model.w2.detach().numpy()), rtol=1e-4, atol=1e-5)
+        model.zero_grad()
+        out.sum().backward()
+        g = A.T @ np.ones((n, 4), np.float32) @ model.w2.detach().numpy().T * (A @ (x.numpy() @ model.w1.detach().numpy()) > 0)
+        np.testing.assert_allclose(model.w1.grad.numpy(), x.numpy().T @ (A.T @ g), rtol=1e-4, atol=1e-4)
+    assert len(graphs) == 2  # the first shape, then one graph for every other
+
+    def to_csr(x):
+        r = st.ops.cast_storage(x * 2, stype="csr")
+        return r.values, r.indices, r.indptr, r.shape
+
+    f = torch.compile(to_csr, dynamic=True, fullgraph=True)
+    for n in (3, 5, 8):
+        x = torch.randn(n, 4, generator=torch.Generator().manual_seed(n)) * (torch.arange(4 * n).reshape(n, 4) % 3 > 0)
+        v, i, p, shape = f(x)
+        m = sp.csr_matrix(2 * x.numpy())
+        assert tuple(shape) == (n, 4)
+        np.testing.assert_allclose(v.numpy(), m.data)
+        np.testing.assert_array_equal(i.numpy(), m.indices)
+        np.testing.assert_array_equal(p.numpy(), m.indptr)
+    g = torch.compile(lambda x, y: st.ops.elemwise_add(x, y), dynamic=True, fullgraph=True)
+    with pytest.raises(RuntimeError, match="elemwise_add.*inputs must have one shape"):
+        g(torch.randn(6, 3), torch.randn(6, 4))
+    torch.testing.assert_close(g(torch.ones(7, 3), torch.ones(7, 3)), torch.full((7, 3), 2.0))
+
+
 def test_compiled_sparse_results_come_back_as_parts():
     torch._dynamo.reset()
     m = sp.random(5, 4, density=0.5, format="csr", dtype=np.float32, random_state=2)

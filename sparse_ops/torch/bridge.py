@@ -145,15 +145,20 @@ class BridgedOp:
             if st != "default":
                 flat.append(list(shape))
         items = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in params.items()))
-        ov_name, out_stypes, out_shapes, nvis, ptext = plan_call(opdef.name, tuple(stypes), tuple(shapes), items)
-        if _compiling():  # the torch op by name: Dynamo follows torch.ops, not our objects
+        compiling = _compiling()  # a traced call's shapes may be symbolic, and so no constants
+        ov_name, out_stypes, out_shapes, nvis, ptext = plan_call(opdef.name, tuple(stypes),
+                                                                 None if compiling else tuple(shapes), items)
+        if compiling:  # dense results have their shapes; sparse ones are assembled with them
+            out_shapes = _traced_shapes(opdef, items, tuple(shapes)) \
+                if any(s != "default" for s in out_stypes[:nvis]) else (None,) * nvis
+        if compiling:  # the torch op by name: Dynamo follows torch.ops, not our objects
             torch_op = getattr(getattr(torch.ops.sparse_ops, opdef.name), ov_name)
         else:
             ov = overload_for(opdef, tuple(stypes), out_stypes)
             torch_op = ov.torch_op
         res = self._run(torch_op, flat, ptext, args)
         res = (res,) if not isinstance(res, tuple) else res
-        if _compiling():
+        if compiling:
             return _assemble(out_stypes, res, out_shapes, nvis)
         inst = opdef.instance(params) if params else (opdef._default_instance or opdef.instance({}))
         if all(s == "default" for s in stypes) and all(s == "default" for s in out_stypes) \
@@ -163,13 +168,16 @@ class BridgedOp:
 
 
 _PLANS: dict[tuple, tuple] = {}
+_INSTANCES: dict[tuple, registry.Op] = {}  # (name, parameter items) -> the instance plan_call made
 
 
 @torch._dynamo.assume_constant_result
-def plan_call(name: str, stypes: tuple, shapes: tuple, items: tuple) -> tuple:
+def plan_call(name: str, stypes: tuple, shapes: tuple | None, items: tuple) -> tuple:
     """What a call decides before running, from constants only (so that torch.compile runs it
     once, at trace time, and keeps the result): (overload name, output storage types, output
-    shapes, visible outputs, parameter string). Defines the overload on first use."""
+    shapes, visible outputs, parameter string). Defines the overload on first use. Symbolic
+    shapes (a compiled function's dynamic dimensions) are no constants: without ``shapes``
+    the output shapes are None, and the traced code works out those it needs."""
     key = (name, stypes, shapes, items)
     try:
         hit = _PLANS.get(key)
@@ -184,7 +192,8 @@ def plan_call(name: str, stypes: tuple, shapes: tuple, items: tuple) -> tuple:
         inst = opdef.instance(params) if params else (opdef._default_instance or opdef.instance({}))
         nout = inst.output_count()
         out_stypes = tuple(_infer(opdef, inst, "storage_type", list(stypes), nout))
-        out_shapes = tuple(tuple(s) for s in _infer(opdef, inst, "shape", list(shapes), nout))
+        out_shapes = None if shapes is None else \
+            tuple(tuple(s) for s in _infer(opdef, inst, "shape", list(shapes), nout))
         ov = overload_for(opdef, tuple(stypes), out_stypes)
     except (OperatorError, TypeError, ValueError) as exc:
         raise BridgeError(f"sparse_ops.torch.ops.{name}: {exc}") from exc
@@ -192,8 +201,17 @@ def plan_call(name: str, stypes: tuple, shapes: tuple, items: tuple) -> tuple:
     if key is not None:
         if len(_PLANS) > 4096:
             _PLANS.clear()
+            _INSTANCES.clear()
         _PLANS[key] = (opdef, result)
+        _INSTANCES[(name, items)] = inst
     return result
+
+
+def _traced_shapes(opdef: registry.OpDef, items: tuple, shapes: tuple) -> tuple:
+    """The output shapes of a traced call whose input shapes are symbolic: the op's shape
+    rule run on them (torch guards what it compares), for the shapes of sparse results."""
+    inst = _INSTANCES[(opdef.name, items)]  # made by plan_call: parsing parameters is not traced
+    return tuple(tuple(s) for s in _infer(opdef, inst, "shape", list(shapes), inst.output_count()))
 
 
 def _split(a: Any) -> tuple[str, list, tuple]:

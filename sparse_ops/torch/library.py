@@ -660,20 +660,21 @@ def _torch_gradients(gs: list, inputs: list[NDArray], args: list, slots: list[in
                      result: list) -> tuple:
     """The gradients ``gs`` of ``inputs`` as torch wants them, at the inputs' argument
     positions ``slots`` of ``result``: dense for a dense input (a row_sparse one as torch's
-    coalesced sparse COO gradient), the gradient of each stored value for a sparse input."""
+    coalesced sparse COO gradient where the input is a leaf, whose ``.grad`` holds it; an
+    intermediate's gradient flows on into torch ops, which take strided gradients only), the
+    gradient of each stored value for a sparse input."""
     for i, (s, g, x) in enumerate(zip(slots, gs, inputs)):
         if not needs[i]:
             continue
         if g is None:  # asked for, but the rule gives this input none: zero by design
             result[s] = torch.zeros_like(args[s])
             continue
-        if x.stype == "default" and g.stype == "row_sparse":
-            # a row_sparse gradient of a dense input: torch's sparse gradient (what
+        if x.stype == "default" and g.stype == "row_sparse" and args[s].is_leaf:
+            # a row_sparse gradient of a dense leaf: torch's sparse gradient (what
             # nn.Embedding(sparse=True) gives; SGD, SparseAdam, Adagrad take it)
             values = tensor_of(g._data.astype(x.dtype, copy=False))
             result[s] = sparse_rows(values, tensor_of(g._indices), x.shape)
-            if args[s].is_leaf:  # the saved leaf itself: its .grad will hold this gradient
-                keep_coalesced_flag(args[s])
+            keep_coalesced_flag(args[s])  # the saved leaf itself: its .grad will hold this gradient
         else:
             a = aligned(g, x)
             result[s] = tensor_of(a.astype(x.dtype, copy=False) if a.dtype != x.dtype else a)
