@@ -145,14 +145,14 @@ class BridgedOp:
             if st != "default":
                 flat.append(list(shape))
         items = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in params.items()))
-        compiling = _compiling()  # a traced call's shapes may be symbolic, and so no constants
+        shapes, compiling = tuple(shapes), _compiling()  # traced shapes may be symbolic: no constants
         ov_name, out_stypes, out_shapes, nvis, ptext = plan_call(opdef.name, tuple(stypes),
-                                                                 None if compiling else tuple(shapes), items)
-        if compiling:  # dense results have their shapes; sparse ones are assembled with them
-            out_shapes = _traced_shapes(opdef, items, tuple(shapes)) \
-                if any(s != "default" for s in out_stypes[:nvis]) else (None,) * nvis
+                                                                 None if compiling else shapes, items)
         if compiling:  # the torch op by name: Dynamo follows torch.ops, not our objects
             torch_op = getattr(getattr(torch.ops.sparse_ops, opdef.name), ov_name)
+            # dense results have their shapes; sparse ones are assembled with them
+            out_shapes = _traced_shapes(opdef, items, shapes) \
+                if any(s != "default" for s in out_stypes[:nvis]) else (None,) * nvis
         else:
             ov = overload_for(opdef, tuple(stypes), out_stypes)
             torch_op = ov.torch_op
