@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from . import alloc
 from . import device as _dev
 from .device import Device
 from .dtypes import DEFAULT_DTYPE, DEFAULT_INDEX_DTYPE, VALUE_DTYPES, source_dtype, value_dtype
@@ -203,6 +204,8 @@ def zeros(shape: Any, stype: str = "default", dtype: Any = "float32",
     dev = _dev.as_device(device)
     xp = dev.xp
     if stype == "default":
+        if xp is np:
+            return NDArray(alloc.zeros(shape, dt), dev)
         with _dev.allocating_on(dev):
             return NDArray(xp.zeros(shape, dtype=dt), dev)
     _check_stype(stype, "zeros")
@@ -225,6 +228,8 @@ def empty(shape: Any, stype: str = "default", dtype: Any = "float32",
         return zeros(shape, stype=stype, dtype=dtype, device=device)
     shape = normalize_shape(shape)
     dev = _dev.as_device(device)
+    if dev.xp is np:
+        return NDArray(alloc.empty(shape, value_dtype(dtype)), dev)
     with _dev.allocating_on(dev):
         return NDArray(dev.xp.empty(shape, dtype=value_dtype(dtype)), dev)
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from . import alloc
 from .errors import DeviceUnavailableError
 
 SIMULATED_GPU = os.environ.get("SPARSE_OPS_CUDA_SIM", "0") == "1"
@@ -186,7 +187,7 @@ def on_device(a: Any, device: Device, dtype: Any = None, copy: bool = False) -> 
     if xp is np:
         a = to_host(a)
         if copy:
-            return np.array(a, dtype=dtype, copy=True)
+            return alloc.copy(a, dtype) if isinstance(a, np.ndarray) else np.array(a, dtype=dtype, copy=True)
         return np.asarray(a, dtype=dtype)
     with xp.cuda.Device(device.device_id):
         if copy:

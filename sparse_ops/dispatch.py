@@ -12,6 +12,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from . import alloc
 from . import device as _dev
 from . import settings as _settings
 from .context import OpContext, _workspace, holds_unset, mark_unset, release_workspace
@@ -127,7 +128,8 @@ def _host_dense_call(plan: Plan) -> Any:
     ``call_any``."""
     kernel, inst, contexts, device = plan.kernel, plan.inst, plan.contexts, plan.device
     shape, dtype = plan.out_shapes[0], plan.out_dtypes[0]
-    general, trusted, empty, state = plan.call_any, plan.trusted, np.empty, _state
+    general, trusted, state = plan.call_any, plan.trusted, _state
+    empty = alloc.empty if alloc.wants_alignment(shape, dtype) else np.empty
 
     def call(inputs: Sequence[NDArray], out: Any = None, req: str = "write") -> Any:
         if out is not None or req != "write":
@@ -323,7 +325,7 @@ def _signature(inst: Op, inputs: Sequence[NDArray]) -> tuple:
 # ---- running -----------------------------------------------------------------------------------
 def _empty_output(stype: str, shape: tuple, dtype: np.dtype, device: Device) -> NDArray:
     if stype == "default" and device.device_type == "cpu":
-        return NDArray(np.empty(shape, dtype=dtype), device)
+        return NDArray(alloc.empty(shape, dtype), device)
     xp = device.xp
     with _dev.allocating_on(device):
         if stype == "default":

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import alloc
 from ..dtypes import in_input_dtypes, promote_types
 from ..ndarray import CSRNDArray, NDArray, RowSparseNDArray
 from ..registry import Op, Param, kernel, register
@@ -274,14 +275,14 @@ def _csr_t_times(ctx, parts: tuple, columns: int, b: np.ndarray, out: NDArray, i
     indptr, indices, values = parts
     cols, counts, indices = _stored_columns(indices, columns)
     stored, n = cols.shape[0], b.shape[1]
-    product = np.zeros((stored, n), dtype=values.dtype)
+    product = alloc.zeros((stored, n), values.dtype)
     if stored and n:
         threads = _threads()
         if not parallel_worth(indices.shape[0] * n):
             kernels.csr_t_dense_rows(indptr, indices, values, b, 0, indptr.shape[0] - 1, product)
         elif threads * stored <= indices.shape[0] and \
                 (threads - 1) * product.nbytes <= PARTIAL_MAX_BYTES:
-            spare = np.empty((threads - 1, stored, n), dtype=values.dtype)
+            spare = alloc.empty((threads - 1, stored, n), values.dtype)
             kernels.csr_t_dense_partial(indptr, indices, values, b, _row_chunks(indptr, threads), product, spare)
         else:
             kernels.csr_t_dense(indptr, indices, values, b, _column_chunks(counts, threads), product)
