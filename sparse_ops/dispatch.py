@@ -128,7 +128,7 @@ def _host_dense_call(plan: Plan) -> Any:
     ``call_any``."""
     kernel, inst, contexts, device = plan.kernel, plan.inst, plan.contexts, plan.device
     shape, dtype = plan.out_shapes[0], plan.out_dtypes[0]
-    general, trusted, state = plan.call_any, plan.trusted, _state
+    general, trusted, state, new = plan.call_any, plan.trusted, _state, object.__new__
     empty = alloc.empty if alloc.wants_alignment(shape, dtype) else np.empty
 
     def call(inputs: Sequence[NDArray], out: Any = None, req: str = "write") -> Any:
@@ -142,7 +142,8 @@ def _host_dense_call(plan: Plan) -> Any:
                 ret = kernel(inst, contexts[state.training], *[x._data for x in inputs], a)
         except Exception as exc:
             raise _kernel_error(plan, exc) from exc
-        result = NDArray(a, device)
+        result = new(NDArray)  # NDArray(a, device) less its __init__'s checks: a is our own ndarray
+        result._data, result._device, result._ag = a, device, None
         if ret is not None and not trusted:
             _check_returned(plan, ret, [result])
         if state.recording:
@@ -281,18 +282,20 @@ def _ufunc_gives_plan(plan: Plan, inputs: Sequence[NDArray]) -> bool:
 def _host_ufunc_call(plan: Plan) -> Any:
     """The ``call`` of a plan whose dense kernel ``applies_ufunc``: the ufunc's own result is
     the output. Anything else (``out=``, ``req``) takes ``call_any``."""
-    ufunc, device, general, state = plan.inst.ufunc, plan.device, plan.call_any, _state
+    ufunc, device, general, state, new = plan.inst.ufunc, plan.device, plan.call_any, _state, object.__new__
+    binary = len(plan.in_stypes) == 2
 
     def call(inputs: Sequence[NDArray], out: Any = None, req: str = "write") -> Any:
         if out is not None or req != "write":
             return general(inputs, out, req)
         try:
-            a = ufunc(inputs[0]._data, inputs[1]._data) if len(inputs) == 2 else ufunc(inputs[0]._data)
+            a = ufunc(inputs[0]._data, inputs[1]._data) if binary else ufunc(inputs[0]._data)
         except Exception as exc:
             raise _kernel_error(plan, exc) from exc
         if not a.flags.c_contiguous:  # NumPy follows the inputs' layout; outputs are row-major
             a = np.ascontiguousarray(a)
-        result = NDArray(a, device)
+        result = new(NDArray)  # as in _host_dense_call
+        result._data, result._device, result._ag = a, device, None
         if state.recording:
             _record(plan, inputs, [result])
         return result
