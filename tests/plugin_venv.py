@@ -41,10 +41,16 @@ def fresh_venv(where: Path) -> Path:
     """A venv without pip of its own that sees this environment's packages (numpy, scipy,
     numba, pip, setuptools, pytest), with sparse-ops installed editable, offline; returns
     its bin folder."""
-    import importlib.util
+    import importlib.metadata
 
-    for needed in ("pip", "setuptools"):  # found, not imported (setuptools patches distutils)
-        if importlib.util.find_spec(needed) is None:
+    # looked up by their metadata, neither imported nor found through the import system:
+    # setuptools' distutils hook, asked to find pip, hands later `import distutils` to the
+    # standard library's copy, and any setuptools imported after that (torch.compile's C++
+    # builder imports it) fails its own check
+    for needed in ("pip", "setuptools"):
+        try:
+            importlib.metadata.distribution(needed)
+        except importlib.metadata.PackageNotFoundError:
             pytest.skip(f"needs {needed} in this environment to install offline")
     venv = where / "venv"
     run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", venv])
