@@ -11,7 +11,8 @@ otherwise a symbolic pass first counts each row's distinct columns, so the outpu
 allocated once, exactly. Either way the chunks' rows are closed up after.
 
 Both passes jump to a row of B for each stored value of A; they prefetch the row pointer
-PTR_AHEAD values ahead and the row ROW_AHEAD values ahead (``prefetch``), which the
+PTR_AHEAD values ahead and the row ROW_AHEAD values ahead (``prefetch``: the lines of its
+first and last stored values, a short row's two lines where it straddles them), which the
 hardware's stream prefetchers cannot guess.
 
 Inputs are validated, canonical csr parts (sorted, unique columns); values arrive widened
@@ -32,6 +33,15 @@ from .prefetch import prefetch
 
 
 PTR_AHEAD, ROW_AHEAD = 8, 4  # prefetch distances in stored values of A (the row's must have arrived)
+
+
+@jit()
+def _prefetch_ends(a, lo, hi):
+    """Prefetch the cache lines of a[lo] and of a[hi - 1] (one row of B's index or value
+    array; nothing for an empty row)."""
+    if hi > lo:
+        prefetch(a, lo)
+        prefetch(a, hi - 1)
 
 
 @jit()
@@ -59,7 +69,8 @@ def spgemm_count_rows(a_ptr, a_idx, b_ptr, b_idx, n_cols, lo, hi, counts):
                 if j + PTR_AHEAD < stored:  # the rows of B that A's next values select: a jump per value
                     prefetch(b_ptr, a_idx[j + PTR_AHEAD])
                 if j + ROW_AHEAD < stored:
-                    prefetch(b_idx, b_ptr[a_idx[j + ROW_AHEAD]])
+                    ahead = a_idx[j + ROW_AHEAD]
+                    _prefetch_ends(b_idx, b_ptr[ahead], b_ptr[ahead + 1])
                 r = a_idx[j]
                 for q in range(b_ptr[r], b_ptr[r + 1]):
                     col = b_idx[q]
@@ -109,9 +120,9 @@ def spgemm_fill_rows(a_ptr, a_idx, a_val, b_ptr, b_idx, b_val, n_cols, lo, hi, b
                 if j + PTR_AHEAD < stored:
                     prefetch(b_ptr, a_idx[j + PTR_AHEAD])
                 if j + ROW_AHEAD < stored:
-                    ahead = b_ptr[a_idx[j + ROW_AHEAD]]
-                    prefetch(b_idx, ahead)
-                    prefetch(b_val, ahead)
+                    ahead = a_idx[j + ROW_AHEAD]
+                    _prefetch_ends(b_idx, b_ptr[ahead], b_ptr[ahead + 1])
+                    _prefetch_ends(b_val, b_ptr[ahead], b_ptr[ahead + 1])
                 r = a_idx[j]
                 v = a_val[j]
                 for q in range(b_ptr[r], b_ptr[r + 1]):
