@@ -103,3 +103,24 @@ def test_every_benchmark_case_runs_once(tmp_path):
     img = read_png(tmp_path / "ratios-smoke.png")
     # one 22-pixel row per ratio: 9 or more without PyTorch (as in CI), ~20 with it
     assert img.shape[0] > 40 + 22 * 8 and img.shape[1] > 500 and (img != 255).any()
+
+
+def test_the_mkl_verdicts_take_the_issues_widths():
+    """Issue 18 item 4's two verdicts read the widths it names (64 columns; 8 to 256); the
+    narrow products are reported, never judged against the "never slower" target."""
+    sys.path.insert(0, str(ROOT))
+    try:
+        from benchmarks._summary import _sweep_targets
+        from benchmarks.bench_dot import SweepRow
+    finally:
+        sys.path.remove(str(ROOT))
+
+    def row(rows, dtype, width, vs_mkl):
+        return SweepRow(rows, dtype, width, 1.0, 1.0, vs_mkl, 1.0, 0.5, None, 1.0, 0.5, True)
+
+    sweep = [row("uniform", "float32", 1, 1.3), row("power-law", "float64", 8, 0.9),
+             row("uniform", "float32", 64, 0.7), row("power-law", "float64", 64, 0.85), row("uniform", "float64", 256, 0.5)]
+    got = []
+    _sweep_targets(sweep, lambda case, wanted, value, shown, target=None: got.append((case, value, shown, target)))
+    assert [(v, t) for _, v, _, t in got] == [(0.85, 0.8), (0.9, 1.0), (1.3, None)]
+    assert "power-law, float64, k = 64" in got[0][2] and "k = 8" in got[1][2] and "k = 1" in got[2][2]
