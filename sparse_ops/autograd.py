@@ -22,6 +22,7 @@ from .creation import zeros
 from .device import allocating_on
 from .dispatch import accumulate_into
 from .errors import OperatorError
+from .gradients import call_gradient
 from .ndarray import NDArray
 from .ops import elemwise_add
 from .tape import (  # noqa: F401  (the public face re-exports the recording half)
@@ -132,26 +133,8 @@ def _node_backward(node: Node, out_grads: list) -> list:
 
 
 def _op_gradient(node: Node, out_grads: list) -> list:
-    """An operator's gradient rule; what it raises is reported naming the op and plugin."""
-    fn = node.fn
-    opdef = fn._opdef
-    if not opdef.differentiable:
-        i = next(k for k, p in enumerate(node.parents) if p is not None)
-        names = opdef.arguments
-        name = names[i] if i < len(names) else (names[-1] if opdef.variadic else str(i))
-        raise OperatorError(
-            f"{opdef.label} declares no gradient, so autograd cannot differentiate through it to "
-            f"input {i} ({name!r}); give the op a gradient, or declare differentiable = False if its "
-            "outputs are constants")
-    try:
-        if opdef.gradient_takes_needs:
-            needs = [p is not None for p in node.parents]
-            return list(fn.gradient(out_grads, list(node.inputs), list(node.outputs), needs=needs))
-        return list(fn.gradient(out_grads, list(node.inputs), list(node.outputs)))
-    except OperatorError:
-        raise
-    except Exception as exc:
-        raise OperatorError(f"{opdef.label}: gradient failed: {type(exc).__name__}: {exc}") from exc
+    """An operator's gradient rule, through the one call every face makes (``gradients.py``)."""
+    return call_gradient(node.fn, out_grads, node.inputs, node.outputs, [p is not None for p in node.parents])
 
 
 def _run_backward(heads: list, head_grads: Any, retain_graph: bool, create_graph: bool,

@@ -33,8 +33,10 @@ from jax.experimental.sparse import BCSR
 
 from .. import registry
 from ..errors import OperatorError
+from ..gradients import require_gradient
 from . import handlers
-from .spec import PARTS, ArgLayout, CallSpec, JaxBridgeError, spec_for
+from ..bridging import PARTS, arg_names
+from .spec import ArgLayout, CallSpec, JaxBridgeError, spec_for
 
 TRACES = [0]  # bridged calls traced so far (a counter for tests of compile counts)
 
@@ -226,10 +228,7 @@ def _apply_bwd(res: tuple, cots: tuple) -> tuple:
     result: list[Any] = [None] * (n + 1)  # + the static spec argument
     if not any(needs) or spec.opdef.constant:  # nothing asked for, or outputs declared constant
         return tuple(result)
-    if not spec.opdef.differentiable:
-        i = needs.index(True)
-        raise JaxBridgeError(f"{spec.label}: {spec.opdef.label} declares no gradient, so JAX cannot differentiate "
-                             f"through it to input {i}")
+    require_gradient(spec.inst, needs, face="JAX", prefix=f"{spec.label}: ", error=JaxBridgeError)
     cot_values = []
     for slot, lay in zip(_value_slots(spec.outs), spec.outs):
         c = cots[slot]
@@ -284,12 +283,6 @@ class BridgedOp:
     def __repr__(self) -> str:
         return f"<sparse_ops.jax op {self.opdef.name}>"
 
-    def _names(self, n: int) -> list[str]:
-        args = list(self.opdef.arguments)
-        if self.opdef.variadic:
-            return [f"{args[0]}{i}" for i in range(n)]
-        return args + [f"input {i}" for i in range(len(args), n)]
-
     def prepare(self, args: tuple, params: dict) -> tuple[CallSpec, list]:
         """(the call's spec, the flat component arrays) of a call."""
         label = f"sparse_ops.jax.ops.{self.opdef.name}"
@@ -297,7 +290,7 @@ class BridgedOp:
         if max_nnz is not None and (not isinstance(max_nnz, (int, np.integer)) or max_nnz < 0):
             raise JaxBridgeError(f"{label}: max_nnz must be a non-negative int, got {max_nnz!r}")
         layouts, flat = [], []
-        for name, a in zip(self._names(len(args)), args):
+        for name, a in zip(arg_names(self.opdef, len(args)), args):
             try:
                 st, parts, shape = split(a)
                 layouts.append(_layout(st, parts, shape))

@@ -19,13 +19,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..bridging import PARTS, aligned, arg_names, framework_gradient
 from ..device import Device
 from ..dispatch import plan_for
 from ..errors import OperatorError
 from ..ndarray import CSRNDArray, NDArray, RowSparseNDArray
 from ..tape import _scope
 from . import ffi
-from .spec import PARTS, ArgLayout, CallSpec, GradSpec, JaxBridgeError, lookup
+from .spec import ArgLayout, CallSpec, GradSpec, JaxBridgeError, lookup
 
 CPU = Device("cpu", 0)
 
@@ -93,26 +94,8 @@ def write(result: Any, lay: ArgLayout, parts: Sequence[Any], what: str) -> None:
         indices[nnz:] = lay.shape[0]
 
 
-def aligned(g: Any, x: Any) -> Any:
-    """Gradient ``g`` of input ``x`` as an array aligned with ``x``'s values component:
-    dense for a dense ``x``; for a sparse ``x`` the gradient of each stored value."""
-    xp = x.device.xp
-    if x.stype == "default":
-        return (g if g.stype == "default" else g.tostype("default"))._data
-    if g.stype == x.stype:
-        if all(a is b or (a.shape == b.shape and bool((a == b).all())) for a, b in zip(g._aux(), x._aux())):
-            return g._data
-    dense = (g if g.stype == "default" else g.tostype("default"))._data
-    if x.stype == "row_sparse":
-        return dense[x._indices]
-    rows = xp.repeat(xp.arange(x.shape[0]), xp.diff(x._indptr))
-    return dense[rows, x._indices]
-
-
 def _arg_names(spec: CallSpec) -> list[str]:
-    n = len(spec.ins)
-    args = list(spec.opdef.arguments)
-    return args[:n] if len(args) >= n and not spec.opdef.variadic else [f"{args[0]}{i}" for i in range(n)]
+    return arg_names(spec.opdef, len(spec.ins))
 
 
 # ---- running --------------------------------------------------------------------------------------
@@ -138,10 +121,6 @@ def run_backward(gspec: GradSpec, args: Sequence[Any], rets: Sequence[Any], devi
     and one cotangent per output (dense, or aligned with a sparse output's values);
     ``rets`` one gradient per input that needs one (aligned with its values component)."""
     spec = gspec.fwd
-    opdef = spec.opdef
-    if not opdef.differentiable:
-        raise JaxBridgeError(f"{spec.label}: {opdef.label} declares no gradient, so JAX cannot differentiate "
-                             "through it")
     ni, no = spec.n_in_parts, spec.n_out_parts
     inputs = containers(spec.ins, args[:ni], device, names=_arg_names(spec))
     outputs = containers(spec.outs, args[ni:ni + no], device, check=False)
@@ -152,19 +131,10 @@ def run_backward(gspec: GradSpec, args: Sequence[Any], rets: Sequence[Any], devi
             out_grads.append(NDArray(c, device))
         else:
             out_grads.append(o._with_values(c[:o._data.shape[0]].astype(o.dtype, copy=False), copy_aux=False))
-    needs = list(gspec.needs)
-    with _scope(False, None):
-        try:
-            if opdef.gradient_takes_needs:
-                grads = list(spec.inst.gradient(out_grads, inputs, outputs, needs=needs))
-            else:
-                grads = list(spec.inst.gradient(out_grads, inputs, outputs))
-        except OperatorError:
-            raise
-        except Exception as exc:
-            raise OperatorError(f"{opdef.label}: gradient failed: {type(exc).__name__}: {exc}") from exc
+    grads = framework_gradient(spec.inst, out_grads, inputs, outputs, list(gspec.needs), face="JAX",
+                               prefix=f"{spec.label}: ", error=JaxBridgeError)
     k = 0
-    for g, x, lay, need in zip(grads, inputs, spec.ins, needs):
+    for g, x, lay, need in zip(grads, inputs, spec.ins, gspec.needs):
         if not need:
             continue
         dst = rets[k]

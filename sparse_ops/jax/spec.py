@@ -23,10 +23,10 @@ from typing import Any
 import numpy as np
 
 from .. import registry
+from ..bridging import PARTS
 from ..dispatch import _infer
 from ..errors import OperatorError
 
-PARTS = {"default": 1, "csr": 3, "row_sparse": 2}
 
 
 class JaxBridgeError(OperatorError, ValueError):

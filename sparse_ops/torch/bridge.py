@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from .. import registry
+from ..bridging import arg_names
 from ..dispatch import _infer
 from ..errors import OperatorError
 from ..ndarray import STYPES
@@ -116,8 +117,6 @@ class BridgedOp:
         return BridgeError(f"sparse_ops.torch.ops.{self.opdef.name}: {type(exc).__name__}: {exc}")
 
     def _names(self, n: int) -> list[str]:
-        from .library import arg_names
-
         return arg_names(self.opdef, n)
 
     # ---- any call ---------------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ import torch
 
 from .. import autograd as _ag
 from .. import registry
+from ..bridging import PARTS, aligned, arg_names, framework_gradient
 from ..device import Device, as_device
 from ..dispatch import _infer, plan_for
 from ..errors import OperatorError
@@ -45,7 +46,6 @@ from .convert import _VALUE_TORCH_DTYPES, array_of, device_of, numpy_dtype, spar
 
 NAMESPACE = "sparse_ops"
 CODES = {"default": "d", "csr": "c", "row_sparse": "r"}
-N_PARTS = {"default": 1, "csr": 3, "row_sparse": 2}
 
 
 class BridgeError(OperatorError, ValueError):
@@ -100,16 +100,6 @@ def _instance(opdef: registry.OpDef, params: str) -> registry.Op:
 
 
 # ---- overloads -------------------------------------------------------------------------------------
-def arg_names(opdef: registry.OpDef, n: int) -> list[str]:
-    """The names of ``n`` inputs (a variadic op's are ``<first>0, <first>1, ...``)."""
-    if opdef.variadic:
-        fixed = list(opdef.arguments)
-        if n <= len(fixed) and not (len(fixed) == 1):
-            return fixed[:n]
-        return [f"{fixed[0]}{i}" for i in range(n)]
-    return list(opdef.arguments)
-
-
 def overload_name(opdef: registry.OpDef, in_stypes: Sequence[str], out_stypes: Sequence[str]) -> str:
     """``default`` for the all-dense call of a fixed-arity op with one dense output, else the
     storage codes of the inputs and the outputs: ``cd_r``."""
@@ -127,8 +117,8 @@ class Overload:
         self.opdef, self.in_stypes, self.out_stypes = opdef, in_stypes, out_stypes
         self.name = overload_name(opdef, in_stypes, out_stypes)
         self.names = arg_names(opdef, len(in_stypes))
-        self.nparts_out = sum(N_PARTS[s] for s in out_stypes)
-        self.nparts_in = sum(N_PARTS[s] + (s != "default") for s in in_stypes)  # + the shape argument
+        self.nparts_out = sum(PARTS[s] for s in out_stypes)
+        self.nparts_in = sum(PARTS[s] + (s != "default") for s in in_stypes)  # + the shape argument
         self.qualname = f"{NAMESPACE}::{opdef.name}" + ("" if self.name == "default" else f".{self.name}")
         self.torch_op: Any = None
         self.backward_op: Any = None
@@ -151,7 +141,7 @@ class Overload:
             else:
                 args += [f"Tensor {name}_values", f"Tensor {name}_indices", f"SymInt[] {name}_shape"]
         args.append('str params=""')
-        rets = ["Tensor"] * sum(N_PARTS[s] for s in self.out_stypes)
+        rets = ["Tensor"] * sum(PARTS[s] for s in self.out_stypes)
         ret = rets[0] if len(rets) == 1 else "(" + ", ".join(rets) + ")"
         return f"{self.opdef.name}{'' if self.name == 'default' else '.' + self.name}({', '.join(args)}) -> {ret}"
 
@@ -165,7 +155,7 @@ class Overload:
         inner = inner.replace("(a!)", "").replace("(b!)", "").replace("(c!)", "")
         outs = []
         for j, st in enumerate(self.out_stypes):
-            outs += [f"Tensor out{j}_{k}" for k in range(N_PARTS[st])]
+            outs += [f"Tensor out{j}_{k}" for k in range(PARTS[st])]
         grads = [f"Tensor? grad{j}" for j in range(len(self.out_stypes))]
         rets = ", ".join(["Tensor"] * len(self.in_stypes))
         ret = rets if len(self.in_stypes) == 1 else f"({rets})"
@@ -470,7 +460,7 @@ def _out_arrays(ov: Overload, outs: Sequence[torch.Tensor], shapes: Sequence[tup
         else:
             v, i = (array_of(t) for t in outs[k:k + 2])
             arrays.append(RowSparseNDArray._trusted(v, i, tuple(shape), device_of(outs[k])))
-        k += N_PARTS[st]
+        k += PARTS[st]
     return arrays
 
 
@@ -489,49 +479,12 @@ def _grad_array(ov: Overload, j: int, g: torch.Tensor | None, out: NDArray) -> N
     return out._with_values(data.astype(out.dtype, copy=False), copy_aux=False)
 
 
-def aligned(g: NDArray | None, x: NDArray) -> Any:
-    """The gradient ``g`` of input ``x`` as an array aligned with ``x``'s component: dense
-    for a dense ``x`` (row_sparse and csr gradients densified), the gradient of each stored
-    value for a sparse ``x`` (gathered at ``x``'s structure, vectorised)."""
-    xp = x.device.xp
-    if g is None:
-        return None
-    if x.stype == "default":
-        return (g if g.stype == "default" else g.tostype("default"))._data
-    if g.stype == x.stype:
-        same = all(a is b or (a.shape == b.shape and bool((a == b).all())) for a, b in zip(g._aux(), x._aux()))
-        if same:
-            return g._data
-    dense = (g if g.stype == "default" else g.tostype("default"))._data
-    if x.stype == "row_sparse":
-        return dense[x._indices]
-    rows = xp.repeat(xp.arange(x.shape[0]), xp.diff(x._indptr))
-    return dense[rows, x._indices]
-
-
 def run_gradient(ov: Overload, inst: registry.Op, inputs: list[NDArray], outputs: list[NDArray],
                  out_grads: list[NDArray], needs: list[bool], record: bool = False) -> list:
     """The op's own gradient rule on our containers, only for ``needs`` (recorded on our
     tape when ``record``: second order differentiates it)."""
-    opdef = ov.opdef
-    if not opdef.differentiable:
-        i = next(k for k, n in enumerate(needs) if n)
-        raise BridgeError(f"{opdef.label} declares no gradient, so torch autograd cannot differentiate through "
-                          f"it to input {i} ({ov.names[i]!r})")
-    with _scope(record, None):
-        try:
-            if opdef.gradient_takes_needs:
-                grads = list(inst.gradient(out_grads, inputs, outputs, needs=needs))
-            else:
-                grads = list(inst.gradient(out_grads, inputs, outputs))
-        except OperatorError as exc:
-            if record:
-                raise BridgeError(f"{opdef.label}: its gradient rule cannot be differentiated, so create_graph=True "
-                                  f"gives no second-order gradient here: {exc}") from exc
-            raise
-        except Exception as exc:
-            raise OperatorError(f"{opdef.label}: gradient failed: {type(exc).__name__}: {exc}") from exc
-    return [g if n else None for g, n in zip(grads, needs)]
+    return framework_gradient(inst, out_grads, inputs, outputs, needs, face="torch autograd", prefix="",
+                              error=BridgeError, record=record)
 
 
 def _arg_slots(ov: Overload) -> list[int]:
@@ -539,12 +492,12 @@ def _arg_slots(ov: Overload) -> list[int]:
     slots, k = [], 0
     for st in ov.in_stypes:
         slots.append(k)
-        k += 1 if st == "default" else N_PARTS[st] + 1
+        k += 1 if st == "default" else PARTS[st] + 1
     return slots
 
 
 def _make_setup(ov: Overload) -> Callable:
-    nout = sum(N_PARTS[s] for s in ov.out_stypes)
+    nout = sum(PARTS[s] for s in ov.out_stypes)
 
     def setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
         outs = (output,) if nout == 1 else tuple(output)
@@ -630,7 +583,7 @@ def _make_backward(ov: Overload) -> Callable:
             k = 0
             for j, st in enumerate(ov.out_stypes):
                 gparts.append(grads[k])
-                k += N_PARTS[st]
+                k += PARTS[st]
             got = ov.backward_op(*args[:nparts], *outs, *gparts, needs, args[nparts] if len(args) > nparts else "")
             got = (got,) if len(ov.in_stypes) == 1 else got
             for i, (s, g) in enumerate(zip(slots, got)):
@@ -649,7 +602,7 @@ def _make_backward(ov: Overload) -> Callable:
             gk, out_grads = 0, []
             for j, (st, o) in enumerate(zip(ov.out_stypes, out_arrays)):
                 out_grads.append(_grad_array(ov, j, grads[gk], o))
-                gk += N_PARTS[st]
+                gk += PARTS[st]
             gs = run_gradient(ov, inst, inputs, out_arrays, out_grads, needs)
             return _torch_gradients(gs, inputs, args, slots, needs, result)
 
@@ -683,7 +636,7 @@ def _torch_gradients(gs: list, inputs: list[NDArray], args: list, slots: list[in
 
 def _make_backward_impl(ov: Overload) -> Callable:
     nparts = ov.nparts_in
-    nout = sum(N_PARTS[s] for s in ov.out_stypes)
+    nout = sum(PARTS[s] for s in ov.out_stypes)
 
     def backward_impl(*args: Any) -> Any:
         fargs = list(args[:nparts])
@@ -725,7 +678,7 @@ def _make_backward_fake(ov: Overload) -> Callable:
         for st, n in zip(ov.in_stypes, needs):
             v = args[k]
             res.append(torch.empty_like(v) if n else v.new_empty((0,)))
-            k += 1 if st == "default" else N_PARTS[st] + 1
+            k += 1 if st == "default" else PARTS[st] + 1
         return res[0] if len(res) == 1 else tuple(res)
 
     return backward_fake

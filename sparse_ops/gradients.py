@@ -1,0 +1,60 @@
+"""Calling an op's gradient rule: the one call every differentiating face makes.
+
+The native autograd engine, the PyTorch bridge's autograd formula and the JAX bridge's
+backward FFI handler all differentiate a call the same way: refuse an op that declares no
+gradient (naming the op and the input), run the op's ``gradient`` with ``needs`` when it
+takes them, report whatever the rule raises as an ``OperatorError`` naming the op, and check
+that one gradient came back per input. Only the face's name and error class differ.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from .errors import OperatorError
+from .registry import Op
+
+
+def input_name(op: Op, i: int) -> str:
+    """The name of input ``i`` of a call (a variadic op's inputs share their argument's name)."""
+    names = op._opdef.arguments
+    if i < len(names):
+        return names[i]
+    return names[-1] if op._opdef.variadic and names else str(i)
+
+
+def require_gradient(op: Op, needs: Sequence[bool], *, face: str = "autograd", prefix: str = "",
+                     error: type[OperatorError] = OperatorError) -> None:
+    """Refuse to differentiate a call of an op that declares no gradient (as ``error``, naming
+    the op, the first input asked for and who differentiates), when any input ``needs`` one."""
+    opdef = op._opdef
+    if opdef.differentiable or not any(needs):
+        return
+    i = next(k for k, n in enumerate(needs) if n)
+    raise error(f"{prefix}{opdef.label} declares no gradient, so {face} cannot differentiate through it "
+                f"to input {i} ({input_name(op, i)!r}); give the op a gradient, or declare "
+                "differentiable = False if its outputs are constants")
+
+
+def call_gradient(op: Op, out_grads: Sequence[Any], inputs: Sequence[Any], outputs: Sequence[Any],
+                  needs: Sequence[bool], *, face: str = "autograd", prefix: str = "",
+                  error: type[OperatorError] = OperatorError) -> list:
+    """The gradients of ``inputs`` from ``op``'s gradient rule: one per input, ``None`` where
+    the rule gives none. ``needs`` says which inputs want one (a rule that declares
+    ``gradient_takes_needs`` computes only those). ``face`` names who differentiates in the
+    refusal of an op without a gradient, raised as ``error`` with ``prefix`` before it."""
+    opdef = op._opdef
+    require_gradient(op, needs, face=face, prefix=prefix, error=error)
+    try:
+        if opdef.gradient_takes_needs:
+            grads = op.gradient(list(out_grads), list(inputs), list(outputs), needs=list(needs))
+        else:
+            grads = op.gradient(list(out_grads), list(inputs), list(outputs))
+        grads = list(grads) if isinstance(grads, (list, tuple)) else [grads]
+    except OperatorError:
+        raise
+    except Exception as exc:
+        raise OperatorError(f"{opdef.label}: gradient failed: {type(exc).__name__}: {exc}") from exc
+    if len(grads) != len(inputs):
+        raise OperatorError(f"backward of {opdef.label} returned {len(grads)} gradients for "
+                            f"{len(inputs)} inputs")
+    return grads
