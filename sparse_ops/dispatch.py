@@ -42,7 +42,7 @@ class Plan:
 
     __slots__ = ("opdef", "inst", "device", "in_stypes", "out_shapes", "out_dtypes", "out_stypes",
                  "mode", "kernel", "contexts", "nout", "nvis", "kernel_stypes", "uses_workspace",
-                 "trusted", "debug", "check", "kept", "call")
+                 "trusted", "debug", "check", "kept", "mutated", "call")
 
     def describe(self) -> dict[str, Any]:
         fn = self.kernel
@@ -60,6 +60,8 @@ class Plan:
     def run(self, inputs: Sequence[NDArray], out: Any = None, req: str = "write") -> list[NDArray]:
         """Run the planned kernel; returns every output (visible and hidden)."""
         device, mode = self.device, self.mode
+        if self.mutated:
+            _check_updatable(self, inputs)
         if mode == "fallback":
             inputs = [x if x.stype == "default" else x.tostype("default") for x in inputs]
         if out is None:
@@ -258,10 +260,11 @@ def make_plan(opdef: OpDef, inst: Op, inputs: Sequence[NDArray]) -> Plan:
     # storage types the kernel itself produces: dense ones when it runs on densified inputs
     plan.kernel_stypes = ["default"] * plan.nout if plan.mode == "fallback" else list(plan.out_stypes)
     plan.uses_workspace = "workspace" in opdef.resources
+    plan.mutated = tuple(i for i, a in enumerate(opdef.arguments) if a in opdef.mutate and i < len(inputs))
     # what the tape keeps of each recorded call: (input positions or None for all, output positions)
     plan.kept = inst.kept_for_backward() if opdef.differentiable else ((), ())
     host_dense = (plan.mode == "fcompute" and device.xp is np and not plan.uses_workspace
-                  and not plan.debug and plan.nout == 1)
+                  and not plan.debug and plan.nout == 1 and not plan.mutated)
     if host_dense and getattr(plan.kernel, "applies_ufunc", False) and _ufunc_gives_plan(plan, inputs):
         plan.call = _host_ufunc_call(plan)
     else:
@@ -425,6 +428,16 @@ def _output_problem(plan: Plan, i: int, r: NDArray) -> tuple[str, str] | None:
         return "an output it left (partly) unset", ("values the kernel never wrote remain (debug mode marks "
                                                      "outputs before the kernel runs)")
     return None
+
+
+def _check_updatable(plan: Plan, inputs: Sequence[NDArray]) -> None:
+    """Refuse an input the op updates in place (its ``mutate``) whose memory is read-only
+    (a NumPy view of a JAX array or of a file mapped read-only), before a kernel fails on it."""
+    for i in plan.mutated:
+        flags = getattr(inputs[i]._data, "flags", None)
+        if flags is not None and not getattr(flags, "writeable", True):
+            raise OperatorError(f"{plan.opdef.label} updates input {i} ({plan.opdef.arguments[i]!r}) in place, "
+                                "but its values are read-only; pass a writable copy (e.g. its .copy())")
 
 
 def _check_returned(plan: Plan, ret: Any, results: list[NDArray]) -> None:

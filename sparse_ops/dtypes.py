@@ -14,6 +14,7 @@ DEFAULT_DTYPE = np.dtype("float32")
 DEFAULT_INDEX_DTYPE = np.dtype("int64")
 
 _VALUE_SET = frozenset(VALUE_DTYPES)
+_INDEX_SET = frozenset(INDEX_DTYPES)
 
 
 def value_dtype(dtype: Any, default: np.dtype | None = DEFAULT_DTYPE) -> np.dtype:
@@ -32,16 +33,39 @@ def value_dtype(dtype: Any, default: np.dtype | None = DEFAULT_DTYPE) -> np.dtyp
     return dt
 
 
-def source_dtype(dtype: Any) -> np.dtype:
-    """The dtype to keep for an existing array: its own if supported, else a clear error."""
-    dt = np.dtype(dtype)
-    if dt not in _VALUE_SET:
-        names = ", ".join(d.name for d in VALUE_DTYPES)
-        raise TypeError(
-            f"arrays of dtype {dt.name} are not supported (supported: {names}); "
-            "pass dtype= to convert"
-        )
+def dtype_name(dtype: Any) -> str:
+    """A dtype's short name, for NumPy, JAX (``bfloat16``) and torch (``torch.uint8`` ->
+    ``uint8``) dtypes alike."""
+    try:
+        return np.dtype(dtype).name
+    except TypeError:
+        return str(dtype).rsplit(".", 1)[-1]
+
+
+def not_held(dtype: Any, kind: str = "value") -> str:
+    """The one wording of a refused dtype, on every face (native, torch, JAX, C, files):
+    the dtype and the ones that are held. Faces put the op and the argument before it and
+    their own way to convert after it."""
+    held = INDEX_DTYPES if kind == "index" else VALUE_DTYPES
+    names = ", ".join(d.name for d in held)
+    return f"arrays of dtype {dtype_name(dtype)} are not supported (supported {kind} dtypes: {names})"
+
+
+def held_dtype(dtype: Any, kind: str = "value", hint: str = "") -> np.dtype:
+    """``dtype`` as a NumPy dtype when sparse-ops holds it as a ``kind`` ("value" or "index")
+    dtype, else a TypeError worded by ``not_held`` followed by ``hint``."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        dt = None
+    if dt is None or dt not in (_INDEX_SET if kind == "index" else _VALUE_SET):
+        raise TypeError(not_held(dtype, kind) + (f"; {hint}" if hint else ""))
     return dt
+
+
+def source_dtype(dtype: Any) -> np.dtype:
+    """The dtype to keep for an existing array: its own if held, else a clear error."""
+    return held_dtype(dtype, hint="pass dtype= to convert")
 
 
 # ---- dtypes of operator results ---------------------------------------------------------

@@ -32,6 +32,7 @@ import numpy as np
 from jax.experimental.sparse import BCSR
 
 from .. import registry
+from ..dtypes import held_dtype
 from ..errors import OperatorError
 from ..gradients import require_gradient
 from . import handlers
@@ -111,14 +112,22 @@ def split(a: Any) -> tuple[str, list, tuple[int, ...]]:
     raise TypeError(f"expected a jax.Array, a BCSR, a RowSparse or a components tuple, got {type(a).__name__}")
 
 
+_CONVERT = "convert it first, e.g. with .astype(jnp.float32)"
+
+
 def _layout(stype: str, parts: list, shape: tuple[int, ...]) -> ArgLayout:
+    """The argument's layout, refusing dtypes sparse-ops does not hold (the one dtype policy,
+    ``dtypes.held_dtype``) here at trace time, before XLA ever hands the handler a buffer."""
     v = parts[0]
+    dtype = held_dtype(v.dtype, hint=_CONVERT)
     if stype == "default":
-        return ArgLayout("default", shape, np.dtype(v.dtype))
-    idx = np.dtype(parts[1].dtype)
+        return ArgLayout("default", shape, dtype)
     for p, what in zip(parts[1:], ("indices", "indptr")):
-        if not np.issubdtype(np.dtype(p.dtype), np.integer):
-            raise TypeError(f"{what} must be integers, got {p.dtype}")
+        try:
+            held_dtype(p.dtype, "index")
+        except TypeError as exc:
+            raise TypeError(f"{what}: {exc}") from None
+    idx = np.dtype(parts[1].dtype)
     if stype == "csr":
         if len(shape) != 2:
             raise TypeError(f"a csr array is 2-D, got shape {shape}")
@@ -131,7 +140,7 @@ def _layout(stype: str, parts: list, shape: tuple[int, ...]) -> ArgLayout:
         if v.shape[1:] != shape[1:] or parts[1].shape != v.shape[:1]:
             raise TypeError(f"row_sparse components of shapes values {v.shape}, indices {parts[1].shape} do not "
                             f"fit shape {shape}")
-    return ArgLayout(stype, shape, np.dtype(v.dtype), idx, int(v.shape[0]))
+    return ArgLayout(stype, shape, dtype, idx, int(v.shape[0]))
 
 
 # ---- FFI targets ----------------------------------------------------------------------------------
@@ -174,7 +183,7 @@ def _forward_call(spec: CallSpec, flat: Sequence[Any]) -> list:
     from . import native
 
     tname = native.target_for(spec) or target(spec.name)
-    call = jax.ffi.ffi_call(tname, _result_types(spec.outs), vmap_method="sequential")
+    call = jax.ffi.ffi_call(tname, _result_types(spec.outs + spec.states), vmap_method="sequential")
     return list(call(*flat, call=np.int64(spec.id)))
 
 
@@ -228,6 +237,9 @@ def _apply_bwd(res: tuple, cots: tuple) -> tuple:
     result: list[Any] = [None] * (n + 1)  # + the static spec argument
     if not any(needs) or spec.opdef.constant:  # nothing asked for, or outputs declared constant
         return tuple(result)
+    if spec.mutated:
+        raise JaxBridgeError(f"{spec.label}: {spec.opdef.label} updates its input(s) {', '.join(spec.opdef.mutate)} "
+                             "in place (returned as new states here), so JAX cannot differentiate through it")
     require_gradient(spec.inst, needs, face="JAX", prefix=f"{spec.label}: ", error=JaxBridgeError)
     cot_values = []
     for slot, lay in zip(_value_slots(spec.outs), spec.outs):
@@ -307,9 +319,14 @@ class BridgedOp:
 
 
 def assemble(spec: CallSpec, outs: Sequence[Any]) -> Any:
-    """The visible outputs of a call from its flat results (a tuple for several)."""
+    """The visible outputs of a call from its flat results (a tuple for several), followed by
+    the new values of the inputs the op updates in place (its ``mutate``), in their order."""
     res, k = [], 0
-    for lay in spec.outs[:spec.nvis]:
+    hidden = sum(PARTS[lay.stype] for lay in spec.outs[spec.nvis:])
+    layouts = list(spec.outs[:spec.nvis]) + list(spec.states)
+    for j, lay in enumerate(layouts):
+        if j == spec.nvis:
+            k += hidden
         if lay.stype == "default":
             res.append(outs[k])
         elif lay.stype == "csr":

@@ -100,8 +100,14 @@ def _arg_names(spec: CallSpec) -> list[str]:
 
 # ---- running --------------------------------------------------------------------------------------
 def run_forward(spec: CallSpec, args: Sequence[Any], rets: Sequence[Any], device: Device) -> None:
-    """Run ``spec``'s op on component arrays ``args``, writing the results into ``rets``."""
+    """Run ``spec``'s op on component arrays ``args``, writing the results into ``rets``: the
+    outputs' components, then the new values of the inputs the op updates in place. XLA's
+    argument buffers are never written: such an input is updated in a copy (a dense one in
+    its result buffer itself)."""
     inputs = containers(spec.ins, args, device, names=_arg_names(spec))
+    states = rets[spec.n_out_parts:]
+    if spec.mutated:
+        inputs = _updatable(spec, inputs, states, device)
     plan = plan_for(spec.opdef, spec.inst, inputs)
     with _scope(False, None):
         if spec.all_dense and device.xp is np:
@@ -114,6 +120,25 @@ def run_forward(spec: CallSpec, args: Sequence[Any], rets: Sequence[Any], device
         n = PARTS[lay.stype]
         write(r, lay, rets[k:k + n], f"output {j}")
         k += n
+    for i, lay in zip(spec.mutated, spec.states):
+        n = PARTS[lay.stype]
+        write(inputs[i], lay, rets[k:k + n], f"the new value of input {i}")
+        k += n
+
+
+def _updatable(spec: CallSpec, inputs: list, states: Sequence[Any], device: Device) -> list:
+    """``inputs`` with each one the op updates in place replaced by a copy it may write: a
+    dense one's result buffer holding its values, a sparse one's container copy."""
+    inputs, k = list(inputs), 0
+    for i, lay in zip(spec.mutated, spec.states):
+        x = inputs[i]
+        if lay.stype == "default":
+            states[k][...] = x._data
+            inputs[i] = NDArray(states[k], device)
+        else:
+            inputs[i] = x.copy()
+        k += PARTS[lay.stype]
+    return inputs
 
 
 def run_backward(gspec: GradSpec, args: Sequence[Any], rets: Sequence[Any], device: Device) -> None:
@@ -151,15 +176,24 @@ def run_backward(gspec: GradSpec, args: Sequence[Any], rets: Sequence[Any], devi
             dst[n:] = 0
 
 
+def _host_buffers(frame: ffi.CallFrame) -> tuple[list, list]:
+    """(arguments, results) of a call as NumPy arrays over XLA's memory, the arguments
+    read-only: JAX arrays are immutable, so no kernel may write them."""
+    args, rets = ffi.buffers(frame)
+    for a in args:
+        a.flags.writeable = False
+    return args, rets
+
+
 def _cpu_forward(frame: ffi.CallFrame) -> None:
     spec = lookup(ffi.int_attr(frame, "call"))
-    args, rets = ffi.buffers(frame)
+    args, rets = _host_buffers(frame)
     run_forward(spec, args, rets, CPU)
 
 
 def _cpu_backward(frame: ffi.CallFrame) -> None:
     gspec = lookup(ffi.int_attr(frame, "call"))
-    args, rets = ffi.buffers(frame)
+    args, rets = _host_buffers(frame)
     run_backward(gspec, args, rets, CPU)
 
 

@@ -58,9 +58,13 @@ class CallSpec:
     """Everything fixed for one call signature (see the module docstring)."""
 
     def __init__(self, sid: int, opdef: registry.OpDef, inst: registry.Op, params: dict,
-                 ins: tuple[ArgLayout, ...], outs: tuple[ArgLayout, ...], nvis: int) -> None:
+                 ins: tuple[ArgLayout, ...], outs: tuple[ArgLayout, ...], nvis: int,
+                 mutated: tuple[int, ...] = (), states: tuple[ArgLayout, ...] = ()) -> None:
         self.id, self.opdef, self.inst, self.params = sid, opdef, inst, params
         self.ins, self.outs, self.nvis = ins, outs, nvis
+        # inputs the op updates in place (its ``mutate``): JAX arrays are immutable, so the
+        # call returns their new values as extra results laid out as ``states``, after ``outs``
+        self.mutated, self.states = mutated, states
         self.n_in_parts = sum(PARTS[a.stype] for a in ins)
         self.n_out_parts = sum(PARTS[a.stype] for a in outs)
         self.all_dense = all(a.stype == "default" for a in (*ins, *outs))
@@ -125,6 +129,16 @@ def _index_dtype() -> np.dtype:
     return np.dtype(np.int64) if jax.config.jax_enable_x64 else np.dtype(np.int32)
 
 
+def _result_layout(stype: str, shape: tuple[int, ...], dtype: np.dtype, max_nnz: int | None) -> ArgLayout:
+    """The layout of one result: a sparse one's capacity is its dense bound (rows x columns
+    for csr, rows for row_sparse) unless ``max_nnz`` caps it."""
+    if stype == "default":
+        return ArgLayout("default", shape, dtype)
+    bound = int(np.prod(shape, dtype=np.int64)) if stype == "csr" else (shape[0] if shape else 0)
+    cap = bound if max_nnz is None else min(int(max_nnz), bound)
+    return ArgLayout(stype, shape, dtype, _index_dtype(), cap)
+
+
 def spec_for(opdef: registry.OpDef, params: dict, ins: tuple[ArgLayout, ...], max_nnz: int | None) -> CallSpec:
     """The (memoised) spec of ``opdef`` with ``params`` on inputs laid out as ``ins``."""
     try:
@@ -149,16 +163,12 @@ def spec_for(opdef: registry.OpDef, params: dict, ins: tuple[ArgLayout, ...], ma
     if not opdef.variadic and len(ins) != len(opdef.arguments):
         raise JaxBridgeError(f"{label} takes {len(opdef.arguments)} input(s) ({', '.join(opdef.arguments)}), "
                              f"got {len(ins)}")
-    outs = []
-    for st, shape, dt in zip(stypes, shapes, dtypes):
-        shape = tuple(int(s) for s in shape)
-        if st == "default":
-            outs.append(ArgLayout("default", shape, np.dtype(dt)))
-            continue
-        bound = int(np.prod(shape, dtype=np.int64)) if st == "csr" else (shape[0] if shape else 0)
-        cap = bound if max_nnz is None else min(int(max_nnz), bound)
-        outs.append(ArgLayout(st, shape, np.dtype(dt), _index_dtype(), cap))
-    spec = CallSpec(_new_id(), opdef, inst, dict(params), tuple(ins), tuple(outs), inst.visible_output_count())
+    outs = [_result_layout(st, tuple(int(s) for s in shape), np.dtype(dt), max_nnz)
+            for st, shape, dt in zip(stypes, shapes, dtypes)]
+    mutated = tuple(opdef.arguments.index(m) for m in opdef.mutate) if not opdef.variadic else ()
+    states = tuple(_result_layout(ins[i].stype, ins[i].shape, ins[i].dtype, max_nnz) for i in mutated)
+    spec = CallSpec(_new_id(), opdef, inst, dict(params), tuple(ins), tuple(outs), inst.visible_output_count(),
+                    mutated, states)
     with _LOCK:
         _SPECS[spec.id] = spec
         if key is not None:

@@ -41,7 +41,7 @@ import numpy as np
 import torch
 
 from .. import device as _dev
-from ..dtypes import VALUE_DTYPES
+from ..dtypes import VALUE_DTYPES, not_held
 from ..ndarray import CSRNDArray, NDArray, RowSparseNDArray
 
 _TO_TORCH_DTYPE = {
@@ -66,9 +66,7 @@ def numpy_dtype(dtype: torch.dtype) -> np.dtype:
     try:
         return _FROM_TORCH_DTYPE[dtype]
     except KeyError:
-        names = ", ".join(str(d).replace("torch.", "") for d in _VALUE_TORCH_DTYPES)
-        raise TorchBridgeError(f"sparse-ops holds {names}; a tensor of dtype {dtype} is not supported "
-                               f"(convert it first, e.g. t.float() or t.double())") from None
+        raise TorchBridgeError(f"{not_held(dtype)}; convert it first, e.g. with .to(torch.float32)") from None
 
 
 # ---- one array <-> one tensor -------------------------------------------------------------------

@@ -1,0 +1,139 @@
+"""Where the JAX bridge meets the core: the one dtype policy (refused at trace time with the
+wording every face uses) and mutated inputs as new states (JAX arrays are immutable)."""
+import re
+
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+
+import jax.numpy as jnp  # noqa: E402
+
+import sparse_ops as so  # noqa: E402
+import sparse_ops.jax as soj  # noqa: E402
+from sparse_ops.dtypes import not_held  # noqa: E402
+from sparse_ops.jax import JaxBridgeError, RowSparse  # noqa: E402
+
+REFUSED = ["uint8", "int8", "int16", "uint16", "uint32", "uint64", "bool", "complex64", "bfloat16"]
+
+
+@pytest.mark.parametrize("dtype", REFUSED)
+def test_unheld_dtypes_are_refused_at_trace_time_with_the_shared_wording(dtype):
+    x = jnp.asarray([200, 100, 3]).astype(jnp.dtype(dtype))  # uint64 is uint32 without x64
+    expected = f"sparse_ops.jax.ops.sum: argument 'data': {not_held(x.dtype)}"
+    # eval_shape traces and runs nothing: the refusal comes before any buffer reaches the handler
+    with pytest.raises(JaxBridgeError) as info:
+        jax.eval_shape(soj.ops.sum, x)
+    assert str(info.value).startswith(expected)
+    with pytest.raises(JaxBridgeError, match="not supported"):
+        jax.jit(soj.ops.exp)(x)
+    with pytest.raises(JaxBridgeError, match=f"argument 'lhs': arrays of dtype {x.dtype.name}"):
+        soj.ops.dot(x.reshape(3, 1), x.reshape(1, 3))
+
+
+def test_the_refusal_reads_the_same_natively_and_through_torch():
+    """The core of the message is one function's, whichever face refuses."""
+    with pytest.raises(TypeError, match="^" + re.escape(not_held(np.dtype("int16")))):
+        so.array(np.ones(3, np.int16))
+    torch = pytest.importorskip("torch")
+    import sparse_ops.torch as st
+
+    with pytest.raises(st.BridgeError, match=re.escape(f"argument 'data': {not_held(torch.int16)}")):
+        st.ops.sum(torch.ones(3, dtype=torch.int16))
+
+
+def test_csr_index_dtypes_follow_the_policy():
+    data = jnp.ones(2, jnp.float32)
+    with pytest.raises(JaxBridgeError, match="indices: arrays of dtype uint32 are not supported"):
+        soj.ops.sum((data, jnp.asarray([0, 1], jnp.uint32), jnp.asarray([0, 1, 2], jnp.uint32), (2, 2)))
+
+
+def test_held_dtypes_still_run():
+    for dt in ("float16", "float32", "int32"):
+        x = jnp.asarray([1, 2, 3]).astype(dt)
+        np.testing.assert_allclose(np.asarray(jax.jit(soj.ops.sum)(x)), 6)
+
+
+# ---- mutated inputs come back as new states ---------------------------------------------------------
+def _native_adam(w, g, m, v, **p):
+    W, G, M, V = (so.array(np.array(a)) for a in (w, g, m, v))
+    nw = so.adam_update(W, G, M, V, **p)
+    return nw.asnumpy(), M.asnumpy(), V.asnumpy()
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_an_optimizer_update_returns_new_states_and_leaves_its_inputs_alone(jit):
+    rng = np.random.default_rng(0)
+    w, g = (jnp.asarray(rng.standard_normal(5).astype(np.float32)) for _ in range(2))
+    m, v = jnp.zeros(5, jnp.float32), jnp.full(5, 0.5, jnp.float32)
+    before = [np.array(a) for a in (w, g, m, v)]
+    f = (lambda *a: soj.ops.adam_update(*a, lr=0.1, wd=0.01))
+    f = jax.jit(f) if jit else f
+    first = f(w, g, m, v)
+    second = f(w, g, m, v)
+    assert len(first) == 3  # the new weight, then mean and var
+    for a, b in zip((w, g, m, v), before):
+        np.testing.assert_array_equal(np.asarray(a), b)
+    expected = _native_adam(*before, lr=0.1, wd=0.01)
+    for got, again, want in zip(first, second, expected):
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6)
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(again))
+
+
+def test_a_lazy_update_with_a_row_sparse_gradient_returns_its_state():
+    w = jnp.ones((4, 2), jnp.float32)
+    mom = jnp.full((4, 2), 0.5, jnp.float32)
+    grad = RowSparse(jnp.asarray([[1.0, 2.0]], jnp.float32), jnp.asarray([2], jnp.int32), (4, 2))
+    new_w, new_mom = jax.jit(lambda w, g, m: soj.ops.sgd_mom_update(w, g, m, lr=0.1, momentum=0.9))(w, grad, mom)
+    W, M = so.array(np.ones((4, 2), np.float32)), so.array(np.full((4, 2), 0.5, np.float32))
+    G = so.row_sparse_array((np.asarray([[1.0, 2.0]], np.float32), np.asarray([2])), shape=(4, 2))
+    want_w = so.sgd_mom_update(W, G, M, lr=0.1, momentum=0.9)
+    np.testing.assert_allclose(np.asarray(new_w), want_w.asnumpy(), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(new_mom), M.asnumpy(), rtol=1e-6)
+    assert not np.array_equal(np.asarray(new_mom)[2], [0.5, 0.5])  # the stored row moved
+    np.testing.assert_array_equal(np.asarray(new_mom)[[0, 1, 3]], 0.5)  # the others did not (lazy)
+    np.testing.assert_array_equal(np.asarray(mom), 0.5)
+
+
+def test_row_sparse_states_come_back_row_sparse():
+    rows = jnp.asarray([0, 2], jnp.int32)
+    w = RowSparse(jnp.ones((2, 3), jnp.float32), rows, (4, 3))
+    g = RowSparse(jnp.full((2, 3), 0.5, jnp.float32), rows, (4, 3))
+    m = RowSparse(jnp.zeros((2, 3), jnp.float32), rows, (4, 3))
+    v = RowSparse(jnp.zeros((2, 3), jnp.float32), rows, (4, 3))
+    new_w, new_m, new_v = soj.ops.adam_update(w, g, m, v, lr=0.1)
+    assert isinstance(new_m, RowSparse) and isinstance(new_v, RowSparse)
+    natives = [so.row_sparse_array((np.array(a.values), np.array(rows)), shape=(4, 3)) for a in (w, g, m, v)]
+    nw = so.adam_update(*natives, lr=0.1)
+    np.testing.assert_allclose(np.asarray(new_w.todense()), nw.asnumpy(), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(new_m.todense()), natives[2].asnumpy(), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(new_v.todense()), natives[3].asnumpy(), rtol=1e-6)
+    np.testing.assert_array_equal(np.asarray(m.values), 0)
+
+
+def test_a_kernel_writing_an_undeclared_input_is_refused_and_the_array_kept(isolated):
+    @so.register("_jax_seam_scribbler")
+    class Scribbler(so.Op):
+        """Writes its input although it declares no mutated input."""
+
+        @so.kernel(device="cpu")
+        def dense(self, ctx, x, out):
+            x[0] = 99.0
+            out[...] = x
+
+    x = jnp.arange(3, dtype=jnp.float32)
+    with pytest.raises(Exception, match="_jax_seam_scribbler.*read-only"):
+        jax.block_until_ready(soj.ops._jax_seam_scribbler(x))
+    np.testing.assert_array_equal(np.asarray(x), [0, 1, 2])
+    np.testing.assert_allclose(np.asarray(soj.ops.sum(x)), 3)  # the bridge still works
+
+
+def test_a_native_update_of_read_only_state_is_refused_naming_op_and_input():
+    """A NumPy view of a JAX array is read-only: the core says so before a kernel fails."""
+    mom = np.asarray(jnp.zeros(3, jnp.float32))
+    w, g = so.array(np.ones(3, np.float32)), so.array(np.ones(3, np.float32))
+    with pytest.raises(so.OperatorError, match=r"sgd_mom_update' updates input 2 \('mom'\) in place.*read-only"):
+        so.sgd_mom_update(w, g, so.from_dlpack(mom), lr=0.1, momentum=0.9)
+    m = so.array(np.array(mom))
+    so.sgd_mom_update(w, g, m, lr=0.1, momentum=0.9)
+    np.testing.assert_allclose(m.asnumpy(), -0.1)
