@@ -2,7 +2,7 @@
 
 Containers for three storage types (``default``, ``row_sparse``, ``csr``) on cpu and
 gpu, with zero-copy views of their components, conversions, validation and files.
-See README.md for a tour and DESIGN.md for the architecture.
+See README.md for a tour and ARCHITECTURE.md for the architecture.
 """
 import os as _os
 

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from . import alloc
+from . import alloc, faces
 from . import device as _dev
 from . import settings as _settings
 from .context import OpContext, _workspace, holds_unset, mark_unset, release_workspace
@@ -528,10 +528,11 @@ def _kernel_error(plan: Plan, exc: Exception) -> OperatorError:
 
 def explain(op_name: str, *inputs: NDArray, **params: Any) -> dict[str, Any]:
     """How ``op_name`` would run on these inputs: storage types in and out, dispatch mode,
-    the kernel chosen, output shapes and dtypes. Runs nothing."""
+    the kernel chosen, output shapes and dtypes, and which faces serve the op (``"yes"`` or
+    the reason its declaration gives). Runs nothing."""
     opdef = get_op(op_name)
     inst = opdef.instance(params)
-    return make_plan(opdef, inst, inputs).describe()
+    return {**make_plan(opdef, inst, inputs).describe(), "faces": faces.support(opdef)}
 
 
 def op_function(name: str) -> Any:

@@ -12,7 +12,7 @@ from sparse_ops.sdk.testing import check_gradient
 
 STYPES = ["default", "row_sparse", "csr"]
 D, R, C = "default", "row_sparse", "csr"
-# expected output storage types (MXNet 1.9, DESIGN.md)
+# expected output storage types (MXNet 1.9 behaviour; the README lists them)
 EXPECTED = {
     "elemwise_add": {(R, R): R, (C, C): C},
     "elemwise_sub": {(R, R): R, (C, C): C},

@@ -24,7 +24,7 @@ KERNEL_PAIRS = {("csr", "default"), ("csr", "row_sparse"), ("default", "csr"),
 
 
 def expected_stype(lhs: str, rhs: str, ta: bool, tb: bool) -> str:
-    """DESIGN.md's table for dot (MXNet 1.9, plus wave 2's csr @ csr -> csr)."""
+    """dot's output storage types: MXNet 1.9's, plus csr @ csr -> csr (SpGEMM)."""
     if lhs == "csr" and rhs == "csr":
         return "csr"
     if lhs == "csr" and rhs in ("default", "row_sparse") and ta and not tb:

@@ -16,6 +16,13 @@ calls our handler (``handlers.py``, or a numba cfunc from ``native.py``) when it
   get a gradient aligned with their indices (the same structure), row_sparse values one
   aligned with their rows. The backward is not differentiable again (first order only):
   ``grad`` of ``grad`` raises ``JaxBridgeError`` naming the op.
+- **dtypes**: the one dtype policy of every face (``dtypes.held_dtype``): float16/32/64,
+  int32/64 values, int32/64 indices; anything else (bool, uint8, int16, complex,
+  bfloat16, ...) is refused at trace time naming the op and the argument.
+- **Inputs updated in place** (an op's ``mutate``, e.g. an optimizer's states): JAX arrays
+  are immutable, so the op returns their new values after its visible outputs
+  (``adam_update(w, g, m, v, lr=0.1)`` returns ``(new_w, new_m, new_v)``); the arrays
+  passed in are never written (XLA's argument buffers are read-only to every kernel).
 - **vmap**: the FFI call's ``vmap_method="sequential"``, a loop over the batch inside the
   compiled program (no better rule is known for a generic op; ``explain`` says so).
 - **jit**: specs are memoised by signature, so tracing again (a new ``jax.jit``) gives the

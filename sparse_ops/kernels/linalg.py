@@ -109,8 +109,8 @@ def csr_t_dense_columns(indptr, indices, data, b, lo, hi, out):
 
     Reads all of A and b in order and writes only the output rows of its columns. The
     columns of a row are sorted, so its values in [lo, hi) are one run: skipping to it
-    costs a predictable branch per value instead of a random one. (Indexing ``out`` by a
-    renumbering array here instead of by the column was 1.5x slower.)
+    costs a predictable branch per value instead of a random one. ``out`` is indexed by the
+    column itself: an indirection through a renumbering array costs a dependent load per value.
     """
     n = b.shape[1]
     for i in range(indptr.shape[0] - 1):
@@ -130,8 +130,8 @@ def csr_t_dense(indptr, indices, data, b, bounds, out):
     ``bounds[t]:bounds[t + 1]`` (about equal nnz each) run in parallel.
 
     Splitting the output columns keeps the writes race-free, reads b in order and keeps
-    the output block in cache; transposing A first and then taking row-wise products was
-    4x slower here (a serial scatter, then random reads of b's rows).
+    the output block in cache; transposing A first and then taking row-wise products would
+    add a serial scatter and random reads of b's rows.
     """
     for t in prange(bounds.shape[0] - 1):
         csr_t_dense_columns(indptr, indices, data, b, bounds[t], bounds[t + 1], out)

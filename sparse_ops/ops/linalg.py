@@ -8,8 +8,8 @@ remaining axes of lhs then of rhs, and two vectors give shape ``(1,)``.
 
 Output storage types follow MXNet 1.9: ``csr.T @ dense/row_sparse`` gives ``row_sparse``
 (only the columns ``lhs`` stores can be non-zero), ``dense @ csr`` (either
-``transpose_b``) gives ``csr``, and (wave 2; MXNet densified, and its face here keeps
-that dense result) ``csr @ csr`` gives ``csr``; everything else is dense. ``forward_stype`` overrides the
+``transpose_b``) gives ``csr``, and ``csr @ csr`` gives ``csr`` (SpGEMM; MXNet densified,
+and its face here keeps that dense result); everything else is dense. ``forward_stype`` overrides the
 choice, as MXNet's parameter of the same name does.
 
 Storage-aware kernels cover every pair with one sparse operand (``c,d``, ``c,r``,
@@ -307,7 +307,7 @@ class Dot(Op):
     reduces its last axis, or its first with transpose_a; rhs its first, or its last with
     transpose_b; two vectors give shape (1,)). Storage types (MXNet 1.9): csr.T @
     default/row_sparse -> row_sparse (transpose_a only), default @ csr -> csr (not
-    transpose_a), csr @ csr -> csr (any flags; wave 2), otherwise default; ``forward_stype`` forces the output storage type."""
+    transpose_a), csr @ csr -> csr (any flags; SpGEMM), otherwise default; ``forward_stype`` forces the output storage type."""
 
     trusted = True  # built-in kernels, tested against NumPy/SciPy references
 
