@@ -1,6 +1,6 @@
 """What the PyTorch and JAX bridges share: how an array splits into component arrays, the
-names of a call's inputs, a gradient laid out on its input's components, and the call of
-an op's gradient rule from a framework's autograd.
+names of a call's inputs, a gradient laid out on its input's components, the call of an
+op's gradient rule from a framework's autograd, and the one encoding of parameters.
 
 Both bridges hand each op component arrays (a dense array is one part; a csr array its
 values, column indices and row pointer; a row_sparse array its values and row indices) and
@@ -10,12 +10,19 @@ gradients do).
 """
 from __future__ import annotations
 
+import json
+import math
+import threading
+from collections.abc import Callable, Hashable
 from typing import Any, Sequence
 
+import numpy as np
+
+from .device import Device
 from .errors import OperatorError
 from .gradients import call_gradient
 from .ndarray import NDArray
-from .registry import Op, OpDef
+from .registry import Op, OpDef, param_key  # noqa: F401  (param_key: the key of parameter caches, re-exported)
 from .tape import _scope
 
 PARTS = {"default": 1, "csr": 3, "row_sparse": 2}  # component arrays per storage type
@@ -71,3 +78,103 @@ def framework_gradient(op: Op, out_grads: Sequence[NDArray], inputs: Sequence[ND
                             f"second-order gradient is not available here: {exc}") from exc
             raise
     return [g if n else None for g, n in zip(grads, needs)]
+
+
+# ---- parameters across a framework's boundary -----------------------------------------------------
+# A framework's operator takes tensors and plain attributes, so both bridges send an op's
+# parameters as one string: JSON with small tags where JSON alone would lose a value or its
+# type (non-finite floats; lists beside tuples). Python's ``json`` writes floats with ``repr``
+# (exact, ``-0.0`` kept) and integers at any size, and keeps ``true`` apart from ``1`` and
+# ``1.0``, so a decoded dict parses exactly as the caller's did. Framework types (a torch
+# dtype or device) become names through converters the bridges register
+# (``register_param_type``), so this module imports no framework.
+
+_FLOAT_TAG, _LIST_TAG = "float", "list"  # {"float": "nan" | "inf" | "-inf"}, {"list": [...]}
+_CONVERTERS: dict[type, Callable[[Any], Any]] = {}  # framework type -> its plain form (a name)
+
+
+def register_param_type(cls: type, convert: Callable[[Any], Any]) -> None:
+    """Let parameter values of class ``cls`` cross as ``convert(value)`` (a name, say: a torch
+    dtype as the NumPy dtype's name). A bridge calls this for its framework's types."""
+    _CONVERTERS[cls] = convert
+
+
+def _plain(v: Any) -> Any:
+    """``v`` as JSON-able data: scalars as themselves (non-finite floats tagged), NumPy scalars
+    as Python ones, dtypes and devices as names, tuples as arrays, lists as tagged arrays."""
+    cls = v.__class__
+    if v is None or cls is bool or cls is int or cls is str:
+        return v
+    if cls is float or isinstance(v, (float, np.floating)):
+        v = float(v)
+        return v if math.isfinite(v) else {_FLOAT_TAG: repr(v)}
+    if isinstance(v, (np.bool_, np.integer)):
+        return v.item()
+    if isinstance(v, int):  # an int subclass (an IntEnum, say); bool has none
+        return int(v)
+    if isinstance(v, str):
+        return str(v)
+    if isinstance(v, tuple):
+        return [_plain(e) for e in v]
+    if isinstance(v, list):
+        return {_LIST_TAG: [_plain(e) for e in v]}
+    if isinstance(v, np.dtype):
+        return v.name
+    if isinstance(v, type) and issubclass(v, np.generic):
+        return np.dtype(v).name
+    if isinstance(v, Device):
+        return str(v)
+    for base in cls.__mro__:
+        convert = _CONVERTERS.get(base)
+        if convert is not None:
+            return convert(v)
+    raise TypeError(f"a parameter value of type {cls.__name__} cannot cross a framework bridge (bool, int, "
+                    "float, str, None, a NumPy scalar, a dtype, a device, or tuples and lists of them)")
+
+
+def _unplain(v: Any) -> Any:
+    """The value ``_plain`` wrote as ``v``: arrays as tuples, tagged floats and lists back."""
+    if isinstance(v, list):
+        return tuple(_unplain(e) for e in v)
+    if isinstance(v, dict):
+        if _FLOAT_TAG in v:
+            return float(v[_FLOAT_TAG])
+        return [_unplain(e) for e in v[_LIST_TAG]]
+    return v
+
+
+def encode_params(params: dict[str, Any]) -> str:
+    """The one string of a parameter dict both bridges send ("" for none): JSON, keys sorted,
+    so equal dicts give one string; ``decode_params`` gives the dict back with every value's
+    type (``True``, ``1``, ``1.0`` stay apart; ``inf``, ``-inf``, ``nan``, ``-0.0`` and huge
+    integers survive). A TypeError names a value that cannot cross."""
+    if not params:
+        return ""
+    return json.dumps({k: _plain(v) for k, v in params.items()}, sort_keys=True, separators=(",", ":"),
+                      allow_nan=False)
+
+
+def decode_params(text: str) -> dict[str, Any]:
+    """The parameter dict of ``encode_params``'s string (``{}`` for ""); no code is evaluated."""
+    if not text:
+        return {}
+    return {k: _unplain(v) for k, v in json.loads(text).items()}
+
+
+class BoundedCache(dict):
+    """A dict of at most ``maxsize`` entries: ``put`` evicts the oldest beyond it. Reads are
+    the dict's own (no cost on hits); caches keyed by parameter values use it so that a
+    changing scalar cannot grow memory without bound."""
+
+    def __init__(self, maxsize: int) -> None:
+        super().__init__()
+        self.maxsize = maxsize
+        self._lock = threading.Lock()
+
+    def put(self, key: Hashable, value: Any) -> Any:
+        """Store ``value`` under ``key`` (evicting the oldest entries beyond ``maxsize``)."""
+        with self._lock:
+            while len(self) >= self.maxsize:
+                del self[next(iter(self))]
+            self[key] = value
+        return value

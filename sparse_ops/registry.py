@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import math
 import operator
 import sys
 import threading
@@ -92,6 +93,62 @@ _PARSERS: dict[Any, Callable[[Any], Any]] = {
     bool: _parse_bool, int: _parse_int, float: _parse_float, str: str,
     "shape": _parse_shape, "axis": _parse_axis, "dtype": _parse_dtype, "device": _parse_device,
 }
+
+
+# ---- parameter keys -----------------------------------------------------------------------------
+MAX_CACHED_INSTANCES = 1024  # parsed parameter sets kept per op (the oldest evicted beyond)
+_NONE_TYPE = type(None)
+_SCALARS = frozenset({int, bool, str, _NONE_TYPE})
+
+
+def _float_key(v: float) -> Any:
+    """A float's value for keys: itself, except NaN (equal to every NaN here, unlike ``==``)
+    and the zeros (``-0.0`` and ``0.0`` compare equal but may give different results)."""
+    if v != v:
+        return "nan"
+    if v == 0.0:
+        return "-0.0" if math.copysign(1.0, v) < 0 else "0.0"
+    return v
+
+
+def _value_key(v: Any) -> Any:
+    """``v`` as a hashable key distinguishing types as well as values (``True``, ``1`` and
+    ``1.0`` differ; containers hold their elements' keys); a TypeError if ``v`` is unhashable."""
+    cls = v.__class__
+    if cls in _SCALARS:
+        return (cls, v)
+    if cls is float or isinstance(v, (float, np.floating)):
+        return (cls, _float_key(float(v)))
+    if cls is tuple or cls is list:
+        return (cls, tuple(_value_key(e) for e in v))
+    if isinstance(v, (np.generic, np.dtype)):  # numpy scalars and dtypes hash by value
+        return (cls, v)
+    hash(v)  # raises TypeError for unhashable objects
+    return (cls, v)
+
+
+def param_key(params: dict[str, Any]) -> tuple:
+    """A hashable key of a parameter dict by names, types and values, whatever the order of
+    its items: two dicts get one key only if every value has the same type and value
+    (``True``, ``1`` and ``1.0`` give different keys; a NaN's key equals another NaN's; ``-0.0``
+    and ``0.0`` differ). Caches of parsed parameters key by it, so a cached parse is reused
+    only for values that parse alike. A TypeError for an unhashable value."""
+    key = []
+    for name, v in params.items():
+        cls = v.__class__
+        if cls is float:  # the common scalar parameters, spelled out: this runs on calls
+            key.append((name, cls, v if v and v == v else _float_key(v)))
+        elif cls is int or cls is bool or cls is str or v is None:
+            key.append((name, cls, v))
+        else:
+            key.append((name, cls, _value_key(v)))
+    if len(key) > 1:
+        key.sort(key=_first)
+    return tuple(key)
+
+
+def _first(item: tuple) -> Any:
+    return item[0]
 
 
 class Param:
@@ -214,6 +271,12 @@ class Op:
     # None (refused); partition_args names the inputs cut into row blocks (None: every input)
     partition: str | None = None
     partition_args: tuple[str, ...] | None = None
+    # whether infer_shape may be traced on symbolic sizes (torch.compile with dynamic shapes):
+    # True for rules that only do arithmetic on sizes; False where a rule needs concrete ints
+    # (a C library's callbacks), and the tracer then specializes the sizes it hands the rule
+    symbolic_shapes: bool = True
+    # faces this op cannot serve, with the reason ({"dask": "..."}; see sparse_ops.faces)
+    unsupported_faces: dict[str, str] = {}
 
     _opdef: "OpDef"
 
@@ -352,18 +415,17 @@ class OpDef:
                 return inst
             return self._make_instance({})  # raises: a required parameter is missing
         try:
-            key = tuple(kwargs.items())
-            if len(key) > 1:
-                key = tuple(sorted(key))
+            key = param_key(kwargs)  # by type and value: True, 1 and 1.0 parse differently
             inst = self._instances.get(key)
-        except TypeError:  # unhashable value (a list, say): parse without caching
+        except TypeError:  # a value with no key (an unhashable object): parse without caching
             return self._make_instance(kwargs)
         if inst is None:
             inst = self._make_instance(kwargs)
             with self._lock:
-                if len(self._instances) > 4096:
-                    self._instances.clear()
-                inst = self._instances.setdefault(key, inst)
+                cache = self._instances
+                while len(cache) >= MAX_CACHED_INSTANCES:  # the oldest go: bounded whatever the values
+                    del cache[next(iter(cache))]
+                inst = cache.setdefault(key, inst)
         return inst
 
     def _make_instance(self, kwargs: dict[str, Any]) -> Op:

@@ -138,7 +138,8 @@ def test_ops_refuse_dtypes_they_do_not_hold(dtype):
     and dtype, and the next call works."""
     t = torch.ones(3, dtype=dtype)
     for call in (lambda: st.ops.sigmoid(t), lambda: st.ops.sum(t), lambda: st.ops.elemwise_add(t, t)):
-        with pytest.raises(BridgeError, match=rf"sparse_ops.torch.ops.\w+: argument '\w+'.*{str(dtype)}") as err:
+        name = str(dtype).replace("torch.", "")  # the dtype as every face names it (dtypes.not_held)
+        with pytest.raises(BridgeError, match=rf"sparse_ops.torch.ops.\w+: argument '\w+': arrays of dtype {name} ") as err:
             call()
         assert isinstance(err.value.__cause__, TorchBridgeError)
     x = torch.tensor([-1.0, 0.0, 3.0])

@@ -158,6 +158,9 @@ def op_class(spec: OpSpec, where: str, module: str) -> type:
         "__module__": module,
         "arguments": spec.inputs, "outputs": spec.outputs, "mutate": spec.aux, "resources": resources,
         "differentiable": not spec.constant, "partition": spec.partition,
+        # the rules are C callbacks on concrete sizes: a tracer (torch.compile) specializes the
+        # sizes it hands them rather than running them on symbolic ones
+        "symbolic_shapes": False,
     }
     for p in spec.params:
         attrs[p.name] = make_param(p, spec.name)

@@ -9,6 +9,10 @@ and autograd formula without the dispatcher: ``BridgedOp._direct``). Results com
 several outputs); inside ``torch.compile`` sparse results come back as ``CSRParts`` /
 ``RowSparseParts``, since Dynamo has no sparse tensors.
 
+Inputs an op updates in place (its ``mutate``) are the caller's tensors, updated and their
+version counters bumped as by torch's in-place ops. Caches keyed by parameter values are
+bounded (``MAX_DENSE_CALLS``, ``MAX_PLANS``).
+
 The table is read when an op is first asked for, and ``registry.subscribe`` drops a
 bridged op when its record is replaced or removed, so plugins, ``library.load`` files and
 MXNet-form ops registered at any time are bridged like the built-ins.
@@ -16,18 +20,19 @@ MXNet-form ops registered at any time are bridged like the built-ins.
 from __future__ import annotations
 
 import itertools
+import operator
 from typing import Any
 
 import torch
 
 from .. import registry
-from ..bridging import arg_names
+from ..bridging import BoundedCache, arg_names, param_key
 from ..dispatch import _infer
 from ..errors import OperatorError
 from ..ndarray import STYPES
 from .convert import TorchBridgeError, components, numpy_dtype
 from .convert import _VALUE_TORCH_DTYPES as _VALUE_DTYPES
-from .library import BridgeError, EagerAutograd, Overload, encode_params, forget, overload_for, run_dense
+from .library import BridgeError, EagerAutograd, Overload, _instance, encode_params, forget, overload_for, run_dense
 from .structure import CSRParts, RowSparseParts, assemble_csr, assemble_rows, rows_values
 
 _PLAIN = torch.Tensor
@@ -35,6 +40,36 @@ _STRIDED = torch.strided
 _grad_enabled = torch.is_grad_enabled
 _compiling = torch.compiler.is_compiling
 _modes = torch._C._len_torch_dispatch_stack
+increment_version = torch.autograd.graph.increment_version
+
+# Caches keyed by parameter values are bounded: a scalar that changes on every call (a
+# learning rate, a step count) must not grow memory. Beyond its cap a cache drops its oldest
+# entries; hot entries are made again on their next call.
+MAX_DENSE_CALLS = 256  # repeated all-dense calls kept per bridged op
+MAX_PLANS = 1024       # plans and parameter sets plan_call keeps
+
+
+def _concrete_param(v: Any) -> Any:
+    """A parameter value as a Python constant while Dynamo traces: ``torch.compile`` makes
+    Python floats and ints symbolic (``specialize_float`` / ``specialize_int`` off), but an op's
+    parameters are part of its plan and travel as one string. Taking a float apart into its
+    exact integer ratio, and an int through ``operator.index``, makes Dynamo specialize it with
+    a guard, so a changed value compiles anew instead of being baked in; the ratio gives back
+    the same float (inf and nan have none and stay as they are)."""
+    if v is None or isinstance(v, (bool, str)):
+        return v
+    if isinstance(v, float):
+        try:
+            num, den = v.as_integer_ratio()
+        except (OverflowError, ValueError):
+            return v
+        return num / den
+    if isinstance(v, (tuple, list)):
+        return type(v)(_concrete_param(e) for e in v)
+    try:
+        return operator.index(v)  # an int (a symbolic one specializes, with a guard)
+    except TypeError:
+        return v
 
 
 class BridgedOp:
@@ -44,15 +79,22 @@ class BridgedOp:
         self.opdef = opdef
         self.__name__ = self.__qualname__ = opdef.name
         self.__doc__ = opdef.describe()
-        self._dense: dict[tuple, tuple[Any, int, bool, tuple]] = {}  # (params, n) -> (torch op, nvis, ...)
+        # (parameter key, n) -> (overload, nvis, instance, parameter string, on cpu): the repeated
+        # all-dense calls; bounded, so a changing scalar parameter cannot grow it
+        self._dense: BoundedCache = BoundedCache(MAX_DENSE_CALLS)
 
     def __repr__(self) -> str:
         return f"<sparse_ops.torch op {self.opdef.name}>"
 
     # ---- the common call: dense tensors -------------------------------------------------------------
     def __call__(self, *args: Any, **params: Any) -> Any:
-        key = (tuple(params.items()) if params else (), len(args))
-        fast = None if _compiling() else self._dense.get(key)  # traced calls take the one general path
+        if _compiling():  # traced calls take the one general path
+            return self._call(args, params, None)
+        try:  # parameters by type and value: True, 1 and 1.0 are three calls
+            key: tuple | None = (param_key(params) if params else (), len(args))
+        except TypeError:  # a value with no key: the general path, uncached
+            key = None
+        fast = None if key is None else self._dense.get(key)
         if fast is not None:
             grad = False
             first = args[0].device if args and args[0].__class__ is _PLAIN else None
@@ -103,6 +145,8 @@ class BridgedOp:
             raise BridgeError(f"sparse_ops.torch.ops.{self.opdef.name}: {exc}") from exc
         except (TypeError, ValueError) as exc:
             raise self._error(exc, args) from exc
+        if ov.mutated:  # updated in place without torch's dispatcher: bump their versions as it would
+            increment_version([args[i] for i in ov.mutated])
         if len(res) == 1:
             return res[0]
         return res[0] if nvis == 1 else tuple(res[:nvis])
@@ -120,16 +164,20 @@ class BridgedOp:
         return arg_names(self.opdef, n)
 
     # ---- any call ---------------------------------------------------------------------------------------
-    def _call(self, args: tuple, params: dict, key: tuple) -> Any:
+    def _call(self, args: tuple, params: dict, key: tuple | None) -> Any:
         opdef = self.opdef
         names = self._names(len(args))
         if not opdef.variadic and len(args) != len(opdef.arguments):
             raise BridgeError(f"sparse_ops.torch.ops.{opdef.name} takes {len(opdef.arguments)} tensor input(s) "
                               f"({', '.join(opdef.arguments)}), got {len(args)}; parameters go by keyword")
+        compiling = _compiling()
+        # rules that run on concrete sizes only (a C library's callbacks) never see traced sizes:
+        # those are specialized to their values here (torch guards them: another size recompiles)
+        concrete = compiling and not getattr(opdef.cls, "symbolic_shapes", True)
         stypes, flat, shapes, device = [], [], [], None
         for name, a in zip(names, args):
             try:
-                st, parts, shape = _split(a)
+                st, parts, shape = _split(a, updated=name in opdef.mutate)
             except (TypeError, ValueError) as exc:
                 raise BridgeError(f"sparse_ops.torch.ops.{opdef.name}: argument {name!r}: {exc}") from exc
             d = parts[0].device
@@ -138,20 +186,27 @@ class BridgedOp:
             elif d != device[1]:
                 raise BridgeError(f"sparse_ops.torch.ops.{opdef.name}: argument {name!r} is on {d} but "
                                   f"{device[0]!r} is on {device[1]}; move them to one device")
+            if concrete:
+                shape = tuple(operator.index(n) for n in shape)
             stypes.append(st)
             shapes.append(shape)
             flat += parts
             if st != "default":
                 flat.append(list(shape))
+        if compiling:  # parameters travel as one string: symbolic scalars are specialized (guarded)
+            params = {k: _concrete_param(v) for k, v in params.items()}
         items = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in params.items()))
-        shapes, compiling = tuple(shapes), _compiling()  # traced shapes may be symbolic: no constants
+        shapes = tuple(shapes)  # traced shapes may be symbolic: no constants, unless specialized
         ov_name, out_stypes, out_shapes, nvis, ptext = plan_call(opdef.name, tuple(stypes),
-                                                                 None if compiling else shapes, items)
+                                                                 None if compiling and not concrete else shapes, items)
         if compiling:  # the torch op by name: Dynamo follows torch.ops, not our objects
             torch_op = getattr(getattr(torch.ops.sparse_ops, opdef.name), ov_name)
-            # dense results have their shapes; sparse ones are assembled with them
-            out_shapes = _traced_shapes(opdef, items, shapes) \
-                if any(s != "default" for s in out_stypes[:nvis]) else (None,) * nvis
+            # dense results have their shapes; sparse ones are assembled with them (planned on
+            # concrete sizes, or the op's shape rule traced on symbolic ones)
+            if not any(s != "default" for s in out_stypes[:nvis]):
+                out_shapes = (None,) * nvis
+            elif not concrete:
+                out_shapes = _traced_shapes(opdef, ptext, shapes)
         else:
             ov = overload_for(opdef, tuple(stypes), out_stypes)
             torch_op = ov.torch_op
@@ -159,15 +214,15 @@ class BridgedOp:
         res = (res,) if not isinstance(res, tuple) else res
         if compiling:
             return _assemble(out_stypes, res, out_shapes, nvis)
-        inst = opdef.instance(params) if params else (opdef._default_instance or opdef.instance({}))
-        if all(s == "default" for s in stypes) and all(s == "default" for s in out_stypes) \
+        inst = _instance(opdef, ptext)
+        if key is not None and all(s == "default" for s in stypes) and all(s == "default" for s in out_stypes) \
                 and all(a.__class__ is _PLAIN for a in args):
-            self._dense[key] = (ov, nvis, inst, ptext, all(a.is_cpu for a in args))
+            self._dense.put(key, (ov, nvis, inst, ptext, all(a.is_cpu for a in args)))
         return _assemble(out_stypes, res, out_shapes, nvis)
 
 
-_PLANS: dict[tuple, tuple] = {}
-_INSTANCES: dict[tuple, registry.Op] = {}  # (name, parameter items) -> the instance plan_call made
+_PLANS: BoundedCache = BoundedCache(MAX_PLANS)  # (name, stypes, shapes, parameter key) -> (opdef, plan)
+_INSTANCES: BoundedCache = BoundedCache(MAX_PLANS)  # (name, parameter string) -> the instance plan_call made
 
 
 @torch._dynamo.assume_constant_result
@@ -176,19 +231,23 @@ def plan_call(name: str, stypes: tuple, shapes: tuple | None, items: tuple) -> t
     once, at trace time, and keeps the result): (overload name, output storage types, output
     shapes, visible outputs, parameter string). Defines the overload on first use. Symbolic
     shapes (a compiled function's dynamic dimensions) are no constants: without ``shapes``
-    the output shapes are None, and the traced code works out those it needs."""
-    key = (name, stypes, shapes, items)
+    the output shapes are None, and the traced code works out those it needs (an op whose
+    rules take concrete sizes only, ``symbolic_shapes = False`` as C-library ops declare,
+    gets its traced sizes specialized and planned here instead). Parameters are keyed by
+    type and value (``param_key``) and parsed from the string the operator receives, so
+    plan and operator parse alike."""
     try:
+        pkey = param_key(dict(items))  # by type and value: True and 1.0 are planned apart
+        key: tuple | None = (name, stypes, shapes, pkey)
         hit = _PLANS.get(key)
     except TypeError:  # an unhashable parameter value: planned every time
         key, hit = None, None
     if hit is not None and registry.get_op(name) is hit[0]:
         return hit[1]
     opdef = registry.get_op(name)
-    params = dict(items)
     try:
-        ptext = encode_params(params)
-        inst = opdef.instance(params) if params else (opdef._default_instance or opdef.instance({}))
+        ptext = encode_params(dict(items))
+        inst = _instance(opdef, ptext)  # what the operator parses: the decoded string (torch dtypes as names)
         nout = inst.output_count()
         out_stypes = tuple(_infer(opdef, inst, "storage_type", list(stypes), nout))
         out_shapes = None if shapes is None else \
@@ -198,25 +257,26 @@ def plan_call(name: str, stypes: tuple, shapes: tuple | None, items: tuple) -> t
         raise BridgeError(f"sparse_ops.torch.ops.{name}: {exc}") from exc
     result = (ov.name, out_stypes, out_shapes, inst.visible_output_count(), ptext)
     if key is not None:
-        if len(_PLANS) > 4096:
-            _PLANS.clear()
-            _INSTANCES.clear()
-        _PLANS[key] = (opdef, result)
-        _INSTANCES[(name, items)] = inst
+        _PLANS.put(key, (opdef, result))
+        _INSTANCES.put((name, ptext), inst)
     return result
 
 
-def _traced_shapes(opdef: registry.OpDef, items: tuple, shapes: tuple) -> tuple:
+def _traced_shapes(opdef: registry.OpDef, ptext: str, shapes: tuple) -> tuple:
     """The output shapes of a traced call whose input shapes are symbolic: the op's shape
     rule run on them (torch guards what it compares), for the shapes of sparse results."""
-    inst = _INSTANCES[(opdef.name, items)]  # made by plan_call: parsing parameters is not traced
+    inst = _INSTANCES[(opdef.name, ptext)]  # made by plan_call: parsing parameters is not traced
     return tuple(tuple(s) for s in _infer(opdef, inst, "shape", list(shapes), inst.output_count()))
 
 
-def _split(a: Any) -> tuple[str, list, tuple]:
+def _split(a: Any, updated: bool = False) -> tuple[str, list, tuple]:
     """(storage type, component tensors, shape) of an argument whose values are of a dtype
-    we hold (a TorchBridgeError otherwise: NumPy would compute some other dtype's answer)."""
-    if isinstance(a, CSRParts):
+    we hold (a TorchBridgeError otherwise: NumPy would compute some other dtype's answer).
+    A dense argument the op ``updated`` in place is passed as it is, even non-contiguous: the
+    operator writes its new values into the caller's tensor, not into a copy."""
+    if updated and isinstance(a, torch.Tensor) and a.layout == _STRIDED:
+        st, parts, shape = "default", [a], tuple(a.shape)
+    elif isinstance(a, CSRParts):
         st, parts, shape = "csr", [a.values, a.indices, a.indptr], tuple(a.shape)
     elif isinstance(a, RowSparseParts):
         st, parts, shape = "row_sparse", [a.values, a.indices], tuple(a.shape)

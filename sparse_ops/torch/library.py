@@ -36,7 +36,10 @@ import torch
 
 from .. import autograd as _ag
 from .. import registry
-from ..bridging import PARTS, aligned, arg_names, framework_gradient
+from ..bridging import PARTS, BoundedCache, aligned, arg_names, framework_gradient
+from ..bridging import encode_params  # noqa: F401  (re-exported: the bridge and tests take it from here)
+from ..bridging import decode_params as _decode_params
+from ..bridging import register_param_type
 from ..device import Device, as_device
 from ..dispatch import _infer, plan_for
 from ..errors import OperatorError
@@ -54,45 +57,33 @@ class BridgeError(OperatorError, ValueError):
 
 
 # ---- parameters as one string ------------------------------------------------------------------
-def _plain(v: Any) -> Any:
-    """A parameter value as a Python literal (what ``encode_params`` writes)."""
-    if isinstance(v, (bool, int, float, str)) or v is None:
-        return v
-    if isinstance(v, torch.dtype):
-        return numpy_dtype(v).name
-    if isinstance(v, np.dtype):
-        return v.name
-    if isinstance(v, type) and issubclass(v, np.generic):
-        return np.dtype(v).name
-    if isinstance(v, np.generic):
-        return v.item()
-    if isinstance(v, (tuple, list)):
-        return tuple(_plain(e) for e in v)
-    if isinstance(v, (Device, torch.device)):
-        return str(v)
-    raise TypeError(f"a parameter value of type {type(v).__name__} cannot cross the torch bridge "
-                    "(bool, int, float, str, None, a dtype, a device or tuples of them)")
+# The encoding is the one both bridges share (``bridging.encode_params``): JSON that keeps
+# every value's type, non-finite floats and huge integers included; torch dtypes and devices
+# cross as names.
+register_param_type(torch.dtype, lambda d: numpy_dtype(d).name)
+register_param_type(torch.device, str)
 
-
-def encode_params(params: dict[str, Any]) -> str:
-    """The canonical string of a parameter dict ("" for none): a sorted list of pairs."""
-    if not params:
-        return ""
-    return repr(sorted((k, _plain(v)) for k, v in params.items()))
-
-
-_DECODED: dict[str, dict[str, Any]] = {"": {}}
+MAX_DECODED = 1024  # parameter strings whose parsed dicts are kept (the oldest evicted beyond)
+_DECODED: BoundedCache = BoundedCache(MAX_DECODED)
 
 
 def decode_params(text: str) -> dict[str, Any]:
-    """The parameter dict of ``encode_params``'s string (cached: one parse per string)."""
+    """The parameter dict of ``encode_params``'s string (cached: one parse per string; the
+    cache is bounded, so a changing scalar parameter does not grow it)."""
     d = _DECODED.get(text)
     if d is None:
-        d = {k: v for k, v in ast.literal_eval(text)}
-        if len(_DECODED) > 4096:
-            _DECODED.clear()
-        _DECODED[text] = d
+        d = _DECODED.put(text, _legacy_params(text) if text[:1] == "[" else _decode_params(text))
     return d
+
+
+def _legacy_params(text: str) -> dict[str, Any]:
+    """A string in the bridge's earlier form, written by hand for ``torch.ops.sparse_ops``:
+    a Python literal list of ``(name, value)`` pairs, read by ``ast.literal_eval`` (literals
+    only, nothing evaluated). The bridge itself writes ``encode_params``'s JSON."""
+    try:
+        return {k: v for k, v in ast.literal_eval(text)}
+    except (ValueError, SyntaxError, TypeError) as exc:
+        raise BridgeError(f"cannot read the parameter string {text!r}: {exc}") from None
 
 
 def _instance(opdef: registry.OpDef, params: str) -> registry.Op:
@@ -220,6 +211,8 @@ def _define(ov: Overload) -> None:
     lib.define(schema)
     qual = ov.qualname
     lib.impl(qual.split("::")[1], _make_impl(ov), "CompositeExplicitAutograd")
+    if ov.mutated:  # torch's in-place ops bump the versions of what they update: so do ours
+        lib.impl(qual.split("::")[1], _make_inplace_or_view(ov), "ADInplaceOrView", with_keyset=True)
     torch.library.register_fake(qual, _make_fake(ov), lib=lib)
     if not ov.mutated:  # torch differentiates functional operators only; ours that update are constants
         ov.setup, ov.backward = _make_setup(ov), _make_backward(ov)
@@ -394,10 +387,38 @@ def _make_impl(ov: Overload) -> Callable:
                                   f"overload {ov.name} returns {expected}")
             with _scope(False, None):
                 results = plan.run(arrays)
+            if ov.mutated:
+                _write_back(ov, args, arrays)
             parts = output_parts(results, arrays, plan.mode != "fcompute_ex")
             return _tensors(parts)
 
     return impl
+
+
+def _make_inplace_or_view(ov: Overload) -> Callable:
+    """The ADInplaceOrView kernel of an overload that updates inputs in place (``ov.mutated``,
+    ``Tensor(a!)`` in its schema): bumps their version counters, as torch's own in-place ops
+    do, so autograd refuses a backward through a tensor saved before the update; then the
+    call goes on to the implementation (what ``torch.library.custom_op`` does for its
+    mutating ops)."""
+    slots = [_arg_slots(ov)[i] for i in ov.mutated]
+    below = torch._C._after_ADInplaceOrView_keyset
+
+    def inplace_or_view(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+        torch.autograd.graph.increment_version([args[s] for s in slots])
+        return ov.torch_op.redispatch(keyset & below, *args, **kwargs)
+
+    return inplace_or_view
+
+
+def _write_back(ov: Overload, args: Sequence[Any], arrays: Sequence[NDArray]) -> None:
+    """Updated inputs the kernel wrote into a contiguous copy of (``_dense`` copies a
+    non-contiguous tensor): their new values go back into the caller's tensors."""
+    slots = _arg_slots(ov)
+    for i in ov.mutated:
+        t = args[slots[i]]
+        if not t.is_contiguous():
+            t.copy_(tensor_of(arrays[i]._data))
 
 
 def infer_meta(ov: Overload, args: Sequence[Any]) -> tuple[registry.Op, list, list, Any]:
@@ -417,6 +438,8 @@ def infer_meta(ov: Overload, args: Sequence[Any]) -> tuple[registry.Op, list, li
         dtypes.append(numpy_dtype(v.dtype))
     params = args[k] if len(args) > k else ""
     opdef = ov.opdef
+    if not getattr(opdef.cls, "symbolic_shapes", True):  # rules on concrete sizes only (C callbacks):
+        shapes = [tuple(int(d) for d in s) for s in shapes]  # symbolic sizes specialized, guarded
     inst = _instance(opdef, params)
     nout = inst.output_count()
     out_shapes = _infer(opdef, inst, "shape", shapes, nout)
