@@ -532,7 +532,8 @@ def explain(op_name: str, *inputs: NDArray, **params: Any) -> dict[str, Any]:
     the reason its declaration gives). Runs nothing."""
     opdef = get_op(op_name)
     inst = opdef.instance(params)
-    return {**make_plan(opdef, inst, inputs).describe(), "faces": faces.support(opdef)}
+    return {**make_plan(opdef, inst, inputs).describe(),
+            "faces": faces.support(opdef, inst, [x.shape for x in inputs])}
 
 
 def op_function(name: str) -> Any:

@@ -13,14 +13,19 @@ gradient, no partition rule, no gpu kernel, inputs updated in place) or from the
 """
 from __future__ import annotations
 
+from typing import Sequence
+
 from .registry import Op, OpDef
 
 FACES = ("native", "autograd", "torch", "torch.grad", "torch.compile", "jax", "jax.grad", "mxnet", "dask", "gpu")
 GRADIENT_FACES = ("autograd", "torch.grad", "jax.grad")
 
 
-def unsupported(opdef: OpDef) -> dict[str, str]:
-    """face -> the reason this op's declaration gives for not serving it there."""
+def unsupported(opdef: OpDef, inst: Op | None = None, shapes: Sequence[tuple[int, ...]] | None = None
+                ) -> dict[str, str]:
+    """face -> the reason this op's declaration gives for not serving it there; with a call's
+    parameters (``inst``) and input ``shapes``, also what rules that depend on them decline
+    (the op's ``partitioning`` for Dask)."""
     reasons = {}
     if opdef.constant:
         for f in GRADIENT_FACES:
@@ -37,6 +42,10 @@ def unsupported(opdef: OpDef) -> dict[str, str]:
         reasons["dask"] = "it returns several outputs; sparse_ops.dask.apply runs single-output ops"
     if not any(d == "gpu" for d in opdef.fcompute) and not any(d == "gpu" for d, _ in opdef.fcompute_ex):
         reasons["gpu"] = "it has no gpu kernel"
+    if "dask" not in reasons and inst is not None and shapes is not None:
+        rule, _ = inst.partitioning(*shapes)
+        if rule is None:
+            reasons["dask"] = "its partitioning rule declines these parameters and input shapes"
     for face, why in (getattr(opdef.cls, "unsupported_faces", None) or {}).items():
         if face not in FACES:
             raise ValueError(f"{opdef.label}: unsupported_faces names unknown face {face!r} (faces: {', '.join(FACES)})")
@@ -44,7 +53,8 @@ def unsupported(opdef: OpDef) -> dict[str, str]:
     return reasons
 
 
-def support(opdef: OpDef) -> dict[str, str]:
+def support(opdef: OpDef, inst: Op | None = None, shapes: Sequence[tuple[int, ...]] | None = None
+            ) -> dict[str, str]:
     """Every face with ``"yes"`` or the reason it does not serve this op (what ``explain`` shows)."""
-    reasons = unsupported(opdef)
+    reasons = unsupported(opdef, inst, shapes)
     return {f: reasons.get(f, "yes") for f in FACES}

@@ -1,0 +1,440 @@
+"""The op x face matrix: every registered op's own first sample run through every face and
+compared with the native result (values, storage types, the new values of inputs updated
+in place, and the gradients of a fixed random linear loss), in the spirit of PyTorch's
+OpInfo tests across frameworks.
+
+Each face returns a ``Result``: the visible outputs (storage type, dense values), the new
+values of mutated inputs, and the gradient of ``L = sum_j <dense(out_j), W_j>`` for each
+float input, laid out on the input's components (dense, or one value per stored value of
+a sparse input), ``None`` for inputs that get none. A cell is ``pass``, ``declared: why``
+(``sparse_ops.faces``: what ``explain`` shows) or ``FAIL: what``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import traceback
+import warnings
+from typing import Any, Callable
+
+import numpy as np
+
+import sparse_ops as so
+from sparse_ops import autograd, faces, registry
+from sparse_ops.bridging import aligned
+
+RTOL, ATOL = 1e-5, 1e-7
+
+
+@dataclasses.dataclass
+class Result:
+    outputs: list  # (stype, dense ndarray) per visible output
+    states: list  # dense ndarray per mutated input, after the call
+    grads: list | None = None  # per input: ndarray laid out on its components, or None
+
+
+def samples_of(opdef: registry.OpDef) -> tuple[list, dict] | None:
+    make = getattr(opdef.cls, "samples", None)
+    if not callable(make):
+        return None
+    first = list(make())[0]
+    xs, params = first if isinstance(first, tuple) else (first, {})
+    return list(xs), dict(params)
+
+
+def _copies(xs: list) -> list:
+    return [x.copy() for x in xs]
+
+
+def _float(x: so.NDArray) -> bool:
+    return np.issubdtype(x.dtype, np.floating)
+
+
+def _as_list(outs: Any) -> list:
+    """A call's outputs as a list (CSRParts / RowSparseParts are one output, though tuples)."""
+    return list(outs) if isinstance(outs, (list, tuple)) and not hasattr(outs, "stype") else [outs]
+
+
+def head_weights(outputs: list, seed: int = 7) -> list[np.ndarray]:
+    """The fixed random W_j of the loss, one dense array per visible output."""
+    rng = np.random.default_rng(seed)
+    return [rng.uniform(-1, 1, size=v.shape) for _, v in outputs]
+
+
+def _mutated(opdef: registry.OpDef) -> list[int]:
+    return [opdef.arguments.index(m) for m in opdef.mutate] if not opdef.variadic else []
+
+
+# ---- faces -------------------------------------------------------------------------------------------
+def native(opdef, xs, params) -> Result:
+    xs = _copies(xs)
+    outs = _as_list(so.invoke(opdef, xs, params))
+    return Result([(o.stype, o.asnumpy()) for o in outs], [xs[i].asnumpy() for i in _mutated(opdef)])
+
+
+def native_grad(opdef, xs, params, weights) -> Result:
+    xs = _copies(xs)
+    for x in xs:
+        if _float(x):
+            x.attach_grad()
+    with autograd.record():
+        outs = _as_list(so.invoke(opdef, xs, params))
+    heads = [so.array(w.astype(o.dtype)) if o.stype == "default" else
+             o._with_values(aligned(so.array(w.astype(o.dtype)), o), copy_aux=False) for o, w in zip(outs, weights)]
+    autograd.backward(outs, heads)
+    grads = [np.asarray(aligned(x.grad, x)) if _float(x) and x.grad is not None else None for x in xs]
+    return Result([(o.stype, o.asnumpy()) for o in outs], [], grads)
+
+
+def _torch_inputs(xs):
+    import torch
+    import sparse_ops.torch as st
+
+    ts = []
+    for x in xs:
+        t = st.to_torch(x.copy())
+        if x.stype == "row_sparse":
+            t = t.coalesce()
+        ts.append(t)
+    return ts
+
+
+def _torch_dense(t) -> np.ndarray:
+    import torch
+
+    if t.layout != torch.strided:
+        t = t.to_dense()
+    return t.detach().cpu().numpy()
+
+
+def torch_values(opdef, xs, params) -> Result:
+    import sparse_ops.torch as st
+
+    ts = _torch_inputs(xs)
+    outs = _as_list(getattr(st.ops, opdef.name)(*ts, **params))
+    return Result([(_torch_stype(o), _torch_dense(o)) for o in outs], [_torch_dense(ts[i]) for i in _mutated(opdef)])
+
+
+def _torch_stype(t) -> str:
+    import torch
+
+    return {torch.strided: "default", torch.sparse_csr: "csr", torch.sparse_coo: "row_sparse"}[t.layout]
+
+
+def torch_grad(opdef, xs, params, weights) -> Result:
+    import torch
+    import sparse_ops.torch as st
+
+    ts = _torch_inputs(xs)
+    leaves = []
+    for x, t in zip(xs, ts):
+        if _float(x):
+            t.requires_grad_(True)
+        leaves.append(t)
+    outs = _as_list(getattr(st.ops, opdef.name)(*ts, **params))
+    loss = sum((o.to_dense() if o.layout != torch.strided else o).mul(torch.from_numpy(w).to(o.dtype)).sum()
+               for o, w in zip(outs, weights))
+    loss.backward()
+    grads = []
+    for x, t in zip(xs, leaves):
+        if not _float(x) or t.grad is None:
+            grads.append(None)
+            continue
+        g = so.array(_torch_dense(t.grad))
+        grads.append(np.asarray(aligned(g, x)))
+    return Result([(_torch_stype(o), _torch_dense(o)) for o in outs], [], grads)
+
+
+def _parts(x):
+    """A container as what compiled torch code passes: a tensor, CSRParts or RowSparseParts."""
+    import torch
+    from sparse_ops.torch import CSRParts, RowSparseParts
+
+    t = [torch.from_numpy(np.array(a.asnumpy())) for a in ((x,) if x.stype == "default" else
+                                                            (x.data, x.indices, x.indptr) if x.stype == "csr"
+                                                            else (x.data, x.indices))]
+    if x.stype == "default":
+        return t[0]
+    return CSRParts(*t, tuple(x.shape)) if x.stype == "csr" else RowSparseParts(*t, tuple(x.shape))
+
+
+def _parts_result(o) -> tuple[str, np.ndarray]:
+    import torch
+
+    if isinstance(o, torch.Tensor):
+        return "default", o.detach().numpy()
+    return o.stype, _torch_dense(o.to_torch())
+
+
+def smaller_batch(opdef: registry.OpDef, xs: list, params: dict) -> list | None:
+    """The sample with one row fewer in the inputs a row-partitioned op cuts into row blocks
+    (its batch dimension), or None for ops without one."""
+    from sparse_ops.dask.collection import row_block
+
+    inst = opdef.instance(params)
+    rule, cut = inst.partitioning(*[x.shape for x in xs])
+    if rule != "rows" or not xs:
+        return None
+    names = opdef.arguments
+    idx = [i for i in range(len(xs)) if cut is None or (i < len(names) and names[i] in cut)]
+    if not idx or any(xs[i].ndim == 0 or xs[i].shape[0] < 2 for i in idx):
+        return None
+    return [row_block(x, 0, x.shape[0] - 1) if i in idx else x for i, x in enumerate(xs)]
+
+
+def torch_compiled(opdef, xs, params) -> Result:
+    """``torch.compile(fullgraph=True, dynamic=True)`` of the bridged op, run on the sample and,
+    for ops with a batch dimension, on a smaller batch (compared with the native call too)."""
+    import torch
+    import sparse_ops.torch as st
+
+    torch._dynamo.reset()  # each op compiles its own graph (one lambda code object serves them all)
+    f = getattr(st.ops, opdef.name)
+    compiled = torch.compile(lambda *a: f(*a, **params), fullgraph=True, dynamic=True)
+    args = [_parts(x) for x in xs]
+    outs = _as_list(compiled(*args))
+    states = [_parts_result(args[i])[1] for i in _mutated(opdef)]
+    result = Result([_parts_result(o) for o in outs], states)
+    small = smaller_batch(opdef, xs, params)
+    if small is not None and "random" not in opdef.resources:
+        ref = native(opdef, small, params)
+        got = [_parts_result(o) for o in _as_list(compiled(*[_parts(x) for x in small]))]
+        problem = compare(Result(ref.outputs, []), Result(got, []), False)
+        if problem is not None:
+            raise AssertionError(f"at the smaller batch: {problem}")
+    return result
+
+
+def _jax_inputs(xs):
+    import jax.numpy as jnp
+    from jax.experimental.sparse import BCSR
+    from sparse_ops.jax import RowSparse
+
+    out = []
+    for x in xs:
+        if x.stype == "default":
+            out.append(jnp.asarray(x.asnumpy()))
+        elif x.stype == "csr":
+            out.append(BCSR((jnp.asarray(x.data.asnumpy()), jnp.asarray(x.indices.asnumpy()),
+                             jnp.asarray(x.indptr.asnumpy())), shape=x.shape))
+        else:
+            out.append(RowSparse(jnp.asarray(x.data.asnumpy()), jnp.asarray(x.indices.asnumpy()), x.shape))
+    return out
+
+
+def _jax_result(o) -> tuple[str, np.ndarray]:
+    from jax.experimental.sparse import BCSR
+    from sparse_ops.jax import RowSparse
+
+    if isinstance(o, BCSR):
+        return "csr", np.asarray(o.todense())
+    if isinstance(o, RowSparse):
+        return "row_sparse", np.asarray(o.todense())
+    return "default", np.asarray(o)
+
+
+def _x64(run: Callable) -> Callable:
+    """``run`` with JAX's 64-bit types on (the samples are float64 and int64)."""
+    def wrapped(*args):
+        import jax
+
+        with jax.enable_x64(True):
+            return run(*args)
+
+    return wrapped
+
+
+@_x64
+def jax_values(opdef, xs, params) -> Result:
+    import jax
+    import sparse_ops.jax as soj
+
+    f = getattr(soj.ops, opdef.name)
+    outs = _as_list(jax.jit(lambda *a: f(*a, **params))(*_jax_inputs(xs)))
+    nvis = len(outs) - len(_mutated(opdef))
+    return Result([_jax_result(o) for o in outs[:nvis]], [_jax_result(o)[1] for o in outs[nvis:]])
+
+
+def _values_leaf(a):
+    from jax.experimental.sparse import BCSR
+    from sparse_ops.jax import RowSparse
+
+    return a.data if isinstance(a, BCSR) else a.values if isinstance(a, RowSparse) else a
+
+
+def _with_leaf(a, v):
+    from jax.experimental.sparse import BCSR
+    from sparse_ops.jax import RowSparse
+
+    if isinstance(a, BCSR):
+        return BCSR((v, a.indices, a.indptr), shape=a.shape)
+    if isinstance(a, RowSparse):
+        return RowSparse(v, a.indices, a.shape)
+    return v
+
+
+@_x64
+def jax_grad(opdef, xs, params, weights) -> Result:
+    import jax
+    import jax.numpy as jnp
+    import sparse_ops.jax as soj
+
+    f = getattr(soj.ops, opdef.name)
+    args = _jax_inputs(xs)
+    wrt = [i for i, x in enumerate(xs) if _float(x)]
+
+    def loss(*leaves):
+        a = list(args)
+        for i, v in zip(wrt, leaves):
+            a[i] = _with_leaf(a[i], v)
+        outs = _as_list(f(*a, **params))
+        total = 0.0
+        for o, w in zip(outs, weights):
+            dense = o if not hasattr(o, "todense") else o.todense()
+            total = total + jnp.sum(dense * jnp.asarray(w, dense.dtype))
+        return total
+
+    got = jax.jit(jax.grad(loss, argnums=tuple(range(len(wrt)))))(*[_values_leaf(args[i]) for i in wrt])
+    grads = [None] * len(xs)
+    for i, g in zip(wrt, got):
+        grads[i] = np.asarray(g)
+    outs = _as_list(jax.jit(lambda *a: f(*a, **params))(*args))
+    return Result([_jax_result(o) for o in outs], [], grads)
+
+
+def mxnet_values(opdef, xs, params) -> Result:
+    import sparse_ops.compat.mxnet as mx
+
+    xs = _copies(xs)
+    outs = _as_list(getattr(mx.nd, opdef.name)(*xs, **params))
+    return Result([(o.stype, o.asnumpy()) for o in outs], [xs[i].asnumpy() for i in _mutated(opdef)])
+
+
+def dask_values(opdef, xs, params) -> Result:
+    import sparse_ops.dask as sd
+
+    args = list(_copies(xs))
+    _, cut = opdef.instance(params).partitioning(*[x.shape for x in xs])
+    names = opdef.arguments
+    for i, x in enumerate(args):  # the inputs the op cuts into row blocks, in two blocks
+        if (cut is None or names[min(i, len(names) - 1)] in cut) and x.ndim and x.shape[0] >= 2:
+            args[i] = sd.from_array(x, nblocks=2)
+    out = sd.apply(opdef.name, *args, **params).compute()
+    return Result([(out.stype, out.asnumpy())], [])
+
+
+def gpu_values(opdef, xs, params) -> Result:
+    gpu = so.gpu(0)
+    xs = [x.copy().to(gpu) for x in xs]
+    outs = _as_list(so.invoke(opdef, xs, params))
+    return Result([(o.stype, o.asnumpy()) for o in outs], [xs[i].asnumpy() for i in _mutated(opdef)])
+
+
+# ---- comparing ------------------------------------------------------------------------------------------
+def _close(a, b) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape:
+        a = a.reshape(b.shape) if a.size == b.size else a
+    return a.shape == b.shape and np.allclose(a.astype(np.float64), b.astype(np.float64), rtol=RTOL, atol=ATOL,
+                                               equal_nan=True)
+
+
+def compare(ref: Result, got: Result, random: bool, stypes: bool = True) -> str | None:
+    """What differs (None: nothing)."""
+    if len(ref.outputs) != len(got.outputs):
+        return f"{len(got.outputs)} outputs, native gives {len(ref.outputs)}"
+    for j, ((rs, rv), (gs, gv)) in enumerate(zip(ref.outputs, got.outputs)):
+        if stypes and rs != gs:
+            return f"output {j} is {gs}, native gives {rs}"
+        if np.shape(rv) != np.shape(gv) and np.size(rv) != np.size(gv):
+            return f"output {j} has shape {np.shape(gv)}, native {np.shape(rv)}"
+        if not random and not _close(gv, rv):
+            return f"output {j} differs from native (max abs diff {np.max(np.abs(np.subtract(gv, rv, dtype=float)))})"
+    for i, (r, g) in enumerate(zip(ref.states, got.states)):
+        if not random and not _close(g, r):
+            return f"mutated input state {i} differs from native"
+    if len(ref.states) != len(got.states):
+        return f"{len(got.states)} mutated states, native gives {len(ref.states)}"
+    if ref.grads is not None and got.grads is not None:
+        for i, (r, g) in enumerate(zip(ref.grads, got.grads)):
+            if (r is None) != (g is None):
+                if r is None and g is not None and not np.any(g):
+                    continue  # an explicit zero gradient where native gives none
+                if g is None and r is not None and not np.any(r):
+                    continue
+                return f"input {i}: gradient {'missing' if g is None else 'given'} where native gives " \
+                       f"{'one' if r is not None else 'none'}"
+            if r is not None and not random and not _close(g, r):
+                return f"input {i}: gradient differs from native's"
+    return None
+
+
+FACE_RUNNERS: dict[str, Callable] = {
+    "torch": torch_values, "jax": jax_values, "mxnet": mxnet_values, "dask": dask_values, "gpu": gpu_values,
+    "torch.compile": torch_compiled,
+}
+GRAD_RUNNERS: dict[str, Callable] = {"torch.grad": torch_grad, "jax.grad": jax_grad}
+
+
+def run_cell(opdef: registry.OpDef, face: str, sample: tuple[list, dict], cache: dict) -> str:
+    """One cell: 'pass', 'declared: why' or 'FAIL: what'."""
+    xs, params = sample
+    reasons = faces.unsupported(opdef, opdef.instance(params), [x.shape for x in xs])
+    if face in reasons:
+        return f"declared: {reasons[face]}"
+    random = "random" in opdef.resources
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if "native" not in cache:
+                cache["native"] = native(opdef, xs, params)
+            ref = cache["native"]
+            if face == "native":
+                return "pass"
+            weights = head_weights(ref.outputs)
+            if face == "autograd" or face in GRAD_RUNNERS:
+                if "autograd" not in cache:
+                    cache["autograd"] = native_grad(opdef, xs, params, weights)
+                gref = cache["autograd"]
+                if face == "autograd":
+                    problem = compare(ref, gref, random)
+                else:
+                    problem = compare(gref, GRAD_RUNNERS[face](opdef, xs, params, weights), random)
+            else:
+                problem = compare(ref, FACE_RUNNERS[face](opdef, xs, params), random)
+    except Exception as exc:  # noqa: BLE001 - a cell records what failed; the matrix reports it
+        last = traceback.extract_tb(exc.__traceback__)[-1]
+        return f"FAIL: {type(exc).__name__}: {str(exc)[:300]} ({last.filename.rsplit('/', 1)[-1]}:{last.lineno})"
+    return "pass" if problem is None else f"FAIL: {problem}"
+
+
+# ---- the run's cells, and the table for the docs ----------------------------------------------------------
+CELLS: dict[tuple[str, str], str] = {}  # (op, face) -> cell, filled by the tests
+
+
+def table() -> str:
+    """The matrix as Markdown: one row per op, one column per face; declared reasons as footnotes."""
+    face_list = [f for f in faces.FACES if any(k[1] == f for k in CELLS)]
+    notes: dict[str, int] = {}
+    lines = ["# Operators x faces", "",
+             "Generated by `SPARSE_OPS_CUDA_SIM=1 SPARSE_OPS_MATRIX_TABLE=docs/op_face_matrix.md python -m pytest "
+             "tests/matrix` (the gpu column in numba's CUDA simulator): each op's first sample through each face, "
+             "compared with the native call's values, storage types, updated inputs and gradients. "
+             "`yes`: ran and agreed; a number: not served, for the reason in that note (the op's declaration, "
+             "as `sparse_ops.explain` shows it); `-`: not run in this table's passes.", "",
+             "| op | " + " | ".join(face_list) + " |", "|---|" + "---|" * len(face_list)]
+    for op in sorted({k[0] for k in CELLS}):
+        row = []
+        for f in face_list:
+            cell = CELLS.get((op, f))
+            if cell is None:
+                row.append("-")
+            elif cell == "pass":
+                row.append("yes")
+            elif cell.startswith("declared: "):
+                n = notes.setdefault(cell[len("declared: "):], len(notes) + 1)
+                row.append(f"[{n}]")
+            else:
+                row.append("**FAIL**")
+        lines.append(f"| `{op}` | " + " | ".join(row) + " |")
+    lines += ["", "Notes:", ""] + [f"{n}. {why}" for why, n in notes.items()]
+    return "\n".join(lines) + "\n"
