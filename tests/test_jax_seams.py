@@ -137,3 +137,17 @@ def test_a_native_update_of_read_only_state_is_refused_naming_op_and_input():
     m = so.array(np.array(mom))
     so.sgd_mom_update(w, g, m, lr=0.1, momentum=0.9)
     np.testing.assert_allclose(m.asnumpy(), -0.1)
+
+
+def test_specs_are_keyed_by_parameter_type_and_value():
+    """A spec made for a_min=1.0 is not reused for a_min=True: each parses on its own (the
+    bool is refused by clip's float parameter, as natively), and nan / inf cross."""
+    x = jnp.asarray([-2.0, 0.5, 3.0])
+    np.testing.assert_allclose(np.asarray(soj.ops.clip(x, a_min=1.0, a_max=2.0)), [1.0, 1.0, 2.0])
+    with pytest.raises(so.OperatorError) as native:
+        so.clip(so.array(np.asarray(x)), a_min=True, a_max=2.0)
+    with pytest.raises(JaxBridgeError) as bridged:
+        soj.ops.clip(x, a_min=True, a_max=2.0)
+    assert str(native.value).split(": ", 1)[-1] in str(bridged.value)
+    np.testing.assert_allclose(np.asarray(soj.ops.clip(x, a_min=-np.inf, a_max=np.inf)), [-2.0, 0.5, 3.0])
+    assert np.isnan(np.asarray(soj.ops._plus_scalar(x, scalar=float("nan")))).all()

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from .. import registry
-from ..bridging import PARTS
+from ..bridging import PARTS, param_key
 from ..dispatch import _infer
 from ..errors import OperatorError
 
@@ -141,10 +141,8 @@ def _result_layout(stype: str, shape: tuple[int, ...], dtype: np.dtype, max_nnz:
 
 def spec_for(opdef: registry.OpDef, params: dict, ins: tuple[ArgLayout, ...], max_nnz: int | None) -> CallSpec:
     """The (memoised) spec of ``opdef`` with ``params`` on inputs laid out as ``ins``."""
-    try:
-        items = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in params.items()))
-        key = (opdef, items, ins, max_nnz)
-        hash(key)
+    try:  # parameters by type and value (True, 1 and 1.0 are three specs)
+        key = (opdef, param_key(params), ins, max_nnz)
     except TypeError:
         key = None
     if key is not None:
