@@ -134,7 +134,9 @@ def _node_backward(node: Node, out_grads: list) -> list:
 
 def _op_gradient(node: Node, out_grads: list) -> list:
     """An operator's gradient rule, through the one call every face makes (``gradients.py``)."""
-    return call_gradient(node.fn, out_grads, node.inputs, node.outputs, [p is not None for p in node.parents])
+    opdef = node.fn._opdef
+    needs = [p is not None for p in node.parents] if opdef.gradient_takes_needs or not opdef.differentiable else ()
+    return call_gradient(node.fn, out_grads, node.inputs, node.outputs, needs)
 
 
 def _run_backward(heads: list, head_grads: Any, retain_graph: bool, create_graph: bool,

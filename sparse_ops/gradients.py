@@ -40,16 +40,18 @@ def call_gradient(op: Op, out_grads: Sequence[Any], inputs: Sequence[Any], outpu
                   error: type[OperatorError] = OperatorError) -> list:
     """The gradients of ``inputs`` from ``op``'s gradient rule: one per input, ``None`` where
     the rule gives none. ``needs`` says which inputs want one (a rule that declares
-    ``gradient_takes_needs`` computes only those). ``face`` names who differentiates in the
+    ``gradient_takes_needs`` computes only those; other callers may pass ``()``). ``face`` names who differentiates in the
     refusal of an op without a gradient, raised as ``error`` with ``prefix`` before it."""
     opdef = op._opdef
-    require_gradient(op, needs, face=face, prefix=prefix, error=error)
-    try:
+    if not opdef.differentiable:
+        require_gradient(op, needs, face=face, prefix=prefix, error=error)
+    try:  # (the rule gets lists of its own: it may change them)
         if opdef.gradient_takes_needs:
             grads = op.gradient(list(out_grads), list(inputs), list(outputs), needs=list(needs))
         else:
             grads = op.gradient(list(out_grads), list(inputs), list(outputs))
-        grads = list(grads) if isinstance(grads, (list, tuple)) else [grads]
+        if grads.__class__ is not list:
+            grads = list(grads) if isinstance(grads, tuple) else [grads]
     except OperatorError:
         raise
     except Exception as exc:
