@@ -42,8 +42,10 @@ called instead, inlined by numba, which costs up to ~25% on rows of a few values
 Compilation and caching: nothing compiles at import, and this module imports no numba
 until a kernel first runs. Each driver is generated as Python source into a cache folder
 (``driver_dir()``), named by the body's module, name and a hash of its source, and loaded
-from that file; numba's on-disk cache (``cache=True``) then keeps the machine code beside
-it, so a second process loads the driver instead of compiling it (numba cannot cache a
+from that file; numba's on-disk cache (``cache=True``) then keeps the machine code in the
+project's kernel cache folder (named by a hash of every kernel source, so an edit to a
+module a driver inlines never runs stale code: ``sparse_ops._numba_env``), so a second
+process loads the driver instead of compiling it (numba cannot cache a
 function built by ``exec`` from a string; a closure over the body would hash a
 per-process object into numba's cache key). The cpu drivers get the project's numba
 settings (``sparse_ops.kernels.jit``: nogil, bounds checking under

@@ -8,6 +8,16 @@ Gradients are compared **per element**: every stored value of every floating inp
 central difference of ``<head, op(x)>`` is compared with the analytic gradient at that
 element. A mismatch names the worst element: its index, the analytic and the numeric value.
 
+Gradient checks run **in float64** whenever the op takes it: floating inputs of other dtypes
+(float32, float16) are cast to float64 for the finite differences, at tolerances that catch
+a 0.1% error in a gradient (``FLOAT64_GRAD``: eps 1e-6, rtol 1e-4, atol 1e-6); the declared
+gradient in the inputs' own dtypes is then compared with the float64 one, with the same head
+gradients (``NATIVE_GRAD_RTOL``), and is what the check returns. An op that refuses float64
+inputs, or gives floating outputs other than float64 from them (a float32-only op, a ``cast``
+to float32), is checked in its own dtypes at the former, looser tolerances
+(``NATIVE_GRAD``: eps 1e-3, rtol 1e-2, atol 1e-3, enough for float32 rounding but not for a
+0.1% error). Tolerances passed explicitly are used as given.
+
 Why a report and not a count: a check that compared nothing (a storage-aware kernel with no
 dense kernel or reference to compare with, a differentiable op with no gradient) used to pass
 silently. ``opcheck`` now fails on such a check unless it is skipped on purpose, with a
@@ -209,7 +219,8 @@ def _compare(got: Any, want: Any, rtol: float, atol: float, what: str, names: tu
 
 def _element_gradient_check(objective: Callable[[list], float], inputs: Sequence[NDArray],
                             grads: Sequence[Any], wrt: Sequence[int], eps: float, rtol: float,
-                            atol: float, rng: np.random.Generator, max_elements: int, label: str) -> int:
+                            atol: float, rng: np.random.Generator, max_elements: int, label: str,
+                            precision: str = "") -> int:
     """Compare ``grads[i]`` (an NDArray, or None meaning zero) with the central difference of
     ``objective`` at each stored element of each input in ``wrt``; returns how many elements
     were compared. Raises AssertionError naming the worst element."""
@@ -242,7 +253,8 @@ def _element_gradient_check(objective: Callable[[list], float], inputs: Sequence
             none = " (the gradient rule returned None, i.e. zero)" if g is None else ""
             raise AssertionError(
                 f"{label}gradient of input {i} disagrees with finite differences at index {where}: "
-                f"analytic {a:.6g}, numeric {n:.6g}{none} (eps {eps:g}, rtol {rtol:g}, atol {atol:g}; "
+                f"analytic {a:.8g}, numeric {n:.8g}{none} (eps {eps:g}, rtol {rtol:g}, atol {atol:g}"
+                f"{'; ' + precision if precision else ''}; "
                 f"{int(np.sum(~np.isclose(analytic, numeric, rtol=rtol, atol=atol)))} of "
                 f"{positions.shape[0]} elements differ)")
         compared += positions.shape[0]
@@ -264,9 +276,10 @@ def _gradient_objective(opdef: OpDef, params: dict[str, Any], heads: list, seede
 
 
 def _declared_gradient(opdef: OpDef, inputs: list, params: dict[str, Any], rng: np.random.Generator,
-                       seeded: bool) -> tuple[list, list]:
+                       seeded: bool, heads: list | None = None) -> tuple[list, list]:
     """(head gradients of the visible outputs as float64 NumPy arrays, rounded to the outputs'
-    dtypes; the op's gradient rule applied to them)."""
+    dtypes; the op's gradient rule applied to them). ``heads``: use these (float64 arrays)
+    instead of new random ones."""
     from ..creation import array, zeros
 
     inst = opdef.instance(params)
@@ -276,7 +289,8 @@ def _declared_gradient(opdef: OpDef, inputs: list, params: dict[str, Any], rng: 
     outputs = plan.run(inputs)  # every output, hidden ones (e.g. Dropout's mask) too
     # heads are zero where an output is not finite (1/x at a sparse zero): those entries stay
     # infinite under any perturbation and would make every difference nan
-    heads = [rng.standard_normal(o.shape) * np.isfinite(o.asnumpy()) for o in outputs[:plan.nvis]]
+    if heads is None:
+        heads = [rng.standard_normal(o.shape) * np.isfinite(o.asnumpy()) for o in outputs[:plan.nvis]]
     head_arrays = [array(h, dtype=o.dtype, device=o.device) for h, o in zip(heads, outputs)]
     hidden = [zeros(o.shape, stype=o.stype, dtype=o.dtype, device=o.device) for o in outputs[plan.nvis:]]
     grads = inst.gradient(head_arrays + hidden, list(inputs), outputs)
@@ -293,24 +307,106 @@ def _reseed() -> None:
     random.seed(_SEED)
 
 
+# Finite-difference settings (eps, rtol, atol): in float64, tight enough to catch a 0.1% error
+# in a gradient of size ~1e-2 and up (central differences in float64: truncation ~eps**2,
+# rounding ~1e-16 |objective| / eps); in an op's own float32/float16 (ops refusing float64),
+# loose: float32 rounding of the objective alone is ~1e-7 |objective| / eps.
+FLOAT64_GRAD = (1e-6, 1e-4, 1e-6)
+NATIVE_GRAD = (1e-3, 1e-2, 1e-3)
+# The declared gradient in the inputs' own dtypes against the float64 one (same heads):
+# relative to the largest float64 gradient value of the input.
+NATIVE_GRAD_RTOL = {np.dtype(np.float16): 1e-2, np.dtype(np.float32): 1e-4}
+
+
+def _in_float64(opdef: OpDef, params: dict[str, Any], inputs: Sequence[NDArray]) -> list | None:
+    """``inputs`` with every floating input cast to float64, when the op takes them so and
+    every floating output it then gives is float64; None otherwise (checked in its own dtypes)."""
+    wide = [x.astype(np.float64) if x.dtype.kind == "f" and x.dtype != np.float64 else x for x in inputs]
+    try:
+        plan = make_plan(opdef, opdef.instance(params), wide)
+    except Exception:  # noqa: BLE001 - the op refuses float64 here: check it in its own dtypes
+        return None
+    if any(np.dtype(d).kind == "f" and np.dtype(d) != np.float64 for d in plan.out_dtypes[:plan.nvis]):
+        return None
+    return wide
+
+
+@dataclass
+class _GradientResult:
+    grads: list           # the declared gradients on the inputs as given (their own dtypes)
+    compared: int         # elements compared with finite differences
+    precision: str        # what ran: "float64" or "float32 (...)"
+    eps: float            # the finite-difference step used
+
+
+def _run_gradient_check(opdef: OpDef, inputs: list, params: dict[str, Any], wrt: list[int],
+                        eps: float | None, rtol: float | None, atol: float | None, rng: np.random.Generator,
+                        max_elements: int, label: str, seeded: bool) -> _GradientResult:
+    """The element-wise finite-difference check (in float64 when the op takes it, see the
+    module docstring), then, when inputs were cast, the declared gradient in their own dtypes
+    against the float64 one."""
+    wide = _in_float64(opdef, params, inputs)
+    if wide is not None and all(a is b for a, b in zip(wide, inputs)):
+        wide = inputs  # float64 already: nothing cast, nothing to compare afterwards
+    floats = sorted({str(inputs[i].dtype) for i in wrt if inputs[i].dtype.kind == "f"})
+    if wide is not None:
+        defaults, xs = FLOAT64_GRAD, wide
+        precision = "float64" + (f" (inputs cast from {', '.join(d for d in floats if d != 'float64')})"
+                                 if any(d != "float64" for d in floats) else "")
+    else:
+        defaults, xs = NATIVE_GRAD, inputs
+        precision = (f"{', '.join(floats) or 'native dtypes'} (the op takes no float64 inputs here, or gives "
+                     f"other floating outputs from them: loose tolerances)")
+    eps, rtol, atol = (d if v is None else v for v, d in zip((eps, rtol, atol), defaults))
+    heads, grads = _declared_gradient(opdef, xs, params, rng, seeded)
+    n = _element_gradient_check(_gradient_objective(opdef, params, heads, seeded), xs, grads, wrt,
+                                eps, rtol, atol, rng, max_elements, label, precision)
+    if xs is inputs:  # checked as given (float64, or the op's own dtypes)
+        return _GradientResult(list(grads), n, precision, eps)
+    # the gradient rule in the inputs' own dtypes, with the same heads, against the float64 one
+    _, native = _declared_gradient(opdef, inputs, params, rng, seeded, heads=heads)
+    if not seeded:  # random draws differ between dtypes: nothing to compare then
+        for i in wrt:
+            want = grads[i] if i < len(grads) else None
+            got = native[i] if i < len(native) else None
+            tol = NATIVE_GRAD_RTOL.get(inputs[i].dtype)
+            if tol is None or (want is None and got is None):
+                continue
+            w = np.zeros(inputs[i].shape) if want is None else _dense_values(want)
+            g = np.zeros(inputs[i].shape) if got is None else _dense_values(got)
+            scale = float(np.max(np.abs(w[np.isfinite(w)]), initial=0.0))
+            bad = _worst(g, w, tol, tol * scale)
+            if bad is not None:
+                idx, a, b = bad
+                raise AssertionError(
+                    f"{label}gradient of input {i} in {inputs[i].dtype} disagrees with its float64 gradient "
+                    f"at index {idx}: {a:.6g} vs {b:.6g} (rtol {tol:g}, atol {tol * scale:.3g})")
+    return _GradientResult(list(native), n, precision, eps)
+
+
 def check_gradient(op_name: str, inputs: Sequence[NDArray], params: dict[str, Any] | None = None,
-                   wrt: Sequence[int] | None = None, eps: float = 1e-3, rtol: float = 1e-2,
-                   atol: float = 1e-3, seed: int = 0, max_elements: int = 256) -> list:
+                   wrt: Sequence[int] | None = None, eps: float | None = None, rtol: float | None = None,
+                   atol: float | None = None, seed: int = 0, max_elements: int = 256) -> list:
     """Assert that the op's declared gradient matches central differences element by element;
-    returns the gradients. ``wrt`` lists the inputs to check (default: every floating input;
-    a None gradient counts as zero, so a forgotten gradient fails where the op does depend on
-    the input). Sparse inputs are perturbed on their stored values only. Use float64 inputs
-    for tight tolerances; a smaller ``eps`` keeps non-smooth ops (ties, kinks) off their kinks."""
+    returns the gradients (in the inputs' own dtypes). ``wrt`` lists the inputs to check
+    (default: every floating input; a None gradient counts as zero, so a forgotten gradient
+    fails where the op does depend on the input). Sparse inputs are perturbed on their
+    stored values only.
+
+    The check runs in float64 (floating inputs cast) whenever the op takes float64, with
+    ``eps``/``rtol``/``atol`` defaulting to ``FLOAT64_GRAD`` (1e-6, 1e-4, 1e-6: a 0.1% error
+    in a gradient fails), and the gradient in the inputs' own dtypes must then agree with the
+    float64 one. Ops that take no float64 (float32-only) are checked in their own dtypes at
+    the looser ``NATIVE_GRAD`` (1e-3, 1e-2, 1e-3), which does not catch a 0.1% error. A
+    smaller ``eps`` keeps non-smooth ops (ties, kinks) off their kinks."""
     params = params or {}
     opdef = get_op(op_name) if isinstance(op_name, str) else op_name
     rng = np.random.default_rng(seed)
     inputs = list(inputs)
     seeded = "random" in opdef.resources
-    heads, grads = _declared_gradient(opdef, inputs, params, rng, seeded)
     wrt = _float_inputs(inputs) if wrt is None else list(wrt)
-    _element_gradient_check(_gradient_objective(opdef, params, heads, seeded), inputs, grads, wrt,
-                            eps, rtol, atol, rng, max_elements, f"{opdef.name}: ")
-    return grads
+    return _run_gradient_check(opdef, inputs, params, wrt, eps, rtol, atol, rng, max_elements, f"{opdef.name}: ",
+                               seeded).grads
 
 
 # ---- opcheck --------------------------------------------------------------------------------------
@@ -374,8 +470,8 @@ def _has_kernel_for(opdef: OpDef, device_type: str) -> bool:
 
 
 def opcheck(op: Any, samples: Sequence[Any], rtol: float = 1e-5, atol: float = 1e-6,
-            check_grad: bool = True, grad_rtol: float = 1e-2, grad_atol: float = 1e-3,
-            eps: float = 1e-3, skip: Mapping[str, str] | Iterable[str] | None = None,
+            check_grad: bool = True, grad_rtol: float | None = None, grad_atol: float | None = None,
+            eps: float | None = None, skip: Mapping[str, str] | Iterable[str] | None = None,
             reference: Callable[..., Any] | None = None, max_grad_elements: int = 256,
             verbose: bool = False) -> OpcheckReport:
     """Check a registered operator on sample inputs; returns an ``OpcheckReport`` saying what
@@ -395,8 +491,13 @@ def opcheck(op: Any, samples: Sequence[Any], rtol: float = 1e-5, atol: float = 1
     - ``gradient`` (with ``check_grad``): for an op declaring itself differentiable (the
       default), the gradient rule agrees with central differences (step ``eps``, tolerances
       ``grad_rtol``/``grad_atol``) at every stored element of every floating input (at most
-      ``max_grad_elements`` per input); a None gradient counts as zero. A differentiable op
-      without a gradient rule fails here: declare ``differentiable = False`` or skip it;
+      ``max_grad_elements`` per input); a None gradient counts as zero. The check runs in
+      float64 when the op takes it (floating inputs cast; defaults ``FLOAT64_GRAD``: eps 1e-6,
+      rtol 1e-4, atol 1e-6, which catch a 0.1% error), and the gradient in the sample's own
+      dtypes must agree with the float64 one; ops that take no float64 are checked in their
+      own dtypes at ``NATIVE_GRAD`` (1e-3, 1e-2, 1e-3: float32 rounding, not a 0.1% error).
+      The report says which ran. A differentiable op without a gradient rule fails here:
+      declare ``differentiable = False`` or skip it;
     - ``gpu``: when a gpu exists and the op has gpu kernels, cpu and gpu outputs agree.
 
     A check that compares nothing fails unless skipped with a reason: ``skip={"reference":
@@ -432,9 +533,9 @@ class _Options:
     rtol: float
     atol: float
     check_grad: bool
-    grad_rtol: float
-    grad_atol: float
-    eps: float
+    grad_rtol: float | None
+    grad_atol: float | None
+    eps: float | None
     skips: dict[str, str]
     reference: Callable[..., Any] | None
     max_grad_elements: int
@@ -581,13 +682,13 @@ class _SampleCheck:
                          "add a sample with float64 inputs")
             return
         xs = self.fresh_inputs()
-        heads, grads = _declared_gradient(opdef, xs, self.params, self.rng, self.seeded)
         try:
-            n = _element_gradient_check(_gradient_objective(opdef, self.params, heads, self.seeded), xs, grads, wrt,
-                                        o.eps, o.grad_rtol, o.grad_atol, self.rng, o.max_grad_elements, "")
+            result = _run_gradient_check(opdef, xs, self.params, wrt, o.eps, o.grad_rtol, o.grad_atol, self.rng,
+                                         o.max_grad_elements, "", self.seeded)
         except AssertionError as exc:
             self.fail("gradient", str(exc))
-        self.sample.add("gradient", PASSED, f"{n} elements of input(s) {wrt} vs finite differences (eps {o.eps:g})")
+        self.sample.add("gradient", PASSED, f"{result.compared} elements of input(s) {wrt} vs finite differences "
+                                            f"(eps {result.eps:g}) in {result.precision}")
 
     def gpu(self) -> None:
         from ..device import gpu, num_gpus
@@ -609,29 +710,65 @@ class _SampleCheck:
             self.sample.add("gpu", PASSED, "gpu outputs equal the cpu outputs")
 
 
-def check_numeric_gradient(fn: Any, inputs: Sequence[NDArray], eps: float = 1e-3, rtol: float = 1e-2,
-                           atol: float = 1e-3, seed: int = 0, max_elements: int = 256) -> list:
+def check_numeric_gradient(fn: Any, inputs: Sequence[NDArray], eps: float | None = None, rtol: float | None = None,
+                           atol: float | None = None, seed: int = 0, max_elements: int = 256) -> list:
     """Check autograd's gradients of ``fn(*inputs)`` (a function of NDArrays returning one
     NDArray) against central differences at each stored element of each input; returns the
-    gradients. Sparse inputs are perturbed on their stored values only; a mismatch names the
-    worst element (index, analytic and numeric value)."""
+    gradients (autograd's, on the inputs as given). Sparse inputs are perturbed on their
+    stored values only; a mismatch names the worst element (index, analytic and numeric value).
+
+    As ``check_gradient``: in float64 (floating inputs cast) when ``fn`` takes float64 inputs
+    and returns float64, at ``FLOAT64_GRAD`` unless tolerances are given, else in the inputs'
+    own dtypes at the looser ``NATIVE_GRAD``."""
     from .. import autograd
     from ..creation import array
 
+    def gradients(args: Sequence[NDArray], head: np.ndarray | None) -> tuple[list, np.ndarray, Any]:
+        xs = [x.copy() for x in args]
+        for x in xs:
+            x.attach_grad()
+        with autograd.record():
+            out = fn(*xs)
+        h = rng.standard_normal(out.shape) if head is None else head
+        out.backward(array(h, dtype=out.dtype, device=out.device))
+        return [x.grad for x in xs], h, out.dtype
+
     rng = np.random.default_rng(seed)
-    xs = [x.copy() for x in inputs]
-    for x in xs:
-        x.attach_grad()
-    with autograd.record():
-        out = fn(*xs)
-    head = array(rng.standard_normal(out.shape), dtype=out.dtype, device=out.device)
-    out.backward(head)
-    grads = [x.grad for x in xs]
-    h = head.asnumpy().astype(np.float64)
+    inputs = list(inputs)
+    wrt = _float_inputs(inputs)
+    wide = [x.astype(np.float64) if x.dtype.kind == "f" and x.dtype != np.float64 else x for x in inputs]
+    in_float64 = False
+    if any(a is not b for a, b in zip(wide, inputs)):
+        try:
+            grads, h, out_dtype = gradients(wide, None)
+            in_float64 = out_dtype == np.float64
+        except Exception:  # noqa: BLE001 - fn refuses float64 inputs: check in their own dtypes
+            pass
+    if not in_float64:
+        wide = inputs
+        grads, h, out_dtype = gradients(inputs, None)
+        in_float64 = out_dtype == np.float64
+    h = h.astype(out_dtype).astype(np.float64)
+    defaults = FLOAT64_GRAD if in_float64 else NATIVE_GRAD
+    eps, rtol, atol = (d if v is None else v for v, d in zip((eps, rtol, atol), defaults))
 
     def objective(args: list) -> float:
         return float(np.sum(_dense_values(fn(*args)) * h))
 
-    _element_gradient_check(objective, list(inputs), grads, _float_inputs(inputs), eps, rtol, atol, rng,
-                            max_elements, "")
-    return grads
+    _element_gradient_check(objective, wide, grads, wrt, eps, rtol, atol, rng, max_elements, "",
+                            "float64" if in_float64 else "the inputs' own dtypes (fn takes no float64: loose tolerances)")
+    if wide is inputs:
+        return grads
+    native, _, _ = gradients(inputs, h)
+    for i in wrt:
+        tol = NATIVE_GRAD_RTOL.get(inputs[i].dtype)
+        if tol is None or native[i] is None or grads[i] is None:
+            continue
+        w, g = _dense_values(grads[i]), _dense_values(native[i])
+        scale = float(np.max(np.abs(w[np.isfinite(w)]), initial=0.0))
+        bad = _worst(g, w, tol, tol * scale)
+        if bad is not None:
+            idx, a, b = bad
+            raise AssertionError(f"gradient of input {i} in {inputs[i].dtype} disagrees with its float64 gradient "
+                                 f"at index {idx}: {a:.6g} vs {b:.6g} (rtol {tol:g}, atol {tol * scale:.3g})")
+    return native

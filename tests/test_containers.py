@@ -204,10 +204,12 @@ def test_builtin_and_plugin_kernels_share_one_numba_specialisation():
     before = set(serial.signatures)  # other tests may have called it with SciPy's (writable) arrays
     np.testing.assert_allclose(so.dot(a, w).asnumpy(), a.asscipy() @ w.asnumpy(), rtol=1e-12)
     np.testing.assert_allclose(so.ops.csr_spmm(a, w).asnumpy(), a.asscipy() @ w.asnumpy(), rtol=1e-12)
-    # arguments: indptr, indices, data, b, out, lo, hi
+    # arguments: indptr, indices, data, b, out, lo, hi. Only signatures these two calls can
+    # have made: w is a writable C array (a test run before this one may have called the
+    # kernel with a read-only b, from a buffer another library owns)
     mine = [sig for sig in serial.signatures
             if str(sig[2].dtype) == a.data.dtype.name and str(sig[1].dtype) == a.indices.dtype.name
-            and sig[3].layout == "C" and not sig[0].mutable and not sig[1].mutable]
+            and sig[3].layout == "C" and sig[3].mutable and not sig[0].mutable and not sig[1].mutable]
     assert len(mine) == 1, mine
     assert mine[0][2].mutable
     new = set(serial.signatures) - before

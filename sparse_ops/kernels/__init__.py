@@ -2,7 +2,9 @@
 
 ``jit`` is the one decorator our kernels use: nopython, nogil, on-disk cache, and
 bounds checking when ``SPARSE_OPS_BOUNDSCHECK=1`` (numba then caches in a separate
-folder, see ``sparse_ops/_numba_env.py``: its cache key ignores the flag). Importing this
+folder, see ``sparse_ops/_numba_env.py``: its cache key ignores the flag), in a cache
+folder keyed on the contents of every kernel module (``_numba_env.install_cache_locator``:
+numba's own key checks only the defining file, not the helpers a kernel inlines). Importing this
 package also picks a numba threading layer that tolerates parallel kernels launched from
 several threads at once (the default ``workqueue`` layer aborts the process then), unless
 the user chose one with ``NUMBA_THREADING_LAYER``, and asks OpenMP to wait passively
@@ -113,6 +115,7 @@ def _skip_empty_extension_scan() -> None:
 
 _skip_empty_extension_scan()
 _load_numba_registries()
+_numba_env.install_cache_locator()  # our kernels' cache keyed on every kernel source (sparse_ops/_numba_env.py)
 if FAST_EXIT:  # see sparse_ops/settings.py
     atexit.register(gc.freeze)
 

@@ -98,7 +98,7 @@ def arange(start: float, stop: float | None = None, step: float = 1.0, repeat: i
     if repeat < 1:
         raise MXNetValueError(f"arange: argument repeat must be positive, got {repeat}")
     dt = value_dtype(dtype)
-    n = max(int(np.ceil((stop - start) / step)), 0)
+    n = _builtins.max(int(np.ceil((stop - start) / step)), 0)  # a bare max may be mx.nd.max once looked up
     steps = (np.arange(n * repeat) // repeat).astype(dt)
     values = dt.type(start) + steps * dt.type(step)
     return _core.array(values.astype(dt, copy=False), dtype=dt, device=_device(ctx))
