@@ -99,3 +99,29 @@ def isolated(monkeypatch, tmp_path_factory):
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """After a run that included tests/matrix: the op x face matrix (per face: pass, declared
+    unsupported, FAIL; every failure), and, when ``SPARSE_OPS_MATRIX_TABLE`` names a file, the
+    whole matrix written there as a Markdown table for the docs."""
+    import sys
+
+    matrix = sys.modules.get("op_face_matrix")
+    if matrix is None or not matrix.CELLS:
+        return
+    tr, cells = terminalreporter, matrix.CELLS
+    tr.section("op x face matrix")
+    tr.write_line(f"{len({o for o, _ in cells})} ops, first sample each; cells pass / declared unsupported / FAIL:")
+    for face in sorted({f for _, f in cells}):
+        kinds = [cell.split(":")[0] for (_, f), cell in cells.items() if f == face]
+        tr.write_line(f"  {face:14s} {kinds.count('pass'):4d} pass  {kinds.count('declared'):4d} declared  "
+                      f"{kinds.count('FAIL'):4d} FAIL")
+    for (op, face), cell in sorted(cells.items()):
+        if cell.startswith("FAIL"):
+            tr.write_line(f"  FAIL {op} / {face}: {cell[6:]}")
+    path = os.environ.get("SPARSE_OPS_MATRIX_TABLE")
+    if path:
+        with open(path, "w") as fh:
+            fh.write(matrix.table())
+        tr.write_line(f"matrix written to {path}")
