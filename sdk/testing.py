@@ -29,9 +29,10 @@ sparse arrays with an empty row), the same builders the built-in ops use.
 """
 from __future__ import annotations
 
+import contextlib
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -772,3 +773,25 @@ def check_numeric_gradient(fn: Any, inputs: Sequence[NDArray], eps: float | None
             raise AssertionError(f"gradient of input {i} in {inputs[i].dtype} disagrees with its float64 gradient "
                                  f"at index {idx}: {a:.6g} vs {b:.6g} (rtol {tol:g}, atol {tol * scale:.3g})")
     return native
+
+
+@contextlib.contextmanager
+def table_restored() -> Iterator[None]:
+    """Undo on exit whatever is registered or loaded inside: the operator table (new ops,
+    replacements, removals), plugin and library records, and the ``sparse_ops.ops``
+    functions they published. For tests that register ops or load plugins and libraries, so
+    that no other test sees them."""
+    from .. import ops, plugins, registry
+
+    table, loaded, failed = registry.snapshot(), dict(plugins._LOADED), dict(plugins._FAILED)
+    published = set(vars(ops))
+    try:
+        yield
+    finally:
+        registry.restore(table)
+        for attr in set(vars(ops)) - published:
+            delattr(ops, attr)
+        plugins._LOADED.clear()
+        plugins._LOADED.update(loaded)
+        plugins._FAILED.clear()
+        plugins._FAILED.update(failed)

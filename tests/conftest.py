@@ -75,21 +75,12 @@ def isolated(monkeypatch, tmp_path_factory):
     """Undo whatever a test loads: ops, generated functions, plugin records, modules, sys.path."""
     import sys
 
-    import sparse_ops as so
-    from sparse_ops import plugins
-    from sparse_ops import registry
+    from sparse_ops.sdk.testing import table_restored
 
-    table, loaded, failed = registry.snapshot(), dict(plugins._LOADED), dict(plugins._FAILED)
-    ops_attrs, modules = set(vars(so.ops)), set(sys.modules)
+    modules = set(sys.modules)
     monkeypatch.setattr(sys, "path", list(sys.path))
-    yield
-    registry.restore(table)
-    for attr in set(vars(so.ops)) - ops_attrs:
-        delattr(so.ops, attr)
-    plugins._LOADED.clear()
-    plugins._LOADED.update(loaded)
-    plugins._FAILED.clear()
-    plugins._FAILED.update(failed)
+    with table_restored():
+        yield
     base = str(tmp_path_factory.getbasetemp())
     for mod in set(sys.modules) - modules:  # the test's plugins only: never numba & co
         if (getattr(sys.modules[mod], "__file__", None) or "").startswith(base):

@@ -18,7 +18,7 @@ from cookbook_helpers import csr, random_dense
 from sparse_ops import autograd
 from sparse_ops.clib.load import default_name
 from sparse_ops.errors import OperatorError, StorageFallbackWarning
-from sparse_ops.sdk.testing import check_gradient, check_numeric_gradient, opcheck
+from sparse_ops.sdk.testing import check_gradient, check_numeric_gradient, opcheck, table_restored
 
 OPS = {
     "gemm": ["c_gemm", "c_gemm_grad_a", "c_gemm_grad_b"],
@@ -36,20 +36,10 @@ INDEX_DTYPES = ["int32", "int64"]
 def libs():
     """Every example built and loaded; the table and the plugin records put back afterwards,
     so no other test sees these ops."""
-    from sparse_ops import plugins, registry
-
-    table, loaded, failed = registry.snapshot(), dict(plugins._LOADED), dict(plugins._FAILED)
-    ops_attrs = set(vars(so.ops))
-    paths = {name: str(build(name)) for name in SOURCES}
-    modules = {name: so.library.load(path) for name, path in paths.items()}
-    yield paths, modules
-    registry.restore(table)
-    for attr in set(vars(so.ops)) - ops_attrs:
-        delattr(so.ops, attr)
-    plugins._LOADED.clear()
-    plugins._LOADED.update(loaded)
-    plugins._FAILED.clear()
-    plugins._FAILED.update(failed)
+    with table_restored():
+        paths = {name: str(build(name)) for name in SOURCES}
+        modules = {name: so.library.load(path) for name, path in paths.items()}
+        yield paths, modules
 
 
 def rand(shape, dtype, seed=0):

@@ -11,6 +11,7 @@ import sparse_ops as so
 import sparse_ops_cookbook  # noqa: F401  (registers the cookbook ops)
 from sparse_ops import faces, registry
 from sparse_ops.ops._samples import array as sample_array
+from sparse_ops.sdk.testing import table_restored
 
 import op_face_matrix as M  # noqa: E402
 
@@ -90,25 +91,15 @@ def c_ops():
     import sys
     from pathlib import Path
 
-    from sparse_ops import plugins
-
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "cookbook" / "tests"))
     try:
         from clib_build import build
     finally:
         sys.path.pop(0)
-    table, loaded, failed = registry.snapshot(), dict(plugins._LOADED), dict(plugins._FAILED)
-    ops_attrs = set(vars(so.ops))
-    for name in C_LIBS:
-        so.library.load(str(build(name)))
-    yield
-    registry.restore(table)
-    for attr in set(vars(so.ops)) - ops_attrs:
-        delattr(so.ops, attr)
-    plugins._LOADED.clear()
-    plugins._LOADED.update(loaded)
-    plugins._FAILED.clear()
-    plugins._FAILED.update(failed)
+    with table_restored():
+        for name in C_LIBS:
+            so.library.load(str(build(name)))
+        yield
 
 
 NAMES = sorted(d.name for d in registry.all_ops() if M.samples_of(d) is not None)
