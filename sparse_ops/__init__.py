@@ -39,6 +39,9 @@ from .io import load, save  # noqa: E402
 from .registry import Op, OpDef, Param, get_op, kernel, list_ops, register  # noqa: E402
 from .dispatch import OpContext, explain, invoke  # noqa: E402
 from . import autograd, random  # noqa: E402
+from . import container_methods  # noqa: E402
+
+container_methods.install()  # every method the containers get from above, in one place
 from .custom import Custom, CustomOp, CustomOpProp  # noqa: E402
 from .ops import *  # noqa: E402,F401,F403
 from .ops import __all__ as _op_names  # noqa: E402

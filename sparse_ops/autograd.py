@@ -33,15 +33,6 @@ from .tape import (  # noqa: F401  (the public face re-exports the recording hal
 
 
 # ---- backward -----------------------------------------------------------------------------------------
-def _backward_method(self: NDArray, out_grad: NDArray | None = None, retain_graph: bool = False,
-                     train_mode: bool = True) -> None:
-    """Backpropagate from this array (``autograd.backward([self], [out_grad])``)."""
-    backward([self], [out_grad], retain_graph=retain_graph, train_mode=train_mode)
-
-
-NDArray.backward = _backward_method  # installed from above: the containers import no engine
-
-
 def _as_list(x: Any) -> list:
     return list(x) if isinstance(x, (list, tuple)) else [x]
 

@@ -32,9 +32,3 @@ from . import (  # noqa: E402,F401  (importing a module registers its operators)
 from . import activation, arrange, extrema, logic, passthrough, picking, positions, softmaxes, sorting  # noqa: E402,F401  (MXNet's common dense operators)
 
 __all__ = [name for name in _list_ops() if not name.startswith("_")]  # the public built-ins
-
-# Last: the container methods and Python operators, installed from above (the containers
-# import no operator).
-from . import methods  # noqa: E402
-
-methods.install()

@@ -1,16 +1,16 @@
-"""What a container does beyond holding and converting values, installed from above.
+"""What a container does with operators: the Python operators, ``@``, MXNet's fluent methods.
 
 The containers (``sparse_ops.ndarray``) know nothing of operators, dispatch or autograd:
-layers import downward only. This module, imported last by ``sparse_ops.ops``, attaches
-to ``NDArray`` (and so to every container) what is written with operators:
+layers import downward only. ``install`` attaches to ``NDArray`` (and so to every
+container) what is written with operators; ``sparse_ops.container_methods`` calls it, the
+one place where container methods are installed:
 
 - the Python operators (``x + y``, ``x * 2``, ``x > 0``, ``x += y``, ``-x``, ``abs(x)``)
   through the table ``PYTHON_OPERATORS``, each one operator call;
 - ``x @ y``: ``dot`` with NumPy's matmul rules for 1-d operands;
 - MXNet's fluent methods (``x.sum(axis=1)`` is ``sum(x, axis=1)``, ``x.dot(y)``, ``x.T``);
 - ``attach_grad`` and the in-place write guard of ``x[:] = ...``
-  (``NDArray._check_writable``), from the recording half (``sparse_ops.tape``);
-  ``backward`` runs the engine above the ops, so ``sparse_ops.autograd`` installs it.
+  (``NDArray._check_writable``), from the recording half (``sparse_ops.tape``).
 """
 from __future__ import annotations
 

@@ -20,18 +20,16 @@ import numpy as np
 from .... import creation as _core
 from .... import device as _dev
 from .... import io as _io
+from ....container_methods import install_mxnet
 from ....custom import Custom as _core_custom
 from ....dtypes import value_dtype
 from ....ndarray import BaseSparseNDArray, CSRNDArray, NDArray, RowSparseNDArray
 from ....registry import get_op
 from ..base import MXNetArgumentError, MXNetValueError, mx_real_t
-from . import _op, _views
+from . import _op
 
 
-_views.install()  # x.indptr[0].asscalar(), as MXNet code reads one entry of a component
-
-if not hasattr(NDArray, "_num_aux"):  # MXNet's count of aux arrays: csr 2, row_sparse 1, dense 0
-    NDArray._num_aux = property(lambda self: {"csr": 2, "row_sparse": 1}.get(self.stype, 0))
+install_mxnet()  # x.indptr[0].asscalar() and x._num_aux, as MXNet code reads them
 
 
 def _device(ctx: Any) -> _dev.Device:

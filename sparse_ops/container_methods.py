@@ -1,0 +1,78 @@
+"""Every method the containers get from the layers above them, installed in one place.
+
+The containers (``sparse_ops.ndarray``) know nothing of operators, dispatch or autograd:
+layers import downward only. What a container does that is written with operators or the
+engine is attached here, once, when ``sparse_ops`` is imported:
+
+- from ``sparse_ops.ops.methods``: the Python operators (``x + y``, ``x * 2``, ``x > 0``,
+  ``x += y``, ``-x``, ``abs(x)``, ``x @ y``), MXNet's fluent methods (``x.sum(axis=1)``,
+  ``x.dot(y)``, ``x.T``), ``attach_grad`` and the in-place write guard of ``x[:] = ...``;
+- from ``sparse_ops.autograd``: ``x.backward()``;
+- for the MXNet face, when it is imported (``install_mxnet``): MXNet's count of auxiliary
+  arrays (``x._num_aux``) and single entries of sparse components that answer
+  ``asscalar()`` as MXNet's NDArrays do (``x.indptr[0].asscalar()``). Native code that
+  never imports the face keeps NumPy's own indexing and cost.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import autograd
+from .ndarray import NDArray
+from .ndarray.view import ComponentView
+from .ops import methods as _operator_methods
+
+
+def _backward(self: NDArray, out_grad: NDArray | None = None, retain_graph: bool = False,
+              train_mode: bool = True) -> None:
+    """Backpropagate from this array (``autograd.backward([self], [out_grad])``)."""
+    autograd.backward([self], [out_grad], retain_graph=retain_graph, train_mode=train_mode)
+
+
+def install() -> None:
+    """Attach the operator and engine methods to ``NDArray`` (and so to every container)."""
+    _operator_methods.install(NDArray)
+    NDArray.backward = _backward
+
+
+# ---- the MXNet face's additions ------------------------------------------------------------------------
+_SCALARS: dict = {}
+
+
+def _asscalar(self: np.generic) -> np.generic:
+    """The entry as a plain NumPy scalar."""
+    return self.dtype.type(self)
+
+
+def _mx_scalar(value: np.generic) -> np.generic:
+    """``value`` as an instance of a subclass of its NumPy scalar type that adds ``asscalar()``;
+    it is that type in every other respect (arithmetic gives plain NumPy scalars, numba types
+    it as the NumPy type)."""
+    kind = type(value)
+    cls = _SCALARS.get(kind)
+    if cls is None:
+        try:
+            cls = type(kind.__name__, (kind,), {"asscalar": _asscalar, "__module__": __name__})
+        except TypeError:  # a scalar type that takes no subclass
+            cls = kind
+        _SCALARS[kind] = cls
+    return value if cls is kind else cls(value)
+
+
+def _component_getitem(self: ComponentView, key: object) -> object:
+    got = np.ndarray.__getitem__(self, key)
+    return _mx_scalar(got) if isinstance(got, np.generic) else got
+
+
+def _num_aux(self: Any) -> int:
+    return {"csr": 2, "row_sparse": 1}.get(self.stype, 0)
+
+
+def install_mxnet() -> None:
+    """The MXNet face's container behaviour (see the module docstring); idempotent."""
+    if "__getitem__" not in ComponentView.__dict__:
+        ComponentView.__getitem__ = _component_getitem
+    if not hasattr(NDArray, "_num_aux"):
+        NDArray._num_aux = property(_num_aux, doc="MXNet's count of auxiliary arrays: csr 2, row_sparse 1, dense 0")
