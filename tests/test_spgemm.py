@@ -165,7 +165,7 @@ def test_counted_and_upper_bound_rooms_give_the_same_product(monkeypatch, one_pa
     want.eliminate_zeros()
     assert (abs(a) @ abs(a)).nnz > want.nnz  # some sums cancelled
     parts = (a.indptr.astype(np.int64), a.indices.astype(np.int64), a.data)
-    ptr, idx, val = kernels.spgemm(parts, parts, a.shape[1], np.int64, lambda work: parallel, 2)
+    ptr, idx, val = kernels.spgemm(parts, parts, a.shape[1], np.int64, parallel=parallel, threads=2)
     got = sp.csr_matrix((val, idx, ptr), shape=a.shape)
     np.testing.assert_array_equal(ptr, want.indptr)
     np.testing.assert_array_equal(idx, want.indices)

@@ -2,19 +2,71 @@
 that have no gpu form (csr @ dense itself is ``sparse_ops.sdk.csr.csr_dense``, for both devices).
 
 Each product has a serial kernel over a range (of rows, or of output columns) and a
-parallel driver that splits the whole range among the threads. Small products call the
+parallel driver that splits the whole range among the threads; the host functions at the
+top choose between them (the products' threading policy). Small products call the
 serial kernel directly: starting a parallel region costs more than they do. Every driver
 is race-free without atomics: each parallel iteration owns the output rows it writes.
 Values arrive widened to float32, float64 or int64 (fewer specialisations to compile)
 and all value arrays of one call share a dtype.
 """
+import numba
 import numpy as np
 from numba import prange
 from numba.extending import overload
 
+from .. import alloc
+from ..sdk.rowkernel import parallel_worth
 from . import chunks, jit, jit_options
 
 ROWS_PER_TASK = 64
+# per-thread partial outputs of A.T @ b (one per thread but the first) while they stay this small
+PARTIAL_MAX_BYTES = 256 << 20
+
+
+# ---- the threading policy of the products (host code choosing a driver) ----------------------------
+def column_counts(indices: np.ndarray, columns: int) -> np.ndarray:
+    """How many stored values each of ``columns`` columns has (int64), counted in parallel
+    slices when ``parallel_worth`` says the work pays for a parallel region."""
+    nnz = indices.shape[0]
+    slices = numba.get_num_threads() if parallel_worth(nnz) else 1
+    per_slice = np.zeros((slices, columns), dtype=np.int32 if nnz < 2**31 else np.int64)
+    count_columns(indices, per_slice)
+    return per_slice.sum(axis=0, dtype=np.int64)
+
+
+def csr_t_dense_product(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray, b: np.ndarray,
+                        counts: np.ndarray, out: np.ndarray) -> None:
+    """out += A.T @ b for csr A whose column ``indices`` are positions among ``out``'s rows
+    (``counts`` stored values each). Small products run serially; big ones in parallel over
+    row ranges into per-thread partial outputs while those stay small beside A (each thread
+    reads its share of A and b once), else over ranges of output rows (no extra memory)."""
+    stored, n = out.shape
+    if not stored or not n:
+        return
+    threads = numba.get_num_threads()
+    if not parallel_worth(indices.shape[0] * n):
+        csr_t_dense_rows(indptr, indices, values, b, 0, indptr.shape[0] - 1, out)
+    elif threads * stored <= indices.shape[0] and (threads - 1) * out.nbytes <= PARTIAL_MAX_BYTES:
+        spare = alloc.empty((threads - 1, stored, n), values.dtype)
+        csr_t_dense_partial(indptr, indices, values, b, row_chunks(indptr, threads), out, spare)
+    else:
+        csr_t_dense(indptr, indices, values, b, column_chunks(counts, threads), out)
+
+
+def column_chunks(counts: np.ndarray, chunks: int) -> np.ndarray:
+    """Column boundaries splitting ``counts`` (stored values per column) into ``chunks``
+    ranges of about equal total."""
+    cum = np.cumsum(counts)
+    total = int(cum[-1]) if cum.size else 0
+    inner = np.searchsorted(cum, total * np.arange(1, chunks) / chunks, side="left") + 1
+    return np.concatenate(([0], np.minimum(inner, counts.shape[0]), [counts.shape[0]])).astype(np.int64)
+
+
+def row_chunks(indptr: np.ndarray, chunks: int) -> np.ndarray:
+    """Row boundaries splitting a csr into ``chunks`` row ranges of about equal nnz."""
+    nnz = int(indptr[-1])
+    inner = np.searchsorted(indptr, nnz * np.arange(1, chunks, dtype=np.int64) // chunks, side="left")
+    return np.concatenate(([0], np.minimum(inner, indptr.shape[0] - 1), [indptr.shape[0] - 1])).astype(np.int64)
 
 
 @jit(parallel=True)

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import numba
 import numpy as np
 from numba import prange
 from numba.cpython.unsafe.numbers import trailing_zeros
 
-from ..sdk.rowkernel import row_kernel
+from ..sdk.rowkernel import parallel_worth, row_kernel
 from . import jit
 from .memmove import move
 from .prefetch import prefetch
@@ -270,12 +271,13 @@ def _schedule(work: np.ndarray, parallel: bool, threads: int) -> np.ndarray:
         np.array([0, work.shape[0]], dtype=np.int64)
 
 
-def spgemm(a: tuple, b: tuple, n_cols: int, index_dtype: Any, parallel_worth: Any,
-           threads: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def spgemm(a: tuple, b: tuple, n_cols: int, index_dtype: Any, parallel: bool | None = None,
+           threads: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(indptr, indices, values) of A @ B for canonical csr parts ``a`` and ``b`` given as
     (indptr, indices, values), B having ``n_cols`` columns: canonical, exact zeros dropped.
-    Index arrays of ``index_dtype``, or int64 when the product's nnz needs it.
-    ``parallel_worth(work)`` says whether the work (multiply-adds) pays for the threads."""
+    Index arrays of ``index_dtype``, or int64 when the product's nnz needs it. It runs on
+    ``threads`` (default: numba's) threads when ``parallel`` (default: when the work, in
+    multiply-adds, pays for them: the project's ``parallel_worth``)."""
     a_ptr, a_idx, a_val = a
     b_ptr, b_idx, b_val = b
     columns = None
@@ -288,7 +290,8 @@ def spgemm(a: tuple, b: tuple, n_cols: int, index_dtype: Any, parallel_worth: An
     work[0] = 0
     row_work(a_ptr, a_idx, b_ptr, work[1:])
     flops = int(work.sum())
-    parallel = threads > 1 and parallel_worth(flops)
+    threads = numba.get_num_threads() if threads is None else threads
+    parallel = threads > 1 and (parallel_worth(flops) if parallel is None else parallel)
     bounds = _schedule(work[1:], parallel, threads)
     idt = np.dtype(index_dtype)
     if flops * (idt.itemsize + a_val.dtype.itemsize) <= ONE_PASS_BYTES:

@@ -208,35 +208,9 @@ def _renumbered_columns(xp: Any, parts: tuple, columns: int) -> tuple[Any, tuple
     return stored, (indptr, position.reshape(-1).astype(indices.dtype, copy=False), values), stored.shape[0]
 
 
-def _threads() -> int:
-    import numba
-
-    return numba.get_num_threads()
-
-
 def _csr_times_dense(parts: tuple, b: np.ndarray, out: np.ndarray) -> None:
     """out = A @ b for the csr parts of A and a C-contiguous dense b."""
     sdk_csr.csr_dense(None, *parts, b, out)
-
-
-def _column_chunks(counts: np.ndarray, chunks: int) -> np.ndarray:
-    """Column boundaries splitting ``counts`` (stored values per column) into ``chunks``
-    ranges of about equal total."""
-    cum = np.cumsum(counts)
-    total = int(cum[-1]) if cum.size else 0
-    inner = np.searchsorted(cum, total * np.arange(1, chunks) / chunks, side="left") + 1
-    return np.concatenate(([0], np.minimum(inner, counts.shape[0]), [counts.shape[0]])).astype(np.int64)
-
-
-def _row_chunks(indptr: np.ndarray, chunks: int) -> np.ndarray:
-    """Row boundaries splitting a csr into ``chunks`` row ranges of about equal nnz."""
-    nnz = int(indptr[-1])
-    inner = np.searchsorted(indptr, nnz * np.arange(1, chunks, dtype=np.int64) // chunks, side="left")
-    return np.concatenate(([0], np.minimum(inner, indptr.shape[0] - 1), [indptr.shape[0] - 1])).astype(np.int64)
-
-
-# per-thread partial outputs (one per thread but the first) while they stay this small
-PARTIAL_MAX_BYTES = 256 << 20
 
 
 def _stored_columns(indices: np.ndarray, columns: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -248,11 +222,7 @@ def _stored_columns(indices: np.ndarray, columns: int) -> tuple[np.ndarray, np.n
         renumbered = np.empty_like(indices)
         cols, counts = kernels.renumber_columns(indices, renumbered)
         return cols, counts, renumbered
-    nnz = indices.shape[0]
-    slices = _threads() if parallel_worth(nnz) else 1
-    per_slice = np.zeros((slices, columns), dtype=np.int32 if nnz < 2**31 else np.int64)
-    kernels.count_columns(indices, per_slice)
-    counts = per_slice.sum(axis=0, dtype=np.int64)
+    counts = kernels.column_counts(indices, columns)
     cols = np.flatnonzero(counts)
     if cols.shape[0] == columns:  # every column stored: no renumbering
         return cols, counts, indices
@@ -267,25 +237,14 @@ def _csr_t_times(ctx, parts: tuple, columns: int, b: np.ndarray, out: NDArray, i
     ``index_source`` when it is int32 and the shape allows.
 
     The stored columns are renumbered first (``_stored_columns``), so time and memory
-    follow nnz, not the column count. Big products run in parallel over row ranges into
-    per-thread partial outputs while those are small beside A (each thread reads its
-    share of A and b once), else over ranges of output rows (no extra memory).
+    follow nnz, not the column count; the product over them runs serial or in parallel by
+    the kernels' own policy (``kernels.linalg.csr_t_dense_product``).
     """
     kernels = kernel_module("linalg")
     indptr, indices, values = parts
     cols, counts, indices = _stored_columns(indices, columns)
-    stored, n = cols.shape[0], b.shape[1]
-    product = alloc.zeros((stored, n), values.dtype)
-    if stored and n:
-        threads = _threads()
-        if not parallel_worth(indices.shape[0] * n):
-            kernels.csr_t_dense_rows(indptr, indices, values, b, 0, indptr.shape[0] - 1, product)
-        elif threads * stored <= indices.shape[0] and \
-                (threads - 1) * product.nbytes <= PARTIAL_MAX_BYTES:
-            spare = alloc.empty((threads - 1, stored, n), values.dtype)
-            kernels.csr_t_dense_partial(indptr, indices, values, b, _row_chunks(indptr, threads), product, spare)
-        else:
-            kernels.csr_t_dense(indptr, indices, values, b, _column_chunks(counts, threads), product)
+    product = alloc.zeros((cols.shape[0], b.shape[1]), values.dtype)
+    kernels.csr_t_dense_product(indptr, indices, values, b, counts, product)
     _emit_rows(ctx, out, product, cols.astype(index_dtype_for(index_source, shape=out.shape), copy=False))
 
 
@@ -438,7 +397,7 @@ class Dot(Op):
         if self.transpose_b:
             b = sdk_csr.transpose(None, rhs.shape[1], *b)
         idt = index_dtype_for(lhs.indices, rhs.indices, shape=out.shape)
-        indptr, indices, values = kernel_module("spgemm").spgemm(a, b, out.shape[1], idt, parallel_worth, _threads())
+        indptr, indices, values = kernel_module("spgemm").spgemm(a, b, out.shape[1], idt)
         _emit_csr(ctx, out, values, indices, indptr)
 
     @kernel(device="gpu", stypes=("csr", "csr"))
