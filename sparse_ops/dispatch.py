@@ -533,7 +533,7 @@ def explain(op_name: str, *inputs: NDArray, **params: Any) -> dict[str, Any]:
     opdef = get_op(op_name)
     inst = opdef.instance(params)
     return {**make_plan(opdef, inst, inputs).describe(),
-            "faces": faces.support(opdef, inst, [x.shape for x in inputs])}
+            "faces": faces.support(opdef, inst, [x.shape for x in inputs], [x.stype for x in inputs])}
 
 
 def op_function(name: str) -> Any:

@@ -4,7 +4,8 @@ op x face matrix and the docs.
 A face is a way to call an op: ``native`` (functions, methods, ``invoke``), ``autograd``
 (recorded and differentiated by our engine), ``torch`` and ``torch.grad`` (the PyTorch
 bridge, eager values and gradients), ``torch.compile`` (the bridged op inside
-``torch.compile(fullgraph=True)``), ``jax`` and ``jax.grad`` (the JAX bridge under
+``torch.compile(fullgraph=True)``), ``jax.vmap`` (the bridged op mapped over a batch
+dimension: one example at a time), ``jax`` and ``jax.grad`` (the JAX bridge under
 ``jax.jit``, values and gradients), ``mxnet`` (``sparse_ops.compat.mxnet``), ``dask``
 (``sparse_ops.dask.apply`` over row blocks) and ``gpu``. Every face serves every op unless
 the op's declaration says otherwise; the reasons come from the declaration itself (no
@@ -17,15 +18,16 @@ from typing import Sequence
 
 from .registry import Op, OpDef
 
-FACES = ("native", "autograd", "torch", "torch.grad", "torch.compile", "jax", "jax.grad", "mxnet", "dask", "gpu")
+FACES = ("native", "autograd", "torch", "torch.grad", "torch.compile", "jax", "jax.grad", "jax.vmap", "mxnet",
+         "dask", "gpu")
 GRADIENT_FACES = ("autograd", "torch.grad", "jax.grad")
 
 
-def unsupported(opdef: OpDef, inst: Op | None = None, shapes: Sequence[tuple[int, ...]] | None = None
-                ) -> dict[str, str]:
+def unsupported(opdef: OpDef, inst: Op | None = None, shapes: Sequence[tuple[int, ...]] | None = None,
+                stypes: Sequence[str] | None = None) -> dict[str, str]:
     """face -> the reason this op's declaration gives for not serving it there; with a call's
-    parameters (``inst``) and input ``shapes``, also what rules that depend on them decline
-    (the op's ``partitioning`` for Dask)."""
+    parameters (``inst``), input ``shapes`` and storage types, also what rules that depend on
+    them decline (the op's ``partitioning`` for Dask and ``jax.vmap``)."""
     reasons = {}
     if opdef.constant:
         for f in GRADIENT_FACES:
@@ -42,10 +44,15 @@ def unsupported(opdef: OpDef, inst: Op | None = None, shapes: Sequence[tuple[int
         reasons["dask"] = "it returns several outputs; sparse_ops.dask.apply runs single-output ops"
     if not any(d == "gpu" for d in opdef.fcompute) and not any(d == "gpu" for d, _ in opdef.fcompute_ex):
         reasons["gpu"] = "it has no gpu kernel"
-    if "dask" not in reasons and inst is not None and shapes is not None:
-        rule, _ = inst.partitioning(*shapes)
-        if rule is None:
-            reasons["dask"] = "its partitioning rule declines these parameters and input shapes"
+    rule = inst.partitioning(*shapes)[0] if inst is not None and shapes is not None else opdef.partition
+    if "dask" not in reasons and rule is None:
+        reasons["dask"] = "its partitioning rule declines these parameters and input shapes"
+    if rule != "rows":
+        reasons["jax.vmap"] = "it has no batch dimension to map over (its partition rule is not 'rows')"
+    elif opdef.mutate:
+        reasons["jax.vmap"] = "it updates inputs in place, which a per-example map cannot express"
+    elif stypes is not None and any(s != "default" for s in stypes):
+        reasons["jax.vmap"] = "jax.vmap maps over dense arrays only (BCSR / RowSparse arguments have no batch rule)"
     for face, why in (getattr(opdef.cls, "unsupported_faces", None) or {}).items():
         if face not in FACES:
             raise ValueError(f"{opdef.label}: unsupported_faces names unknown face {face!r} (faces: {', '.join(FACES)})")
@@ -53,8 +60,8 @@ def unsupported(opdef: OpDef, inst: Op | None = None, shapes: Sequence[tuple[int
     return reasons
 
 
-def support(opdef: OpDef, inst: Op | None = None, shapes: Sequence[tuple[int, ...]] | None = None
-            ) -> dict[str, str]:
+def support(opdef: OpDef, inst: Op | None = None, shapes: Sequence[tuple[int, ...]] | None = None,
+            stypes: Sequence[str] | None = None) -> dict[str, str]:
     """Every face with ``"yes"`` or the reason it does not serve this op (what ``explain`` shows)."""
-    reasons = unsupported(opdef, inst, shapes)
+    reasons = unsupported(opdef, inst, shapes, stypes)
     return {f: reasons.get(f, "yes") for f in FACES}

@@ -301,6 +301,30 @@ def jax_grad(opdef, xs, params, weights) -> Result:
     return Result([_jax_result(o) for o in outs], [], grads)
 
 
+@_x64
+def jax_vmapped(opdef, xs, params) -> Result:
+    """``jax.jit(jax.vmap(...))`` of the bridged op applied to one example (one row of each
+    input the op cuts into row blocks) at a time; the rows stacked are the batch's result."""
+    import jax
+    import sparse_ops.jax as soj
+
+    f = getattr(soj.ops, opdef.name)
+    _, cut = opdef.instance(params).partitioning(*[x.shape for x in xs])
+    names = opdef.arguments
+    mapped = [cut is None or names[min(i, len(names) - 1)] in cut for i in range(len(xs))]
+    args = _jax_inputs(xs)
+    batch = [a for a, m in zip(args, mapped) if m]
+    fixed = [a for a, m in zip(args, mapped) if not m]
+
+    def one(*rows):
+        it_rows, it_fixed = iter(rows), iter(fixed)
+        call = [next(it_rows)[None] if m else next(it_fixed) for m in mapped]
+        return [o[0] for o in _as_list(f(*call, **params))]
+
+    outs = jax.jit(jax.vmap(one))(*batch)
+    return Result([_jax_result(o) for o in outs], [])
+
+
 def mxnet_values(opdef, xs, params) -> Result:
     import sparse_ops.compat.mxnet as mx
 
@@ -370,7 +394,7 @@ def compare(ref: Result, got: Result, random: bool, stypes: bool = True) -> str 
 
 FACE_RUNNERS: dict[str, Callable] = {
     "torch": torch_values, "jax": jax_values, "mxnet": mxnet_values, "dask": dask_values, "gpu": gpu_values,
-    "torch.compile": torch_compiled,
+    "torch.compile": torch_compiled, "jax.vmap": jax_vmapped,
 }
 GRAD_RUNNERS: dict[str, Callable] = {"torch.grad": torch_grad, "jax.grad": jax_grad}
 
@@ -378,7 +402,7 @@ GRAD_RUNNERS: dict[str, Callable] = {"torch.grad": torch_grad, "jax.grad": jax_g
 def run_cell(opdef: registry.OpDef, face: str, sample: tuple[list, dict], cache: dict) -> str:
     """One cell: 'pass', 'declared: why' or 'FAIL: what'."""
     xs, params = sample
-    reasons = faces.unsupported(opdef, opdef.instance(params), [x.shape for x in xs])
+    reasons = faces.unsupported(opdef, opdef.instance(params), [x.shape for x in xs], [x.stype for x in xs])
     if face in reasons:
         return f"declared: {reasons[face]}"
     random = "random" in opdef.resources

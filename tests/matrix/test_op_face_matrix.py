@@ -150,4 +150,8 @@ def test_explain_shows_the_declared_reasons():
     assert shown["native"] == "yes"
     assert "in place" in shown["dask"]
     assert "constants" in shown["jax.grad"]
+    assert "batch dimension" in shown["jax.vmap"]
     assert set(shown) == set(faces.FACES)
+    csr = so.array(np.eye(3)).tostype("csr")
+    assert "dense arrays only" in so.explain("relu", csr)["faces"]["jax.vmap"]
+    assert so.explain("relu", so.array(np.eye(3)))["faces"]["jax.vmap"] == "yes"
