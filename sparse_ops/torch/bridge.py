@@ -221,7 +221,7 @@ class BridgedOp:
         return _assemble(out_stypes, res, out_shapes, nvis)
 
 
-_PLANS: BoundedCache = BoundedCache(MAX_PLANS)  # (name, stypes, shapes, parameter key) -> (opdef, plan)
+_PLANS: BoundedCache = BoundedCache(MAX_PLANS)  # (name, stypes, shapes, parameter key) -> (opdef, plan, instance)
 _INSTANCES: BoundedCache = BoundedCache(MAX_PLANS)  # (name, parameter string) -> the instance plan_call made
 
 
@@ -243,7 +243,10 @@ def plan_call(name: str, stypes: tuple, shapes: tuple | None, items: tuple) -> t
     except TypeError:  # an unhashable parameter value: planned every time
         key, hit = None, None
     if hit is not None and registry.get_op(name) is hit[0]:
-        return hit[1]
+        result, inst = hit[1], hit[2]
+        if (name, result[4]) not in _INSTANCES:  # evicted apart from its plan: _traced_shapes reads it
+            _INSTANCES.put((name, result[4]), inst)
+        return result
     opdef = registry.get_op(name)
     try:
         ptext = encode_params(dict(items))
@@ -257,7 +260,7 @@ def plan_call(name: str, stypes: tuple, shapes: tuple | None, items: tuple) -> t
         raise BridgeError(f"sparse_ops.torch.ops.{name}: {exc}") from exc
     result = (ov.name, out_stypes, out_shapes, inst.visible_output_count(), ptext)
     if key is not None:
-        _PLANS.put(key, (opdef, result))
+        _PLANS.put(key, (opdef, result, inst))
         _INSTANCES.put((name, ptext), inst)
     return result
 
