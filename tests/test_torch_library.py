@@ -91,7 +91,7 @@ def test_torch_ops_namespace_defines_ops_on_first_use():
                                         torch.from_numpy(m.indptr), [4, 3], w)
     np.testing.assert_allclose(out.numpy(), m @ w.numpy(), rtol=1e-6)
     sq = torch.ops.sparse_ops._mul_scalar.c_c(torch.from_numpy(m.data), torch.from_numpy(m.indices),
-                                               torch.from_numpy(m.indptr), [4, 3], "[('scalar', 3.0)]")
+                                               torch.from_numpy(m.indptr), [4, 3], encode_params({"scalar": 3.0}))
     assert len(sq) == 3 and sq[1].dtype == sq[2].dtype == torch.int64
     np.testing.assert_allclose(sq[0].numpy(), 3 * m.data)
 

@@ -26,7 +26,6 @@ an op is defined in torch the first time it is used (through ``sparse_ops.torch.
 """
 from __future__ import annotations
 
-import ast
 import contextlib
 import threading
 from typing import Any, Callable, Sequence
@@ -72,18 +71,12 @@ def decode_params(text: str) -> dict[str, Any]:
     cache is bounded, so a changing scalar parameter does not grow it)."""
     d = _DECODED.get(text)
     if d is None:
-        d = _DECODED.put(text, _legacy_params(text) if text[:1] == "[" else _decode_params(text))
+        try:
+            d = _DECODED.put(text, _decode_params(text))
+        except (ValueError, TypeError, KeyError) as exc:  # not JSON, or not the encoding's tags
+            raise BridgeError(f"cannot read the parameter string {text[:200]!r} (write it with "
+                              f"sparse_ops.torch.library.encode_params): {exc}") from None
     return d
-
-
-def _legacy_params(text: str) -> dict[str, Any]:
-    """A string in the bridge's earlier form, written by hand for ``torch.ops.sparse_ops``:
-    a Python literal list of ``(name, value)`` pairs, read by ``ast.literal_eval`` (literals
-    only, nothing evaluated). The bridge itself writes ``encode_params``'s JSON."""
-    try:
-        return {k: v for k, v in ast.literal_eval(text)}
-    except (ValueError, SyntaxError, TypeError) as exc:
-        raise BridgeError(f"cannot read the parameter string {text!r}: {exc}") from None
 
 
 def _instance(opdef: registry.OpDef, params: str) -> registry.Op:
