@@ -368,11 +368,12 @@ def _check_outputs(plan: Plan, results: list[NDArray]) -> None:
     naming the op, its plugin, the kernel and the output otherwise).
 
     After our own storage-aware kernels: the O(1) structure checks of sparse outputs
-    (lengths, ``indptr`` length and ends). After any other kernel also: every output's
-    arrays are of the device's array module with the inferred dtype (integer indices)
-    and shape; in debug mode (``SPARSE_OPS_BOUNDSCHECK=1``) the full O(nnz) validation of
-    sparse outputs (index ranges, sorted unique indices, monotone ``indptr``) and no value
-    left unset (``context.mark_unset``).
+    (lengths, ``indptr`` length and ends). After any other kernel (plugins, C libraries,
+    MXNet-form ops): every output's arrays are of the device's array module with the
+    inferred dtype (integer indices) and shape, and sparse outputs get the full O(nnz)
+    validation (index ranges, sorted unique indices, monotone ``indptr``): a producer we do
+    not trust never hands a malformed array to the next kernel; in debug mode
+    (``SPARSE_OPS_BOUNDSCHECK=1``) also no value left unset (``context.mark_unset``).
     """
     if plan.trusted:
         for i, r in enumerate(results):
@@ -421,7 +422,7 @@ def _output_problem(plan: Plan, i: int, r: NDArray) -> tuple[str, str] | None:
         return "an output of the wrong shape", f"{got}, but the op's shape inference says {shape}"
     if aux:
         try:
-            r.check_format(full_check=plan.debug)
+            r.check_format(full_check=True)  # a kernel we do not trust: O(nnz), before anything reads it
         except SparseFormatError as exc:
             return f"a malformed {stype} output", str(exc)
     if plan.debug and holds_unset(data):

@@ -4,10 +4,10 @@ A plugin (loaded through ``sparse_ops.library.load``, so its ops carry its name)
 whose kernels misbehave on inputs with a negative value, in the way their ``fault``
 parameter names: raise, return their result instead of writing it, write an output of the
 wrong shape or dtype, leave it unset, or build a sparse output with a broken structure.
-Each must end in an ``OperatorError`` naming the op and the plugin. The O(1) checks run
-always; the O(nnz) ones (index ranges, order, monotone indptr) and the unset-value search
-run in debug mode (``SPARSE_OPS_BOUNDSCHECK=1``, here switched per test through
-``sparse_ops.settings``, and once for real in a subprocess). After each fault the same op
+Each must end in an ``OperatorError`` naming the op and the plugin. The structure checks,
+O(1) and O(nnz) (index ranges, order, monotone indptr), run always on a plugin's outputs;
+the unset-value search runs in debug mode (``SPARSE_OPS_BOUNDSCHECK=1``, here switched per
+test through ``sparse_ops.settings``, and once for real in a subprocess). After each fault the same op
 runs on good input, the registry is unchanged and autograd works on a fresh graph.
 """
 from __future__ import annotations
@@ -234,19 +234,19 @@ CASES = [
     ("csr", "values_dtype", "always", r"output of the wrong dtype 0.*float64, but the op's type inference says float32"),
     ("csr", "index_dtype", "always", r"csr output with a bad index array 0.*indices of dtype float64"),
     ("csr", "not_an_array", "always", r"bad output 0.*values is a list, not a numpy array"),
-    ("csr", "index_range", "debug", MALFORMED_CSR + r"column index 4 at position 0 is out of range \[0, 4\)"),
-    ("csr", "negative_index", "debug", MALFORMED_CSR + r"column index -1 at position 0 is out of range"),
-    ("csr", "unsorted", "debug", MALFORMED_CSR + "column indices must be sorted.*unsorted index 0 after 2 in row 0"),
-    ("csr", "duplicate", "debug", MALFORMED_CSR + "column indices must be sorted.*duplicate index 0 after 0 in row 0"),
-    ("csr", "indptr_decreasing", "debug", MALFORMED_CSR + "indptr must be non-decreasing"),
+    ("csr", "index_range", "always", MALFORMED_CSR + r"column index 4 at position 0 is out of range \[0, 4\)"),
+    ("csr", "negative_index", "always", MALFORMED_CSR + r"column index -1 at position 0 is out of range"),
+    ("csr", "unsorted", "always", MALFORMED_CSR + "column indices must be sorted.*unsorted index 0 after 2 in row 0"),
+    ("csr", "duplicate", "always", MALFORMED_CSR + "column indices must be sorted.*duplicate index 0 after 0 in row 0"),
+    ("csr", "indptr_decreasing", "always", MALFORMED_CSR + "indptr must be non-decreasing"),
     ("csr", "unset_values", "debug", UNSET),
     ("csr", "unset_indptr", "debug", MALFORMED_CSR + "indptr must start at 0, got -1"),
     ("rsp", "raise", "always", r"ValueError: negative values are not supported"),
     ("rsp", "data_rows", "always", MALFORMED_RSP + r"data must have shape .* = \(3, 4\), got \(2, 4\)"),
     ("rsp", "row_shape", "always", MALFORMED_RSP + r"data must have shape .* = \(3, 4\), got \(3, 3\)"),
-    ("rsp", "unsorted", "debug", MALFORMED_RSP + "indices must be sorted and unique: unsorted index 1 after 2"),
-    ("rsp", "duplicate", "debug", MALFORMED_RSP + "indices must be sorted and unique: duplicate index 0 after 0"),
-    ("rsp", "index_range", "debug", MALFORMED_RSP + r"row index 3 at position 2 is out of range \[0, 3\)"),
+    ("rsp", "unsorted", "always", MALFORMED_RSP + "indices must be sorted and unique: unsorted index 1 after 2"),
+    ("rsp", "duplicate", "always", MALFORMED_RSP + "indices must be sorted and unique: duplicate index 0 after 0"),
+    ("rsp", "index_range", "always", MALFORMED_RSP + r"row index 3 at position 2 is out of range \[0, 3\)"),
     ("dense", "raise", "always", r"ValueError: negative values are not supported"),
     ("dense", "return", "always", r"returned an array of shape \(3, 4\) instead of writing its output"),
     ("dense", "unset", "debug", UNSET),

@@ -27,7 +27,9 @@
  *   unsynchronised global state.
  * - A crash inside the library (a segfault, an abort, an out-of-bounds write) takes the
  *   process down; Python cannot catch it. Inputs are validated before they reach you, and
- *   SPARSE_OPS_BOUNDSCHECK=1 checks every sparse output you build, fully, after the kernel.
+ *   every sparse output you build is validated fully (index ranges, order, indptr) after
+ *   the kernel, before anything reads it; SPARSE_OPS_BOUNDSCHECK=1 also catches output
+ *   values the kernel never wrote.
  */
 #ifndef SPARSE_OPS_H
 #define SPARSE_OPS_H
