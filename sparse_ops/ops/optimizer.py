@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from ..registry import Op, Param, kernel, register
-from ._util import rows_in_parallel
+from ._util import ROW_VALUES_PER_WORK
 
 _BOTH = ("cpu", "gpu")
 _FLOATS = frozenset(np.dtype(t) for t in ("float16", "float32", "float64"))
@@ -68,18 +68,16 @@ _kernel_module: Any = None
 
 
 def _lazy_rows(kernel_name: str, grad: np.ndarray, *args: Any) -> None:
-    """Run ``sparse_ops.kernels.optimizer.<kernel_name>`` on ``args``: its parallel driver for a
-    big gradient, else its serial form over all of the gradient's rows. The kernel module is
-    imported on first use (``import sparse_ops`` compiles nothing) and kept."""
+    """Run the row kernel ``sparse_ops.kernels.optimizer.<kernel_name>`` over the gradient's
+    rows on the cpu, in parallel when the values it moves pay for the threads (the project's
+    one parallel-size policy). The kernel module is imported on first use (``import
+    sparse_ops`` compiles nothing) and kept."""
     global _kernel_module
     if _kernel_module is None:
         from ..kernels import optimizer
 
         _kernel_module = optimizer
-    if rows_in_parallel(grad.size):
-        getattr(_kernel_module, kernel_name)(*args)
-    else:
-        getattr(_kernel_module, kernel_name + "_range")(*args, 0, grad.shape[0])
+    getattr(_kernel_module, kernel_name)(None, grad.shape[0], *args, work=grad.size // ROW_VALUES_PER_WORK)
 
 
 def _rows_union(xp: Any, first: Any, *others: Any) -> Any:
@@ -315,7 +313,7 @@ class SGDUpdate(_Update):
         return [(1.0 - self.lr * self.wd) * w - self.lr * self.scaled(xp, grad)]
 
     def numba_rows(self, out, idx, grad):
-        _lazy_rows("sgd_rows", grad, out, idx, grad, self.lr, self.wd, self.rescale_grad, self.clip_gradient)
+        _lazy_rows("sgd_row", grad, out, idx, grad, self.lr, self.wd, self.rescale_grad, self.clip_gradient)
 
 
 @register("sgd_mom_update")
@@ -341,7 +339,7 @@ class SGDMomUpdate(_Update):
         return [w + m, m]
 
     def numba_rows(self, out, idx, grad, mom):
-        _lazy_rows("sgd_mom_rows", grad, out, idx, grad, mom, self.lr, self.momentum, self.wd, self.rescale_grad,
+        _lazy_rows("sgd_mom_row", grad, out, idx, grad, mom, self.lr, self.momentum, self.wd, self.rescale_grad,
                    self.clip_gradient)
 
 
@@ -376,7 +374,7 @@ class AdamUpdate(_Update):
         return [w - self.lr * m / (xp.sqrt(v) + self.epsilon), m, v]
 
     def numba_rows(self, out, idx, grad, mean, var):
-        _lazy_rows("adam_rows", grad, out, idx, grad, mean, var, self.lr, self.beta1, self.beta2, self.epsilon,
+        _lazy_rows("adam_row", grad, out, idx, grad, mean, var, self.lr, self.beta1, self.beta2, self.epsilon,
                    self.wd, self.rescale_grad, self.clip_gradient)
 
 
@@ -408,7 +406,7 @@ class AdagradUpdate(_Update):
         return [w - self.lr * (g / xp.sqrt(h + self.epsilon) + self.wd * w), h]
 
     def numba_rows(self, out, idx, grad, history):
-        _lazy_rows("adagrad_rows", grad, out, idx, grad, history, self.lr, self.epsilon, self.wd, self.rescale_grad,
+        _lazy_rows("adagrad_row", grad, out, idx, grad, history, self.lr, self.epsilon, self.wd, self.rescale_grad,
                    self.clip_gradient)
 
 
@@ -446,7 +444,7 @@ class FtrlUpdate(_Update):
         return [new, z, n]
 
     def numba_rows(self, out, idx, grad, z, n):
-        _lazy_rows("ftrl_rows", grad, out, idx, grad, z, n, self.lr, self.lamda1, self.beta, self.wd,
+        _lazy_rows("ftrl_row", grad, out, idx, grad, z, n, self.lr, self.lamda1, self.beta, self.wd,
                    self.rescale_grad, self.clip_gradient)
 
 
