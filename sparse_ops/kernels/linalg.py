@@ -15,10 +15,9 @@ from numba import prange
 from numba.extending import overload
 
 from .. import alloc
-from ..sdk.rowkernel import parallel_worth
+from ..sdk.rowkernel import ROWS_PER_TASK, parallel_worth  # noqa: F401  (ROWS_PER_TASK: the drivers' block)
 from . import chunks, jit, jit_options
 
-ROWS_PER_TASK = 64
 # per-thread partial outputs of A.T @ b (one per thread but the first) while they stay this small
 PARTIAL_MAX_BYTES = 256 << 20
 
