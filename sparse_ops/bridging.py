@@ -22,7 +22,7 @@ from .device import Device
 from .errors import OperatorError
 from .gradients import call_gradient
 from .ndarray import NDArray
-from .registry import Op, OpDef, param_key  # noqa: F401  (param_key: the key of parameter caches, re-exported)
+from .registry import Op, OpDef, get_op, param_key, subscribe  # noqa: F401  (param_key: re-exported)
 from .tape import _scope
 
 PARTS = {"default": 1, "csr": 3, "row_sparse": 2}  # component arrays per storage type
@@ -178,3 +178,39 @@ class BoundedCache(dict):
                 del self[next(iter(self))]
             self[key] = value
         return value
+
+
+# ---- the bridged functions of a framework ---------------------------------------------------------
+class BridgedTable:
+    """The bridged function of each op a framework was asked for (``sparse_ops.torch.ops.<name>``,
+    ``sparse_ops.jax.ops.<name>``): made from the op's record on first use, and dropped, with
+    the framework's registrations (``forget``), whenever the table registers, replaces or
+    removes a record of that name (``registry.subscribe``), so plugins, libraries and
+    MXNet-form ops registered at any time are bridged like the built-ins."""
+
+    def __init__(self, namespace: str, make: Callable[[OpDef], Any], forget: Callable[[str], None]) -> None:
+        self.namespace, self._make, self._forget = namespace, make, forget
+        self._made: dict[str, Any] = {}
+        subscribe(self._on_change)
+
+    def op(self, name: str) -> Any:
+        """The bridged function of registered op ``name``; ``OperatorError`` if there is none."""
+        opdef = get_op(name)
+        f = self._made.get(name)
+        if f is None or f.opdef is not opdef:
+            f = self._made[name] = self._make(opdef)
+        return f
+
+    def lookup(self, name: str) -> Any:
+        """``<namespace>.<name>``: AttributeError (not OperatorError) for unknown names."""
+        if name.startswith("__"):
+            raise AttributeError(name)
+        try:
+            return self.op(name)
+        except OperatorError:
+            raise AttributeError(f"{self.namespace} has no op {name!r} (no operator of that name is "
+                                 "registered; sparse_ops.list_ops() lists them)") from None
+
+    def _on_change(self, name: str, opdef: OpDef | None) -> None:
+        self._made.pop(name, None)
+        self._forget(name)

@@ -43,8 +43,8 @@ from ..dtypes import held_dtype
 from ..errors import OperatorError
 from ..gradients import require_gradient
 from . import handlers
-from ..bridging import PARTS, arg_names
-from .spec import ArgLayout, CallSpec, JaxBridgeError, spec_for
+from ..bridging import PARTS, BridgedTable, arg_names
+from .spec import ArgLayout, CallSpec, JaxBridgeError, forget, spec_for
 
 TRACES = [0]  # bridged calls traced so far (a counter for tests of compile counts)
 
@@ -345,27 +345,8 @@ def assemble(spec: CallSpec, outs: Sequence[Any]) -> Any:
 
 
 # ---- the namespace ----------------------------------------------------------------------------------
-_BRIDGED: dict[str, BridgedOp] = {}
-
-
-def op(name: str) -> BridgedOp:
-    """The bridged function of registered op ``name``; ``OperatorError`` if there is none."""
-    opdef = registry.get_op(name)
-    f = _BRIDGED.get(name)
-    if f is None or f.opdef is not opdef:
-        f = _BRIDGED[name] = BridgedOp(opdef)
-    return f
-
-
-def lookup(name: str) -> BridgedOp:
-    """``sparse_ops.jax.ops.<name>``: AttributeError (not OperatorError) for unknown names."""
-    if name.startswith("__"):
-        raise AttributeError(name)
-    try:
-        return op(name)
-    except OperatorError:
-        raise AttributeError(f"sparse_ops.jax.ops has no op {name!r} (no operator of that name is "
-                             "registered; sparse_ops.list_ops() lists them)") from None
+_TABLE = BridgedTable("sparse_ops.jax.ops", BridgedOp, forget)
+op, lookup = _TABLE.op, _TABLE.lookup
 
 
 def explain(name: str, *args: Any, **params: Any) -> dict[str, Any]:
@@ -390,13 +371,3 @@ def explain(name: str, *args: Any, **params: Any) -> dict[str, Any]:
         + (f"; {nat['gradient']}" if nat and nat.get("gradient") else ""),
         "batching": "vmap_method='sequential': a loop over the batch in the compiled program",
     }
-
-
-def _on_change(name: str, opdef: registry.OpDef | None) -> None:
-    from .spec import forget
-
-    _BRIDGED.pop(name, None)
-    forget(name)
-
-
-registry.subscribe(_on_change)

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from .. import registry
-from ..bridging import BoundedCache, arg_names, param_key
+from ..bridging import BoundedCache, BridgedTable, arg_names, param_key
 from ..dispatch import _infer
 from ..errors import OperatorError
 from ..ndarray import STYPES
@@ -315,44 +315,8 @@ def _assemble(out_stypes: tuple, res: tuple, shapes: tuple, nvis: int) -> Any:
 
 
 # ---- the namespace ------------------------------------------------------------------------------------
-_BRIDGED: dict[str, BridgedOp] = {}
-
-
-def op(name: str) -> BridgedOp:
-    """The bridged function of registered op ``name``; ``OperatorError`` if there is none."""
-    f = _BRIDGED.get(name)
-    opdef = registry.get_op(name)
-    if f is None or f.opdef is not opdef:
-        f = _BRIDGED[name] = BridgedOp(opdef)
-    return f
-
-
-def lookup(name: str) -> BridgedOp:
-    """``sparse_ops.torch.ops.<name>``: AttributeError (not OperatorError) for unknown names."""
-    if name.startswith("__"):
-        raise AttributeError(name)
-    try:
-        return op(name)
-    except OperatorError:
-        raise AttributeError(f"sparse_ops.torch.ops has no op {name!r} (no operator of that name is "
-                             "registered; sparse_ops.list_ops() lists them)") from None
-
-
-def _on_change(name: str, opdef: registry.OpDef | None) -> None:
-    """A record was registered, replaced or removed: its bridged function and torch
-    registrations go (made again from the new record on next use)."""
-    f = _BRIDGED.pop(name, None)
-    if f is not None or any(k for k in list(_registered()) if k == name):
-        forget(name)
-
-
-def _registered() -> list[str]:
-    from .library import _LIBS
-
-    return list(_LIBS)
-
-
-registry.subscribe(_on_change)
+_TABLE = BridgedTable("sparse_ops.torch.ops", BridgedOp, forget)
+op, lookup = _TABLE.op, _TABLE.lookup
 
 
 class _TorchNamespace(torch._ops._OpNamespace):
