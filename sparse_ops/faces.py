@@ -4,9 +4,9 @@ op x face matrix and the docs.
 A face is a way to call an op: ``native`` (functions, methods, ``invoke``), ``autograd``
 (recorded and differentiated by our engine), ``torch`` and ``torch.grad`` (the PyTorch
 bridge, eager values and gradients), ``torch.compile`` (the bridged op inside
-``torch.compile(fullgraph=True)``), ``jax.vmap`` (the bridged op mapped over a batch
-dimension: one example at a time), ``jax`` and ``jax.grad`` (the JAX bridge under
-``jax.jit``, values and gradients), ``mxnet`` (``sparse_ops.compat.mxnet``), ``dask``
+``torch.compile(fullgraph=True)``), ``jax`` and ``jax.grad`` (the JAX bridge under
+``jax.jit``, values and gradients), ``jax.vmap`` (the bridged op mapped over a batch
+dimension, one example at a time), ``mxnet`` (``sparse_ops.compat.mxnet``), ``dask``
 (``sparse_ops.dask.apply`` over row blocks) and ``gpu``. Every face serves every op unless
 the op's declaration says otherwise; the reasons come from the declaration itself (no
 gradient, no partition rule, no gpu kernel, inputs updated in place) or from the op's own
