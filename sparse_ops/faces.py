@@ -4,7 +4,8 @@ op x face matrix and the docs.
 A face is a way to call an op: ``native`` (functions, methods, ``invoke``), ``autograd``
 (recorded and differentiated by our engine), ``torch`` and ``torch.grad`` (the PyTorch
 bridge, eager values and gradients), ``torch.compile`` (the bridged op inside
-``torch.compile(fullgraph=True)``), ``jax`` and ``jax.grad`` (the JAX bridge under
+``torch.compile(fullgraph=True)``) and ``torch.compile.grad`` (its gradients, through the
+backward graph torch compiles from the op's rule), ``jax`` and ``jax.grad`` (the JAX bridge under
 ``jax.jit``, values and gradients), ``jax.vmap`` (the bridged op mapped over a batch
 dimension, one example at a time), ``mxnet`` (``sparse_ops.compat.mxnet``), ``dask``
 (``sparse_ops.dask.apply`` over row blocks) and ``gpu``. Every face serves every op unless
@@ -18,9 +19,9 @@ from typing import Sequence
 
 from .registry import Op, OpDef
 
-FACES = ("native", "autograd", "torch", "torch.grad", "torch.compile", "jax", "jax.grad", "jax.vmap", "mxnet",
-         "dask", "gpu")
-GRADIENT_FACES = ("autograd", "torch.grad", "jax.grad")
+FACES = ("native", "autograd", "torch", "torch.grad", "torch.compile", "torch.compile.grad", "jax", "jax.grad",
+         "jax.vmap", "mxnet", "dask", "gpu")
+GRADIENT_FACES = ("autograd", "torch.grad", "torch.compile.grad", "jax.grad")
 
 
 def unsupported(opdef: OpDef, inst: Op | None = None, shapes: Sequence[tuple[int, ...]] | None = None,

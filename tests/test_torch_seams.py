@@ -424,3 +424,15 @@ def test_float_and_int_parameters_under_compile_follow_their_values(dynamic):
         assert len(got) == n
         for a, b in zip(got, np.split(y.numpy(), n, axis=1)):
             np.testing.assert_array_equal(a.numpy(), b)
+
+
+@pytest.mark.parametrize("op, scale", [("sum", 1.0), ("mean", 1.0 / 12)])
+def test_compiled_backward_of_a_reduction(op, scale):
+    """The gradient rule of sum/mean gives a zero-stride broadcast view; the compiled backward
+    operator must return what its fake promised (a contiguous tensor), or AOTAutograd's
+    stride check fails."""
+    torch._dynamo.reset()
+    x = torch.arange(12.0, dtype=torch.float64).reshape(3, 4).requires_grad_(True)
+    f = torch.compile(lambda t: getattr(st.ops, op)(t) * 2.0, fullgraph=True, dynamic=True)
+    f(x).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.full((3, 4), 2.0 * scale))

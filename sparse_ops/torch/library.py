@@ -675,7 +675,9 @@ def _make_backward_impl(ov: Overload) -> Callable:
                                torch.empty(0, dtype=torch_dtype(x.dtype), device=torch_device(x.device)))
                 else:
                     a = aligned(g, x)
-                    a = a.astype(x.dtype, copy=False)
+                    # the fake gives a fresh contiguous tensor: so must this (a sum's gradient
+                    # is a zero-stride broadcast view; torch's checks compare strides)
+                    a = x.device.xp.ascontiguousarray(a.astype(x.dtype, copy=False))
                     res.append(tensor_of(a.copy() if any(_overlaps(a, q) for q in _all_parts(inputs, out_arrays))
                                          else a))
         return res[0] if len(res) == 1 else tuple(res)
