@@ -40,7 +40,6 @@ from jax.experimental.sparse import BCSR
 
 from .. import registry
 from ..dtypes import held_dtype
-from ..errors import OperatorError
 from ..gradients import require_gradient
 from . import handlers
 from ..bridging import PARTS, BridgedTable, arg_names

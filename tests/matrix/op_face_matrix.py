@@ -86,7 +86,6 @@ def native_grad(opdef, xs, params, weights) -> Result:
 
 
 def _torch_inputs(xs):
-    import torch
     import sparse_ops.torch as st
 
     ts = []
