@@ -13,7 +13,7 @@ The built-ins (``sparse_ops.ops``, ``sparse_ops.kernels``), the gpu backend
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -185,6 +185,21 @@ def csr_dense(ctx: Any, indptr: Any, indices: Any, data: Any, b: Any, out: Any, 
     return out
 
 
+def runs_csr_dense(mean: Callable[[Any], bool | None]) -> Callable[[Callable], Callable]:
+    """Mark a cpu storage-aware kernel of inputs (csr A, dense X) whose whole work, when A
+    and X share a float dtype, X is 2-d and the output dense, is ``csr_dense`` above.
+    ``mean(op)`` tells from the op's parameters which form a call takes: the row means
+    (True), the plain product (False), or neither (None: the kernel does something else for
+    those parameters). A caller with no Python on its path (the JAX bridge's native FFI
+    handler) then runs ``csr_dense``'s cpu kernel itself for the calls whose plan picks the
+    kernel: the plan's choice, not a list of ops kept beside it."""
+    def mark(fn: Callable) -> Callable:
+        fn.csr_dense_mean = mean
+        return fn
+
+    return mark
+
+
 # ---- segment sums ----------------------------------------------------------------------------------
 @row_kernel
 def _segment_sum_row(r, indptr, data, mode, out):
@@ -271,4 +286,5 @@ def keep_columns(ctx: Any, indptr: Any, indices: Any, data: Any, slot: Any) -> t
 
 
 __all__ = ["PLAIN", "SQUARE", "ABS", "row_ids", "transpose", "transpose_into", "nonempty_rows", "csr_dense",
+           "runs_csr_dense",
            "segment_sum", "segment_sum_rows", "take_rows", "keep_columns"]

@@ -127,6 +127,7 @@ def configure() -> None:
 KERNEL_SOURCES: tuple[tuple[str, str], ...] = (
     ("sparse_ops", "kernels/*.py"),
     ("sparse_ops", "jax/native*.py"),
+    ("sparse_ops", "validation.py"),
     ("sparse_ops", "clib/trampoline.py"),
     ("sparse_ops", "clib/python.py"),
     ("sparse_ops.sdk", "rowkernel.py"),

@@ -13,6 +13,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import alloc, faces
+from .boundary import output_problem
 from . import device as _dev
 from . import settings as _settings
 from .context import OpContext, _workspace, holds_unset, mark_unset, release_workspace
@@ -396,39 +397,14 @@ def _output_error(plan: Plan, i: int, what: str, detail: str) -> OperatorError:
                          f"{i}{name}: {detail}")
 
 
-_INDEX_DTYPES = frozenset((np.dtype(np.int32), np.dtype(np.int64)))
-
-
 def _output_problem(plan: Plan, i: int, r: NDArray) -> tuple[str, str] | None:
-    """(what, detail) of the first thing wrong with output ``i`` of a kernel that is not ours."""
-    stype, shape, dtype = plan.kernel_stypes[i], plan.out_shapes[i], plan.out_dtypes[i]
-    xp = plan.device.xp
-    ndarray = xp.ndarray
-    data = r._data
-    if stype == "default":
-        aux = ()
-    else:
-        aux = (("indices", r._indices), ("indptr", r._indptr)) if stype == "csr" else (("indices", r._indices),)
-    for part, a in (("values", data), *aux):
-        if not isinstance(a, ndarray):
-            return "a bad output", f"its {part} is a {type(a).__name__}, not a {xp.__name__} array"
-    for part, a in aux:
-        if a.dtype not in _INDEX_DTYPES:
-            return f"a {stype} output with a bad index array", f"{part} of dtype {a.dtype} (int32 or int64)"
-    if data.dtype != dtype:
-        return "an output of the wrong dtype", f"{data.dtype}, but the op's type inference says {dtype}"
-    if not aux and data.shape != shape or aux and r._shape != shape:
-        got = r._shape if aux else data.shape
-        return "an output of the wrong shape", f"{got}, but the op's shape inference says {shape}"
-    if aux:
-        try:
-            r.check_format(full_check=True)  # a kernel we do not trust: O(nnz), before anything reads it
-        except SparseFormatError as exc:
-            return f"a malformed {stype} output", str(exc)
-    if plan.debug and holds_unset(data):
+    """(what, detail) of the first thing wrong with output ``i`` of a kernel that is not ours
+    (``boundary.output_problem``; in debug mode also values left unset)."""
+    problem = output_problem(r, plan.kernel_stypes[i], plan.out_shapes[i], plan.out_dtypes[i], plan.device.xp)
+    if problem is None and plan.debug and holds_unset(r._data):
         return "an output it left (partly) unset", ("values the kernel never wrote remain (debug mode marks "
                                                      "outputs before the kernel runs)")
-    return None
+    return problem
 
 
 def _check_updatable(plan: Plan, inputs: Sequence[NDArray]) -> None:

@@ -24,13 +24,10 @@ def value_dtype(dtype: Any, default: np.dtype | None = DEFAULT_DTYPE) -> np.dtyp
             raise TypeError("a dtype is required")
         return default
     try:
-        dt = np.dtype(dtype)
+        np.dtype(dtype)
     except TypeError as exc:
         raise TypeError(f"not a dtype: {dtype!r}") from exc
-    if dt not in _VALUE_SET:
-        names = ", ".join(d.name for d in VALUE_DTYPES)
-        raise TypeError(f"unsupported value dtype {dt.name}; supported: {names}")
-    return dt
+    return held_dtype(dtype)
 
 
 def dtype_name(dtype: Any) -> str:

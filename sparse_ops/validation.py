@@ -82,36 +82,60 @@ def check_csr(data: Any, indices: Any, indptr: Any, shape: Sequence[int], full: 
         raise SparseFormatError(f"csr indptr must end at nnz = {nnz}, got {last}")
     if not full:
         return
-    if rows > 0:
-        steps = indptr[1:] >= indptr[:-1]
-        if not bool(steps.all()):
-            r = _first_false(steps)
-            raise SparseFormatError(
-                f"csr indptr must be non-decreasing: indptr[{r}] = {int(indptr[r])} > "
-                f"indptr[{r + 1}] = {int(indptr[r + 1])}"
-            )
+    code = csr_violation(indices, indptr, cols, canonical)
+    if code != OK:
+        raise SparseFormatError(_csr_violation_detail(code, indices, indptr, cols))
+
+
+# the codes of csr_violation
+OK, DECREASING, OUT_OF_RANGE, UNORDERED = 0, 1, 2, 3
+
+
+def csr_violation(indices: Any, indptr: Any, columns: int, canonical: bool = True) -> int:
+    """``OK``, or the first broken O(nnz) invariant of a csr structure whose O(1) ones
+    hold (lengths, ``indptr``'s ends): ``indptr`` DECREASING somewhere, a column index
+    OUT_OF_RANGE ``[0, columns)``, column indices UNORDERED (unsorted or repeated) within
+    a row (``canonical`` only). Array code only: this one body checks NumPy and CuPy
+    arrays, and numba compiles it for the JAX bridge's native handler, so every face takes
+    and refuses the same structures."""
+    rows = indptr.shape[0] - 1
+    if rows > 0 and not (indptr[1:] >= indptr[:-1]).all():
+        return DECREASING
+    nnz = indices.shape[0]
     if nnz == 0:
-        return
-    lo, hi = int(indices.min()), int(indices.max())
-    if lo < 0 or hi >= cols:
+        return OK
+    if indices.min() < 0 or indices.max() >= columns:
+        return OUT_OF_RANGE
+    if canonical and nnz > 1:
+        increasing = indices[1:] > indices[:-1]
+        starts = indptr[1:-1]
+        starts = starts[(starts > 0) & (starts < nnz)]
+        increasing[starts - 1] = True  # a row boundary may step down
+        if not increasing.all():
+            return UNORDERED
+    return OK
+
+
+def _csr_violation_detail(code: int, indices: Any, indptr: Any, cols: int) -> str:
+    """The message naming where ``csr_violation``'s ``code`` is broken."""
+    if code == DECREASING:
+        r = _first_false(indptr[1:] >= indptr[:-1])
+        return (f"csr indptr must be non-decreasing: indptr[{r}] = {int(indptr[r])} > "
+                f"indptr[{r + 1}] = {int(indptr[r + 1])}")
+    if code == OUT_OF_RANGE:
         bad = int(((indices < 0) | (indices >= cols)).argmax())
-        raise SparseFormatError(
-            f"csr column index {int(indices[bad])} at position {bad} is out of range [0, {cols})"
-        )
-    if canonical:
-        p = _csr_order_violation(indices, indptr)
-        if p is not None:
-            row = int((indptr <= p).sum()) - 1
-            prev, cur = int(indices[p - 1]), int(indices[p])
-            what = "duplicate" if prev == cur else "unsorted"
-            raise SparseFormatError(
-                f"csr column indices must be sorted and unique within each row: {what} "
-                f"index {cur} after {prev} in row {row}"
-            )
+        return f"csr column index {int(indices[bad])} at position {bad} is out of range [0, {cols})"
+    p = _csr_order_violation(indices, indptr)
+    row = int((indptr <= p).sum()) - 1
+    prev, cur = int(indices[p - 1]), int(indices[p])
+    what = "duplicate" if prev == cur else "unsorted"
+    return (f"csr column indices must be sorted and unique within each row: {what} "
+            f"index {cur} after {prev} in row {row}")
 
 
 def _csr_order_violation(indices: Any, indptr: Any) -> int | None:
-    """Position of the first stored index not above its predecessor in the same row, or None."""
+    """Position of the first stored index not above its predecessor in the same row, or None
+    (where ``csr_violation`` finds UNORDERED)."""
     nnz = indices.shape[0]
     if nnz < 2:
         return None

@@ -113,7 +113,7 @@ def test_the_native_path_hands_bad_structure_to_the_python_handler():
     np.testing.assert_allclose(np.asarray(jax.jit(soj.ops.csr_spmm)(a, x)), m @ x, rtol=1e-12)
 
 
-def test_native_and_python_paths_agree_and_grad_works_through_native():
+def test_native_and_python_paths_agree_and_grad_works_after_native():
     m, a = _csr(np.float64, np.int64, seed=3)
     x = np.random.default_rng(4).standard_normal((20, 4))
     fast = np.asarray(jax.jit(soj.ops.csr_spmm)(a, x))
@@ -131,8 +131,8 @@ def test_native_and_python_paths_agree_and_grad_works_through_native():
 
 def test_native_parallel_driver_forward_and_gradient():
     """A product big enough for the parallel driver (``parallel_worth``) in the cfunc, and
-    X's gradient through the native transpose: SciPy's values, and the same bits as the
-    op's Python path."""
+    X's gradient (the gradient rule, through the Python handler): SciPy's values, and the
+    same bits as the op's Python path."""
     from sparse_ops.sdk.rowkernel import parallel_worth
 
     m, a = _csr(np.float64, np.int32, seed=6, rows=3000, cols=400)
@@ -194,7 +194,7 @@ import sys
 import numpy as np
 from sparse_ops.jax import native_kernel as nk
 for parallel in sys.argv[1:]:
-    nk.serve.compile(nk.signature(np.dtype("float32"), np.dtype("int32"), parallel == "1", False, False))
+    nk.serve.compile(nk.signature(np.dtype("float32"), np.dtype("int32"), parallel == "1", False))
 print("ok")
 """
 
@@ -232,7 +232,7 @@ def test_the_gpu_check_script_passes_on_the_cpu_device():
 
 def test_warmup_jax_compiles_the_native_handlers_a_fresh_process_then_loads(tmp_path):
     """``sparse-ops warmup --jax`` compiles every variant of the native handler's body an op
-    takes (index dtypes, serial and parallel drivers, forward and X's gradient); the next
+    takes (index dtypes, serial and parallel drivers, its plain or row-mean form); the next
     process's first bridged call loads it from the cache and compiles nothing of it."""
     import json
     import os
@@ -242,7 +242,7 @@ def test_warmup_jax_compiles_the_native_handlers_a_fresh_process_then_loads(tmp_
     run = subprocess.run([sys.executable, "-m", "sparse_ops", "warmup", "--jax", "--ops", "csr_spmm", "--dtypes",
                           "float32"], env=env, capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stderr
-    assert "ok   jax native handlers: 8 variants" in run.stdout
+    assert "ok   jax native handlers: 4 variants" in run.stdout
     assert "warmed 1 of 1 operators in float32 and the jax native handlers" in run.stdout
     after = json.loads(subprocess.run([sys.executable, "-c", _SERVE_ONCE], env=env, capture_output=True, text=True,
                                       check=True).stdout.splitlines()[-1])
@@ -254,10 +254,11 @@ def test_native_warm_compiles_only_what_the_native_path_serves():
 
     assert native.warm(["abs", "elemwise_add"]) == []
     assert native.warm("csr_spmm", "float32") == native.warm(["csr_spmm"], ["float32"])  # one name, one dtype
-    assert len(native.warm("csr_spmm", "float32")) == 8
+    assert len(native.warm("csr_spmm", "float32")) == 4
     with pytest.raises(OperatorError, match="no operator named 'csr_spm'"):
         native.warm(["csr_spm"])
-    # sum bags are plain products (and X's gradient), mean bags the row-mean variant
+    # sum bags are plain products, mean bags the row-mean variant
     assert native.warm(["embedding_bag"], ["float64", "int32"]) == [
-        ("float64", i, p) + choice for choice in ((False, False), (True, False), (False, True))
-        for i in ("int32", "int64") for p in (False, True)]
+        ("float64", i, p, mean) for mean in (False, True) for i in ("int32", "int64") for p in (False, True)]
+    # dot's kernel for csr @ dense is marked: its plain form (no transposes) only
+    assert native.warm("dot", "float32") == native.warm("csr_spmm", "float32")

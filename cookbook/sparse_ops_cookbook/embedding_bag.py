@@ -9,6 +9,7 @@ present in some bag, so a sparse optimizer touches only those rows.
 from __future__ import annotations
 
 import sparse_ops as so
+from sparse_ops.sdk.csr import runs_csr_dense
 
 from ._common import BOTH, backend, check_floats, dense_operand, matrix, spmm_t
 
@@ -51,6 +52,7 @@ class EmbeddingBag(so.Op):
         return [check_floats(bags=bags, weight=weight)]
 
     @so.kernel(device=BOTH, stypes=("csr", "*"))
+    @runs_csr_dense(lambda op: op.mode == "mean")  # JAX's native handler may run it
     def csr(self, ctx, bags, weight, out):
         backend(ctx).spmm(ctx, bags.indptr, bags.indices, bags.data, dense_operand(ctx, weight),
                           self.mode == "mean", out.data)

@@ -12,6 +12,7 @@ Each gradient is made of these four operators, so second derivatives come for fr
 from __future__ import annotations
 
 import sparse_ops as so
+from sparse_ops.sdk.csr import runs_csr_dense
 
 from ._common import BOTH, backend, check_floats, dense_operand, matrix, sample_values, spmm_t
 
@@ -52,6 +53,7 @@ class CsrSpmm(so.Op):
         return ["default"]
 
     @so.kernel(device=BOTH, stypes=_CSR_ANY)
+    @runs_csr_dense(lambda op: False)  # JAX's native handler may run it (sparse_grad changes the gradient only)
     def csr(self, ctx, a, x, out):
         backend(ctx).spmm(ctx, a.indptr, a.indices, a.data, dense_operand(ctx, x), False, out.data)
 

@@ -256,10 +256,7 @@ def _apply_bwd(res: tuple, cots: tuple) -> tuple:
         cot_values.append(c)
     gspec = spec.grad_spec(needs)
     types = [jax.ShapeDtypeStruct(*lay.part_shapes()[0]) for lay, need in zip(spec.ins, needs) if need]
-    from . import native
-
-    tname = native.grad_target_for(gspec) or target(spec.name, grad=True)
-    call = jax.ffi.ffi_call(tname, types, vmap_method="sequential")
+    call = jax.ffi.ffi_call(target(spec.name, grad=True), types, vmap_method="sequential")
     got = list(_first_order(spec.label, call, np.int64(gspec.id))(*values, *outs, *cot_values))
     it = iter(got)
     for slot, need in zip(_value_slots(spec.ins), needs):
@@ -366,7 +363,6 @@ def explain(name: str, *args: Any, **params: Any) -> dict[str, Any]:
         "handler": nat["handler"] if nat else ("python: ctypes FFI handler (GIL taken), NumPy views of XLA's "
                                                "buffers, the sparse-ops invoke path"),
         "gradient": (f"custom_vjp: FFI target sparse_ops_{name}_grad runs {spec.opdef.name}'s gradient rule"
-                     if spec.opdef.differentiable else "none (the op declares no gradient)")
-        + (f"; {nat['gradient']}" if nat and nat.get("gradient") else ""),
+                     if spec.opdef.differentiable else "none (the op declares no gradient)"),
         "batching": "vmap_method='sequential': a loop over the batch in the compiled program",
     }

@@ -19,11 +19,12 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..boundary import FULL, OURS, admit
 from ..bridging import PARTS, aligned, arg_names, framework_gradient
 from ..device import Device
 from ..dispatch import plan_for
 from ..errors import OperatorError
-from ..ndarray import CSRNDArray, NDArray, RowSparseNDArray
+from ..ndarray import NDArray
 from ..tape import _scope
 from . import ffi
 from .spec import ArgLayout, CallSpec, GradSpec, JaxBridgeError, lookup
@@ -41,30 +42,26 @@ def _label(frame: ffi.CallFrame) -> str:
 # ---- containers over buffers ------------------------------------------------------------------
 def containers(layouts: Sequence[ArgLayout], parts: Sequence[Any], device: Device, check: bool = True,
                names: Sequence[str] = ()) -> list:
-    """Our containers over component arrays laid out as ``layouts`` (padding trimmed)."""
+    """Our containers over component arrays laid out as ``layouts`` (capacity padding
+    trimmed), through the boundary's full check unless ``check`` is False (our own outputs)."""
     out, k = [], 0
     for i, lay in enumerate(layouts):
         name = names[i] if i < len(names) else f"input {i}"
+        n = PARTS[lay.stype]
         try:
-            if lay.stype == "default":
-                out.append(NDArray(parts[k], device))
-            elif lay.stype == "csr":
-                data, indices, indptr = parts[k:k + 3]
-                nnz = int(indptr[-1]) if indptr.shape[0] else 0  # entries past it: padding
-                if not 0 <= nnz <= data.shape[0]:
-                    raise ValueError(f"indptr[-1] = {nnz} is outside 0..{data.shape[0]} (the stored values)")
-                cls = CSRNDArray if check else CSRNDArray._trusted
-                out.append(cls(data[:nnz], indices[:nnz], indptr, lay.shape, device))
-            else:
-                values, indices = parts[k:k + 2]
-                nnz = int((indices < lay.shape[0]).sum())  # padding rows carry the index shape[0]
-                cls = RowSparseNDArray if check else RowSparseNDArray._trusted
-                out.append(cls(values[:nnz], indices[:nnz], lay.shape, device))
-        except OperatorError as exc:
+            p = list(parts[k:k + n])
+            if lay.stype == "csr":
+                nnz = int(p[2][-1]) if p[2].shape[0] else 0  # entries past it: padding
+                if not 0 <= nnz <= p[0].shape[0]:
+                    raise ValueError(f"indptr[-1] = {nnz} is outside 0..{p[0].shape[0]} (the stored values)")
+                p[0], p[1] = p[0][:nnz], p[1][:nnz]
+            elif lay.stype == "row_sparse":
+                nnz = int((p[1] < lay.shape[0]).sum())  # padding rows carry the index shape[0]
+                p[0], p[1] = p[0][:nnz], p[1][:nnz]
+            out.append(admit(lay.stype, p, lay.shape, device, FULL if check else OURS))
+        except (OperatorError, TypeError, ValueError) as exc:
             raise JaxBridgeError(f"argument {name!r} ({lay.stype}): {exc}") from exc
-        except (TypeError, ValueError) as exc:
-            raise JaxBridgeError(f"argument {name!r} ({lay.stype}): {exc}") from exc
-        k += PARTS[lay.stype]
+        k += n
     return out
 
 

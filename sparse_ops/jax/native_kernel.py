@@ -18,9 +18,10 @@ import numpy as np
 from numba import types
 from numba.extending import intrinsic
 
+from .. import validation
 from ..kernels import jit
 from ..sdk import csr_cpu
-from ..sdk.csr import _counting_sort_kernel, _mean_row
+from ..sdk.csr import _mean_row
 from . import ffi
 
 _W = {k: v // 8 for k, v in ffi.OFFSETS.items()}  # the frame's fields as 64-bit word positions
@@ -30,7 +31,7 @@ _DATA, _DIMS = _W["buffer.data"], _W["buffer.dims"]
 _EXECUTE = ffi.STAGE_EXECUTE
 
 _serial, _split, _bounds = csr_cpu.csr_dense_rows, csr_cpu.csr_dense_parallel, csr_cpu.balanced_bounds
-_transpose = _counting_sort_kernel()
+_violation, _OK = numba.njit(validation.csr_violation), validation.OK  # the containers' own csr check
 _row_means = _mean_row.drivers().cpu_serial
 
 DONE, FALLBACK = 0, 1
@@ -70,29 +71,29 @@ def _buffer(table, i):
     return b[_DATA], _words(b[_DIMS], 2)
 
 
-def signature(vdtype: np.dtype, idtype: np.dtype, parallel: bool, mean: bool, grad: bool) -> tuple:
+def signature(vdtype: np.dtype, idtype: np.dtype, parallel: bool, mean: bool) -> tuple:
     """``serve``'s argument types in the variant a cfunc of ``native.py`` calls: the dtype
     carriers are constants of the cfunc (read-only arrays), the choices literals."""
     carrier = lambda dt: types.Array(numba.from_dtype(np.dtype(dt)), 1, "C", readonly=True)
     return (types.int64, carrier(vdtype), carrier(idtype),
-            types.literal(bool(parallel)), types.literal(bool(mean)), types.literal(bool(grad)), types.int64)
+            types.literal(bool(parallel)), types.literal(bool(mean)), types.int64)
 
 
 @jit()
-def serve(frame, values, index, parallel, mean, grad, threads):
-    """Run the call in XLA's frame at address ``frame``: ``DONE``, or ``FALLBACK`` when the
-    Python handler must take it (the metadata query, another stage, a malformed csr).
+def serve(frame, values, index, parallel, mean, threads):
+    """Run the call in XLA's frame at address ``frame`` (arguments: A's three parts, X;
+    result: A @ X, with each row's mean when ``mean``): ``DONE``, or ``FALLBACK`` when the
+    Python handler must take it (the metadata query, another stage, a csr the containers'
+    check refuses, which the handler then reports).
 
-    ``values`` and ``index`` (empty arrays) give the dtypes; ``grad``: the frame holds X's
-    gradient A.T @ G (arguments: A's three parts, X, the output, its cotangent G), else
-    A @ X (A's parts, X), with each row's mean when ``mean``. ``parallel``: the prange
+    ``values`` and ``index`` (empty arrays) give the dtypes. ``parallel``: the prange
     driver, split for ``threads`` numba threads as the cpu kernel's own parallel driver
     splits (the caller asks numba: its thread count is not a constant of the cache)."""
     tasks = max(1, threads) * csr_cpu.TASKS_PER_THREAD
     f = _words(frame, 16)
     if f[_EXT] != 0 or (f[_STAGE] & 0xFFFFFFFF) != _EXECUTE:
         return FALLBACK
-    args = _words(f[_ARGS], 6 if grad else 4)
+    args = _words(f[_ARGS], 4)
     rets = _words(f[_RETS], 1)
     p_data, d_data = _buffer(args, 0)
     p_ind, _ = _buffer(args, 1)
@@ -103,38 +104,18 @@ def serve(frame, values, index, parallel, mean, grad, threads):
     data = numba.carray(as_ptr(p_data), nse, values.dtype)
     indices = numba.carray(as_ptr(p_ind), nse, index.dtype)
     indptr = numba.carray(as_ptr(p_ptr), rows + 1, index.dtype)
-    if indptr[0] != 0 or indptr[rows] > nse:
+    if indptr[0] != 0 or not 0 <= indptr[rows] <= nse:  # the entries past indptr[-1]: capacity padding
         return FALLBACK
-    for r in range(rows):  # the container's rule: indptr monotone, each row's columns sorted, unique, in range
-        if indptr[r + 1] < indptr[r]:
-            return FALLBACK
-        prev = -1
-        for j in range(indptr[r], indptr[r + 1]):
-            if indices[j] <= prev or indices[j] >= m:
-                return FALLBACK
-            prev = indices[j]
-    if grad:
-        p_g, _ = _buffer(args, 5)
-        g = numba.carray(as_ptr(p_g), (rows, k), values.dtype)
-        out = numba.carray(as_ptr(p_out), (m, k), values.dtype)
-        nnz = indptr[rows]
-        t_indptr = np.empty(m + 1, index.dtype)
-        t_indices = np.empty(nnz, index.dtype)
-        t_data = np.empty(nnz, values.dtype)
-        _transpose(m, indptr, indices[:nnz], data[:nnz], t_indptr, t_indices, t_data)
-        if m > 0 and k > 0:
-            if parallel:
-                _split(t_indptr, t_indices, t_data, g, out, _bounds(t_indptr, tasks))
-            else:
-                _serial(t_indptr, t_indices, t_data, g, out, 0, m)
-    else:
-        x = numba.carray(as_ptr(p_x), (m, k), values.dtype)
-        out = numba.carray(as_ptr(p_out), (rows, k), values.dtype)
-        if rows > 0 and k > 0:
-            if parallel:
-                _split(indptr, indices, data, x, out, _bounds(indptr, tasks))
-            else:
-                _serial(indptr, indices, data, x, out, 0, rows)
-            if mean:
-                _row_means(0, rows, indptr, out)
+    nnz = indptr[rows]
+    if _violation(indices[:nnz], indptr, m, True) != _OK:
+        return FALLBACK
+    x = numba.carray(as_ptr(p_x), (m, k), values.dtype)
+    out = numba.carray(as_ptr(p_out), (rows, k), values.dtype)
+    if rows > 0 and k > 0:
+        if parallel:
+            _split(indptr, indices, data, x, out, _bounds(indptr, tasks))
+        else:
+            _serial(indptr, indices, data, x, out, 0, rows)
+        if mean:
+            _row_means(0, rows, indptr, out)
     return DONE

@@ -340,6 +340,7 @@ class Dot(Op):
         _emit_dense(ctx, out, result)
 
     @kernel(device="cpu", stypes=[("csr", "default"), ("csr", "row_sparse")])
+    @sdk_csr.runs_csr_dense(lambda op: None if op.transpose_a or op.transpose_b else False)
     def csr_lhs(self, ctx, lhs, rhs, out):
         if lhs.data.dtype != rhs.data.dtype:  # mixed dtypes: the kernels take one
             lhs, rhs = _promoted(out, lhs, rhs)

@@ -30,7 +30,7 @@ from ..bridging import BoundedCache, BridgedTable, arg_names, param_key
 from ..dispatch import _infer
 from ..errors import OperatorError
 from ..ndarray import STYPES
-from .convert import TorchBridgeError, components, numpy_dtype
+from .convert import TorchBridgeError, coalesced, components, numpy_dtype
 from .convert import _VALUE_TORCH_DTYPES as _VALUE_DTYPES
 from .library import BridgeError, EagerAutograd, Overload, _instance, encode_params, forget, overload_for, run_dense
 from .structure import CSRParts, RowSparseParts, assemble_csr, assemble_rows, rows_values
@@ -286,8 +286,7 @@ def _split(a: Any, updated: bool = False) -> tuple[str, list, tuple]:
     elif not isinstance(a, torch.Tensor):
         raise TorchBridgeError(f"expected a torch.Tensor (or CSRParts / RowSparseParts), got a {type(a).__name__}")
     elif a.layout == torch.sparse_coo and a.sparse_dim() == 1:
-        if not a.is_coalesced():
-            a = a.coalesce()  # a copy, as from_torch does
+        a = coalesced(a)  # a copy when not coalesced, as from_torch makes
         st, parts, shape = "row_sparse", [rows_values(a), a._indices()[0]], tuple(a.shape)
     else:
         st, parts, shape = components(a, "sparse_ops.torch")

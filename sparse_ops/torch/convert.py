@@ -41,8 +41,10 @@ import numpy as np
 import torch
 
 from .. import device as _dev
+from ..boundary import DEFERRED, admit, coo_rows
 from ..dtypes import VALUE_DTYPES, not_held
-from ..ndarray import CSRNDArray, NDArray, RowSparseNDArray
+from ..errors import SparseFormatError
+from ..ndarray import NDArray
 
 _TO_TORCH_DTYPE = {
     np.dtype(np.float16): torch.float16, np.dtype(np.float32): torch.float32,
@@ -174,6 +176,9 @@ def components(t: torch.Tensor, what: str = "from_torch") -> tuple[str, tuple[to
     """(storage type, component tensors, shape) of a tensor: dense ``(t,)``, csr
     ``(values, indices, indptr)``, row_sparse ``(values, row indices)``. Shares memory
     except for the documented copies (coalescing, contiguity)."""
+    if t.is_nested:
+        raise TorchBridgeError(f"{what}: nested tensors have no sparse-ops storage type; pad them first, "
+                               "e.g. with t.to_padded_tensor(0)")
     layout = t.layout
     if layout == torch.strided:
         if not t.is_contiguous():
@@ -188,10 +193,19 @@ def components(t: torch.Tensor, what: str = "from_torch") -> tuple[str, tuple[to
     if layout == torch.sparse_coo:
         if t.sparse_dim() != 1:
             raise _layout_refusal(t, what)
-        if not t.is_coalesced():
-            t = t.coalesce()  # a copy: sorted, duplicates summed
+        t = coalesced(t)
         return "row_sparse", (t._values(), t._indices()[0]), tuple(t.shape)
     raise _layout_refusal(t, what)
+
+
+def coalesced(t: torch.Tensor) -> torch.Tensor:
+    """A COO tensor with ``sparse_dim == 1`` coalesced (a copy: sorted, duplicates summed),
+    its row indices checked first (``boundary.coo_rows``): torch checks none by default and
+    corrupts its heap coalescing a negative one (a common padding id)."""
+    if t.is_coalesced():
+        return t
+    coo_rows(array_of(t._indices()[0]), t.shape[0])
+    return t.coalesce()
 
 
 def array_from_components(stype: str, parts: tuple[torch.Tensor, ...], shape: tuple[int, ...]) -> NDArray:
@@ -200,16 +214,8 @@ def array_from_components(stype: str, parts: tuple[torch.Tensor, ...], shape: tu
     read every index, and the first use reads them anyway)."""
     if parts[0].dtype not in _VALUE_TORCH_DTYPES:
         numpy_dtype(parts[0].dtype)  # raises, naming the dtype
-    dev = device_of(parts[0])
     arrays = [array_of(p if p.is_contiguous() else p.contiguous()) for p in parts]
-    if stype == "default":
-        return NDArray(arrays[0], dev)
-    if stype == "csr":
-        x = CSRNDArray(arrays[0], arrays[1], arrays[2], shape, dev, check=False)
-    else:
-        x = RowSparseNDArray(arrays[0], arrays[1], shape, dev, check=False)
-    x.check_format(full_check=False)
-    return x
+    return admit(stype, arrays, shape, device_of(parts[0]), DEFERRED)
 
 
 def from_torch(t: torch.Tensor) -> NDArray:
@@ -222,5 +228,8 @@ def from_torch(t: torch.Tensor) -> NDArray:
     outside torch's autograd (the memory is shared, the history is not): call ``sparse_ops.torch.ops.<name>`` on tensors to stay differentiable."""
     if not isinstance(t, torch.Tensor):
         raise TorchBridgeError(f"from_torch takes a torch.Tensor, got a {type(t).__name__}")
-    stype, parts, shape = components(t)
-    return array_from_components(stype, parts, shape)
+    try:
+        stype, parts, shape = components(t)
+        return array_from_components(stype, parts, shape)
+    except SparseFormatError as exc:
+        raise SparseFormatError(f"from_torch: {exc}") from None

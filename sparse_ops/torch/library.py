@@ -42,7 +42,8 @@ from ..bridging import register_param_type
 from ..device import Device, as_device
 from ..dispatch import _infer, plan_for
 from ..errors import OperatorError
-from ..ndarray import CSRNDArray, NDArray, RowSparseNDArray
+from ..boundary import FULL, OURS, admit
+from ..ndarray import NDArray
 from ..tape import _scope, _state
 from .convert import _VALUE_TORCH_DTYPES, array_of, device_of, numpy_dtype, sparse_rows, tensor_of, torch_device, torch_dtype
 
@@ -244,30 +245,23 @@ def _dense(t: torch.Tensor, dev: Device | None = None) -> NDArray:
 
 
 def inputs_of(ov: Overload, args: Sequence[Any], check: bool = True) -> tuple[list[NDArray], int]:
-    """Our containers over the component arguments of ``ov`` (validated unless ``check`` is
-    False) and the position after them."""
+    """Our containers over the component arguments of ``ov`` (validated by the boundary's
+    full check unless ``check`` is False: components our own calls made) and the position
+    after them."""
     arrays, k = [], 0
     for st, name in zip(ov.in_stypes, ov.names):
+        n = PARTS[st]
         try:
             if st == "default":
                 arrays.append(_dense(args[k]))
-                k += 1
-            elif st == "csr":
-                v, i, p, shape = args[k:k + 4]
-                k += 4
-                dev = device_of(v)
-                parts = [array_of(x if x.is_contiguous() else x.contiguous()) for x in (v, i, p)]
-                cls = CSRNDArray if check else CSRNDArray._trusted
-                arrays.append(cls(parts[0], parts[1], parts[2], tuple(int(s) for s in shape), dev))
             else:
-                v, i, shape = args[k:k + 3]
-                k += 3
-                dev = device_of(v)
-                parts = [array_of(x if x.is_contiguous() else x.contiguous()) for x in (v, i)]
-                cls = RowSparseNDArray if check else RowSparseNDArray._trusted
-                arrays.append(cls(parts[0], parts[1], tuple(int(s) for s in shape), dev))
+                tensors, shape = args[k:k + n], tuple(int(s) for s in args[k + n])
+                parts = [array_of(x if x.is_contiguous() else x.contiguous()) for x in tensors]
+                arrays.append(admit(st, parts, shape, device_of(tensors[0]), FULL if check else OURS))
+                k += 1  # the shape
         except (TypeError, ValueError) as exc:
             raise BridgeError(f"{ov.opdef.label}: argument {name!r} ({st}): {exc}") from exc
+        k += n
     return arrays, k
 
 
@@ -470,12 +464,9 @@ def _out_arrays(ov: Overload, outs: Sequence[torch.Tensor], shapes: Sequence[tup
     for st, shape in zip(ov.out_stypes, shapes):
         if st == "default":
             arrays.append(_dense(outs[k]))
-        elif st == "csr":
-            v, i, p = (array_of(t) for t in outs[k:k + 3])
-            arrays.append(CSRNDArray._trusted(v, i, p, tuple(shape), device_of(outs[k])))
         else:
-            v, i = (array_of(t) for t in outs[k:k + 2])
-            arrays.append(RowSparseNDArray._trusted(v, i, tuple(shape), device_of(outs[k])))
+            parts = [array_of(t) for t in outs[k:k + PARTS[st]]]
+            arrays.append(admit(st, parts, tuple(shape), device_of(outs[k]), OURS))
         k += PARTS[st]
     return arrays
 
