@@ -287,7 +287,7 @@ def _declared_gradient(opdef: OpDef, inputs: list, params: dict[str, Any], rng: 
     plan = make_plan(opdef, inst, inputs)
     if seeded:
         _reseed()
-    outputs = plan.run(inputs)  # every output, hidden ones (e.g. Dropout's mask) too
+    outputs = plan.execute(inputs)  # every output, hidden ones (e.g. Dropout's mask) too
     # heads are zero where an output is not finite (1/x at a sparse zero): those entries stay
     # infinite under any perturbation and would make every difference nan
     if heads is None:
@@ -574,7 +574,7 @@ class _SampleCheck:
     def execute(self, plan: Any, xs: list) -> list:
         if self.seeded:
             _reseed()
-        return plan.run(xs)
+        return plan.execute(xs)
 
     def fail(self, check: str, message: str) -> None:
         self.sample.add(check, FAILED, message)

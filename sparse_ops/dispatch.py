@@ -35,10 +35,16 @@ class InferenceError(OperatorError, ValueError):
 class Plan:
     """Everything decided for one input signature, and how to run it.
 
-    ``run(inputs, out, req)`` runs the kernel and returns every output (visible and hidden);
-    ``call(inputs, out, req)`` is the whole operator call: run, record on the tape when
+    ``execute(inputs, out, req)`` is the one way an op runs, on every face (native calls
+    through ``call``; the torch bridge's eager, registered and compiled forms; the JAX
+    Python handler; the MXNet face, C library ops and Dask tasks through ``invoke``): the
+    plan's kernel on its inputs, outputs allocated or taken from ``out``, the checks the
+    plan decided on what the kernel produced; every output (visible and hidden) returned.
+    ``call(inputs, out, req)`` is the native operator call: execute, record on the tape when
     autograd records, return the visible outputs. For a dense kernel on host memory with one
-    output (the most common call of all) ``call`` is a short closure built once per plan.
+    output (the most common call of all) ``call`` is a short closure built once per plan,
+    which skips what that signature makes unnecessary (``out``, sparse outputs, checks of
+    trusted dense results) and nothing else.
     """
 
     __slots__ = ("opdef", "inst", "device", "in_stypes", "out_shapes", "out_dtypes", "out_stypes",
@@ -58,7 +64,7 @@ class Plan:
             "out_dtypes": [np.dtype(d).name for d in self.out_dtypes],
         }
 
-    def run(self, inputs: Sequence[NDArray], out: Any = None, req: str = "write") -> list[NDArray]:
+    def execute(self, inputs: Sequence[NDArray], out: Any = None, req: str = "write") -> list[NDArray]:
         """Run the planned kernel; returns every output (visible and hidden)."""
         device, mode = self.device, self.mode
         if self.mutated:
@@ -119,7 +125,7 @@ class Plan:
                 raise OperatorError(f"{self.opdef.label}: req must be one of {REQS}, got {req!r}")
             if out is not None and req == "null":
                 return out
-        results = self.run(inputs, out, req)
+        results = self.execute(inputs, out, req)
         if _state.recording:
             _record(self, inputs, results)
         return results[0] if self.nvis == 1 else results[:self.nvis]

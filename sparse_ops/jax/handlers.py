@@ -109,9 +109,9 @@ def run_forward(spec: CallSpec, args: Sequence[Any], rets: Sequence[Any], device
     with _scope(False, None):
         if spec.all_dense and device.xp is np:
             outs = [NDArray(r, device) for r in rets]
-            results = plan.run(inputs, outs[:plan.nvis] if plan.nvis > 1 else outs[0])
+            results = plan.execute(inputs, outs[:plan.nvis] if plan.nvis > 1 else outs[0])
         else:
-            results = plan.run(inputs)
+            results = plan.execute(inputs)
     k = 0
     for j, (r, lay) in enumerate(zip(results, spec.outs)):
         n = PARTS[lay.stype]

@@ -325,7 +325,7 @@ def run_dense(ov: Overload, inst: registry.Op, tensors: Sequence[torch.Tensor]) 
         results = [res] if plan.nout == 1 else list(res)
     else:
         with _scope(False, None):
-            results = plan.run(arrays)
+            results = plan.execute(arrays)
     if plan.mode == "fcompute":  # the dense kernel wrote into outputs allocated for it
         return [tensor_of(r._data) for r in results]
     return [tensor_of(p) for p in output_parts(results, arrays, False)]
@@ -373,7 +373,7 @@ def _make_impl(ov: Overload) -> Callable:
                 raise BridgeError(f"{opdef.label}: inferred output storage types {list(plan.out_stypes)}, but "
                                   f"overload {ov.name} returns {expected}")
             with _scope(False, None):
-                results = plan.run(arrays)
+                results = plan.execute(arrays)
             if ov.mutated:
                 _write_back(ov, args, arrays)
             parts = output_parts(results, arrays, plan.mode != "fcompute_ex")
