@@ -1,4 +1,5 @@
-"""What the PyTorch and JAX bridges share: how an array splits into component arrays, the
+"""What the PyTorch and JAX bridges share: how an array splits into component arrays (and
+the capacity a preallocated sparse output reserves), the
 names of a call's inputs, a gradient laid out on its input's components, the call of an
 op's gradient rule from a framework's autograd, and the one encoding of parameters.
 
@@ -26,6 +27,19 @@ from .registry import Op, OpDef, get_op, param_key, subscribe  # noqa: F401  (pa
 from .tape import _scope
 
 PARTS = {"default": 1, "csr": 3, "row_sparse": 2}  # component arrays per storage type
+
+
+def capacity(stype: str, shape: Sequence[int], max_nnz: int | None = None) -> int:
+    """The stored values a framework that preallocates (the JAX bridge: XLA's buffers have
+    static sizes) reserves for a sparse output of ``shape``: its dense bound (rows x columns
+    for csr, rows for row_sparse), capped by ``max_nnz``. Exact integers: a bound past int64
+    is refused, naming ``max_nnz=``, rather than wrapped."""
+    bound = math.prod(int(d) for d in shape) if stype == "csr" else (int(shape[0]) if len(shape) else 0)
+    cap = bound if max_nnz is None else min(int(max_nnz), bound)
+    if cap >= 2**63:
+        raise OperatorError(f"a {stype} output of shape {tuple(shape)} could hold {cap} stored values, more than "
+                            "an index can count; pass max_nnz= (an upper bound of its stored values)")
+    return cap
 
 
 def arg_names(opdef: OpDef, n: int) -> list[str]:

@@ -151,3 +151,19 @@ def test_specs_are_keyed_by_parameter_type_and_value():
     assert str(native.value).split(": ", 1)[-1] in str(bridged.value)
     np.testing.assert_allclose(np.asarray(soj.ops.clip(x, a_min=-np.inf, a_max=np.inf)), [-2.0, 0.5, 3.0])
     assert np.isnan(np.asarray(soj.ops._plus_scalar(x, scalar=float("nan")))).all()
+
+
+def test_a_capacity_past_int64_is_refused_naming_max_nnz_not_wrapped():
+    """A csr output of 2**32 x 2**32 (an empty row_sparse cast to csr) has a dense bound
+    past int64: refused at trace time naming max_nnz= (it wrapped to 0 before); with
+    max_nnz= it traces. Nothing runs."""
+    from sparse_ops.bridging import capacity
+
+    assert capacity("csr", (2**31, 2**31)) == 2**62
+    assert capacity("row_sparse", (7, 3), max_nnz=100) == 7
+    x = RowSparse(jnp.zeros((0, 2**32), jnp.float32), jnp.zeros(0, jnp.int32), (2**32, 2**32))
+    with pytest.raises(JaxBridgeError, match=r"sparse_ops.jax.ops.cast_storage: a csr output of shape "
+                                             r"\(4294967296, 4294967296\) .*pass max_nnz="):
+        jax.eval_shape(lambda x: soj.ops.cast_storage(x, stype="csr"), x)
+    out = jax.eval_shape(lambda x: soj.ops.cast_storage(x, stype="csr", max_nnz=8), x)
+    assert out.data.shape == (8,)

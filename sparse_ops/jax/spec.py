@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from .. import registry
-from ..bridging import PARTS, param_key
+from ..bridging import PARTS, capacity, param_key
 from ..dispatch import _infer
 from ..errors import OperatorError
 
@@ -134,9 +134,7 @@ def _result_layout(stype: str, shape: tuple[int, ...], dtype: np.dtype, max_nnz:
     for csr, rows for row_sparse) unless ``max_nnz`` caps it."""
     if stype == "default":
         return ArgLayout("default", shape, dtype)
-    bound = int(np.prod(shape, dtype=np.int64)) if stype == "csr" else (shape[0] if shape else 0)
-    cap = bound if max_nnz is None else min(int(max_nnz), bound)
-    return ArgLayout(stype, shape, dtype, _index_dtype(), cap)
+    return ArgLayout(stype, shape, dtype, _index_dtype(), capacity(stype, shape, max_nnz))
 
 
 def spec_for(opdef: registry.OpDef, params: dict, ins: tuple[ArgLayout, ...], max_nnz: int | None) -> CallSpec:
@@ -161,10 +159,13 @@ def spec_for(opdef: registry.OpDef, params: dict, ins: tuple[ArgLayout, ...], ma
     if not opdef.variadic and len(ins) != len(opdef.arguments):
         raise JaxBridgeError(f"{label} takes {len(opdef.arguments)} input(s) ({', '.join(opdef.arguments)}), "
                              f"got {len(ins)}")
-    outs = [_result_layout(st, tuple(int(s) for s in shape), np.dtype(dt), max_nnz)
-            for st, shape, dt in zip(stypes, shapes, dtypes)]
     mutated = tuple(opdef.arguments.index(m) for m in opdef.mutate) if not opdef.variadic else ()
-    states = tuple(_result_layout(ins[i].stype, ins[i].shape, ins[i].dtype, max_nnz) for i in mutated)
+    try:
+        outs = [_result_layout(st, tuple(int(s) for s in shape), np.dtype(dt), max_nnz)
+                for st, shape, dt in zip(stypes, shapes, dtypes)]
+        states = tuple(_result_layout(ins[i].stype, ins[i].shape, ins[i].dtype, max_nnz) for i in mutated)
+    except OperatorError as exc:
+        raise JaxBridgeError(f"{label}: {exc}") from None
     spec = CallSpec(_new_id(), opdef, inst, dict(params), tuple(ins), tuple(outs), inst.visible_output_count(),
                     mutated, states)
     with _LOCK:
