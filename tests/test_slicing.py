@@ -69,3 +69,42 @@ def test_retain_accepts_containers_and_refuses_floats():
     np.testing.assert_array_equal(r.indices, [1, 3])
     with pytest.raises(TypeError, match="integer row ids"):
         x.retain(np.array([1.0]))
+
+
+def _rsp_sample(seed: int, n: int):
+    rng = np.random.default_rng(seed)
+    d = rng.standard_normal((n, 3)).astype(np.float32)
+    d[rng.random(n) < 0.5] = 0  # about half the rows not stored
+    return d, so.array(d).tostype("row_sparse")
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_row_sparse_indexing_is_numpys_on_the_array_not_on_the_stored_rows(seed):
+    d, x = _rsp_sample(seed, 7)
+    for i in range(-7, 7):  # a row: dense, zeros where not stored
+        got = x[i]
+        assert got.stype == "default" and got.shape == (3,)
+        np.testing.assert_array_equal(got.asnumpy(), d[i])
+    for key in [slice(a, b, c) for a in (None, 0, 2, -1, 9) for b in (None, 1, 5, -2) for c in (None, 1, 2, -1, -3)]:
+        got = x[key]  # a slice keeps row_sparse, the stored rows renumbered
+        assert got.stype == "row_sparse"
+        got.check_format()
+        np.testing.assert_array_equal(got.asnumpy(), d[key])
+    ids = np.array([0, 6, -1, 3, 3])
+    np.testing.assert_array_equal(x[ids].asnumpy(), d[ids])
+    np.testing.assert_array_equal(x[so.array(ids)].asnumpy(), d[ids])
+    np.testing.assert_array_equal(x[2:, 1:].asnumpy(), d[2:, 1:])
+    assert float(x[3, 2].asnumpy()) == d[3, 2]
+    assert x[:] is x  # as MXNet
+
+
+def test_row_sparse_indexing_refuses_what_numpy_refuses():
+    d, x = _rsp_sample(0, 5)
+    with pytest.raises(IndexError, match="row 5 is out of range for a row_sparse array with 5 rows"):
+        x[5]
+    with pytest.raises(IndexError, match=r"row ids must lie in \[-5, 5\)"):
+        x[np.array([0, -6])]
+    with pytest.raises(IndexError, match="integer row ids"):
+        x[np.array([True, False, True, False, True])]
+    with pytest.raises(IndexError, match="indexed by ints, slices and integer arrays"):
+        x[np.array([0.5])]

@@ -337,6 +337,77 @@ class RowSparseNDArray(BaseSparseNDArray):
     def _check_parts(self, shape: tuple[int, ...], full: bool) -> None:
         check_row_sparse(self._data, self._indices, shape, full=full)
 
+    def __getitem__(self, key: Any) -> NDArray:
+        """Rows of the array (not of the stored rows), NumPy's rules on the first axis:
+        ``x[i]`` is row i as a dense array (a copy; zeros where no row is stored);
+        ``x[i:j:k]`` a row_sparse array of those rows (``x[:]`` is ``x``, as in MXNet); an
+        integer array (or NDArray) of row ids gives those rows, dense. A tuple indexes the
+        rows first, then the rest of the result (densified)."""
+        if isinstance(key, tuple):
+            head = self[key[0]] if key else self
+            rest = key[1:]
+            if not rest:
+                return head
+            if head.stype != "default":
+                return head.tostype("default")[(slice(None), *rest)]
+            return head[rest]
+        if key is Ellipsis or isinstance(key, slice) and key == slice(None):
+            return self
+        rows = self.shape[0]
+        if isinstance(key, slice):
+            return self._row_range(*key.indices(rows))
+        try:
+            i = operator.index(key)
+        except TypeError:
+            return self._gather(key)
+        if not -rows <= i < rows:
+            raise IndexError(f"row {i} is out of range for a row_sparse array with {rows} rows")
+        return self._gather(i % rows)
+
+    def _row_range(self, start: int, stop: int, step: int) -> "RowSparseNDArray":
+        """Rows ``range(start, stop, step)``: the stored ones among them, renumbered."""
+        xp, idx = self._device.xp, self._indices
+        count = len(range(start, stop, step))
+        if step > 0:
+            last = start + max(count - 1, 0) * step  # the highest row taken
+            lo, hi = (int(v) for v in xp.searchsorted(idx, xp.asarray([start, last + 1])))
+            if count == 0:
+                lo = hi
+            rows, data = idx[lo:hi] - start, self._data[lo:hi]
+            if step > 1:
+                keep = rows % step == 0
+                rows, data = rows[keep] // step, data[keep]
+        else:
+            last = start + (count - 1) * step  # the lowest row taken
+            lo, hi = (int(v) for v in xp.searchsorted(idx, xp.asarray([last, start + 1])))
+            if count == 0:
+                lo = hi
+            offset = start - idx[lo:hi]
+            keep = offset % -step == 0
+            rows, data = (offset[keep] // -step)[::-1], self._data[lo:hi][keep][::-1]
+        return RowSparseNDArray._trusted(xp.ascontiguousarray(data), rows.astype(idx.dtype, copy=False),
+                                         (count, *self._shape[1:]), self._device)
+
+    def _gather(self, key: Any) -> NDArray:
+        """Rows ``key`` (an int or integer array), dense: stored values where stored, zeros
+        elsewhere."""
+        xp, idx, rows = self._device.xp, self._indices, self._shape[0]
+        ids = key._data if isinstance(key, NDArray) and key.stype == "default" else key
+        ids = _dev.on_device(xp.asarray(ids), self._device)
+        if ids.dtype.kind == "b":
+            raise IndexError("row_sparse arrays take integer row ids; turn a mask into ids with nonzero()")
+        if ids.dtype.kind not in "iu":
+            raise IndexError(f"row_sparse arrays are indexed by ints, slices and integer arrays, got {key!r}")
+        if ids.size and (int(ids.min()) < -rows or int(ids.max()) >= rows):
+            raise IndexError(f"row ids must lie in [-{rows}, {rows}) for a row_sparse array with {rows} rows")
+        ids = xp.where(ids < 0, ids + rows, ids)
+        out = xp.zeros((*ids.shape, *self._shape[1:]), dtype=self._data.dtype)
+        if idx.shape[0]:
+            pos = xp.minimum(xp.searchsorted(idx, ids), idx.shape[0] - 1)
+            found = idx[pos] == ids
+            out[found] = self._data[pos[found]]
+        return NDArray(out, self._device)
+
     def retain(self, row_ids: Any) -> "RowSparseNDArray":
         """A row_sparse array keeping only the stored rows whose index is in ``row_ids``."""
         xp = self._device.xp
