@@ -176,8 +176,8 @@ def parse_lines(b, num_cols, labels, row_len, row_line, idx, val, fallback, stat
             k = 0
             q = p
             while q < n and 48 <= b[q] <= 57:
-                if k <= num_cols:
-                    k = k * 10 + (b[q] - 48)
+                d = b[q] - 48
+                k = num_cols if k > (num_cols - d) // 10 else k * 10 + d  # at num_cols: out of range, never wraps
                 q += 1
             if q == p or q >= n or b[q] != 58:
                 # not digits then ':' -- say why

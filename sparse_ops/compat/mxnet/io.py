@@ -22,6 +22,7 @@ refuses it for sparse data); csr inputs of ``NDArrayIter`` take every
 from __future__ import annotations
 
 import os
+import re
 from collections import OrderedDict, namedtuple
 from typing import Any
 
@@ -183,11 +184,20 @@ def _fail(path: str, line: int, what: str) -> LibSVMFormatError:
     return LibSVMFormatError(f"LibSVMIter: {path}, line {line}: {what}")
 
 
+_TOKEN_END = re.compile(rb"[ \t\r\n]")
+_QUOTED = 40  # characters of a bad token an error quotes
+
+
 def _token(chunk: bytes, pos: int) -> str:
-    end = pos
-    while end < len(chunk) and chunk[end:end + 1] not in (b" ", b"\t", b"\r", b"\n"):
-        end += 1
-    return chunk[pos:end].decode(errors="replace")
+    """The token at ``pos`` for an error message: its first characters, marked when cut."""
+    return _quoted(chunk[pos:pos + _QUOTED + 1])
+
+
+def _quoted(text: bytes) -> str:
+    m = _TOKEN_END.search(text)
+    text = text[:m.start()] if m else text
+    cut = len(text) > _QUOTED
+    return text[:_QUOTED].decode(errors="replace") + ("..." if cut else "")
 
 
 def _parse_chunk(path: str, chunk: bytes, first_line: int, num_cols: int, what: str):
@@ -221,7 +231,8 @@ def _parse_chunk(path: str, chunk: bytes, first_line: int, num_cols: int, what: 
         if code == K.BAD_LABEL:
             raise _fail(path, line, f"token {tok!r} is not a label (label or label:weight)")
         if code == K.BAD_INDEX and detail >= 0:
-            raise _fail(path, line, f"{what} index {detail} is not an integer in [0, {num_cols}) "
+            index = tok.split(":", 1)[0]
+            raise _fail(path, line, f"{what} index {index} is not an integer in [0, {num_cols}) "
                         f"(indices are zero-based; the shape gives {num_cols} columns)")
         if code == K.BAD_INDEX:
             raise _fail(path, line, f"the index of {tok!r} is not a non-negative integer")
@@ -237,7 +248,7 @@ def _parse_chunk(path: str, chunk: bytes, first_line: int, num_cols: int, what: 
             v = float(text)
         except ValueError:
             line = first_line + chunk.count(b"\n", 0, start)
-            raise _fail(path, line, f"{text.decode(errors='replace')!r} is not a number") from None
+            raise _fail(path, line, f"{_quoted(text)!r} is not a number") from None
         kind, i = divmod(slot, 2 ** 40)
         with np.errstate(over="ignore"):  # beyond float32: inf, as a float32 cast gives
             (labels if kind == K.FB_LABEL else val)[i] = v
