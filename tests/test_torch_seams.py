@@ -437,25 +437,3 @@ def test_compiled_backward_of_a_reduction(op, scale):
     f(x).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), np.full((3, 4), 2.0 * scale))
 
-
-@pytest.mark.parametrize("bad_row", [-1, 5, -(2**40)])
-def test_coo_rows_outside_the_array_are_refused_before_torch_coalesces_them(bad_row):
-    """torch checks no COO index by default and corrupts its heap coalescing a negative one:
-    the boundary checks the rows first, for from_torch and for a bridged op alike."""
-    t = torch.sparse_coo_tensor(torch.tensor([[bad_row, 2, 2]]), torch.ones(3, 3), (5, 3))
-    with pytest.raises(so.SparseFormatError, match=rf"from_torch: COO row index {bad_row} at position 0 is out of "
-                                                   r"range \[0, 5\)"):
-        st.from_torch(t)
-    with pytest.raises(st.BridgeError, match=rf"sparse_ops.torch.ops.sum: argument 'data': COO row index {bad_row}"):
-        st.ops.sum(t)
-    good = torch.sparse_coo_tensor(torch.tensor([[3, 1, 3]]), torch.ones(3, 3), (5, 3))  # uncoalesced, in range
-    np.testing.assert_array_equal(st.from_torch(good).asnumpy(), good.to_dense().numpy())
-    assert float(st.ops.sum(good)) == 9.0
-
-
-def test_nested_tensors_are_refused_naming_the_layout():
-    nt = torch.nested.nested_tensor([torch.ones(2), torch.ones(3)])
-    with pytest.raises(st.TorchBridgeError, match="from_torch: nested tensors have no sparse-ops storage type"):
-        st.from_torch(nt)
-    with pytest.raises(st.BridgeError, match="nested tensors have no sparse-ops storage type"):
-        st.ops.sum(nt)

@@ -233,3 +233,5 @@ def from_torch(t: torch.Tensor) -> NDArray:
         return array_from_components(stype, parts, shape)
     except SparseFormatError as exc:
         raise SparseFormatError(f"from_torch: {exc}") from None
+    except TorchBridgeError as exc:  # layouts are named with the prefix already
+        raise TorchBridgeError(str(exc) if str(exc).startswith("from_torch") else f"from_torch: {exc}") from None
