@@ -94,7 +94,8 @@ def rng():
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """After a run that included tests/matrix: the op x face matrix (per face: pass, declared
-    unsupported, FAIL; every failure), and, when ``SPARSE_OPS_MATRIX_TABLE`` names a file, the
+    unsupported, FAIL; every failure; how many ops ran torch.compile at two sizes, and why the
+    others did not), and, when ``SPARSE_OPS_MATRIX_TABLE`` names a file, the
     whole matrix written there as a Markdown table for the docs."""
     import sys
 
@@ -111,6 +112,13 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     for (op, face), cell in sorted(cells.items()):
         if cell.startswith("FAIL"):
             tr.write_line(f"  FAIL {op} / {face}: {cell[6:]}")
+    if hasattr(matrix, "two_sizes") and any(f == "torch.compile" for _, f in cells):
+        head, others = matrix.two_sizes()
+        tr.write_line(head)
+        if others:
+            tr.write_line(f"  not at a second size ({len(others)}):")
+            for op, why in others:
+                tr.write_line(f"    {op}: {why}")
     path = os.environ.get("SPARSE_OPS_MATRIX_TABLE")
     if path:
         with open(path, "w") as fh:

@@ -8,6 +8,10 @@ values of mutated inputs, and the gradient of ``L = sum_j <dense(out_j), W_j>`` 
 float input, laid out on the input's components (dense, or one value per stored value of
 a sparse input), ``None`` for inputs that get none. A cell is ``pass``, ``declared: why``
 (``sparse_ops.faces``: what ``explain`` shows) or ``FAIL: what``.
+
+The torch.compile face compiles the op once (``dynamic=True``) and calls it at the sample's
+size and at a smaller one (``second_size``): ``SECOND_SIZE`` records how each op went there
+and the summary (``two_sizes``) lists the ops without one and why.
 """
 from __future__ import annotations
 
@@ -180,12 +184,166 @@ def smaller_batch(opdef: registry.OpDef, xs: list, params: dict) -> list | None:
     return [row_block(x, 0, x.shape[0] - 1) if i in idx else x for i, x in enumerate(xs)]
 
 
+def _fewer_rows(x: so.NDArray) -> so.NDArray:
+    """``x`` less its last row, in its storage type."""
+    from sparse_ops.dask.collection import row_block
+
+    return row_block(x, 0, x.shape[0] - 1)
+
+
+def _np(a) -> np.ndarray:
+    return np.asarray(a.asnumpy() if hasattr(a, "asnumpy") else a)
+
+
+def _fewer_columns(x: so.NDArray) -> so.NDArray:
+    """``x`` less its last index along the last axis, in its storage type (csr: the values
+    stored in that column dropped; row_sparse: its stored rows cut)."""
+    from sparse_ops.ndarray.sparse import CSRNDArray, RowSparseNDArray
+
+    if x.ndim == 1:
+        return _fewer_rows(x)
+    stop = x.shape[-1] - 1
+    if x.stype == "csr":
+        data, indices, indptr = _np(x.data), _np(x.indices), _np(x.indptr)
+        keep = indices < stop
+        rows = np.repeat(np.arange(x.shape[0]), np.diff(indptr))
+        counts = np.bincount(rows[keep], minlength=x.shape[0])
+        new_indptr = np.concatenate([[0], np.cumsum(counts)]).astype(indptr.dtype)
+        return CSRNDArray(data[keep], indices[keep], new_indptr, (x.shape[0], stop))
+    if x.stype == "row_sparse":
+        return RowSparseNDArray(np.ascontiguousarray(_np(x.data)[..., :stop]), _np(x.indices).copy(),
+                                (*x.shape[:-1], stop))
+    return so.array(np.ascontiguousarray(x.asnumpy()[..., :stop]))
+
+
+def _fewer_everywhere(x: so.NDArray) -> so.NDArray:
+    """``x`` less one index along every axis (a square matrix stays square), in its storage type."""
+    from sparse_ops.ndarray.sparse import RowSparseNDArray
+
+    if x.ndim == 1:
+        return _fewer_rows(x)
+    if x.stype == "default":
+        return so.array(np.ascontiguousarray(x.asnumpy()[tuple(slice(0, n - 1) for n in x.shape)]))
+    if x.stype == "row_sparse":
+        inner = (slice(None),) + tuple(slice(0, n - 1) for n in x.shape[1:])
+        x = RowSparseNDArray(np.ascontiguousarray(_np(x.data)[inner]), _np(x.indices).copy(),
+                             (x.shape[0], *(n - 1 for n in x.shape[1:])))
+        return _fewer_rows(x)
+    return _fewer_rows(_fewer_columns(x))
+
+
+def _can_lose(x: so.NDArray, axes: str) -> bool:
+    """Whether ``x`` can lose an index along ``axes`` ('first', 'last', 'every') and keep one."""
+    if x.ndim == 0:
+        return False
+    return all(n >= 2 for n in {"first": x.shape[:1], "last": x.shape[-1:], "every": x.shape}[axes])
+
+
+_CUTS = {"first": (_fewer_rows, "one row fewer"), "last": (_fewer_columns, "one fewer along the last axis"),
+         "every": (_fewer_everywhere, "one fewer along every axis")}
+
+
+def smaller_variants(xs: list) -> list[tuple[str, list]]:
+    """Generic smaller versions of a sample, in the order to try them: (what, make the inputs).
+    Per kind of cut (a row; the last axis; every axis): every input that can lose one first,
+    then (rows) every smaller set of them, largest first, or (the axes) each one alone and all
+    but the first; last, for up to three inputs, each input cut its own way."""
+    from itertools import combinations, product
+
+    out, seen = [], set()
+
+    def add(axes: str, picked: tuple[int, ...], what: str) -> None:
+        if not picked or (axes, picked) in seen:
+            return
+        seen.add((axes, picked))
+        cut, name = _CUTS[axes]
+        out.append((f"{name} in {what}", lambda: [cut(x) if i in picked else x for i, x in enumerate(xs)]))
+
+    able = {axes: tuple(i for i, x in enumerate(xs) if _can_lose(x, axes)) for axes in _CUTS}
+    for axes in _CUTS:
+        add(axes, able[axes], "every input" if len(able[axes]) == len(xs) else
+            "input" + ("s " if len(able[axes]) > 1 else " ") + ", ".join(map(str, able[axes])))
+    rows = able["first"]
+    for k in range(len(rows) - 1, 0, -1):
+        for picked in combinations(rows, k):
+            add("first", picked, "input" + ("s " if k > 1 else " ") + ", ".join(map(str, picked)))
+    for axes in ("last", "every"):
+        for i in able[axes]:
+            add(axes, (i,), f"input {i}")
+    add("every", tuple(i for i in able["every"] if i > 0), "every input but the first")
+    if len(xs) <= 3:  # last: each input cut its own way (reshape_like's lhs and rhs keep one size)
+        for kinds in product((None, *_CUTS), repeat=len(xs)):
+            if len({k for k in kinds if k}) < 2 or any(k and i not in able[k] for i, k in enumerate(kinds)):
+                continue
+            what = "; ".join(f"{_CUTS[k][1]} in input {i}" for i, k in enumerate(kinds) if k)
+            out.append((what, lambda kinds=kinds: [_CUTS[k][0](x) if k else x for x, k in zip(xs, kinds)]))
+    return out
+
+
+# errors of a native call that mean "this variant is no valid sample of the op"
+_NOT_A_SAMPLE = (so.OperatorError, so.SparseFormatError, ValueError)
+ROWS_RULE = "one row fewer in the inputs it partitions by rows"
+
+
+def second_size(opdef: registry.OpDef, xs: list, params: dict) -> tuple[list | None, str, Result | None]:
+    """(a smaller sample, how it was made, native's result on it or None), or (None, why there
+    is none, None): the rows an op partitions into row blocks (Dask's rule) first, then the
+    first of ``smaller_variants`` the native op accepts."""
+    small = smaller_batch(opdef, xs, params)
+    if small is not None:
+        return small, ROWS_RULE, None
+    fixed = [f"{k}={v}" for k, v in params.items() if k == "shape" or k.endswith("_shape")]
+    if not xs:
+        return None, "no array inputs: its sizes are parameters" + (f" ({', '.join(fixed)})" if fixed else "") + \
+            ", fixed in the compiled function", None
+    first_error = None
+    for what, make in smaller_variants(xs):
+        try:
+            cand = make()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return cand, what, native(opdef, cand, params)
+        except _NOT_A_SAMPLE as exc:
+            first_error = first_error or str(exc).splitlines()[0].replace(f"operator '{opdef.name}': ", "")
+    if first_error is None:
+        return None, "no input has an axis of length 2 or more to shorten", None
+    if fixed:
+        return None, f"native refuses every smaller input with the fixed {', '.join(fixed)}", None
+    if len(first_error) > 100:
+        first_error = first_error[:100].rsplit(" ", 1)[0] + " ..."
+    return None, f"native refuses every smaller input tried (first: {first_error})", None
+
+
+def _shape_slip(opdef, xs, params, first: Result, ref: Result, got: Result) -> str | None:
+    """An output whose shape matches native's at the sample's size but not at the second
+    (``compare`` lets equal-sized shapes pass: some faces give a scalar as shape (1,))."""
+    for j, ((_, rv), (_, gv)) in enumerate(zip(ref.outputs, got.outputs)):
+        if np.shape(rv) != np.shape(gv):
+            if np.shape(first.outputs[j][1]) == np.shape(native(opdef, xs, params).outputs[j][1]):
+                return f"output {j} has shape {np.shape(gv)}, native {np.shape(rv)}"
+    return None
+
+
+@dataclasses.dataclass
+class SecondSize:
+    """How an op's torch.compile cell went at a second size."""
+    ran: bool  # compiled once, called at both sizes, agreed with native at both
+    how: str  # how the smaller sample was made, or why there is none / what failed
+    recompiled: bool = False  # the second call compiled a new graph (a guard specialised a size)
+
+
+SECOND_SIZE: dict[str, SecondSize] = {}  # op -> its torch.compile cell's second size, filled by torch_compiled
+
+
 def torch_compiled(opdef, xs, params) -> Result:
-    """``torch.compile(fullgraph=True, dynamic=True)`` of the bridged op, run on the sample and,
-    for ops with a batch dimension, on a smaller batch (compared with the native call too)."""
+    """``torch.compile(fullgraph=True, dynamic=True)`` of the bridged op, compiled once and run
+    on the sample and on a smaller one (``second_size``), each compared with the native call
+    (random ops: their outputs' storage types and shapes only)."""
     import torch
     import sparse_ops.torch as st
+    from torch._dynamo.utils import counters
 
+    SECOND_SIZE.pop(opdef.name, None)
     torch._dynamo.reset()  # each op compiles its own graph (one lambda code object serves them all)
     f = getattr(st.ops, opdef.name)
     compiled = torch.compile(lambda *a: f(*a, **params), fullgraph=True, dynamic=True)
@@ -193,13 +351,23 @@ def torch_compiled(opdef, xs, params) -> Result:
     outs = _as_list(compiled(*args))
     states = [_parts_result(args[i])[1] for i in _mutated(opdef)]
     result = Result([_parts_result(o) for o in outs], states)
-    small = smaller_batch(opdef, xs, params)
-    if small is not None and "random" not in opdef.resources:
+    small, how, ref = second_size(opdef, xs, params)
+    if small is None:
+        SECOND_SIZE[opdef.name] = SecondSize(False, how)
+        return result
+    sizes = f"{', '.join(str(tuple(x.shape)) for x in xs)} -> {', '.join(str(tuple(x.shape)) for x in small)}"
+    if ref is None:
         ref = native(opdef, small, params)
-        got = [_parts_result(o) for o in _as_list(compiled(*[_parts(x) for x in small]))]
-        problem = compare(Result(ref.outputs, []), Result(got, []), False)
-        if problem is not None:
-            raise AssertionError(f"at the smaller batch: {problem}")
+    graphs = counters["stats"]["unique_graphs"]
+    small_args = [_parts(x) for x in small]
+    got_outs = _as_list(compiled(*small_args))
+    got = Result([_parts_result(o) for o in got_outs], [_parts_result(small_args[i])[1] for i in _mutated(opdef)])
+    recompiled = counters["stats"]["unique_graphs"] > graphs
+    problem = compare(ref, got, "random" in opdef.resources) or _shape_slip(opdef, xs, params, result, ref, got)
+    if problem is not None:
+        SECOND_SIZE[opdef.name] = SecondSize(False, f"FAIL at the second size ({how}: {sizes}): {problem}", recompiled)
+        raise AssertionError(f"at the second size ({how}: {sizes}): {problem}")
+    SECOND_SIZE[opdef.name] = SecondSize(True, how, recompiled)
     return result
 
 
@@ -474,6 +642,35 @@ def run_cell(opdef: registry.OpDef, face: str, sample: tuple[list, dict], cache:
 CELLS: dict[tuple[str, str], str] = {}  # (op, face) -> cell, filled by the tests
 
 
+def two_sizes() -> tuple[str, list[tuple[str, str]]]:
+    """The torch.compile column at two sizes: a sentence with the counts, and (op, why) for
+    each op that did not run at a second size (or failed there)."""
+    ops = sorted(o for o, f in CELLS if f == "torch.compile")
+    ran = [o for o in ops if CELLS[(o, "torch.compile")] == "pass" and o in SECOND_SIZE and SECOND_SIZE[o].ran]
+    by_rows = sum(SECOND_SIZE[o].how == ROWS_RULE for o in ran)
+    recompiled = sum(SECOND_SIZE[o].recompiled for o in ran)
+    others = []
+    for o in ops:
+        if o in ran:
+            continue
+        cell, second = CELLS[(o, "torch.compile")], SECOND_SIZE.get(o)
+        if cell.startswith("declared: "):
+            others.append((o, f"torch.compile declared unsupported: {cell[len('declared: '):]}"))
+        elif second is not None and second.how.startswith("FAIL"):
+            others.append((o, second.how))
+        elif cell.startswith("FAIL"):
+            others.append((o, "the torch.compile cell failed at the sample's size"))
+        else:
+            others.append((o, second.how if second is not None else "not run"))
+    head = (f"{len(ran)} of {len(ops)} ops ran torch.compile at two sizes: compiled once (`dynamic=True`), called "
+            f"on the sample and on a smaller one, each compared with the native call (random ops: storage types "
+            f"and shapes). The smaller sample: {by_rows} with one row fewer in the inputs the op partitions by rows "
+            f"(Dask's rule), {len(ran) - by_rows} with the first generic smaller variant the native op accepts "
+            f"(one row, or one index along the last or every axis, fewer in all or some inputs); {recompiled} of "
+            f"them compiled a second graph for it (a guard had specialised a size).")
+    return head, others
+
+
 def table() -> str:
     """The matrix as Markdown: one row per op, one column per face; declared reasons as footnotes."""
     face_list = [f for f in faces.FACES if any(k[1] == f for k in CELLS)]
@@ -483,7 +680,8 @@ def table() -> str:
              "tests/matrix` (the gpu column in numba's CUDA simulator): each op's first sample through each face, "
              "compared with the native call's values, storage types, updated inputs and gradients. "
              "`yes`: ran and agreed; a number: not served, for the reason in that note (the op's declaration, "
-             "as `sparse_ops.explain` shows it); `-`: not run in this table's passes.", "",
+             "as `sparse_ops.explain` shows it); `-`: not run in this table's passes. torch.compile runs at two "
+             "sizes where the op takes a smaller sample: see the section after the notes.", "",
              "| op | " + " | ".join(face_list) + " |", "|---|" + "---|" * len(face_list)]
     for op in sorted({k[0] for k in CELLS}):
         row = []
@@ -500,4 +698,9 @@ def table() -> str:
                 row.append("**FAIL**")
         lines.append(f"| `{op}` | " + " | ".join(row) + " |")
     lines += ["", "Notes:", ""] + [f"{n}. {why}" for why, n in notes.items()]
+    if any(f == "torch.compile" for _, f in CELLS):
+        head, others = two_sizes()
+        lines += ["", "## torch.compile at two sizes", "", head]
+        if others:
+            lines += ["", "Not run at a second size:", ""] + [f"- `{op}`: {why}" for op, why in others]
     return "\n".join(lines) + "\n"
