@@ -108,9 +108,10 @@ def split(a: Any) -> tuple[str, list, tuple[int, ...]]:
         return "row_sparse", [a.values, a.indices], a.shape
     if isinstance(a, tuple):
         if len(a) == 4:
-            return "csr", [jnp.asarray(a[0]), jnp.asarray(a[1]), jnp.asarray(a[2])], _static_shape(a[3], "csr")
+            return ("csr", [jnp.asarray(a[0]), _index_part(a[1], "indices"), _index_part(a[2], "indptr")],
+                    _static_shape(a[3], "csr"))
         if len(a) == 3:
-            return "row_sparse", [jnp.asarray(a[0]), jnp.asarray(a[1])], _static_shape(a[2], "row_sparse")
+            return "row_sparse", [jnp.asarray(a[0]), _index_part(a[1], "indices")], _static_shape(a[2], "row_sparse")
         raise TypeError("a tuple argument is a csr (data, indices, indptr, shape) or a row_sparse "
                         f"(values, indices, shape), got {len(a)} items")
     if isinstance(a, (jax.Array, np.ndarray, np.generic, float, int)) or hasattr(a, "aval"):
@@ -119,6 +120,19 @@ def split(a: Any) -> tuple[str, list, tuple[int, ...]]:
 
 
 _CONVERT = "convert it first, e.g. with .astype(jnp.float32)"
+_X64 = "jax holds int64 only with x64 on: jax.config.update('jax_enable_x64', True)"
+_INT32_MAX = 2**31 - 1
+
+
+def _index_part(a: Any, what: str) -> Any:
+    """An index component given as host data, as a JAX array; with x64 off JAX would cut
+    int64 values to int32 silently, so values past int32 are refused first."""
+    if not isinstance(a, jax.Array) and not hasattr(a, "aval") and not jax.config.jax_enable_x64:
+        host = np.asarray(a)
+        if host.dtype.kind in "iu" and host.size and (int(host.min()) < -_INT32_MAX - 1 or
+                                                       int(host.max()) > _INT32_MAX):
+            raise TypeError(f"{what}: values up to {int(host.max())} do not fit int32; {_X64}")
+    return jnp.asarray(a)
 
 
 def _layout(stype: str, parts: list, shape: tuple[int, ...]) -> ArgLayout:
@@ -134,6 +148,10 @@ def _layout(stype: str, parts: list, shape: tuple[int, ...]) -> ArgLayout:
         except TypeError as exc:
             raise TypeError(f"{what}: {exc}") from None
     idx = np.dtype(parts[1].dtype)
+    addressed = shape[1] if stype == "csr" else (shape[0] if shape else 0)
+    if idx == np.dtype(np.int32) and addressed > _INT32_MAX:
+        raise TypeError(f"{'columns' if stype == 'csr' else 'rows'} up to {addressed - 1} need int64 indices, "
+                        f"these are int32; {_X64}")
     if stype == "csr":
         if len(shape) != 2:
             raise TypeError(f"a csr array is 2-D, got shape {shape}")
