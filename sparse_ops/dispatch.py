@@ -73,8 +73,7 @@ class Plan:
             inputs = [x if x.stype == "default" else x.tostype("default") for x in inputs]
         if out is None:
             targets = None
-            results = [_empty_output(s, shape, dt, device)
-                       for s, shape, dt in zip(self.kernel_stypes, self.out_shapes, self.out_dtypes)]
+            results = [_allocated(self, i) for i in range(self.nout)]
         else:
             targets = [None] * self.nout
             targets[:self.nvis] = _as_list(out, self.nvis, self.opdef)
@@ -83,8 +82,9 @@ class Plan:
                     raise OperatorError(f"{self.opdef.label}: cannot write output {i} ({dt.name}) into out= of "
                                         f"dtype {t.dtype.name} (NumPy's same_kind casting rule)")
             direct = not self.debug  # debug mode marks outputs (below): never the caller's (it may be an input)
-            results = [t if direct and _direct(t, s, shape, dt, device, req) else _empty_output(s, shape, dt, device)
-                       for t, s, shape, dt in zip(targets, self.kernel_stypes, self.out_shapes, self.out_dtypes)]
+            results = [t if direct and _direct(t, s, shape, dt, device, req) else _allocated(self, i)
+                       for i, (t, s, shape, dt) in enumerate(zip(targets, self.kernel_stypes, self.out_shapes,
+                                                                self.out_dtypes))]
         if self.debug:
             for r in results:
                 if r.stype == "default":
@@ -143,7 +143,10 @@ def _host_dense_call(plan: Plan) -> Any:
     def call(inputs: Sequence[NDArray], out: Any = None, req: str = "write") -> Any:
         if out is not None or req != "write":
             return general(inputs, out, req)
-        a = empty(shape, dtype)
+        try:
+            a = empty(shape, dtype)
+        except (ValueError, MemoryError) as exc:
+            raise _allocation_error(plan, 0, exc) from None
         try:
             if len(inputs) == 2:
                 ret = kernel(inst, contexts[state.training], inputs[0]._data, inputs[1]._data, a)
@@ -347,6 +350,21 @@ def _empty_output(stype: str, shape: tuple, dtype: np.dtype, device: Device) -> 
             return CSRNDArray._trusted(xp.empty(0, dtype), xp.empty(0, np.int64), xp.zeros(shape[0] + 1, np.int64),
                                        shape, device)
         return RowSparseNDArray._trusted(xp.empty((0, *shape[1:]), dtype), xp.empty(0, np.int64), shape, device)
+
+
+def _allocated(plan: Plan, i: int) -> NDArray:
+    """A new container for output ``i`` as planned."""
+    try:
+        return _empty_output(plan.kernel_stypes[i], plan.out_shapes[i], plan.out_dtypes[i], plan.device)
+    except (ValueError, MemoryError) as exc:
+        raise _allocation_error(plan, i, exc) from None
+
+
+def _allocation_error(plan: Plan, i: int, exc: Exception) -> OperatorError:
+    """An output the op's own shape rule sized past what memory can hold, named."""
+    return OperatorError(f"{plan.opdef.label}: output {i} of shape {plan.out_shapes[i]} "
+                         f"({plan.out_dtypes[i].name}, {plan.kernel_stypes[i]}) from the op's infer_shape cannot be "
+                         f"allocated: {type(exc).__name__}: {exc}")
 
 
 def _as_list(out: Any, n: int, opdef: OpDef) -> list:

@@ -253,7 +253,10 @@ typedef struct so_context {
  * (n_in = n_arguments + n_aux; aux states are updated in place). `out` holds the outputs:
  * dense outputs and outputs of SO_STYPE_DEFAULT arrive allocated (write every element);
  * sparse outputs arrive with nnz = -1 and NULL pointers, and the kernel calls
- * ctx->alloc_output once it knows their size, then fills them.
+ * ctx->alloc_output once it knows their size (nnz 0 included), then fills them. The host
+ * refuses, naming the op and the library, a call that returns SO_OK with a sparse output
+ * never allocated or after a refused callback, and checks every sparse output in full
+ * (index ranges, sorted unique columns, a monotone indptr) before anything reads it.
  */
 typedef int32_t (*so_kernel_fn)(const so_context* ctx, const so_params* params, int32_t n_in,
                                 const so_array* in, int32_t n_out, so_array* out, so_error* err);

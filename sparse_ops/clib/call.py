@@ -207,6 +207,15 @@ def run_kernel(fn: Any, where: str, inst: Any, ctx: Any, n_in: int, arrays: Sequ
         del _CALLS[host]
     if status != abi.OK:
         raise failure(where, "the kernel", status, call.problem)
+    if call.problem is not None:
+        raise OperatorError(f"{where}: the kernel returned SO_OK after a host callback failed: {call.problem}")
+    names = inst.output_names()
+    for i in range(n_in, n):
+        if isinstance(arrays[i], NDArray) and arrays[i].stype != "default" and descs[i].nnz < 0:
+            j = i - n_in
+            name = f" ({names[j]!r})" if j < len(names) else ""
+            raise OperatorError(f"{where}: the kernel returned SO_OK without allocating sparse output {j}{name}: "
+                                "sparse outputs are allocated by the kernel with ctx->alloc_output")
     if call.keep and mutated:
         _copy_back(arrays, mutated, descs, call)
 
