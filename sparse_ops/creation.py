@@ -70,6 +70,8 @@ def _indices(obj: Any, device: Device, copy: bool, name: str) -> Any:
             obj = obj.astype(DEFAULT_INDEX_DTYPE)
     if obj.dtype.kind not in "iu":
         raise SparseFormatError(f"{name} must have an integer dtype, got {obj.dtype}")
+    if not obj.dtype.isnative:  # kernels read indices in this machine's byte order
+        return _dev.on_device(obj, device, dtype=obj.dtype.newbyteorder("="), copy=copy)
     return _dev.on_device(obj, device, copy=copy)
 
 

@@ -34,9 +34,12 @@ def dtype_name(dtype: Any) -> str:
     """A dtype's short name, for NumPy, JAX (``bfloat16``) and torch (``torch.uint8`` ->
     ``uint8``) dtypes alike."""
     try:
-        return np.dtype(dtype).name
+        dt = np.dtype(dtype)
     except TypeError:
         return str(dtype).rsplit(".", 1)[-1]
+    if dt.isnative:
+        return dt.name
+    return f"{dt.name} ({'big' if dt.byteorder == '>' else 'little'}-endian, not this machine's byte order)"
 
 
 def not_held(dtype: Any, kind: str = "value") -> str:
@@ -61,8 +64,11 @@ def held_dtype(dtype: Any, kind: str = "value", hint: str = "") -> np.dtype:
 
 
 def source_dtype(dtype: Any) -> np.dtype:
-    """The dtype to keep for an existing array: its own if held, else a clear error."""
-    return held_dtype(dtype, hint="pass dtype= to convert")
+    """The dtype to keep for an existing array: its own if held (in this machine's byte
+    order: the values of a big-endian float32 array are converted to float32), else a
+    clear error."""
+    dt = np.dtype(dtype)
+    return held_dtype(dt if dt.isnative else dt.newbyteorder("="), hint="pass dtype= to convert")
 
 
 # ---- dtypes of operator results ---------------------------------------------------------

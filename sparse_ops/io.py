@@ -23,6 +23,7 @@ import numpy as np
 
 from . import device as _dev
 from .creation import array, csr_matrix, row_sparse_array
+from .dtypes import source_dtype
 from .errors import SparseFormatError
 from .ndarray import STYPES, NDArray
 from .validation import normalize_shape
@@ -142,7 +143,7 @@ def _load(f: IO[bytes], start: int, size: int, label: str, device: Any) -> Saved
     except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
         raise ValueError(f"{label}: not a readable .npz/.npy file ({exc})") from exc
     if isinstance(loaded, np.ndarray):
-        return array(loaded, device=device)
+        return _dense(loaded, device)
     with loaded:
         try:
             _check_members(loaded.zip, size)
@@ -203,10 +204,12 @@ def _check_npy(f: Any, size: int, name: str = "the array") -> None:
 
 
 def _member(loaded: Any, name: str) -> np.ndarray:
+    """Member ``name`` of the archive, in this machine's byte order (a file written on a
+    big-endian machine reads as the same numbers)."""
     a = loaded[name]
     if a.dtype.hasobject:
         raise ValueError(f"member {name!r} holds Python objects")
-    return a
+    return a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))
 
 
 def _load_ours(loaded: Any, files: set, device: Any) -> Saved:
@@ -215,7 +218,10 @@ def _load_ours(loaded: Any, files: set, device: Any) -> Saved:
     raw = _member(loaded, _HEADER)
     if raw.dtype != np.uint8 or raw.ndim != 1 or raw.size > _MAX_HEADER_BYTES:
         raise ValueError("bad header member")
-    header = json.loads(raw.tobytes().decode())
+    try:
+        header = json.loads(raw.tobytes().decode())
+    except RecursionError:
+        raise ValueError("bad header: JSON nested too deeply") from None
     if not isinstance(header, dict) or header.get("format") != "sparse_ops":
         raise ValueError("bad header")
     if header.get("version") != _FORMAT_VERSION:
@@ -225,10 +231,13 @@ def _load_ours(loaded: Any, files: set, device: Any) -> Saved:
         raise ValueError("bad header")
     if kind == "single" and len(entries) != 1:
         raise ValueError("a single-array file must hold exactly one entry")
-    items = []
+    items, names = [], set()
     for i, e in enumerate(entries):
         if not isinstance(e, dict) or e.get("stype") not in STYPES or not isinstance(e.get("name"), str):
             raise ValueError(f"bad header entry {i}")
+        if kind == "dict" and e["name"] in names:
+            raise ValueError(f"header entry {i}: the name {e['name']!r} appears twice (a dict keeps one)")
+        names.add(e["name"])
         parts = {p: _member(loaded, f"{i}.{p}") for p in _PARTS[e["stype"]]}
         shape = e.get("shape")
         if not isinstance(shape, list):
@@ -242,14 +251,28 @@ def _load_ours(loaded: Any, files: set, device: Any) -> Saved:
 
 
 def _build(stype: str, parts: dict, shape: tuple, device: Any) -> NDArray:
+    """A container over the arrays ``np.load`` just made (ours: not copied again on the host)."""
     if stype == "default":
         values = parts["values"]
         if tuple(values.shape) != shape:
             raise SparseFormatError(f"dense values of shape {values.shape} where {shape} was declared")
-        return array(values, device=device)
+        return _dense(values, device)
     if stype == "row_sparse":
-        return row_sparse_array((parts["data"], parts["indices"]), shape=shape, device=device, copy=True)
-    return csr_matrix((parts["data"], parts["indices"], parts["indptr"]), shape=shape, device=device, copy=True)
+        return row_sparse_array((parts["data"], parts["indices"]), shape=shape, device=device)
+    return csr_matrix((parts["data"], parts["indices"], parts["indptr"]), shape=shape, device=device)
+
+
+def _dense(values: np.ndarray, device: Any) -> NDArray:
+    """A dense container over ``values`` (an array read from the file), moved or converted
+    only where the device or dtype asks."""
+    dev = _dev.as_device(device) if device is not None else _dev.current_device()
+    dt = source_dtype(values.dtype)
+    if dev.xp is np and values.dtype == dt and values.flags.c_contiguous:
+        return NDArray(values, dev)
+    return array(values, device=dev)
+
+
+_SCIPY_FORMATS = ("csr", "csc", "coo", "bsr", "dia")
 
 
 def _load_scipy(loaded: Any, f: IO[bytes], start: int, device: Any) -> NDArray:
@@ -271,8 +294,10 @@ def _load_scipy(loaded: Any, f: IO[bytes], start: int, device: Any) -> NDArray:
                 raise SparseFormatError(f"{fmt} {name} must have an integer dtype, got {a.dtype}")
         m = (sp.csr_matrix if fmt == "csr" else sp.csc_matrix)(shape, dtype=np.float32)
         m.data, m.indices, m.indptr = data, indices, indptr  # checked by csr_matrix before any use
-        return csr_matrix(m, device=device, copy=True)
+        return csr_matrix(m, device=device)  # the arrays np.load made: not copied again
+    if fmt not in _SCIPY_FORMATS:
+        raise ValueError(f"SciPy format {fmt[:20]!r} is not one save_npz writes ({', '.join(_SCIPY_FORMATS)})")
     f.seek(start)
     with np.errstate(all="ignore"):
         m = sp.load_npz(f)  # other layouts (coo, bsr, dia): SciPy reads them, allow_pickle=False
-    return csr_matrix(m, device=device, copy=True)
+    return csr_matrix(m, device=device)
