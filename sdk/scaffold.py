@@ -27,6 +27,7 @@ import keyword
 import os
 import re
 import shlex
+import shutil
 from pathlib import Path
 
 from ..errors import SparseOpsError
@@ -122,8 +123,15 @@ def create(name: str, directory: str | os.PathLike = ".", lang: str = "python") 
     validate_name(name)
     if lang not in LANG_FILES:
         raise ValueError(f"unknown plugin language {lang!r}: choose one of {', '.join(LANGS)}")
-    root = Path(directory).expanduser().resolve() / name
-    if root.exists() and (not root.is_dir() or any(root.iterdir())):
+    base = Path(directory).expanduser()
+    if base.exists() and not base.is_dir():
+        raise ScaffoldError(f"{base} is not a folder (the project is written into a folder inside it)")
+    root = base.resolve() / name
+    try:
+        taken = root.exists() and (not root.is_dir() or any(root.iterdir()))
+    except OSError as exc:  # a name too long for the file system, a folder we may not read
+        raise ScaffoldError(f"cannot write the project into {root}: {exc.strerror or exc}") from None
+    if taken:
         raise ScaffoldError(f"{root} already exists and is not an empty folder")
     values = {
         "name": name,
@@ -134,11 +142,17 @@ def create(name: str, directory: str | os.PathLike = ".", lang: str = "python") 
     }
     if lang != "python":
         values.update(_CLIB_TEXT[lang], op=f"{name}_scaled_mul", source=f"csrc/{name}.{'c' if lang == 'c' else 'cu'}")
-    for src, dst in LANG_FILES[lang].items():
-        text = render((TEMPLATE / src).read_text(encoding="utf-8"), values)
-        target = root / dst.format(name=name)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
+    fresh = not root.exists()
+    try:
+        for src, dst in LANG_FILES[lang].items():
+            text = render((TEMPLATE / src).read_text(encoding="utf-8"), values)
+            target = root / dst.format(name=name)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+    except OSError as exc:  # an unwritable place: nothing half-written is left behind
+        if fresh:
+            shutil.rmtree(root, ignore_errors=True)
+        raise ScaffoldError(f"cannot write the project into {root}: {exc.strerror or exc}") from None
     return root
 
 
