@@ -22,6 +22,7 @@ from .errors import OperatorError, SparseFormatError, StorageFallbackWarning
 from .ndarray import STYPES, CSRNDArray, NDArray, RowSparseNDArray
 from .registry import Op, OpDef, get_op
 from .tape import _record, _scope, _state, check_not_in_graph
+from .validation import normalize_shape
 
 REQS = ("write", "inplace", "add", "null")
 _MAX_PLANS = 2048
@@ -178,6 +179,15 @@ def _infer(opdef: OpDef, inst: Op, what: str, values: list, nout: int) -> list:
     return result
 
 
+def _output_shape(opdef: OpDef, i: int, shape: Any) -> tuple[int, ...]:
+    """An output shape from the op's rule, as non-negative ints (a rule of C or Python code
+    may answer anything)."""
+    try:
+        return normalize_shape(shape)
+    except SparseFormatError as exc:
+        raise InferenceError(f"{opdef.label}: infer_shape gave output {i} the shape {shape!r}: {exc}") from None
+
+
 def choose_dispatch(opdef: OpDef, device: Device, in_stypes: tuple[str, ...],
                     out_stypes: Sequence[str]) -> tuple[str, Any]:
     """(dispatch mode, kernel) for these storage types: a storage-aware kernel if one
@@ -254,7 +264,8 @@ def make_plan(opdef: OpDef, inst: Op, inputs: Sequence[NDArray]) -> Plan:
     plan = Plan()
     plan.opdef, plan.inst, plan.device, plan.in_stypes = opdef, inst, device, in_stypes
     plan.nout, plan.nvis = inst.output_count(), inst.visible_output_count()
-    plan.out_shapes = [tuple(s) for s in _infer(opdef, inst, "shape", [x.shape for x in inputs], plan.nout)]
+    plan.out_shapes = [_output_shape(opdef, i, s)
+                       for i, s in enumerate(_infer(opdef, inst, "shape", [x.shape for x in inputs], plan.nout))]
     plan.out_dtypes = [np.dtype(d) for d in _infer(opdef, inst, "type", [x.dtype for x in inputs], plan.nout)]
     plan.out_stypes = _infer(opdef, inst, "storage_type", list(in_stypes), plan.nout)
     for s in plan.out_stypes:

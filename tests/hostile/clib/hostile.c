@@ -16,7 +16,8 @@ enum {
   HUGE_SHAPE = 7,   /* infer_shape answers 2**62 x 2**62 */
   BAD_STYPE = 8,    /* infer_storage_type answers 99 */
   NEG_NNZ = 9,      /* alloc_output with nnz -5 and returns SO_OK anyway */
-  BAD_RETURN = 10   /* returns status 12345 without a message */
+  BAD_RETURN = 10,  /* returns status 12345 without a message */
+  NEG_SHAPE = 11    /* infer_shape answers -5 x 3 */
 };
 
 static int32_t copy_csr(const so_context* ctx, const so_params* p, int32_t n_in, const so_array* in,
@@ -56,6 +57,7 @@ static int32_t copy_csr(const so_context* ctx, const so_params* p, int32_t n_in,
 static int32_t shape_of(const so_params* p, int32_t n_in, const so_shape* in, int32_t n_out, so_shape* out,
                         so_error* err) {
   out[0] = in[0];
+  if (so_param_int(p, "fault", 0) == NEG_SHAPE) out[0].dims[0] = -5;
   if (so_param_int(p, "fault", 0) == HUGE_SHAPE) {
     out[0].dims[0] = (int64_t)1 << 62;
     out[0].dims[1] = (int64_t)1 << 62;
