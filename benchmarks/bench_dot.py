@@ -145,19 +145,15 @@ def bench_csr_dense(m: sp.csr_matrix, b: np.ndarray, case: str, calls: int = 1) 
 
 
 def bench_csr_t_dense(m: sp.csr_matrix, g: np.ndarray) -> Result:
-    import numba
-
-    from sparse_ops.kernels.linalg import csr_t_dense_partial, row_chunks
+    from sparse_ops.kernels.linalg import csr_t_dense_product
     from sparse_ops.ops.linalg import _stored_columns
 
     x, y = so.csr_matrix(m), so.array(g)
 
     def raw():  # the kernels so.dot runs here (every column stored: no renumbering, no pick)
-        threads = numba.get_num_threads()
-        cols, _, indices = _stored_columns(m.indices, m.shape[1])
+        cols, counts, indices = _stored_columns(m.indices, m.shape[1])
         out = np.zeros((m.shape[1], g.shape[1]), dtype=g.dtype)
-        spare = np.empty((threads - 1, m.shape[1], g.shape[1]), dtype=g.dtype)
-        csr_t_dense_partial(m.indptr, indices, m.data, g, row_chunks(m.indptr, threads), out, spare)
+        csr_t_dense_product(m.indptr, indices, m.data, g, counts, out)
         return cols, out
 
     assert np.diff(m.tocsc().indptr).all(), "raw() assumes every column is stored"

@@ -15,10 +15,13 @@ a row of a dense array) and decorate it::
 
 and the SDK builds, on first use:
 
-- the cpu drivers: a serial loop over the rows, and a ``numba.prange`` loop over blocks
-  of ``ROWS_PER_TASK`` rows; the call runs the parallel one only when ``parallel_worth``
-  says the work (``work=``, default: the number of rows) pays for waking numba's threads
-  (``PARALLEL_MIN_WORK``: the one parallel-size policy of the project);
+- the cpu drivers: a serial loop over the rows, and a ``numba.prange`` loop over tasks,
+  blocks of rows (``task_rows``: at least ``ROWS_PER_TASK``, at most ``TASKS_PER_THREAD``
+  tasks a thread, and fewer rows while that would leave a thread without a task, so a few
+  heavy rows, such as ranges a caller cut one per thread, still run in parallel); the
+  call runs the parallel one only when ``parallel_worth`` says the work (``work=``,
+  default: the number of rows) pays for waking numba's threads (``PARALLEL_MIN_WORK``:
+  the one parallel-size policy of the project);
 - the gpu driver: a numba.cuda kernel with one thread per row, launched on the op
   context's stream (``sparse_ops.sdk.launch.launch``), CuPy arrays on a GPU and NumPy
   arrays under the simulator (``SPARSE_OPS_CUDA_SIM=1``).
@@ -29,6 +32,12 @@ lanes)``). On the gpu a warp serves each row (``lanes`` = 32, reads of a row coa
 on the cpu the drivers pass ``lane = 0, lanes = 1``, so the loop is the plain one. Each
 lane must write outputs no other lane writes (the lanes do not synchronise).
 
+``@row_kernel(total="int64")`` (or another integer or float dtype) is the reducing form:
+the body ends with ``return <number>``, its row's share, and the call returns the sum over
+the rows (a count of invalid ids, a sum of squares): each cpu task sums its rows, the
+parallel driver adds the tasks' sums; on the gpu each row adds its share atomically and the
+call copies the total back to the host.
+
 The body must be numba code that compiles for both targets: scalars and array indexing,
 ``math``, ``range``, calls to other such functions; no allocation (``np.empty``) and no
 NumPy array functions (the CUDA target has none). It writes into arrays the caller
@@ -36,8 +45,9 @@ allocated; rows must not write each other's outputs (the parallel and gpu driver
 rows in any order).
 
 The cpu drivers paste the body's statements into their row loop (so a short row pays no
-call and no reference counting of the array arguments); a body that ``return``s early is
-called instead, inlined by numba, which costs up to ~25% on rows of a few values.
+call and no reference counting of the array arguments, and a ``total`` body's final
+``return`` becomes an addition to the task's sum); a body that ``return``s early is called
+instead, inlined by numba, which costs up to ~25% on rows of a few values.
 
 Compilation and caching: nothing compiles at import, and this module imports no numba
 until a kernel first runs. Each driver is generated as Python source into a cache folder
@@ -71,7 +81,8 @@ from typing import Any, Callable
 # cost (``cost=`` of the kernel: the optimizers' sqrt and division count 4). One number for
 # the whole project; measured on 2 threads, gathers from large tables pay from ~128k.
 PARALLEL_MIN_WORK = 1 << 17
-ROWS_PER_TASK = 64  # rows per task of the parallel cpu driver
+ROWS_PER_TASK = 64  # rows per task of the parallel cpu driver, at least (``task_rows``)
+TASKS_PER_THREAD = 8  # tasks per thread of the parallel cpu driver, at most
 CPU_INLINE = "always"  # numba's ``inline`` option for bodies in the cpu drivers
 
 
@@ -83,6 +94,18 @@ def parallel_worth(work: int) -> bool:
     import numba
 
     return numba.get_num_threads() > 1
+
+
+def task_rows(n: int) -> int:
+    """Rows per task of the parallel cpu driver for ``n`` rows: ``ROWS_PER_TASK``, or more
+    so that a thread's share is cut into at most ``TASKS_PER_THREAD`` tasks (each task's
+    loop has a start-up cost, which tasks of a few cheap rows, such as a count over ids,
+    do not repay), or fewer while that would leave one of numba's threads without a task (a
+    few heavy rows, or ranges a caller cut one per thread)."""
+    import numba
+
+    threads = numba.get_num_threads()
+    return max(1, min(-(-n // threads), max(ROWS_PER_TASK, -(-n // (threads * TASKS_PER_THREAD)))))
 
 
 def driver_dir() -> str | None:
@@ -111,22 +134,23 @@ globals().update({{k: v for k, v in _kernel.body.__globals__.items() if not k.st
 
 import numba  # noqa: E402
 from sparse_ops.kernels import jit as _jit  # noqa: E402
+from sparse_ops.kernels.assume import nonneg as _nonneg  # noqa: E402  (rows are 0 .. n-1: no wraparound)
 
 _body = _kernel.cpu_body(inline={inline!r})  # for bodies that cannot be pasted in (they ``return``)
-
+{total_type}
 
 @_jit(cache={cache})
 def cpu_serial(_start, _stop, {params}):
-    for _i in range(_start, _stop):
+{serial_start}    for _i in range(_start, _stop):
 {row_code}
-
+{serial_end}
 
 @_jit(parallel=True, cache={cache})
-def cpu_parallel(_n, {params}):
-    for _t in numba.prange((_n + {block} - 1) // {block}):
-        for _i in range(_t * {block}, min(_n, (_t + 1) * {block})):
+def cpu_parallel(_n, _block, {params}):
+{parallel_start}    for _t in numba.prange((_n + _block - 1) // _block):
+{task_start}        for _i in range(_t * _block, min(_n, (_t + 1) * _block)):
 {row_code}
-
+{task_end}{parallel_end}
 
 def gpu():
     """The numba.cuda driver (built on first gpu use: importing numba.cuda is slow)."""
@@ -138,13 +162,21 @@ def gpu():
     _gpu_body = cuda.jit(device=True)(_kernel.body)
 
     @cuda.jit(cache={cache})
-    def gpu_rows(_n, {params}):
+    def gpu_rows(_n, {gpu_total}{params}):
 {gpu_index}
         if _i < _n:
-            _gpu_body(_i, {gpu_lane_args}{params})
+            {gpu_row}
 
     return gpu_rows
 '''
+
+# the drivers' lines that a body with a ``total`` adds: a running sum per driver and per task
+_TOTAL_LINES = {
+    "total_type": "import numpy as _np  # noqa: E402\n_total_type = numba.from_dtype(_np.dtype({total!r}))\n",
+    "serial_start": "    _part = _total_type(0)\n", "serial_end": "    return _part\n",
+    "parallel_start": "    _total = _total_type(0)\n", "task_start": "        _part = _total_type(0)\n",
+    "task_end": "        _total += _part\n", "parallel_end": "    return _total\n",
+}
 
 _THREAD_INDEX = "        _i = cuda.grid(1)"
 _WARP_INDEX = ("        _lane = cuda.threadIdx.x % 32\n"
@@ -156,13 +188,15 @@ class RowKernel:
 
     Call it as ``kernel(ctx, n, *args, work=None)``: runs the body for rows ``0 .. n-1``
     on the device of ``ctx``: an op context (a gpu one launches on its stream), a device,
-    or None (the cpu)."""
+    or None (the cpu). With a ``total`` dtype it returns the sum of what the rows return."""
 
-    def __init__(self, body: Callable[..., Any], lanes: bool = False, cost: int = 1, parallel: bool = True) -> None:
+    def __init__(self, body: Callable[..., Any], lanes: bool = False, cost: int = 1, parallel: bool = True,
+                 total: Any = None) -> None:
         self.body = body
         self.lanes = lanes
         self.cost = cost
         self.parallel = parallel
+        self.total = None if total is None else _total_dtype(total, body)
         self.__name__ = body.__name__
         self.__qualname__ = body.__qualname__
         self.__module__ = body.__module__
@@ -176,6 +210,8 @@ class RowKernel:
         self._module: Any = None
         self._cpu_body: Any = None
         self._gpu: Any = None
+        self._serial: Any = None  # the cpu drivers, once loaded (a call looks no further)
+        self._parallel: Any = None
 
     @functools.cached_property
     def _identity(self) -> tuple[str, bool]:
@@ -221,41 +257,60 @@ class RowKernel:
         if self._module is None:
             with _BUILD_LOCK:
                 if self._module is None:
-                    self._module = self._load()
+                    module = self._load()
+                    self._serial, self._parallel = module.cpu_serial, module.cpu_parallel
+                    self._module = module
         return self._module
 
     def _row_code(self) -> str:
         """The cpu drivers' code for row ``_i``: the body's own statements, pasted in with
         its row (and ``lane = 0``, ``lanes = 1``) bound, when it has a source and no
-        ``return``; else a call of the body, inlined by numba. Pasted code is faster for
-        short rows: numba's call, even inlined, adds reference counting of every array
-        argument per row (gcn fill: 1.25x the hand-written loop)."""
+        ``return`` (a ``total`` body: none but its last statement, which becomes an addition
+        to the running sum ``_part``); else a call of the body, inlined by numba. Pasted
+        code is faster for short rows: numba's call, even inlined, adds reference counting
+        of every array argument per row (gcn fill: 1.25x the hand-written loop)."""
         lane = "0, 1, " if self.lanes else ""
-        call = f"_body(_i, {lane}{', '.join(self.params)})"
+        call = f"_body(_nonneg(_i), {lane}{', '.join(self.params)})"
+        if self.total is not None:
+            call = f"_part += _total_type({call})"
         names = list(inspect.signature(self.body).parameters)
         try:
             fn = ast.parse(textwrap.dedent(inspect.getsource(self.body))).body[0]
         except (OSError, TypeError, SyntaxError, IndexError):
             return " " * 12 + call
-        inner = [n for stmt in fn.body for n in ast.walk(stmt)]
-        if not isinstance(fn, ast.FunctionDef) or any(
-                isinstance(n, (ast.Return, ast.Yield, ast.YieldFrom, ast.FunctionDef, ast.Lambda, ast.Global,
-                               ast.Nonlocal)) for n in inner):
+        if not isinstance(fn, ast.FunctionDef):
             return " " * 12 + call
         stmts = fn.body
         if stmts and isinstance(stmts[0], ast.Expr) and isinstance(getattr(stmts[0], "value", None), ast.Constant):
             stmts = stmts[1:]  # the docstring
-        bind = [f"{names[0]} = _i"] + ([f"{names[1]} = 0", f"{names[2]} = 1"] if self.lanes else [])
-        code = "\n".join(bind + [ast.unparse(stmt) for stmt in stmts] or ["pass"])
-        return textwrap.indent(code, " " * 12)
+        last = None
+        if self.total is not None:
+            if not stmts or not isinstance(stmts[-1], ast.Return) or stmts[-1].value is None:
+                return " " * 12 + call
+            stmts, last = stmts[:-1], stmts[-1].value
+        inner = [n for stmt in stmts for n in ast.walk(stmt)]
+        if any(isinstance(n, (ast.Return, ast.Yield, ast.YieldFrom, ast.FunctionDef, ast.Lambda, ast.Global,
+                              ast.Nonlocal)) for n in inner):
+            return " " * 12 + call
+        bind = [f"{names[0]} = _nonneg(_i)"] + ([f"{names[1]} = 0", f"{names[2]} = 1"] if self.lanes else [])
+        lines = bind + [ast.unparse(stmt) for stmt in stmts]
+        if last is not None:
+            lines.append(f"_part += _total_type({ast.unparse(last)})")
+        return textwrap.indent("\n".join(lines), " " * 12)
 
     def _source_text(self, cache: bool = True) -> str:
         lane = "0, 1, " if self.lanes else ""
+        gpu_call = f"_gpu_body(_i, {'_lane, 32, ' if self.lanes else ''}{', '.join(self.params)})"
+        if self.total is None:
+            total = dict.fromkeys(_TOTAL_LINES, "")
+            gpu_total, gpu_row = "", gpu_call
+        else:
+            total = {k: v.format(total=self.total.name) for k, v in _TOTAL_LINES.items()}
+            gpu_total, gpu_row = "_total, ", f"cuda.atomic.add(_total, 0, _total_type({gpu_call}))"
         return _TEMPLATE.format(row_code=self._row_code(),
             where=f"{self.body.__module__}.{self.body.__qualname__}", sha=self.sha, key=self.key,
-            params=", ".join(self.params), lane_args=lane, cache=cache, inline=CPU_INLINE, block=ROWS_PER_TASK,
-            gpu_index=_WARP_INDEX if self.lanes else _THREAD_INDEX,
-            gpu_lane_args="_lane, 32, " if self.lanes else "")
+            params=", ".join(self.params), lane_args=lane, cache=cache, inline=CPU_INLINE,
+            gpu_index=_WARP_INDEX if self.lanes else _THREAD_INDEX, gpu_total=gpu_total, gpu_row=gpu_row, **total)
 
     def _load(self) -> Any:
         _BODIES[self.key] = self
@@ -285,28 +340,39 @@ class RowKernel:
             self._gpu = self.drivers().gpu()
         return self._gpu
 
-    def run_cpu(self, n: int, *args: Any, work: int | None = None) -> None:
-        """Run the body for rows ``0 .. n-1`` on the cpu: parallel when the work pays."""
-        drivers = self.drivers()
-        if self.parallel and parallel_worth(self.cost * (n if work is None else work)):
-            drivers.cpu_parallel(n, *args)
-        else:
-            drivers.cpu_serial(0, n, *args)
+    def run_cpu(self, n: int, *args: Any, work: int | None = None) -> Any:
+        """Run the body for rows ``0 .. n-1`` on the cpu: parallel when the work pays and
+        there is more than one row. Returns the rows' total (None without ``total``)."""
+        return self(None, n, *args, work=work)
 
-    def run_gpu(self, ctx: Any, n: int, *args: Any) -> None:
-        """Launch the gpu driver for rows ``0 .. n-1`` on ``ctx``'s stream."""
-        if n <= 0:
-            return
-        from .launch import rows_grid, launch, warp_per_row
+    def run_gpu(self, ctx: Any, n: int, *args: Any) -> Any:
+        """Launch the gpu driver for rows ``0 .. n-1`` on ``ctx``'s stream. Returns the
+        rows' total (None without ``total``): a copy to the host, which waits for the kernel."""
+        total = None if self.total is None else ctx.xp.zeros(1, dtype=self.total)
+        if n > 0:
+            from .launch import rows_grid, launch, warp_per_row
 
-        config = warp_per_row(n) if self.lanes else rows_grid(n)
-        launch(ctx, self.gpu_driver(), config, n, *args)
+            config = warp_per_row(n) if self.lanes else rows_grid(n)
+            launch(ctx, self.gpu_driver(), config, n, *(args if total is None else (total, *args)))
+        if total is None:
+            return None
+        stream = getattr(ctx, "stream", None)
+        return (total.get(stream=stream) if stream is not None else _to_host(total))[0].item()
 
-    def __call__(self, ctx: Any, n: int, *args: Any, work: int | None = None) -> None:
-        if is_gpu(ctx):
-            self.run_gpu(ctx, int(n), *args)
-        else:
-            self.run_cpu(int(n), *args, work=work)
+    def __call__(self, ctx: Any, n: int, *args: Any, work: int | None = None) -> Any:
+        # the cpu path in one frame: a small batch (an embedding lookup of a few hundred
+        # ids) takes about as long as a Python call or two
+        if ctx is not None and is_gpu(ctx):
+            return self.run_gpu(ctx, int(n), *args)
+        serial = self._serial
+        if serial is None:
+            self.drivers()
+            serial = self._serial
+        if n > 1 and self.parallel:
+            units = self.cost * (n if work is None else work)
+            if units >= PARALLEL_MIN_WORK and parallel_worth(units):
+                return self._parallel(n, task_rows(n), *args)
+        return serial(0, n, *args)
 
     def __repr__(self) -> str:
         return f"<row_kernel {self.__module__}.{self.__qualname__}{' (lanes)' if self.lanes else ''}>"
@@ -321,16 +387,34 @@ def _same_text(path: str, text: str) -> bool:
 
 
 def row_kernel(body: Callable[..., Any] | None = None, *, lanes: bool = False, cost: int = 1,
-               parallel: bool = True) -> Any:
+               parallel: bool = True, total: Any = None) -> Any:
     """Decorator: the per-row ``body`` as a ``RowKernel`` running on cpu and gpu (see the
     module docstring). ``lanes=True``: the warp-per-row form, body ``(r, lane, lanes, ...)``.
     ``cost``: work units per unit of ``work=`` (for the parallel-size policy).
     ``parallel=False``: the cpu always runs the serial form, for light memory-bound passes
-    that more cpu threads do not speed up (gathers, one-off structure passes)."""
+    that more cpu threads do not speed up (gathers, one-off structure passes).
+    ``total``: a NumPy integer or float dtype; the body ends with ``return <number>`` (its
+    row's share) and the call returns the sum over the rows in that dtype (a count of bad
+    rows, a norm)."""
     def build(f: Callable[..., Any]) -> RowKernel:
-        return RowKernel(f, lanes=lanes, cost=cost, parallel=parallel)
+        return RowKernel(f, lanes=lanes, cost=cost, parallel=parallel, total=total)
 
     return build if body is None else build(body)
+
+
+def _total_dtype(total: Any, body: Callable[..., Any]) -> Any:
+    import numpy as np
+
+    dtype = np.dtype(total)
+    if dtype.kind not in "iuf":
+        raise TypeError(f"row kernel {body.__qualname__}: total= takes an integer or float dtype, got {dtype}")
+    return dtype
+
+
+def _to_host(a: Any) -> Any:
+    from sparse_ops.device import to_host
+
+    return to_host(a)
 
 
 def is_gpu(ctx: Any) -> bool:
@@ -339,5 +423,5 @@ def is_gpu(ctx: Any) -> bool:
     return device is not None and device.device_type == "gpu"
 
 
-__all__ = ["row_kernel", "RowKernel", "parallel_worth", "is_gpu", "PARALLEL_MIN_WORK", "ROWS_PER_TASK",
-           "driver_dir"]
+__all__ = ["row_kernel", "RowKernel", "parallel_worth", "task_rows", "is_gpu", "PARALLEL_MIN_WORK", "ROWS_PER_TASK",
+           "TASKS_PER_THREAD", "driver_dir"]

@@ -38,6 +38,34 @@ def _scaled_rows(r, lane, lanes, x, scale, out):
         out[r, f] = x[r, f] * scale[r]
 
 
+@row_kernel(total="int64")
+def _count_negative(r, x):
+    return x[r] < 0
+
+
+@row_kernel(total="float64")
+def _row_sum_of_squares(r, indptr, data):
+    acc = 0.0
+    for p in range(indptr[r], indptr[r + 1]):
+        acc += data[p] * data[p]
+    return acc
+
+
+@row_kernel(total="int64")
+def _count_nonempty_early_return(r, indptr):
+    if indptr[r + 1] == indptr[r]:
+        return 0
+    return 1
+
+
+@row_kernel
+def _range_sums(t, bounds, data, out):  # a task per range: the callers cut one per thread
+    acc = 0.0
+    for p in range(bounds[t], bounds[t + 1]):
+        acc += data[p]
+    out[t] = acc
+
+
 def _ragged(rows: int = 300, seed: int = 0):
     rng = np.random.default_rng(seed)
     counts = rng.integers(0, 6, size=rows)
@@ -57,9 +85,47 @@ def test_cpu_drivers_match_numpy(monkeypatch, kernel, threshold):
     np.testing.assert_array_equal(out, want)
 
 
+@pytest.mark.parametrize("threshold", [1 << 62, 0])  # the serial form, then the parallel one
+@pytest.mark.parametrize("rows", [0, 1, 5, 300])
+def test_total_drivers_sum_the_rows(monkeypatch, threshold, rows):
+    monkeypatch.setattr(rowkernel, "PARALLEL_MIN_WORK", threshold)
+    indptr, data, _ = _ragged(rows)
+    x = np.random.default_rng(1).standard_normal(rows)
+    count = _count_negative(None, rows, x)
+    assert type(count) is int and count == int((x < 0).sum())
+    assert _row_sum_of_squares(None, rows, indptr, data) == pytest.approx(float(data @ data))
+    assert _count_nonempty_early_return(None, rows, indptr) == int((np.diff(indptr) > 0).sum())
+
+
+def test_a_total_body_returns_a_number_of_a_numeric_dtype():
+    assert "_part += _total_type(x[r] < 0)" in _count_negative._row_code()
+    assert "_body(" not in _row_sum_of_squares._row_code()
+    assert _count_nonempty_early_return._row_code().strip().startswith("_part += _total_type(_body(_nonneg(_i), ")
+    with pytest.raises(TypeError, match="integer or float dtype"):
+        row_kernel(total="U3")(lambda r, x: x[r])
+
+
+def test_few_heavy_rows_get_a_task_each(monkeypatch):
+    """Ranges a caller cut one per thread: the parallel driver's tasks shrink below
+    ROWS_PER_TASK rows so that every thread gets one; many rows make at most
+    TASKS_PER_THREAD tasks a thread."""
+    import numba
+
+    threads = numba.get_num_threads()
+    assert rowkernel.task_rows(threads) == 1 and rowkernel.task_rows(1) == 1
+    assert rowkernel.task_rows(threads * rowkernel.ROWS_PER_TASK) == rowkernel.ROWS_PER_TASK
+    many = threads * rowkernel.TASKS_PER_THREAD * rowkernel.ROWS_PER_TASK * 10
+    assert -(-many // rowkernel.task_rows(many)) == threads * rowkernel.TASKS_PER_THREAD
+    monkeypatch.setattr(rowkernel, "PARALLEL_MIN_WORK", 0)
+    bounds = np.array([0, 3, 10, 10], dtype=np.int64)
+    out = np.full(3, np.nan)
+    _range_sums(None, 3, bounds, np.arange(10.0), out)
+    np.testing.assert_array_equal(out, [3.0, 42.0, 0.0])
+
+
 def test_the_body_is_pasted_in_unless_it_returns():
     assert "_body(" not in _row_max._row_code() and "top = max(top, data[p])" in _row_max._row_code()
-    assert _row_max_early_return._row_code().strip().startswith("_body(_i, ")
+    assert _row_max_early_return._row_code().strip().startswith("_body(_nonneg(_i), ")
 
 
 def test_lanes_body_runs_with_one_lane_on_the_cpu():
@@ -109,6 +175,10 @@ def test_gpu_drivers_match_the_cpu():
         out = xp.full(want.shape, np.nan)
         kernel(gpu, want.shape[0], xp.asarray(indptr), xp.asarray(data), out)
         np.testing.assert_array_equal(so.device.to_host(out), want)
+    count = _count_negative(gpu, 40, xp.asarray(np.linspace(-1, 1, 40)))
+    assert type(count) is int and count == 20
+    assert _row_sum_of_squares(gpu, want.shape[0], xp.asarray(indptr), xp.asarray(data)) == pytest.approx(
+        float(data @ data))
     x = np.arange(8.0 * 40).reshape(8, 40)  # 40 columns: a warp's lanes stride past 32
     scale = np.linspace(-1, 1, 8)
     out = xp.empty(x.shape)

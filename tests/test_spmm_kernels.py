@@ -186,23 +186,52 @@ def _t_check(got: np.ndarray, m: sp.csr_matrix, b: np.ndarray) -> None:
 @pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
 @pytest.mark.parametrize("kind", ["uniform", "power-law"])
-def test_transposed_every_width_every_driver(width, dtype, kind):
-    """The serial rows kernel, the per-thread partial outputs and the column-range driver
-    give A.T @ b for every chunk combination (b's row chunks held in registers)."""
+def test_transposed_every_width_every_driver(monkeypatch, width, dtype, kind):
+    """One row range (the serial product), row ranges into per-task partial outputs and
+    column ranges (in the parallel driver) give A.T @ b for every chunk combination (b's
+    row chunks held in registers)."""
     from sparse_ops.kernels import linalg
+    from sparse_ops.sdk import rowkernel
 
     m = _csr(300, 50, dtype, np.int32, kind)
     b = _dense(300, width, dtype)
     serial = np.zeros((50, width), dtype)
-    linalg.csr_t_dense_rows(m.indptr, m.indices, m.data, b, 0, 300, serial)
+    linalg.csr_t_dense_row_range(None, 1, m.indptr, m.indices, m.data, b, 1, serial, np.empty((0, 0, 0), dtype))
     _t_check(serial, m, b)
-    bounds = np.array([0, 97, 180, 300], np.int64)
-    partial = np.zeros((50, width), dtype)
-    linalg.csr_t_dense_partial(m.indptr, m.indices, m.data, b, bounds, partial, np.full((2, 50, width), 7, dtype))
+    monkeypatch.setattr(rowkernel, "PARALLEL_MIN_WORK", 0)  # the parallel driver, whatever the size
+    partial, spare = np.zeros((50, width), dtype), np.full((2, 50, width), 7, dtype)
+    linalg.csr_t_dense_row_range(None, 3, m.indptr, m.indices, m.data, b, 3, partial, spare)
+    linalg.add_partials_row(None, 50, partial, spare)
     _t_check(partial, m, b)
     columns = np.zeros((50, width), dtype)
-    linalg.csr_t_dense(m.indptr, m.indices, m.data, b, np.array([0, 20, 50], np.int64), columns)
+    linalg.csr_t_dense_column_range(None, 2, m.indptr, m.indices, m.data, b, np.array([0, 20, 50], np.int64),
+                                    columns)
     _t_check(columns, m, b)
+
+
+@pytest.mark.parametrize("threshold", [1 << 62, 0])  # the serial driver, then the parallel one
+def test_dense_times_csr_and_column_counts_in_both_drivers(monkeypatch, threshold):
+    from sparse_ops.kernels import linalg
+    from sparse_ops.sdk import rowkernel
+
+    monkeypatch.setattr(rowkernel, "PARALLEL_MIN_WORK", threshold)
+    m = _csr(60, 300, np.float64, np.int32, "power-law", seed=3)
+    a = _dense(500, 60, np.float64)
+    out = np.full((500, 300), np.nan)
+    linalg.dense_csr_row(None, 500, a, m.indptr, m.indices, m.data, out)
+    np.testing.assert_allclose(out, a @ m.toarray(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(linalg.column_counts(m.indices, 300), np.bincount(m.indices, minlength=300))
+
+
+def test_row_ranges_split_the_stored_values_evenly():
+    from sparse_ops.kernels import linalg
+
+    indptr = np.array([0, 0, 5, 6, 6, 20, 21, 30], np.int32)  # 7 rows, 30 values
+    for ranges in (1, 2, 3, 7, 10):
+        starts = [linalg.range_start(indptr, t, ranges) for t in range(ranges + 1)]
+        assert starts[0] == 0 and starts[-1] == 7 and starts == sorted(starts)
+        want = np.minimum(np.searchsorted(indptr, 30 * np.arange(1, ranges, dtype=np.int64) // ranges), 7)
+        assert starts[1:-1] == want.tolist()
 
 
 def test_transposed_accumulates_and_strided_operand():

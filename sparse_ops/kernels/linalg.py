@@ -1,21 +1,22 @@
 """numba CPU kernels of ``dot``: products of a csr matrix with a dense one, in the orientations
 that have no gpu form (csr @ dense itself is ``sparse_ops.sdk.csr.csr_dense``, for both devices).
 
-Each product has a serial kernel over a range (of rows, or of output columns) and a
-parallel driver that splits the whole range among the threads; the host functions at the
-top choose between them (the products' threading policy). Small products call the
-serial kernel directly: starting a parallel region costs more than they do. Every driver
-is race-free without atomics: each parallel iteration owns the output rows it writes.
-Values arrive widened to float32, float64 or int64 (fewer specialisations to compile)
-and all value arrays of one call share a dtype.
+Each product is one body per output row, or per task (a range of rows or of output
+columns, one per thread: ``tasks_for``), run by the serial and parallel cpu drivers
+``sparse_ops.sdk.rowkernel`` builds, under its one parallel-size policy
+(``parallel_worth``): small products run serially, as one task, since starting a parallel
+region costs more than they do. The bodies are cpu-only (register-held chunks of
+``sparse_ops.kernels.chunks``, array slices). Every body is race-free without atomics:
+each row or task owns the output rows it writes. Values arrive widened to float32,
+float64 or int64 (fewer specialisations to compile) and all value arrays of one call
+share a dtype.
 """
 import numba
 import numpy as np
-from numba import prange
 from numba.extending import overload
 
 from .. import alloc
-from ..sdk.rowkernel import ROWS_PER_TASK, parallel_worth  # noqa: F401  (ROWS_PER_TASK: the drivers' block)
+from ..sdk.rowkernel import parallel_worth, row_kernel
 from . import chunks, jit, jit_options
 
 # per-thread partial outputs of A.T @ b (one per thread but the first) while they stay this small
@@ -23,33 +24,44 @@ PARTIAL_MAX_BYTES = 256 << 20
 
 
 # ---- the threading policy of the products (host code choosing a driver) ----------------------------
+def tasks_for(work: int) -> int:
+    """How many tasks (ranges cut for the threads) a product doing ``work`` multiply-adds
+    is cut into: one per numba thread when ``parallel_worth`` says the work pays for a
+    parallel region, else one (the serial driver runs it)."""
+    return numba.get_num_threads() if parallel_worth(work) else 1
+
+
 def column_counts(indices: np.ndarray, columns: int) -> np.ndarray:
     """How many stored values each of ``columns`` columns has (int64), counted in parallel
-    slices when ``parallel_worth`` says the work pays for a parallel region."""
+    slices (``count_columns_slice``) when the work pays for a parallel region."""
     nnz = indices.shape[0]
-    slices = numba.get_num_threads() if parallel_worth(nnz) else 1
+    slices = tasks_for(nnz)
     per_slice = np.zeros((slices, columns), dtype=np.int32 if nnz < 2**31 else np.int64)
-    count_columns(indices, per_slice)
+    count_columns_slice(None, slices, indices, per_slice, work=nnz)
     return per_slice.sum(axis=0, dtype=np.int64)
 
 
 def csr_t_dense_product(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray, b: np.ndarray,
                         counts: np.ndarray, out: np.ndarray) -> None:
     """out += A.T @ b for csr A whose column ``indices`` are positions among ``out``'s rows
-    (``counts`` stored values each). Small products run serially; big ones in parallel over
-    row ranges into per-thread partial outputs while those stay small beside A (each thread
-    reads its share of A and b once), else over ranges of output rows (no extra memory)."""
+    (``counts`` stored values each). Small products run serially (one row range); big ones
+    in parallel over row ranges into per-thread partial outputs while those stay small
+    beside A (each thread reads its share of A and b once), else over ranges of output
+    rows (no extra memory)."""
     stored, n = out.shape
     if not stored or not n:
         return
-    threads = numba.get_num_threads()
-    if not parallel_worth(indices.shape[0] * n):
-        csr_t_dense_rows(indptr, indices, values, b, 0, indptr.shape[0] - 1, out)
-    elif threads * stored <= indices.shape[0] and (threads - 1) * out.nbytes <= PARTIAL_MAX_BYTES:
-        spare = alloc.empty((threads - 1, stored, n), values.dtype)
-        csr_t_dense_partial(indptr, indices, values, b, row_chunks(indptr, threads), out, spare)
+    work = indices.shape[0] * n
+    tasks = tasks_for(work)
+    if tasks == 1:
+        csr_t_dense_row_range(None, 1, indptr, indices, values, b, 1, out, np.empty((0, 0, 0), values.dtype))
+    elif tasks * stored <= indices.shape[0] and (tasks - 1) * out.nbytes <= PARTIAL_MAX_BYTES:
+        spare = alloc.empty((tasks - 1, stored, n), values.dtype)
+        csr_t_dense_row_range(None, tasks, indptr, indices, values, b, tasks, out, spare, work=work)
+        add_partials_row(None, stored, out, spare, work=spare.size)
     else:
-        csr_t_dense(indptr, indices, values, b, column_chunks(counts, threads), out)
+        csr_t_dense_column_range(None, tasks, indptr, indices, values, b, column_chunks(counts, tasks), out,
+                                 work=work)
 
 
 def column_chunks(counts: np.ndarray, chunks: int) -> np.ndarray:
@@ -61,22 +73,14 @@ def column_chunks(counts: np.ndarray, chunks: int) -> np.ndarray:
     return np.concatenate(([0], np.minimum(inner, counts.shape[0]), [counts.shape[0]])).astype(np.int64)
 
 
-def row_chunks(indptr: np.ndarray, chunks: int) -> np.ndarray:
-    """Row boundaries splitting a csr into ``chunks`` row ranges of about equal nnz."""
-    nnz = int(indptr[-1])
-    inner = np.searchsorted(indptr, nnz * np.arange(1, chunks, dtype=np.int64) // chunks, side="left")
-    return np.concatenate(([0], np.minimum(inner, indptr.shape[0] - 1), [indptr.shape[0] - 1])).astype(np.int64)
-
-
-@jit(parallel=True)
-def count_columns(indices, counts):
+@row_kernel
+def count_columns_slice(t, indices, counts):
     """counts[t, c] = how often column c occurs in slice t of ``indices`` (one slice per row
-    of ``counts``, counted in parallel; the caller sums them). NumPy's bincount first converts
-    int32 indices to int64: twice as slow; int32 counts keep more of them in the L1 cache."""
-    nnz, tasks = indices.shape[0], counts.shape[0]
-    for t in prange(tasks):
-        for j in range(t * nnz // tasks, (t + 1) * nnz // tasks):
-            counts[t, indices[j]] += 1
+    of ``counts``; the caller sums them). NumPy's bincount first converts int32 indices to
+    int64: twice as slow; int32 counts keep more of them in the L1 cache."""
+    nnz, slices = indices.shape[0], counts.shape[0]
+    for j in range(t * nnz // slices, (t + 1) * nnz // slices):
+        counts[t, indices[j]] += 1
 
 
 @jit()
@@ -126,43 +130,58 @@ def csr_t_dense_rows(indptr, indices, data, b, lo, hi, out):
     _t_rows(indptr, indices, data, b, out, lo, hi)
 
 
-@jit(parallel=True)
-def csr_t_dense_partial(indptr, indices, data, b, bounds, out, spare):
-    """out += A.T @ b with the row ranges ``bounds[t]:bounds[t + 1]`` (about equal nnz each)
-    in parallel, range 0 into ``out`` and range t > 0 into its own zeroed ``spare[t - 1]``,
-    then the spares summed into ``out`` by blocks of output rows.
-
-    Each thread reads only its part of A and b (the column-range driver reads all of A
-    in every thread): the better choice while the output is small beside A.
-    """
-    ranges = bounds.shape[0] - 1
-    for t in prange(ranges):
-        if t == 0:
-            csr_t_dense_rows(indptr, indices, data, b, bounds[0], bounds[1], out)
-        else:
-            part = spare[t - 1]
-            part[:] = 0
-            csr_t_dense_rows(indptr, indices, data, b, bounds[t], bounds[t + 1], part)
-    rows, n = out.shape[0], out.shape[1]
-    for blk in prange((rows + ROWS_PER_TASK - 1) // ROWS_PER_TASK):
-        lo = blk * ROWS_PER_TASK
-        hi = min(rows, lo + ROWS_PER_TASK)
-        for s in range(ranges - 1):
-            for r in range(lo, hi):
-                for c in range(n):
-                    out[r, c] += spare[s, r, c]
-
-
 @jit()
-def csr_t_dense_columns(indptr, indices, data, b, lo, hi, out):
-    """out[c] += sum over rows i of A[i, c] * b[i] for the columns lo <= c < hi of csr A
-    (m x k) and row-major dense b (m x n): A.T @ b (k x n) restricted to those columns.
+def range_start(indptr, t, ranges):
+    """The first row of range t when csr rows are cut into ``ranges`` ranges of about equal
+    nnz (``ranges`` for t = ranges: the row count)."""
+    rows = indptr.shape[0] - 1
+    if t <= 0:
+        return 0
+    if t >= ranges:
+        return rows
+    return min(np.searchsorted(indptr, indptr[rows] * t // ranges), rows)
 
-    Reads all of A and b in order and writes only the output rows of its columns. The
-    columns of a row are sorted, so its values in [lo, hi) are one run: skipping to it
-    costs a predictable branch per value instead of a random one. ``out`` is indexed by the
-    column itself: an indirection through a renumbering array costs a dependent load per value.
+
+@row_kernel
+def csr_t_dense_row_range(t, indptr, indices, data, b, ranges, out, spare):
+    """Task t of out += A.T @ b cut into ``ranges`` row ranges of about equal nnz
+    (``range_start``): range 0 adds into ``out``, range t > 0 into its own ``spare[t - 1]``
+    (zeroed here), which ``add_partials_row`` then adds to ``out``.
+
+    Each task reads only its part of A and b (a column range reads all of A): the better
+    cut while the output is small beside A.
     """
+    lo, hi = range_start(indptr, t, ranges), range_start(indptr, t + 1, ranges)
+    if t == 0:
+        csr_t_dense_rows(indptr, indices, data, b, lo, hi, out)
+    else:
+        part = spare[t - 1]
+        part[:] = 0
+        csr_t_dense_rows(indptr, indices, data, b, lo, hi, part)
+
+
+@row_kernel
+def add_partials_row(r, out, spare):
+    """out[r] += spare[s, r] for every partial output s, in order of s."""
+    for s in range(spare.shape[0]):
+        for c in range(out.shape[1]):
+            out[r, c] += spare[s, r, c]
+
+
+@row_kernel
+def csr_t_dense_column_range(t, indptr, indices, data, b, bounds, out):
+    """Task t of out += A.T @ b cut into the column ranges ``bounds[t]:bounds[t + 1]`` of
+    csr A (m x k) (about equal nnz each), row-major dense b (m x n): the output rows
+    (k x n) of those columns, sums over all rows i of A[i, c] * b[i].
+
+    Cutting the output columns keeps the writes race-free, reads b in order and keeps the
+    output block in cache; transposing A first and then taking row-wise products would add
+    a serial scatter and random reads of b's rows. The columns of a row are sorted, so its
+    values in the range are one run: skipping to it costs a predictable branch per value
+    instead of a random one. ``out`` is indexed by the column itself: an indirection
+    through a renumbering array costs a dependent load per value.
+    """
+    lo, hi = bounds[t], bounds[t + 1]
     n = b.shape[1]
     for i in range(indptr.shape[0] - 1):
         j, end = indptr[i], indptr[i + 1]
@@ -175,37 +194,14 @@ def csr_t_dense_columns(indptr, indices, data, b, lo, hi, out):
             j += 1
 
 
-@jit(parallel=True)
-def csr_t_dense(indptr, indices, data, b, bounds, out):
-    """out += A.T @ b (see ``csr_t_dense_columns``); the column ranges
-    ``bounds[t]:bounds[t + 1]`` (about equal nnz each) run in parallel.
-
-    Splitting the output columns keeps the writes race-free, reads b in order and keeps
-    the output block in cache; transposing A first and then taking row-wise products would
-    add a serial scatter and random reads of b's rows.
-    """
-    for t in prange(bounds.shape[0] - 1):
-        csr_t_dense_columns(indptr, indices, data, b, bounds[t], bounds[t + 1], out)
-
-
-@jit()
-def dense_csr_rows(a, indptr, indices, data, out, start, stop):
-    """out[start:stop] = a[start:stop] @ B for row-major dense a (m x k), csr B (k x n):
-    per output row, scatter ``a[i, l] * B[l, :]`` for every ``a[i, l]``. Zeros of the dense
-    ``a`` are values, not skipped: 0 * nan and 0 * inf stored in B give nan, as in NumPy."""
-    k = a.shape[1]
-    for i in range(start, stop):
-        for c in range(out.shape[1]):
-            out[i, c] = 0
-        for l in range(k):
-            v = a[i, l]
-            for j in range(indptr[l], indptr[l + 1]):
-                out[i, indices[j]] += v * data[j]
-
-
-@jit(parallel=True)
-def dense_csr(a, indptr, indices, data, out):
-    """out = a @ B (see ``dense_csr_rows``), blocks of rows in parallel."""
-    m = a.shape[0]
-    for t in prange((m + ROWS_PER_TASK - 1) // ROWS_PER_TASK):
-        dense_csr_rows(a, indptr, indices, data, out, t * ROWS_PER_TASK, min(m, (t + 1) * ROWS_PER_TASK))
+@row_kernel
+def dense_csr_row(i, a, indptr, indices, data, out):
+    """out[i] = a[i] @ B for row-major dense a (m x k), csr B (k x n): scatter
+    ``a[i, l] * B[l, :]`` for every ``a[i, l]``. Zeros of the dense ``a`` are values, not
+    skipped: 0 * nan and 0 * inf stored in B give nan, as in NumPy."""
+    for c in range(out.shape[1]):
+        out[i, c] = 0
+    for l in range(a.shape[1]):
+        v = a[i, l]
+        for j in range(indptr[l], indptr[l + 1]):
+            out[i, indices[j]] += v * data[j]

@@ -38,7 +38,6 @@ from ..dtypes import in_input_dtypes, promote_types
 from ..ndarray import CSRNDArray, NDArray, RowSparseNDArray
 from ..registry import Op, Param, kernel, register
 from ..sdk import csr as sdk_csr
-from ..sdk.rowkernel import parallel_worth
 from ._util import T, index_dtype_for, is_host, kernel_module, numba_values
 
 _BOTH = ("cpu", "gpu")
@@ -379,10 +378,8 @@ class Dot(Op):
         else:
             a = np.ascontiguousarray(a)
             product = _dense_buffer(out, parts[2].dtype, a)
-            if parallel_worth(a.shape[0] * max(parts[1].shape[0], a.shape[1])):
-                kernel_module("linalg").dense_csr(a, *parts, product)
-            else:
-                kernel_module("linalg").dense_csr_rows(a, *parts, product, 0, a.shape[0])
+            kernel_module("linalg").dense_csr_row(None, a.shape[0], a, *parts, product,
+                                                  work=a.shape[0] * max(parts[1].shape[0], a.shape[1]))
         _emit_dense(ctx, out, product, (rhs.indices, rhs.indptr))
 
     @kernel(device="cpu", stypes=("csr", "csr"))

@@ -11,7 +11,8 @@ import numpy as np
 from ..errors import OperatorError
 from ..registry import Op, Param, kernel, register
 from ..sdk import csr as sdk_csr
-from ._util import T, index_dtype_for, is_host, kernel_module, match_rows, numba_values, rows_in_parallel
+from ._util import (ROW_VALUES_PER_WORK, T, index_dtype_for, is_host, kernel_module, match_rows, numba_values,
+                    rows_in_parallel)
 
 _BOTH = ("cpu", "gpu")
 
@@ -37,9 +38,8 @@ def _kernel_ids(ids):
 def _check_ids(ids, n: int, op: str) -> None:
     """Raise IndexOutOfRangeError unless every id truncates into [0, n) (NaN never does)."""
     if is_host(ids):
-        kernels = kernel_module("nn")
-        count = kernels.count_out_of_range if rows_in_parallel(ids.size) else kernels.count_out_of_range_serial
-        bad = count(_kernel_ids(ids), n)
+        bad = kernel_module("nn").out_of_range_id(None, ids.size, _kernel_ids(ids), n,
+                                                  work=ids.size // ROW_VALUES_PER_WORK)
     else:
         bad = int((~((ids > -1) & (ids < n))).sum())
     if bad:
@@ -124,10 +124,7 @@ class EmbeddingOp(Op):
         # too), the rows viewed as words of the widest size that divides them
         word = _row_word(weight.dtype.itemsize * self.output_dim)
         w, r = np.ascontiguousarray(weight).view(word), rows.view(word)
-        if rows_in_parallel(rows.size):
-            bad = kernels.gather_rows(ids, w, r)
-        else:
-            bad = kernels.gather_rows_range(ids, w, r, 0, ids.shape[0])
+        bad = kernels.gather_row(None, ids.shape[0], ids, w, r, work=rows.size // ROW_VALUES_PER_WORK)
         if bad:
             _raise_out_of_range(ids, self.input_dim, "Embedding")
 
