@@ -44,9 +44,10 @@ def densify_into(x: NDArray, out: Any) -> None:
     if x.stype == "csr":
         if _numba_ok(xp, x.data) or (xp is np and x.dtype == np.float16 and out.dtype == x.dtype):
             if out.dtype == x.dtype and out.flags.c_contiguous:
-                from .kernels.convert import csr_zero_and_scatter_into
+                from .kernels.convert import csr_clear_scatter_row
 
-                csr_zero_and_scatter_into(x.indptr, x.indices, _bits(x.data), _bits(out))
+                csr_clear_scatter_row(None, x.shape[0], x.indptr, x.indices, _bits(x.data), _bits(out),
+                                      work=out.size)
                 return
         out[...] = 0
         rows = _csr_row_ids(x, xp)
@@ -61,9 +62,9 @@ def _csr_to_dense(x: CSRNDArray) -> NDArray:
     with _dev.allocating_on(x.device):
         out = xp.zeros(x.shape, dtype=x.dtype)
     if xp is np:
-        from .kernels.convert import csr_scatter_into
+        from .kernels.convert import csr_scatter_row
 
-        csr_scatter_into(x.indptr, x.indices, _bits(x.data), _bits(out))
+        csr_scatter_row(None, x.shape[0], x.indptr, x.indices, _bits(x.data), _bits(out), work=x.nnz)
     else:
         out[_csr_row_ids(x, xp), x.indices] = x.data
     return NDArray(out, x.device)
@@ -86,16 +87,16 @@ def _dense_to_csr(x: NDArray) -> CSRNDArray:
     rows, cols = a.shape
     with _dev.allocating_on(x.device):
         if _numba_ok(xp, a):
-            from .kernels.convert import count_row_nonzeros, fill_csr_from_dense
+            from .kernels.convert import count_row_nonzeros, fill_csr_row
 
             a = np.ascontiguousarray(a)
             counts = np.empty(rows, dtype=DEFAULT_INDEX_DTYPE)
-            count_row_nonzeros(a, counts)
+            count_row_nonzeros(None, rows, a, counts, work=a.size)
             indptr = _indptr_from_counts(counts, xp)
             nnz = int(indptr[-1])
             indices = np.empty(nnz, dtype=DEFAULT_INDEX_DTYPE)
             data = np.empty(nnz, dtype=a.dtype)
-            fill_csr_from_dense(a, indptr, indices, data)
+            fill_csr_row(None, rows, a, indptr, indices, data, work=a.size)
         else:
             mask = a != 0
             indptr = _indptr_from_counts(mask.sum(axis=1), xp)

@@ -255,9 +255,9 @@ def _scatter_add(xp, out: Any, x) -> None:
     if x.stype == "row_sparse":
         out[x.indices] += x.data
     elif is_host(out) and x.dtype != np.float16 and out.flags.c_contiguous:
-        from ..kernels.structure import csr_scatter_add_into
+        from ..kernels.convert import csr_scatter_add_row
 
-        csr_scatter_add_into(x.indptr, x.indices, x.data, out)
+        csr_scatter_add_row(None, x.shape[0], x.indptr, x.indices, x.data, out, work=x.nnz)
     else:
         out[row_ids(x), x.indices] += x.data
 
