@@ -154,16 +154,33 @@ def test_specs_are_keyed_by_parameter_type_and_value():
 
 
 def test_a_capacity_past_int64_is_refused_naming_max_nnz_not_wrapped():
-    """A csr output of 2**32 x 2**32 (an empty row_sparse cast to csr) has a dense bound
-    past int64: refused at trace time naming max_nnz= (it wrapped to 0 before); with
-    max_nnz= it traces. Nothing runs."""
+    """A csr output of 2**32 x 2**32 (an empty row_sparse cast to csr) has a dense bound past
+    int64: refused at trace time naming max_nnz= (it wrapped to 0 before); with max_nnz= it
+    traces. With x64 off the int32 indices of such an output are refused first. Nothing runs."""
+    import os
+    import subprocess
+    import sys
+
     from sparse_ops.bridging import capacity
 
     assert capacity("csr", (2**31, 2**31)) == 2**62
     assert capacity("row_sparse", (7, 3), max_nnz=100) == 7
-    x = RowSparse(jnp.zeros((0, 2**32), jnp.float32), jnp.zeros(0, jnp.int32), (2**32, 2**32))
-    with pytest.raises(JaxBridgeError, match=r"sparse_ops.jax.ops.cast_storage: a csr output of shape "
-                                             r"\(4294967296, 4294967296\) .*pass max_nnz="):
-        jax.eval_shape(lambda x: soj.ops.cast_storage(x, stype="csr"), x)
-    out = jax.eval_shape(lambda x: soj.ops.cast_storage(x, stype="csr", max_nnz=8), x)
-    assert out.data.shape == (8,)
+    with pytest.raises(so.OperatorError, match=r"could hold 18446744073709551616 stored values.*pass max_nnz="):
+        capacity("csr", (2**32, 2**32))
+    code = """
+import jax, jax.numpy as jnp, pytest
+import sparse_ops.jax as soj
+x = soj.RowSparse(jnp.zeros((0, 2**32), jnp.float32), jnp.zeros(0, jnp.int64), (2**32, 2**32))
+with pytest.raises(soj.JaxBridgeError, match=r"sparse_ops.jax.ops.cast_storage: a csr output of shape "
+                                             r"\\(4294967296, 4294967296\\) .*pass max_nnz="):
+    jax.eval_shape(lambda x: soj.ops.cast_storage(x, stype="csr"), x)
+out = jax.eval_shape(lambda x: soj.ops.cast_storage(x, stype="csr", max_nnz=8), x)
+assert out.data.shape == (8,) and out.indices.dtype == jnp.int64
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "JAX_ENABLE_X64": "1"})
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+    x = RowSparse(jnp.zeros((0, 2**33), jnp.float32), jnp.zeros(0, jnp.int32), (2**31 - 1, 2**33))
+    with pytest.raises(JaxBridgeError, match=r"needs int64 indices; jax holds int64 only with x64 on"):
+        jax.eval_shape(lambda x: soj.ops.cast_storage(x, stype="csr", max_nnz=8), x)

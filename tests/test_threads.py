@@ -1,4 +1,8 @@
-"""Parallel numba kernels launched from several threads at once neither abort nor race."""
+"""Parallel numba kernels launched from several threads at once neither abort nor race.
+
+The conversions here are big enough for the parallel drivers (``sdk.rowkernel``'s size
+policy: dense -> csr work is the dense size, at least ``PARALLEL_MIN_WORK``); smaller ones
+run serially and never start numba's threads."""
 import os
 import subprocess
 import sys
@@ -12,7 +16,7 @@ import sparse_ops as so
 
 
 def test_concurrent_parallel_conversions_match_serial():
-    mats = [sp.random(400, 300, density=0.05, format="csr", dtype=np.float32, random_state=i) for i in range(8)]
+    mats = [sp.random(600, 400, density=0.05, format="csr", dtype=np.float32, random_state=i) for i in range(8)]
     expected = [m.toarray() for m in mats]
 
     def work(i):
@@ -35,7 +39,7 @@ def test_threading_layer_choice_respects_the_user():
     env = dict(os.environ, NUMBA_THREADING_LAYER="workqueue")
     code = textwrap.dedent("""
         import numpy as np, numba, sparse_ops as so
-        so.array(np.eye(3, dtype=np.float32)).tostype("csr")
+        so.array(np.eye(600, dtype=np.float32)).tostype("csr")  # big enough for the parallel driver
         print(numba.threading_layer())
     """)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
@@ -48,7 +52,7 @@ CONCURRENT_KERNELS = textwrap.dedent("""
     import numpy as np, scipy.sparse as sp, numba
     import sparse_ops as so
 
-    mats = [so.csr_matrix(sp.random(300, 200, density=0.05, format="csr", dtype=np.float32, random_state=i))
+    mats = [so.csr_matrix(sp.random(600, 400, density=0.05, format="csr", dtype=np.float32, random_state=i))
             for i in range(8)]
     want = [m.asnumpy() for m in mats]
     done, errors = [0] * 8, []

@@ -134,7 +134,12 @@ def _result_layout(stype: str, shape: tuple[int, ...], dtype: np.dtype, max_nnz:
     for csr, rows for row_sparse) unless ``max_nnz`` caps it."""
     if stype == "default":
         return ArgLayout("default", shape, dtype)
-    return ArgLayout(stype, shape, dtype, _index_dtype(), capacity(stype, shape, max_nnz))
+    index = _index_dtype()
+    addressed = shape[1] if stype == "csr" else (shape[0] if shape else 0)
+    if index == np.dtype(np.int32) and addressed > 2**31 - 1:
+        raise OperatorError(f"a {stype} output of shape {shape} needs int64 indices; jax holds int64 only with "
+                            "x64 on: jax.config.update('jax_enable_x64', True)")
+    return ArgLayout(stype, shape, dtype, index, capacity(stype, shape, max_nnz))
 
 
 def spec_for(opdef: registry.OpDef, params: dict, ins: tuple[ArgLayout, ...], max_nnz: int | None) -> CallSpec:
