@@ -181,6 +181,14 @@ print("ok")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                           env={**os.environ, "JAX_ENABLE_X64": "1"})
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
-    x = RowSparse(jnp.zeros((0, 2**33), jnp.float32), jnp.zeros(0, jnp.int32), (2**31 - 1, 2**33))
-    with pytest.raises(JaxBridgeError, match=r"needs int64 indices; jax holds int64 only with x64 on"):
-        jax.eval_shape(lambda x: soj.ops.cast_storage(x, stype="csr", max_nnz=8), x)
+    off = """
+import jax, jax.numpy as jnp, pytest
+import sparse_ops.jax as soj
+x = soj.RowSparse(jnp.zeros((0, 2**33), jnp.float32), jnp.zeros(0, jnp.int32), (2**31 - 1, 2**33))
+with pytest.raises(soj.JaxBridgeError, match=r"needs int64 indices; jax holds int64 only with x64 on"):
+    jax.eval_shape(lambda x: soj.ops.cast_storage(x, stype="csr", max_nnz=8), x)
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", off], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "JAX_ENABLE_X64": "0"})
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
