@@ -578,3 +578,47 @@ def test_no_storage_fallback_warning_for_the_dense_only_updates():
         warnings.simplefilter("error", so.StorageFallbackWarning)
         opt = mx.optimizer.RMSProp(centered=True)
         mx.optimizer.get_updater(opt)(0, mx.nd.ones((3, 2)).tostype("row_sparse"), mx.nd.ones((3, 2)))
+
+
+@pytest.mark.parametrize("name, kw, lazy_states", [
+    ("sgd", {"learning_rate": 0.1, "momentum": 0.9, "wd": 0.1}, True),
+    ("adam", {"learning_rate": 0.1, "wd": 0.1}, True),
+    ("adagrad", {"learning_rate": 0.1, "wd": 0.1}, True),
+    ("ftrl", {"learning_rate": 0.1, "wd": 0.1}, True),
+    ("sgd", {"learning_rate": 0.1, "momentum": 0.9, "wd": 0.1, "lazy_update": False}, False),
+    ("adam", {"learning_rate": 0.1, "wd": 0.1, "lazy_update": False}, False),
+])
+def test_states_of_a_row_sparse_weight_follow_mxnet_and_updates_stay_lazy(name, kw, lazy_states):
+    """MXNet 1.9.1's create_state: SGD and Adam give a row_sparse weight row_sparse states when
+    lazy_update (else dense), AdaGrad and Ftrl always; with row_sparse states only the
+    gradient's rows change, and those rows match the same optimizer on a dense weight."""
+    import sparse_ops.compat.mxnet as mx
+
+    rng = np.random.default_rng(3)
+    w0 = rng.standard_normal((5, 3)).astype(np.float32)
+    rows = np.array([1, 3])
+    gv = rng.standard_normal((2, 3)).astype(np.float32)
+    g = mx.nd.sparse.row_sparse_array((gv, rows), shape=(5, 3))
+    w = mx.nd.array(w0).tostype("row_sparse")
+    opt = mx.optimizer.create(name, **kw)
+    state = opt.create_state(0, w)
+    states = state if isinstance(state, tuple) else (state,)
+    assert {s.stype for s in states} == {"row_sparse" if lazy_states else "default"}
+    for _ in range(2):
+        opt.update(0, w, g, state)
+    assert w.stype == "row_sparse"
+    # the same steps on a dense weight with a dense gradient, its states dense
+    ref_opt = mx.optimizer.create(name, **kw)
+    wd = mx.nd.array(w0)
+    dense_g = np.zeros((5, 3), np.float32)
+    dense_g[rows] = gv
+    ref_state = ref_opt.create_state(0, wd)
+    for _ in range(2):
+        ref_opt.update(0, wd, mx.nd.array(dense_g), ref_state)
+    got, ref = w.asnumpy(), wd.asnumpy()
+    np.testing.assert_allclose(got[rows], ref[rows], rtol=1e-5, atol=1e-6)
+    others = np.setdiff1d(np.arange(5), rows)
+    if lazy_states:
+        np.testing.assert_array_equal(got[others], w0[others])  # lazy: rows without gradient untouched
+    else:
+        np.testing.assert_allclose(got[others], ref[others], rtol=1e-5, atol=1e-6)  # standard: wd everywhere

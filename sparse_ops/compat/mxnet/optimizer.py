@@ -16,6 +16,10 @@ as is every update of ``NAG``, ``Signum`` and ``RMSProp`` (MXNet has only dense 
 them). ``multi_precision=True`` keeps a float32 master copy of a float16 weight; the update
 runs on it and the weight receives its cast.
 
+A row_sparse weight gets MXNet's state storage types: row_sparse states for ``SGD`` and
+``Adam`` with ``lazy_update=True`` (dense without), and always for ``AdaGrad`` and ``Ftrl``;
+row_sparse states make the update lazy (only the gradient's rows change).
+
 States are NDArrays in the weight's dtype (MXNet makes AdaGrad's, RMSProp's and Ftrl's
 float32 whatever the weight: a float64 weight there fails MXNet's own type check).
 ``get_states`` / ``set_states`` use ``pickle``, as MXNet does: load states only from a source
@@ -325,6 +329,13 @@ class _MasterFirstMomentum(Optimizer):
         raise NotImplementedError
 
 
+def _state_stype(weight: NDArray, lazy_update: bool) -> str:
+    """MXNet's storage type of a state of ``weight``: the weight's own for lazy updates (a
+    row_sparse weight keeps row_sparse states, so only the gradient's rows change), else
+    dense."""
+    return weight.stype if lazy_update else "default"
+
+
 @register
 class SGD(_MasterFirstMomentum):
     """SGD with momentum and weight decay. Standard update::
@@ -343,7 +354,7 @@ class SGD(_MasterFirstMomentum):
     def create_state(self, index: Any, weight: NDArray) -> Any:
         if self.momentum == 0.0:
             return None
-        return zeros(weight.shape, weight.context, dtype=weight.dtype)
+        return zeros(weight.shape, weight.context, dtype=weight.dtype, stype=_state_stype(weight, self.lazy_update))
 
     def _step(self, w, g, mom, lr, wd, kwargs, dense):
         lazy = self.lazy_update and not dense
@@ -439,8 +450,9 @@ class Adam(Optimizer):
         self.lazy_update = bool(lazy_update)
 
     def create_state(self, index: Any, weight: NDArray) -> Any:
-        return (zeros(weight.shape, weight.context, dtype=weight.dtype),
-                zeros(weight.shape, weight.context, dtype=weight.dtype))
+        stype = _state_stype(weight, self.lazy_update)
+        return (zeros(weight.shape, weight.context, dtype=weight.dtype, stype=stype),
+                zeros(weight.shape, weight.context, dtype=weight.dtype, stype=stype))
 
     def update(self, index: Any, weight: NDArray, grad: NDArray, state: Any) -> None:
         self._check(weight, grad)
@@ -470,7 +482,7 @@ class AdaGrad(Optimizer):
         self.float_stable_eps = eps
 
     def create_state(self, index: Any, weight: NDArray) -> Any:
-        return zeros(weight.shape, weight.context, dtype=weight.dtype)
+        return zeros(weight.shape, weight.context, dtype=weight.dtype, stype=weight.stype)  # history, as MXNet
 
     def update(self, index: Any, weight: NDArray, grad: NDArray, state: Any) -> None:
         self._check(weight, grad)
@@ -545,8 +557,8 @@ class Ftrl(Optimizer):
         self.lazy_update = bool(lazy_update)
 
     def create_state(self, index: Any, weight: NDArray) -> Any:
-        return (zeros(weight.shape, weight.context, dtype=weight.dtype),  # z
-                zeros(weight.shape, weight.context, dtype=weight.dtype))  # n
+        return (zeros(weight.shape, weight.context, dtype=weight.dtype, stype=weight.stype),  # z, as MXNet
+                zeros(weight.shape, weight.context, dtype=weight.dtype, stype=weight.stype))  # n
 
     def update(self, index: Any, weight: NDArray, grad: NDArray, state: Any) -> None:
         self._check(weight, grad)
