@@ -77,9 +77,6 @@ def coo_rows(rows: Any, bound: int) -> None:
         raise SparseFormatError(f"COO row index {int(rows[bad])} at position {bad} is out of range [0, {bound})")
 
 
-_INDEX_SET = frozenset(INDEX_DTYPES)
-
-
 def output_problem(r: NDArray, stype: str, shape: tuple, dtype: Any, xp: Any) -> tuple[str, str] | None:
     """(what, detail) of the first thing wrong with a kernel's output ``r`` planned as
     (``stype``, ``shape``, ``dtype``) on array module ``xp``, for kernels we do not trust:
@@ -94,7 +91,7 @@ def output_problem(r: NDArray, stype: str, shape: tuple, dtype: Any, xp: Any) ->
         if not isinstance(a, xp.ndarray):
             return "a bad output", f"its {part} is a {type(a).__name__}, not a {xp.__name__} array"
     for part, a in aux:
-        if a.dtype not in _INDEX_SET:
+        if a.dtype not in INDEX_DTYPES:
             return f"a {stype} output with a bad index array", f"{part} of dtype {a.dtype} (int32 or int64)"
     if data.dtype != dtype:
         return "an output of the wrong dtype", f"{data.dtype}, but the op's type inference says {dtype}"

@@ -43,7 +43,7 @@ from ..dtypes import held_dtype
 from ..gradients import require_gradient
 from . import handlers
 from ..bridging import PARTS, BridgedTable, arg_names
-from .spec import ArgLayout, CallSpec, JaxBridgeError, forget, spec_for
+from .spec import INT32_MAX, X64, ArgLayout, CallSpec, JaxBridgeError, addressed, forget, spec_for
 
 TRACES = [0]  # bridged calls traced so far (a counter for tests of compile counts)
 
@@ -120,8 +120,6 @@ def split(a: Any) -> tuple[str, list, tuple[int, ...]]:
 
 
 _CONVERT = "convert it first, e.g. with .astype(jnp.float32)"
-_X64 = "jax holds int64 only with x64 on: jax.config.update('jax_enable_x64', True)"
-_INT32_MAX = 2**31 - 1
 
 
 def _index_part(a: Any, what: str) -> Any:
@@ -129,9 +127,9 @@ def _index_part(a: Any, what: str) -> Any:
     int64 values to int32 silently, so values past int32 are refused first."""
     if not isinstance(a, jax.Array) and not hasattr(a, "aval") and not jax.config.jax_enable_x64:
         host = np.asarray(a)
-        if host.dtype.kind in "iu" and host.size and (int(host.min()) < -_INT32_MAX - 1 or
-                                                       int(host.max()) > _INT32_MAX):
-            raise TypeError(f"{what}: values up to {int(host.max())} do not fit int32; {_X64}")
+        if host.dtype.kind in "iu" and host.size and (int(host.min()) < -INT32_MAX - 1 or
+                                                       int(host.max()) > INT32_MAX):
+            raise TypeError(f"{what}: values up to {int(host.max())} do not fit int32; {X64}")
     return jnp.asarray(a)
 
 
@@ -148,10 +146,10 @@ def _layout(stype: str, parts: list, shape: tuple[int, ...]) -> ArgLayout:
         except TypeError as exc:
             raise TypeError(f"{what}: {exc}") from None
     idx = np.dtype(parts[1].dtype)
-    addressed = shape[1] if stype == "csr" else (shape[0] if shape else 0)
-    if idx == np.dtype(np.int32) and addressed > _INT32_MAX:
-        raise TypeError(f"{'columns' if stype == 'csr' else 'rows'} up to {addressed - 1} need int64 indices, "
-                        f"these are int32; {_X64}")
+    count = addressed(stype, shape)
+    if idx == np.dtype(np.int32) and count > INT32_MAX:
+        raise TypeError(f"{'columns' if stype == 'csr' else 'rows'} up to {count - 1} need int64 indices, "
+                        f"these are int32; {X64}")
     if stype == "csr":
         if len(shape) != 2:
             raise TypeError(f"a csr array is 2-D, got shape {shape}")

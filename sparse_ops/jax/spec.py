@@ -129,16 +129,24 @@ def _index_dtype() -> np.dtype:
     return np.dtype(np.int64) if jax.config.jax_enable_x64 else np.dtype(np.int32)
 
 
+X64 = "jax holds int64 only with x64 on: jax.config.update('jax_enable_x64', True)"
+INT32_MAX = 2**31 - 1
+
+
+def addressed(stype: str, shape: tuple[int, ...]) -> int:
+    """How many positions a sparse array's indices must address: columns for csr, rows for
+    row_sparse."""
+    return shape[1] if stype == "csr" else (shape[0] if shape else 0)
+
+
 def _result_layout(stype: str, shape: tuple[int, ...], dtype: np.dtype, max_nnz: int | None) -> ArgLayout:
     """The layout of one result: a sparse one's capacity is its dense bound (rows x columns
     for csr, rows for row_sparse) unless ``max_nnz`` caps it."""
     if stype == "default":
         return ArgLayout("default", shape, dtype)
     index = _index_dtype()
-    addressed = shape[1] if stype == "csr" else (shape[0] if shape else 0)
-    if index == np.dtype(np.int32) and addressed > 2**31 - 1:
-        raise OperatorError(f"a {stype} output of shape {shape} needs int64 indices; jax holds int64 only with "
-                            "x64 on: jax.config.update('jax_enable_x64', True)")
+    if index == np.dtype(np.int32) and addressed(stype, shape) > INT32_MAX:
+        raise OperatorError(f"a {stype} output of shape {shape} needs int64 indices; {X64}")
     return ArgLayout(stype, shape, dtype, index, capacity(stype, shape, max_nnz))
 
 
