@@ -4,7 +4,7 @@ Covered: ``mx.nd`` (creation, every registered operator under its MXNet name, sa
 ``Custom``), ``mx.nd.sparse``, ``mx.nd.random`` / ``mx.random``, ``mx.autograd``,
 ``mx.operator`` (``CustomOp``, ``CustomOpProp``, ``register``), ``mx.cpu()``,
 ``mx.gpu()``, ``mx.Context``, ``mx.base.MXNetError``, ``mx.test_utils``, ``mx.name``,
-``mx.util``, ``mx.optimizer`` and ``mx.lr_scheduler``. Values and output storage types follow
+``mx.util``, ``mx.runtime``, ``mx.optimizer`` and ``mx.lr_scheduler``. Values and output storage types follow
 MXNet 1.9. ``mx.kv`` / ``mx.kvstore`` (an in-process, single-machine store) and ``mx.io``
 (``LibSVMIter``, ``NDArrayIter``) too. The Symbol API, Gluon, distributed stores and
 MXNet's own binary file format are not covered.
@@ -18,10 +18,11 @@ from .base import MXNetError
 from .context import Context, cpu, current_context, gpu, num_gpus
 from .util import use_np_shape
 from . import lr_scheduler, optimizer  # noqa: F401,E402  (mx.optimizer, mx.lr_scheduler)
+from . import gluon, runtime  # noqa: F401,E402  (mx.runtime.Features; gluon only names what is missing)
 
 nd = ndarray
 kv = kvstore
 
 __all__ = ["nd", "ndarray", "kv", "kvstore", "io", "autograd", "operator", "random", "base", "context", "name",
-           "test_utils", "util", "use_np_shape", "optimizer", "lr_scheduler",
+           "test_utils", "util", "runtime", "gluon", "use_np_shape", "optimizer", "lr_scheduler",
            "cpu", "gpu", "Context", "current_context", "num_gpus", "MXNetError"]

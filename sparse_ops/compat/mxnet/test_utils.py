@@ -375,10 +375,67 @@ def environment(*args: Any) -> Iterator[None]:
         apply(saved)
 
 
+def compare_ndarray_tuple(t1: Any, t2: Any, rtol: float | None = None, atol: float | None = None) -> None:
+    """Assert two optimizer states (an NDArray, None, or nested tuples of them) agree."""
+    if t1 is None or t2 is None:
+        return
+    if isinstance(t1, tuple):
+        for a, b in zip(t1, t2):
+            compare_ndarray_tuple(a, b, rtol, atol)
+    else:
+        assert_almost_equal(t1, t2, rtol=rtol, atol=atol)
+
+
+def compare_optimizer(opt1: Any, opt2: Any, shape: Any, dtype: Any, w_stype: str = "default",
+                      g_stype: str = "default", rtol: float = 1e-4, atol: float = 1e-5,
+                      compare_states: bool = True, ntensors: int = 1) -> None:
+    """Run one update of ``opt1`` (a reference, on dense arrays) and ``opt2`` (on arrays of
+    storage ``w_stype``/``g_stype``) from the same weight and gradient, and assert states and
+    weights agree. A list of shapes runs ``opt2`` as a multi-tensor update over all of them."""
+    ctx = default_context()
+
+    def pair(stype: str, density: float | None) -> tuple[NDArray, NDArray]:
+        if stype == "default":
+            b = mx.random.uniform(shape=shape, ctx=ctx, dtype=dtype)
+            return b.copyto(ctx), b
+        if stype in ("row_sparse", "csr"):
+            b = rand_ndarray(shape, stype, density=density, dtype=dtype)
+            return b.copyto(ctx).tostype("default"), b
+        raise MXNetValueError(f"compare_optimizer: storage type {stype!r} is not supported")
+
+    if not isinstance(shape, list):
+        if ntensors != 1:
+            raise MXNetValueError("compare_optimizer: one shape takes ntensors=1")
+        w1, w2 = pair(w_stype, 1)
+        g1, g2 = pair(g_stype, None)
+        state1 = opt1.create_state_multi_precision(0, w1)
+        state2 = opt2.create_state_multi_precision(0, w2)
+        if compare_states:
+            compare_ndarray_tuple(state1, state2)
+        opt1.update_multi_precision(0, w1, g1, state1)
+        opt2.update_multi_precision(0, w2, g2, state2)
+        if compare_states:
+            compare_ndarray_tuple(state1, state2, rtol=rtol, atol=atol)
+        assert_almost_equal(w1, w2, rtol=rtol, atol=atol)
+        return
+    w1 = tuple(mx.random.uniform(shape=s, ctx=ctx, dtype=dtype) for s in shape)
+    g1 = tuple(mx.random.uniform(shape=s, ctx=ctx, dtype=dtype) for s in shape)
+    w2 = tuple(w.copy() for w in w1)
+    g2 = tuple(g.copy() for g in g1)
+    state2 = [opt2.create_state_multi_precision(0, w2[i]) for i in range(ntensors)]
+    opt2.update_multi_precision(list(range(ntensors)), w2, g2, state2)
+    for i in range(ntensors):
+        state1 = opt1.create_state_multi_precision(i, w1[i])
+        opt1.update_multi_precision(i, w1[i], g1[i], state1)
+        if compare_states:
+            compare_ndarray_tuple(state1, state2[i], rtol, atol)
+        compare_ndarray_tuple(w1[i], w2[i], rtol, atol)
+
+
 __all__ = ["mx", "np", "rnd", "os", "sys", "Context",
            "default_context", "default_dtype", "default_rtols", "default_atols", "get_rtol", "get_atol",
            "get_tols", "same", "almost_equal", "assert_almost_equal", "assert_allclose", "find_max_violation",
            "assert_exception", "random_arrays", "random_uniform_arrays", "random_sample", "assign_each",
            "assign_each2", "np_reduce", "rand_shape_2d", "rand_shape_3d", "rand_shape_nd",
            "rand_sparse_ndarray", "rand_ndarray", "create_sparse_array", "create_sparse_array_zd",
-           "environment"]
+           "environment", "compare_ndarray_tuple", "compare_optimizer"]
