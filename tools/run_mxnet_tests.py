@@ -209,6 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tag", default="1.9.1")
     ap.add_argument("--keep", type=Path, help="extract here and keep the files")
     ap.add_argument("-k", dest="keyword", help="pytest -k expression")
+    ap.add_argument("--file", action="append", dest="files",
+                    help="run only this test file (its name, e.g. test_ndarray.py); may repeat")
     ap.add_argument("-v", "--verbose", action="store_true", help="show pytest's output")
     args = ap.parse_args(argv)
 
@@ -226,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'file':28} {'passed':>6} {'failed':>6} {'skipped':>7}")
         for p in TEST_FILES:  # one pytest process per file: a file that fails to import stops only itself
             name = Path(p).name
+            if args.files and name not in args.files:
+                continue
             xml = dest / f"{name}.xml"
             cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
                    "--tb=short" if args.verbose else "--tb=line", "-W", "ignore", f"--junitxml={xml}",
