@@ -71,6 +71,7 @@ class Plan:
         if self.mutated:
             _check_updatable(self, inputs)
         if mode == "fallback":
+            given = inputs
             inputs = [x if x.stype == "default" else x.tostype("default") for x in inputs]
         if out is None:
             targets = None
@@ -114,6 +115,9 @@ class Plan:
         if self.check:
             _check_outputs(self, results)
         if mode == "fallback":
+            for i in self.mutated:  # the kernel updated a densified copy: the caller's array gets it
+                if given[i] is not inputs[i]:
+                    given[i][:] = inputs[i]
             results = [r if s == "default" else r.tostype(s) for r, s in zip(results, self.out_stypes)]
         if targets is not None:
             _store(targets, results, req)

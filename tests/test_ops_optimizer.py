@@ -204,13 +204,46 @@ def test_errors_and_flags():
         so.sgd_update(w, so.array(np.ones((3, 2))), lr=0.1)
     with pytest.raises(InferenceError, match="float"):
         so.sgd_update(so.array(np.ones(3, np.int32)), so.array(np.ones(3, np.int32)), lr=0.1)
-    with pytest.raises(InferenceError, match="dense"):
-        so.sgd_mom_update(w, w, w.tostype("row_sparse"), lr=0.1)
     for name in CASES:
         op = so.get_op(name)
         assert not op.differentiable
     assert so.get_op("adam_update").mutate == ("mean", "var")
     assert so.get_op("sgd_mom_update").mutate == ("mom",)
+
+
+def test_storage_fallback_writes_weight_and_states_back_in_their_storage_types():
+    """Combinations without a sparse kernel take MXNet's storage fallback: a csr weight stays
+    csr with the dense update's values; row_sparse states of a dense-only update (and of a
+    dense weight) receive the update too."""
+    from sparse_ops.errors import StorageFallbackWarning
+
+    dense_w = np.array([[1.0, 0.0, 2.0], [0.0, 0.0, 3.0]], np.float32)
+    w = so.array(dense_w).tostype("csr")
+    g = so.array(np.ones((2, 3), np.float32)).tostype("csr")
+    with pytest.warns(StorageFallbackWarning, match="sgd_update"):
+        r = so.sgd_update(w, g, lr=0.1, wd=0.5, out=w)
+    assert r is w and w.stype == "csr"
+    np.testing.assert_allclose(w.asnumpy(), (1 - 0.1 * 0.5) * dense_w - 0.1, rtol=1e-6)
+
+    ones = np.ones((4, 2), np.float32)
+    grad = np.zeros((4, 2), np.float32)
+    grad[1] = 2.0
+    w = so.array(ones).tostype("row_sparse")
+    n = so.zeros((4, 2), stype="row_sparse", dtype=np.float32)
+    with pytest.warns(StorageFallbackWarning, match="rmsprop_update"):
+        so.rmsprop_update(w, so.array(grad).tostype("row_sparse"), n, lr=0.1, gamma1=0.9, out=w)
+    n_ref = 0.1 * grad ** 2
+    assert w.stype == "row_sparse" and n.stype == "row_sparse"
+    np.testing.assert_allclose(n.asnumpy(), n_ref, rtol=1e-6)
+    np.testing.assert_allclose(w.asnumpy(), ones - 0.1 * grad / np.sqrt(n_ref + 1e-8), rtol=1e-6)
+
+    w = so.array(ones)
+    mom = so.array(ones).tostype("row_sparse")
+    with pytest.warns(StorageFallbackWarning):
+        so.sgd_mom_update(w, so.array(ones), mom, lr=0.1, momentum=0.5, out=w)
+    assert mom.stype == "row_sparse"
+    np.testing.assert_allclose(mom.asnumpy(), 0.5 - 0.1, rtol=1e-6)
+    np.testing.assert_allclose(w.asnumpy(), 1.4, rtol=1e-6)
 
 
 # ---- serial and parallel row kernels ------------------------------------------------------------

@@ -1,6 +1,8 @@
 """Optimizer updates with MXNet 1.9 semantics: ``sgd_update``, ``sgd_mom_update``,
 ``adam_update``, ``adagrad_update``, ``ftrl_update``, ``nag_mom_update``, ``rmsprop_update``,
-``rmspropalex_update``, ``signsgd_update``, ``signum_update``.
+``rmspropalex_update``, ``signsgd_update``, ``signum_update``, ``ftml_update`` and LAMB's two
+phases ``lamb_update_phase1`` (the step direction; mean and var updated) and
+``lamb_update_phase2`` (the step, scaled by the ratio of the weight's and the direction's norms).
 
 The new weight is the output, so ``sgd_update(w, g, lr=0.1, out=w)`` updates ``w`` in
 place (the dispatcher hands ``w`` itself to the kernel) while a call without ``out=``
@@ -26,7 +28,11 @@ few are updated in time and memory that follow the stored rows. Weight and state
 come out storing the same rows, theirs and the gradient's (MXNet 1.9 refuses a weight
 missing rows; a weight storing every row gives MXNet's result), updated lazily under
 ``lazy_update``; adagrad and ftrl take row_sparse states only and always update lazily.
-The dense-only updates refuse a row_sparse weight.
+Every other combination of storage types (a csr weight, a row_sparse weight of a
+dense-only update, sparse states of a dense weight) takes MXNet's storage fallback, with its
+``StorageFallbackWarning``: the inputs are densified, the dense update runs, and the new
+weight and states are written back in their own storage types (``out=weight`` keeps a csr
+weight csr).
 """
 from __future__ import annotations
 
@@ -138,21 +144,17 @@ class _Update(Op):
     rsp_weight_lazy: bool | None = None  # with a row_sparse weight: always lazy (True), else lazy_update
 
     def infer_storage_type(self, weight, grad, *states):
-        """A dense weight takes dense states; a row_sparse weight (MXNet 1.9's, all of its rows
-        stored) takes a row_sparse grad and states of one storage type among
-        ``rsp_weight_states``. The output has the weight's storage type."""
-        names = self._opdef.arguments
-        if weight == "row_sparse" and self.rsp_weight_states:
-            if grad != "row_sparse":
-                raise ValueError(f"a row_sparse {names[0]} needs a row_sparse {names[1]}, got {grad}")
-            for name, st in zip(names[2:], states):
-                if st not in self.rsp_weight_states or st != states[0]:
-                    raise ValueError(f"with a row_sparse {names[0]}, {name} must be "
-                                     f"{' or '.join(self.rsp_weight_states)} (all states alike), got {st}")
-            return ["row_sparse"]
-        for name, st in zip((names[0], *names[2:]), (weight, *states)):
-            if st != "default":
-                raise ValueError(f"{name} must be dense (default storage), got {st}")
+        """A dense weight with dense states gives a dense output (the dense kernel, or the
+        storage-aware one for a row_sparse grad); a row_sparse weight with a row_sparse grad
+        and states of one storage type among ``rsp_weight_states`` gives a row_sparse output
+        (MXNet 1.9's sparse kernels). Any other combination (a csr weight, a row_sparse
+        weight of an update with only a dense kernel, sparse states of a dense weight) runs
+        as MXNet 1.9 runs it: the storage fallback densifies the inputs, runs the dense update
+        and writes the new weight into ``out=`` and the new states into the states, each in
+        its own storage type."""
+        if weight == "row_sparse" and grad == "row_sparse" and self.rsp_weight_states:
+            if len(set(states)) <= 1 and all(st in self.rsp_weight_states for st in states):
+                return ["row_sparse"]
         return ["default"]
 
     # ---- formulas -----------------------------------------------------------------------------
@@ -453,7 +455,7 @@ class _DenseOnly(_Update):
     update (zeros in the rows it does not store), as MXNet's storage fallback gives."""
 
     lazy_update = False
-    rsp_weight_states = ()  # MXNet falls back to dense storage; refused here
+    rsp_weight_states = ()  # a row_sparse weight takes the storage fallback, as in MXNet
 
     def sparse_update(self, ctx, weight, grad, *rest) -> None:
         *states, out = rest
@@ -585,3 +587,133 @@ class SignumUpdate(_DenseOnly):
     def rows(self, xp, w, grad, mom):
         m = self.momentum * mom - (1.0 - self.momentum) * self.wd * w - (1.0 - self.momentum) * self.scaled(xp, grad)
         return [(1.0 - self.lr * self.wd_lh) * w + self.lr * xp.sign(m), m]
+
+
+@register("ftml_update")
+class FTMLUpdate(_DenseOnly):
+    """Follow the Moving Leader (Zheng & Kwok): g = clip(rescale_grad * grad + wd * weight);
+    v = beta2 * v + (1 - beta2) * g**2; d_t = (1 - beta1**t) / lr * (sqrt(v / (1 - beta2**t)) + epsilon);
+    z = beta1 * z + (1 - beta1) * g - (d_t - beta1 * d) * weight; d = d_t; weight = -z / d_t.
+    ``t`` counts updates from 1."""
+
+    arguments = ("weight", "grad", "d", "v", "z")
+    mutate = ("d", "v", "z")
+    lr = _lr()
+    beta1 = Param(float, 0.6, "decay of z")
+    beta2 = Param(float, 0.999, "decay of v")
+    epsilon = Param(float, 1e-8, "added to the denominator d_t")
+    t = Param(int, doc="the update's number, from 1")
+    wd, rescale_grad = _wd(), _rescale()
+    clip_grad = Param(float, -1.0, "clip the rescaled, decayed gradient to [-c, c]; no clipping when negative")
+
+    def rows(self, xp, w, grad, d, v, z):
+        g = _clip_rows(xp, self.rescale_grad * grad + self.wd * w, self.clip_grad)
+        v = self.beta2 * v + (1.0 - self.beta2) * (g * g)
+        d_t = (1.0 - self.beta1 ** self.t) / self.lr * (xp.sqrt(v / (1.0 - self.beta2 ** self.t)) + self.epsilon)
+        z = self.beta1 * z + (1.0 - self.beta1) * g - (d_t - self.beta1 * d) * w
+        return [-z / d_t, d_t, v, z]
+
+    @classmethod
+    def samples(cls) -> list:
+        """v (the mean square) is positive; t is the first and a later update."""
+        from . import _samples
+
+        return [(_samples.by_stypes([("default",) * 5], [(4, 3)] * 5, positive=(False, False, True, True, False))[0][0],
+                 {"lr": 0.1, "wd": 0.01, "t": t}) for t in (1, 3)]
+
+
+@register("lamb_update_phase1")
+class LambUpdatePhase1(_DenseOnly):
+    """LAMB's first phase (You et al.): the Adam moments of g = clip(rescale_grad * grad) and
+    the step direction mean_hat / (sqrt(var_hat) + epsilon) + wd * weight, where the hats
+    divide by 1 - beta**t when ``bias_correction``. The output is that direction (the
+    weight is not changed; ``lamb_update_phase2`` applies it)."""
+
+    arguments = ("weight", "grad", "mean", "var")
+    mutate = ("mean", "var")
+    beta1 = Param(float, 0.9, "decay of the first moment")
+    beta2 = Param(float, 0.999, "decay of the second moment")
+    epsilon = Param(float, 1e-6, "added to sqrt(var)")
+    t = Param(int, doc="the update's number, from 1")
+    bias_correction = Param(bool, True, "divide the moments by 1 - beta**t")
+    wd, rescale_grad, clip_gradient = _wd(), _rescale(), _clip_gradient()
+
+    def rows(self, xp, w, grad, mean, var):
+        g = self.scaled(xp, grad)
+        m = self.beta1 * mean + (1.0 - self.beta1) * g
+        v = self.beta2 * var + (1.0 - self.beta2) * (g * g)
+        if self.bias_correction:
+            m_hat, v_hat = m / (1.0 - self.beta1 ** self.t), v / (1.0 - self.beta2 ** self.t)
+        else:
+            m_hat, v_hat = m, v
+        return [m_hat / (xp.sqrt(v_hat) + self.epsilon) + self.wd * w, m, v]
+
+    @classmethod
+    def samples(cls) -> list:
+        from . import _samples
+
+        out = _samples.by_stypes([("default",) * 4], [(4, 3)] * 4, positive=(False, False, False, True))
+        return [(xs, {"wd": 0.01, "t": t, "bias_correction": bc}) for xs, _ in out for t, bc in ((1, True), (4, False))]
+
+    def reference(self, weight: np.ndarray, grad: np.ndarray, mean: np.ndarray, var: np.ndarray) -> np.ndarray:
+        return self.rows(np, weight, grad, mean, var)[0]
+
+
+@register("lamb_update_phase2")
+class LambUpdatePhase2(Op):
+    """LAMB's second phase: weight - lr * (r1 / r2) * g, with r1 (the weight's norm, a
+    one-element array) clamped to [lower_bound, upper_bound] where those are not negative,
+    and the ratio 1 when either norm is zero."""
+
+    trusted = True
+    differentiable = False
+    arguments = ("weight", "g", "r1", "r2")
+    lr = _lr()
+    lower_bound = Param(float, -1.0, "smallest r1 used; none when negative")
+    upper_bound = Param(float, -1.0, "largest r1 used; none when negative")
+
+    def infer_shape(self, weight, g, r1, r2):
+        if tuple(g) != tuple(weight):
+            raise ValueError(f"g has shape {tuple(g)}, weight {tuple(weight)}")
+        for name, s in (("r1", r1), ("r2", r2)):
+            if math.prod(s) != 1:
+                raise ValueError(f"{name} must hold one value (a norm), got shape {tuple(s)}")
+        return [tuple(weight)]
+
+    def infer_type(self, weight, g, r1, r2):
+        if weight not in _FLOATS:
+            raise TypeError(f"weight must be float16, float32 or float64, got {weight.name}")
+        for name, d in (("g", g), ("r1", r1), ("r2", r2)):
+            if d != weight:
+                raise TypeError(f"{name} has dtype {d.name}, weight {weight.name}")
+        return [weight]
+
+    def infer_storage_type(self, weight, g, r1, r2):
+        return ["default"]
+
+    def ratio(self, xp: Any, r1: Any, r2: Any) -> Any:
+        r1 = r1.reshape(1)
+        r2 = r2.reshape(1)
+        if self.lower_bound >= 0:
+            r1 = xp.maximum(r1, self.lower_bound)
+        if self.upper_bound >= 0:
+            r1 = xp.minimum(r1, self.upper_bound)
+        either_zero = (r1 == 0) | (r2 == 0)
+        return xp.where(either_zero, 1.0, r1 / xp.where(either_zero, 1.0, r2))
+
+    @kernel(device=_BOTH)
+    def dense(self, ctx, weight, g, r1, r2, out):
+        out[...] = weight - (self.lr * self.ratio(ctx.xp, r1, r2)).astype(weight.dtype) * g
+
+    @classmethod
+    def samples(cls) -> list:
+        from . import _samples
+        from ..creation import array
+
+        w, g = (_samples.array((4, 3), seed=s) for s in (1, 2))
+        norm = array(np.array([np.linalg.norm(w.asnumpy())]))
+        return [([w, g, norm, array(np.array([2.5]))], {"lr": 0.1}),
+                ([w, g, norm, array(np.array([0.0]))], {"lr": 0.1, "upper_bound": 1.0})]
+
+    def reference(self, weight: np.ndarray, g: np.ndarray, r1: np.ndarray, r2: np.ndarray) -> np.ndarray:
+        return weight - self.lr * self.ratio(np, r1, r2) * g

@@ -1,7 +1,8 @@
 """``mx.optimizer``: MXNet 1.9's optimizers and updater over sparse-ops' update operators.
 
-``SGD`` (momentum, ``lazy_update``), ``NAG``, ``Signum``, ``Adam`` (``lazy_update``),
-``AdaGrad``, ``RMSProp`` (plain and centered), ``Ftrl`` (also ``FTRL``); ``create`` /
+``SGD`` (momentum, ``lazy_update``; ``ccSGD``), ``NAG``, ``Signum``, ``Adam`` (``lazy_update``),
+``AdaGrad``, ``RMSProp`` (plain and centered), ``Ftrl`` (also ``FTRL``), ``FTML``, ``LAMB``,
+``SGLD``, ``Adamax``, ``Nadam``, ``AdaDelta``, ``DCASGD``; ``create`` /
 ``Optimizer.create_optimizer`` by case-insensitive name, ``register`` for user classes,
 ``Updater`` / ``get_updater`` (one state per index, ``get_states`` / ``set_states`` as
 pickled bytes, ``sync_state_context``). Each ``update`` calls the built-in operator MXNet's
@@ -17,8 +18,11 @@ them). ``multi_precision=True`` keeps a float32 master copy of a float16 weight;
 runs on it and the weight receives its cast.
 
 A row_sparse weight gets MXNet's state storage types: row_sparse states for ``SGD`` and
-``Adam`` with ``lazy_update=True`` (dense without), and always for ``AdaGrad`` and ``Ftrl``;
-row_sparse states make the update lazy (only the gradient's rows change).
+``Adam`` with ``lazy_update=True`` (dense without), and always for ``AdaGrad``, ``Ftrl``,
+``RMSProp``, ``Signum`` and ``LAMB``. Where MXNet has a sparse kernel (SGD, Adam, AdaGrad,
+Ftrl) row_sparse states make the update lazy, only the gradient's rows changing, in time that
+follows those rows; the others take MXNet's storage fallback (the dense update, weight and
+states written back in their storage types), as does a csr weight.
 
 States are NDArrays in the weight's dtype (MXNet makes AdaGrad's, RMSProp's and Ftrl's
 float32 whatever the weight: a float64 weight there fails MXNet's own type check).
@@ -31,6 +35,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 import pickle
 import warnings
 from typing import Any
@@ -40,10 +45,12 @@ import numpy as np
 from ... import ops as _ops
 from ...ndarray import NDArray
 from .base import MXNetError
+from . import ndarray as nd
 from .ndarray import zeros
 
-__all__ = ["Optimizer", "SGD", "NAG", "Signum", "Adam", "AdaGrad", "RMSProp", "Ftrl", "FTRL", "Updater",
-           "get_updater", "create", "register", "OptimizerError", "OptimizerTypeError"]
+__all__ = ["Optimizer", "SGD", "NAG", "Signum", "Adam", "AdaGrad", "RMSProp", "Ftrl", "FTRL", "FTML", "LAMB",
+           "SGLD", "Adamax", "Nadam", "AdaDelta", "DCASGD", "ccSGD", "Updater", "get_updater", "create", "register",
+           "OptimizerError", "OptimizerTypeError"]
 
 
 class OptimizerError(MXNetError, ValueError):
@@ -407,7 +414,7 @@ class Signum(Optimizer):
     def create_state(self, index: Any, weight: NDArray) -> Any:
         if self.momentum == 0.0:
             return None
-        return zeros(weight.shape, weight.context, dtype=weight.dtype)
+        return zeros(weight.shape, weight.context, dtype=weight.dtype, stype=weight.stype)
 
     def update(self, index: Any, weight: NDArray, grad: NDArray, state: Any) -> None:
         self._check(weight, grad)
@@ -514,7 +521,7 @@ class RMSProp(Optimizer):
 
     def create_state(self, index: Any, weight: NDArray) -> Any:
         n = 3 if self.centered else 1
-        return tuple(zeros(weight.shape, weight.context, dtype=weight.dtype) for _ in range(n))
+        return tuple(zeros(weight.shape, weight.context, dtype=weight.dtype, stype=weight.stype) for _ in range(n))
 
     def update(self, index: Any, weight: NDArray, grad: NDArray, state: Any) -> None:
         self._check(weight, grad)
@@ -541,13 +548,12 @@ class Ftrl(Optimizer):
         g = clip(rescale_grad * grad); z += g - (sqrt(n + g**2) - sqrt(n)) * weight / lr
         n += g**2; weight = (sign(z) * lamda1 - z) / ((beta + sqrt(n)) / lr + wd) * (|z| > lamda1)
 
-    With a row_sparse gradient and ``lazy_update=True`` (the default) only its rows change:
-    MXNet's sparse FTRL, which MXNet applies to row_sparse weights; the dense weights of this
-    face stand in for those. ``lazy_update=False`` is MXNet's result for a dense weight
-    (the gradient densified)."""
+    As in MXNet 1.9.1, a row_sparse weight (with its row_sparse states) is updated lazily,
+    only at the gradient's rows, and a dense weight gets the standard update (the gradient
+    densified). ``lazy_update=True``, beyond MXNet, makes a dense weight's update lazy too."""
 
     def __init__(self, lamda1: float = 0.01, learning_rate: float = 0.1, beta: float = 1,
-                 lazy_update: bool = True, **kwargs: Any) -> None:
+                 lazy_update: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         _need_real("Ftrl", "lamda1", lamda1)
         _need_real("Ftrl", "beta", beta)
@@ -568,6 +574,264 @@ class Ftrl(Optimizer):
                               self.clip_gradient)
         z, n = state
         _ops.ftrl_update(weight, grad, z, n, out=weight, lazy_update=self.lazy_update, lr=lr, wd=wd, **kwargs)
+
+
+def _scaled_clipped(grad: NDArray, rescale_grad: float, clip_gradient: Any) -> NDArray:
+    """``clip(grad * rescale_grad)`` as MXNet's Python optimizers compute it (they clip
+    whenever ``clip_gradient`` is not None, 0 included)."""
+    grad = grad * rescale_grad
+    return nd.clip(grad, -clip_gradient, clip_gradient) if clip_gradient is not None else grad
+
+
+@register
+class FTML(Optimizer):
+    """Follow the Moving Leader (``ftml_update``)::
+
+        g = clip(rescale_grad * grad + wd * weight)
+        v = beta2 * v + (1 - beta2) * g**2
+        d_t = (1 - beta1**t) / lr * (sqrt(v / (1 - beta2**t)) + epsilon)
+        z = beta1 * z + (1 - beta1) * g - (d_t - beta1 * d_(t-1)) * weight;  weight = -z / d_t"""
+
+    def __init__(self, beta1: float = 0.6, beta2: float = 0.999, epsilon: float = 1e-8, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        for name, v in (("beta1", beta1), ("beta2", beta2), ("epsilon", epsilon)):
+            _need_real("FTML", name, v)
+        self.beta1, self.beta2, self.epsilon = beta1, beta2, epsilon
+
+    def create_state(self, index: Any, weight: NDArray) -> Any:
+        return tuple(zeros(weight.shape, weight.context, dtype=weight.dtype) for _ in range(3))  # d, v, z
+
+    def update(self, index: Any, weight: NDArray, grad: NDArray, state: Any) -> None:
+        self._check(weight, grad)
+        self._update_count(index)
+        lr, wd = self._get_lr(index), self._get_wd(index)
+        kwargs = {"beta1": self.beta1, "beta2": self.beta2, "epsilon": self.epsilon,
+                  "rescale_grad": self.rescale_grad, "t": self._index_update_count[index]}
+        if self.clip_gradient:
+            kwargs["clip_grad"] = self.clip_gradient
+        d, v, z = state
+        _ops.ftml_update(weight, grad, d, v, z, out=weight, lr=lr, wd=wd, **kwargs)
+
+
+@register
+class LAMB(Optimizer):
+    """Layer-wise adaptive moments (``lamb_update_phase1`` / ``lamb_update_phase2``): Adam's
+    step direction ``g`` (bias-corrected when ``bias_correction``, plus ``wd * weight``),
+    applied as ``weight -= lr * (r1 / r2) * g`` with ``r1 = ||weight||`` clamped to
+    ``[lower_bound, upper_bound]`` and ``r2 = ||g||``. States take the weight's storage type.
+    A list of indices updates each weight in turn (MXNet's aggregated form)."""
+
+    def __init__(self, learning_rate: float = 0.001, beta1: float = 0.9, beta2: float = 0.999,
+                 epsilon: float = 1e-6, lower_bound: float | None = None, upper_bound: float | None = None,
+                 bias_correction: bool = True, **kwargs: Any) -> None:
+        super().__init__(learning_rate=learning_rate, **kwargs)
+        for name, v in (("beta1", beta1), ("beta2", beta2), ("epsilon", epsilon)):
+            _need_real("LAMB", name, v)
+        _need_real("LAMB", "lower_bound", lower_bound, optional=True)
+        _need_real("LAMB", "upper_bound", upper_bound, optional=True)
+        self.beta1, self.beta2, self.epsilon = beta1, beta2, epsilon
+        self.lower_bound, self.upper_bound = lower_bound, upper_bound
+        self.bias_correction = bool(bias_correction)
+        self.aggregate_num = max(1, min(45, int(os.getenv("MXNET_OPTIMIZER_AGGREGATION_SIZE", "45"))))
+
+    def create_state(self, index: Any, weight: NDArray) -> Any:
+        return (zeros(weight.shape, weight.context, dtype=weight.dtype, stype=weight.stype),
+                zeros(weight.shape, weight.context, dtype=weight.dtype, stype=weight.stype))
+
+    def update(self, index: Any, weight: Any, grad: Any, state: Any) -> None:
+        self._update_all(index, weight, grad, state, multi_precision=False)
+
+    def update_multi_precision(self, index: Any, weight: Any, grad: Any, state: Any) -> None:
+        first = weight[0] if isinstance(index, (list, tuple)) else weight
+        self._update_all(index, weight, grad, state, self.multi_precision and first.dtype == np.float16)
+
+    def _update_all(self, index: Any, weight: Any, grad: Any, state: Any, multi_precision: bool) -> None:
+        if isinstance(index, (list, tuple)):
+            items = list(zip(index, weight, grad, state))
+        else:
+            items = [(index, weight, grad, state)]
+        for i, w, g, _ in items:
+            self._check(w, g)
+            self._update_count(i)
+        for i, w, g, st in items:
+            if multi_precision:  # (float32 master, (mean, var)): the update runs on the master
+                master, (mean, var) = st
+                self._step(i, master, g.astype(np.float32), mean, var)
+                w[:] = master
+            else:
+                mean, var = st
+                self._step(i, w, g, mean, var)
+
+    def _step(self, index: Any, weight: NDArray, grad: NDArray, mean: NDArray, var: NDArray) -> None:
+        kwargs = _clip_kwargs({"beta1": self.beta1, "beta2": self.beta2, "epsilon": self.epsilon,
+                               "bias_correction": self.bias_correction, "rescale_grad": self.rescale_grad,
+                               "t": self._index_update_count[index]}, self.clip_gradient)
+        g = _ops.lamb_update_phase1(weight, grad, mean, var, wd=self._get_wd(index), **kwargs)
+        bounds = {}
+        if self.lower_bound:
+            bounds["lower_bound"] = self.lower_bound
+        if self.upper_bound:
+            bounds["upper_bound"] = self.upper_bound
+        _ops.lamb_update_phase2(weight, g, nd.norm(weight), nd.norm(g), out=weight, lr=self._get_lr(index), **bounds)
+
+
+@register
+class SGLD(Optimizer):
+    """Stochastic gradient Langevin dynamics: ``weight += -lr / 2 * (g + wd * weight) + N(0,
+    sqrt(lr))``, the noise drawn from ``mx.random`` (so ``mx.random.seed`` reproduces it)."""
+
+    def update(self, index: Any, weight: NDArray, grad: NDArray, state: Any) -> None:
+        self._check(weight, grad)
+        self._update_count(index)
+        lr, wd = self._get_lr(index), self._get_wd(index)
+        grad = _scaled_clipped(grad, self.rescale_grad, self.clip_gradient)
+        weight[:] += -lr / 2 * (grad + wd * weight)
+        weight[:] += nd.random.normal(0, math.sqrt(lr), shape=weight.shape, dtype=weight.dtype, ctx=weight.context)
+
+
+@register
+class Adamax(Optimizer):
+    """AdaMax, Adam under the infinity norm::
+
+        g = clip(rescale_grad * grad + wd * weight);  m = beta1 * m + (1 - beta1) * g
+        u = maximum(beta2 * u, |g|);  weight -= lr / (1 - beta1**t) * m / u"""
+
+    def __init__(self, learning_rate: float = 0.002, beta1: float = 0.9, beta2: float = 0.999,
+                 **kwargs: Any) -> None:
+        super().__init__(learning_rate=learning_rate, **kwargs)
+        _need_real("Adamax", "beta1", beta1)
+        _need_real("Adamax", "beta2", beta2)
+        self.beta1, self.beta2 = beta1, beta2
+
+    def create_state(self, index: Any, weight: NDArray) -> Any:
+        return (zeros(weight.shape, weight.context, dtype=weight.dtype),
+                zeros(weight.shape, weight.context, dtype=weight.dtype))
+
+    def update(self, index: Any, weight: NDArray, grad: NDArray, state: Any) -> None:
+        self._check(weight, grad)
+        self._update_count(index)
+        lr, wd = self._get_lr(index), self._get_wd(index)
+        lr /= 1.0 - self.beta1 ** self._index_update_count[index]
+        g = grad * self.rescale_grad + wd * weight
+        if self.clip_gradient is not None:
+            g = nd.clip(g, -self.clip_gradient, self.clip_gradient)
+        m, u = state
+        m[:] *= self.beta1
+        m[:] += (1.0 - self.beta1) * g
+        u[:] = nd.maximum(self.beta2 * u, nd.abs(g))
+        weight[:] -= lr * m / u
+
+
+@register
+class Nadam(Optimizer):
+    """Adam with Nesterov momentum and a warming momentum schedule
+    (``beta1 * (1 - 0.5 * 0.96**(t * schedule_decay))``)."""
+
+    def __init__(self, learning_rate: float = 0.001, beta1: float = 0.9, beta2: float = 0.999,
+                 epsilon: float = 1e-8, schedule_decay: float = 0.004, **kwargs: Any) -> None:
+        super().__init__(learning_rate=learning_rate, **kwargs)
+        for name, v in (("beta1", beta1), ("beta2", beta2), ("epsilon", epsilon), ("schedule_decay", schedule_decay)):
+            _need_real("Nadam", name, v)
+        self.beta1, self.beta2, self.epsilon, self.schedule_decay = beta1, beta2, epsilon, schedule_decay
+        self.m_schedule = 1.0
+
+    def create_state(self, index: Any, weight: NDArray) -> Any:
+        return (zeros(weight.shape, weight.context, dtype=weight.dtype),
+                zeros(weight.shape, weight.context, dtype=weight.dtype))
+
+    def update(self, index: Any, weight: NDArray, grad: NDArray, state: Any) -> None:
+        self._check(weight, grad)
+        self._update_count(index)
+        lr, wd = self._get_lr(index), self._get_wd(index)
+        t = self._index_update_count[index]
+        g = grad * self.rescale_grad + wd * weight
+        if self.clip_gradient is not None:
+            g = nd.clip(g, -self.clip_gradient, self.clip_gradient)
+        mom_t = self.beta1 * (1.0 - 0.5 * 0.96 ** (t * self.schedule_decay))
+        mom_next = self.beta1 * (1.0 - 0.5 * 0.96 ** ((t + 1) * self.schedule_decay))
+        self.m_schedule *= mom_t
+        m_schedule_next = self.m_schedule * mom_next
+        m, v = state
+        m[:] *= self.beta1
+        m[:] += (1.0 - self.beta1) * g
+        v[:] *= self.beta2
+        v[:] += (1.0 - self.beta2) * g * g
+        m_bar = (1.0 - mom_t) * (g / (1.0 - self.m_schedule)) + mom_next * (m / (1.0 - m_schedule_next))
+        v_hat = v / (1.0 - self.beta2 ** t)
+        weight[:] -= lr * m_bar / (nd.sqrt(v_hat) + self.epsilon)
+
+
+@register
+class AdaDelta(Optimizer):
+    """AdaDelta (no learning rate)::
+
+        g = clip(rescale_grad * grad);  acc_g = rho * acc_g + (1 - rho) * g**2
+        delta = sqrt(acc_delta + epsilon) / sqrt(acc_g + epsilon) * g
+        acc_delta = rho * acc_delta + (1 - rho) * delta**2;  weight -= delta + wd * weight
+
+    As MXNet 1.9.1's, it scales the caller's ``grad`` in place by ``rescale_grad`` and its
+    states are float32 dense arrays."""
+
+    def __init__(self, rho: float = 0.90, epsilon: float = 1e-5, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        _need_real("AdaDelta", "rho", rho)
+        _need_real("AdaDelta", "epsilon", epsilon)
+        self.rho, self.epsilon = rho, epsilon
+
+    def create_state(self, index: Any, weight: NDArray) -> Any:
+        return (zeros(weight.shape, weight.context), zeros(weight.shape, weight.context))  # acc_g, acc_delta
+
+    def update(self, index: Any, weight: NDArray, grad: NDArray, state: Any) -> None:
+        self._check(weight, grad)
+        wd = self._get_wd(index)
+        self._update_count(index)
+        grad *= self.rescale_grad
+        if self.clip_gradient is not None:
+            grad = nd.clip(grad, -self.clip_gradient, self.clip_gradient)
+        acc_g, acc_delta = state
+        acc_g[:] *= self.rho
+        acc_g[:] += (1.0 - self.rho) * grad * grad
+        delta = nd.sqrt(acc_delta + self.epsilon) / nd.sqrt(acc_g + self.epsilon) * grad
+        acc_delta[:] *= self.rho
+        acc_delta[:] += (1.0 - self.rho) * delta * delta
+        weight[:] -= delta + wd * weight
+
+
+@register
+class DCASGD(Optimizer):
+    """Delay-compensated asynchronous SGD: ``mom = momentum * mom - lr * (g + wd * weight +
+    lamda * g**2 * (weight - previous_weight))``; ``weight += mom``; the state keeps the
+    previous weight."""
+
+    def __init__(self, momentum: float = 0.0, lamda: float = 0.04, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        _need_real("DCASGD", "momentum", momentum)
+        _need_real("DCASGD", "lamda", lamda)
+        self.momentum, self.lamda = momentum, lamda
+        self.weight_previous: dict = {}
+
+    def create_state(self, index: Any, weight: NDArray) -> Any:
+        mom = None if self.momentum == 0.0 else zeros(weight.shape, weight.context, dtype=weight.dtype)
+        return (mom, weight.copy())
+
+    def update(self, index: Any, weight: NDArray, grad: NDArray, state: Any) -> None:
+        self._check(weight, grad)
+        self._update_count(index)
+        lr, wd = self._get_lr(index), self._get_wd(index)
+        grad = _scaled_clipped(grad, self.rescale_grad, self.clip_gradient)
+        mom, previous = state
+        step = -lr * (grad + wd * weight + self.lamda * grad * grad * (weight - previous))
+        if mom is not None:
+            mom[:] *= self.momentum
+            mom[:] += step
+            step = mom
+        previous[:] = weight
+        weight[:] += step
+
+
+@register
+class ccSGD(SGD):  # noqa: N801  (MXNet's name)
+    """Deprecated in MXNet: the same as ``SGD``."""
 
 
 FTRL = Ftrl
