@@ -11,6 +11,12 @@ of per-round ratios (below 1: the face is faster).
     ``sparse_ops.<op>(x, y)``, both written as users write them (the attribute looked up at
     each call), for ``elemwise_mul`` and ``dot`` (and ``sum``, whose MXNet result is shaped
     ``(1,)``). Target: <= 1.2x the native call.
+(d) **Optimizer.update on a row_sparse weight**: ``mx.optimizer`` ``SGD`` (momentum 0.9),
+    ``Adam``, ``AdaGrad`` and ``Ftrl`` updating a row_sparse float32 weight of 10^6 and of
+    10^7 rows x 8 (every row stored, as MXNet requires; states of MXNet's storage types) with
+    a row_sparse gradient of 1,000 random rows; the two sizes take turns. Target: the 10^7
+    update within 1.5x of the 10^6 one (the cost follows the gradient's rows, not the
+    weight's).
 (c) **LibSVM parsing** (no target): ``mx.io.LibSVMIter`` over a generated file (200,000
     lines, ~20 features each), megabytes per second of text and rows per second.
 
@@ -34,7 +40,7 @@ import sparse_ops as so
 from ._timing import alternating, markdown_table, paired_ratio
 
 RESULTS = Path(__file__).resolve().parent / "results"
-TARGETS = {"row_sparse_pull": 2.0, "overhead": 1.2}
+TARGETS = {"row_sparse_pull": 2.0, "overhead": 1.2, "flat": 1.5}
 
 
 @dataclass
@@ -55,6 +61,15 @@ class OverheadRow:
 
 
 @dataclass
+class UpdateRow:
+    optimizer: str
+    small_ms: float
+    large_ms: float
+    ratio: float  # large / small, median of paired rounds
+    same: bool  # the rows outside the gradient's unchanged, the gradient's rows changed
+
+
+@dataclass
 class ParseResult:
     lines: int
     megabytes: float
@@ -66,6 +81,8 @@ class Result:
     pull: PullResult | None = None
     overhead: list = field(default_factory=list)
     parse: ParseResult | None = None
+    updates: list = field(default_factory=list)
+    sizes: tuple = (1_000_000, 10_000_000)
     scale: int = 1
 
 
@@ -125,6 +142,37 @@ def run_overhead(number: int = 3000, rounds: int = 61) -> list[OverheadRow]:
     return rows
 
 
+def run_updates(sizes: tuple[int, int], grad_rows: int = 1000, width: int = 8, rounds: int = 15,
+                calls: int = 20) -> list[UpdateRow]:
+    import sparse_ops.compat.mxnet as mx
+
+    rng = np.random.default_rng(3)
+    rows = []
+    makers = {"SGD": lambda: mx.optimizer.SGD(learning_rate=0.1, momentum=0.9),
+              "Adam": lambda: mx.optimizer.Adam(), "AdaGrad": lambda: mx.optimizer.AdaGrad(),
+              "Ftrl": lambda: mx.optimizer.Ftrl()}
+    for name, make in makers.items():
+        steps, same = {}, True
+        for n in sizes:
+            weight = so.row_sparse_array((np.ones((n, width), np.float32), np.arange(n)), shape=(n, width))
+            ids = np.sort(rng.choice(n, grad_rows, replace=False))
+            grad = so.row_sparse_array((rng.standard_normal((grad_rows, width)).astype(np.float32), ids),
+                                       shape=(n, width))
+            opt = make()
+            state = opt.create_state(0, weight)
+            opt.update(0, weight, grad, state)
+            values = np.asarray(weight.data)
+            untouched = np.ones(n, bool)
+            untouched[ids] = False
+            same &= bool(np.all(values[untouched] == 1.0) and np.all(values[ids] != 1.0))
+            steps[f"{n:,} rows"] = (lambda o=opt, w=weight, g=grad, st=state: o.update(0, w, g, st))
+        t = alternating(steps, rounds=rounds, calls=calls)
+        small, large = (t[f"{n:,} rows"] for n in sizes)
+        rows.append(UpdateRow(name, statistics.median(small) * 1e3, statistics.median(large) * 1e3,
+                              paired_ratio(large, small), same))
+    return rows
+
+
 def run_parse(scale: int = 1) -> ParseResult:
     import sparse_ops.compat.mxnet as mx
 
@@ -152,8 +200,10 @@ def run_parse(scale: int = 1) -> ParseResult:
 
 def run(quick: bool = False, scale: int | None = None) -> Result:
     scale = scale or (10 if quick else 1)
+    sizes = (1_000_000 // scale, 10_000_000 // scale)
     return Result(pull=run_pull(scale, rounds=5 if scale > 1 else 15), overhead=run_overhead(
-        number=500 if scale > 1 else 3000, rounds=15 if scale > 1 else 61), parse=run_parse(scale), scale=scale)
+        number=500 if scale > 1 else 3000, rounds=15 if scale > 1 else 61), parse=run_parse(scale),
+        updates=run_updates(sizes, rounds=5 if scale > 1 else 15), sizes=sizes, scale=scale)
 
 
 def _verdict(value: float, target: float) -> str:
@@ -167,6 +217,11 @@ def targets(result: Result) -> list[list[str]]:
     for o in result.overhead:
         rows.append([f"`mx.nd.{o.op}` on 4x4 dense", f"<= {TARGETS['overhead']}x `sparse_ops.{o.op}`",
                      f"{o.ratio:.2f}x", _verdict(o.ratio, TARGETS["overhead"])])
+    small, large = result.sizes
+    for u in result.updates:
+        rows.append([f"`{u.optimizer}.update`, row_sparse weight of {large:,} rows, 1,000 gradient rows",
+                     f"<= {TARGETS['flat']}x the same at {small:,} rows", f"{u.ratio:.2f}x",
+                     _verdict(u.ratio, TARGETS["flat"])])
     return rows
 
 
@@ -184,6 +239,12 @@ def report(result: Result) -> str:
               markdown_table(["op", "`mx.nd` (us)", "native (us)", "mx / native", "same result"],
                              [[o.op, f"{o.mx_us:.2f}", f"{o.native_us:.2f}", f"{o.ratio:.2f}",
                                "yes" if o.same else "**NO**"] for o in result.overhead]), "",
+              f"**(d) Optimizer.update** on a row_sparse float32 weight x 8, 1,000 gradient rows, the two "
+              "sizes in alternation (median ms per update).", "",
+              markdown_table(["optimizer", f"{result.sizes[0]:,} rows (ms)", f"{result.sizes[1]:,} rows (ms)",
+                              "ratio", "only the gradient's rows changed"],
+                             [[u.optimizer, f"{u.small_ms:.3f}", f"{u.large_ms:.3f}", f"{u.ratio:.2f}",
+                               "yes" if u.same else "**NO**"] for u in result.updates]), "",
               f"**(c) LibSVM parsing**: {q.lines:,} lines, {q.megabytes:.1f} MB of text: {q.seconds:.2f} s to build "
               f"the iterator (parse included; median of 3), {q.megabytes / q.seconds:.0f} MB/s, "
               f"{q.lines / q.seconds:,.0f} rows/s."]

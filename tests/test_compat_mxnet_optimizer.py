@@ -86,10 +86,70 @@ def ref_ftrl(p, w, g, st, lr, wd, t):
     return (np.sign(z) * lamda1 - z) / ((beta + np.sqrt(n)) / lr + wd) * (np.abs(z) > lamda1), [z, n]
 
 
+def ref_ftml(p, w, g, st, lr, wd, t):
+    b1, b2, eps = p.get("beta1", 0.6), p.get("beta2", 0.999), p.get("epsilon", 1e-8)
+    gg = _clip(p.get("rescale_grad", 1.0) * g + wd * w, p.get("clip_gradient"))
+    d, v, z = st
+    v = b2 * v + (1 - b2) * gg * gg
+    d_t = (1 - b1 ** t) / lr * (np.sqrt(v / (1 - b2 ** t)) + eps)
+    z = b1 * z + (1 - b1) * gg - (d_t - b1 * d) * w
+    return -z / d_t, [d_t, v, z]
+
+
+def ref_lamb(p, w, g, st, lr, wd, t):
+    b1, b2, eps = p.get("beta1", 0.9), p.get("beta2", 0.999), p.get("epsilon", 1e-6)
+    gg = _clip(p.get("rescale_grad", 1.0) * g, p.get("clip_gradient"))
+    m = b1 * st[0] + (1 - b1) * gg
+    v = b2 * st[1] + (1 - b2) * gg * gg
+    if p.get("bias_correction", True):
+        direction = (m / (1 - b1 ** t)) / (np.sqrt(v / (1 - b2 ** t)) + eps) + wd * w
+    else:
+        direction = m / (np.sqrt(v) + eps) + wd * w
+    r1, r2 = np.linalg.norm(w), np.linalg.norm(direction)
+    if p.get("lower_bound"):
+        r1 = max(r1, p["lower_bound"])
+    if p.get("upper_bound"):
+        r1 = min(r1, p["upper_bound"])
+    ratio = 1.0 if r1 == 0 or r2 == 0 else r1 / r2
+    return w - lr * ratio * direction, [m, v]
+
+
+def ref_adamax(p, w, g, st, lr, wd, t):
+    b1, b2 = p.get("beta1", 0.9), p.get("beta2", 0.999)
+    gg = _clip(p.get("rescale_grad", 1.0) * g + wd * w, p.get("clip_gradient"))
+    m = b1 * st[0] + (1 - b1) * gg
+    u = np.maximum(b2 * st[1], np.abs(gg))
+    return w - lr / (1 - b1 ** t) * m / u, [m, u]
+
+
+def ref_nadam(p, w, g, st, lr, wd, t):
+    b1, b2, eps, decay = p.get("beta1", 0.9), p.get("beta2", 0.999), p.get("epsilon", 1e-8), 0.004
+    gg = _clip(p.get("rescale_grad", 1.0) * g + wd * w, p.get("clip_gradient"))
+
+    def mom(k):
+        return b1 * (1 - 0.5 * 0.96 ** (k * decay))
+
+    schedule = np.prod([mom(k) for k in range(1, t + 1)])
+    m = b1 * st[0] + (1 - b1) * gg
+    v = b2 * st[1] + (1 - b2) * gg * gg
+    m_bar = (1 - mom(t)) * gg / (1 - schedule) + mom(t + 1) * m / (1 - schedule * mom(t + 1))
+    return w - lr * m_bar / (np.sqrt(v / (1 - b2 ** t)) + eps), [m, v]
+
+
+def ref_adadelta(p, w, g, st, lr, wd, t):
+    rho, eps = p.get("rho", 0.9), p.get("epsilon", 1e-5)
+    gg = _clip(p.get("rescale_grad", 1.0) * g, p.get("clip_gradient"))
+    acc_g = rho * st[0] + (1 - rho) * gg * gg
+    delta = np.sqrt(st[1] + eps) / np.sqrt(acc_g + eps) * gg
+    acc_d = rho * st[1] + (1 - rho) * delta * delta
+    return w - (delta + wd * w), [acc_g, acc_d]
+
+
 REFS = {"sgd": ref_sgd, "nag": ref_nag, "signum": ref_signum, "adam": ref_adam, "adagrad": ref_adagrad,
-        "rmsprop": ref_rmsprop, "ftrl": ref_ftrl}
-DEFAULT_LR = {"adam": 0.001, "rmsprop": 0.001, "ftrl": 0.1}
-N_STATES = {"adam": 2, "adagrad": 1, "ftrl": 2}
+        "rmsprop": ref_rmsprop, "ftrl": ref_ftrl, "ftml": ref_ftml, "lamb": ref_lamb, "adamax": ref_adamax,
+        "nadam": ref_nadam, "adadelta": ref_adadelta}
+DEFAULT_LR = {"adam": 0.001, "rmsprop": 0.001, "ftrl": 0.1, "lamb": 0.001, "adamax": 0.002, "nadam": 0.001}
+N_STATES = {"adam": 2, "adagrad": 1, "ftrl": 2, "ftml": 3, "lamb": 2, "adamax": 2, "nadam": 2, "adadelta": 2}
 
 
 def n_states(name, p):
@@ -108,8 +168,10 @@ def lazy_rows(name, p, stype):
         return False
     if name == "adagrad":
         return True
-    if name in ("sgd", "adam", "ftrl"):
+    if name in ("sgd", "adam"):
         return p.get("lazy_update", True)
+    if name == "ftrl":  # MXNet: lazy for a row_sparse weight only; lazy_update=True asks it of a dense one
+        return p.get("lazy_update", False)
     return name == "nag" and not p.get("momentum", 0.0)  # MXNet's NAG calls sgd_update (lazy) without momentum
 
 
@@ -134,7 +196,14 @@ CASES = [
     ("rmsprop", {"learning_rate": 0.01, "centered": True, "wd": 0.03, "clip_gradient": 0.4, "clip_weights": 0.9}),
     ("ftrl", {}),
     ("ftrl", {"lamda1": 0.05, "beta": 0.5, "wd": 0.05, "rescale_grad": 0.8, "clip_gradient": 0.5}),
-    ("ftrl", {"learning_rate": 0.2, "wd": 0.07, "lazy_update": False}),
+    ("ftrl", {"learning_rate": 0.2, "wd": 0.07, "lazy_update": True}),
+    ("ftml", {"learning_rate": 0.1, "wd": 0.02, "rescale_grad": 0.8, "clip_gradient": 0.5}),
+    ("ftml", {"learning_rate": 0.05, "beta1": 0.5, "beta2": 0.99, "epsilon": 1e-6}),
+    ("lamb", {"learning_rate": 0.01, "wd": 0.03, "rescale_grad": 0.8, "clip_gradient": 0.5}),
+    ("lamb", {"learning_rate": 0.01, "bias_correction": False, "lower_bound": 0.5, "upper_bound": 2.0}),
+    ("adamax", {"learning_rate": 0.01, "wd": 0.02, "clip_gradient": 0.5}),
+    ("nadam", {"learning_rate": 0.01, "wd": 0.02, "rescale_grad": 0.5}),
+    ("adadelta", {"rho": 0.8, "wd": 0.02, "clip_gradient": 0.6}),
 ]
 
 
@@ -186,7 +255,7 @@ def test_updates_match_mxnet_formulas(name, params, stype, rng):
 
 
 @pytest.mark.parametrize("name,params", [("sgd", {"momentum": 0.9, "wd": 0.1}), ("adam", {"wd": 0.1}),
-                                         ("ftrl", {"wd": 0.1}), ("adagrad", {})])
+                                         ("ftrl", {"wd": 0.1, "lazy_update": True}), ("adagrad", {})])
 def test_lazy_update_leaves_rows_without_gradient_alone(name, params, rng):
     opt = mx.optimizer.create(name, learning_rate=0.1, **params)
     upd = mx.optimizer.get_updater(opt)
@@ -580,20 +649,28 @@ def test_no_storage_fallback_warning_for_the_dense_only_updates():
         mx.optimizer.get_updater(opt)(0, mx.nd.ones((3, 2)).tostype("row_sparse"), mx.nd.ones((3, 2)))
 
 
-@pytest.mark.parametrize("name, kw, lazy_states", [
-    ("sgd", {"learning_rate": 0.1, "momentum": 0.9, "wd": 0.1}, True),
-    ("adam", {"learning_rate": 0.1, "wd": 0.1}, True),
-    ("adagrad", {"learning_rate": 0.1, "wd": 0.1}, True),
-    ("ftrl", {"learning_rate": 0.1, "wd": 0.1}, True),
-    ("sgd", {"learning_rate": 0.1, "momentum": 0.9, "wd": 0.1, "lazy_update": False}, False),
-    ("adam", {"learning_rate": 0.1, "wd": 0.1, "lazy_update": False}, False),
+@pytest.mark.parametrize("name, kw, state_stype, lazy", [
+    ("sgd", {"learning_rate": 0.1, "momentum": 0.9, "wd": 0.1}, "row_sparse", True),
+    ("adam", {"learning_rate": 0.1, "wd": 0.1}, "row_sparse", True),
+    ("adagrad", {"learning_rate": 0.1, "wd": 0.1}, "row_sparse", True),
+    ("ftrl", {"learning_rate": 0.1, "wd": 0.1}, "row_sparse", True),
+    ("sgd", {"learning_rate": 0.1, "momentum": 0.9, "wd": 0.1, "lazy_update": False}, "default", False),
+    ("adam", {"learning_rate": 0.1, "wd": 0.1, "lazy_update": False}, "default", False),
+    # no sparse kernel in MXNet: row_sparse states, the storage fallback's standard update
+    ("rmsprop", {"learning_rate": 0.1, "wd": 0.1}, "row_sparse", False),
+    ("rmsprop", {"learning_rate": 0.1, "wd": 0.1, "centered": True}, "row_sparse", False),
+    ("signum", {"learning_rate": 0.1, "wd": 0.1}, "row_sparse", False),
+    ("lamb", {"learning_rate": 0.1, "wd": 0.1}, "row_sparse", False),
+    ("ftml", {"learning_rate": 0.1, "wd": 0.1}, "default", False),
+    ("adamax", {"learning_rate": 0.1, "wd": 0.1}, "default", False),
+    ("nadam", {"learning_rate": 0.1, "wd": 0.1}, "default", False),
 ])
-def test_states_of_a_row_sparse_weight_follow_mxnet_and_updates_stay_lazy(name, kw, lazy_states):
-    """MXNet 1.9.1's create_state: SGD and Adam give a row_sparse weight row_sparse states when
-    lazy_update (else dense), AdaGrad and Ftrl always; with row_sparse states only the
-    gradient's rows change, and those rows match the same optimizer on a dense weight."""
-    import sparse_ops.compat.mxnet as mx
-
+def test_states_of_a_row_sparse_weight_follow_mxnet(name, kw, state_stype, lazy):
+    """MXNet 1.9.1's create_state and update for a row_sparse weight: SGD and Adam give it
+    row_sparse states when lazy_update (else dense), AdaGrad, Ftrl, RMSProp, Signum and LAMB
+    always; where MXNet has a sparse kernel the update is lazy (rows without gradient keep
+    their values), elsewhere it is the standard update of the storage fallback. The weight
+    stays row_sparse, and its values match the same optimizer on a dense weight."""
     rng = np.random.default_rng(3)
     w0 = rng.standard_normal((5, 3)).astype(np.float32)
     rows = np.array([1, 3])
@@ -603,10 +680,12 @@ def test_states_of_a_row_sparse_weight_follow_mxnet_and_updates_stay_lazy(name, 
     opt = mx.optimizer.create(name, **kw)
     state = opt.create_state(0, w)
     states = state if isinstance(state, tuple) else (state,)
-    assert {s.stype for s in states} == {"row_sparse" if lazy_states else "default"}
-    for _ in range(2):
-        opt.update(0, w, g, state)
-    assert w.stype == "row_sparse"
+    assert {s.stype for s in states} == {state_stype}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", so.StorageFallbackWarning)
+        for _ in range(2):
+            opt.update(0, w, g, state)
+    assert w.stype == "row_sparse" and {s.stype for s in states} == {state_stype}
     # the same steps on a dense weight with a dense gradient, its states dense
     ref_opt = mx.optimizer.create(name, **kw)
     wd = mx.nd.array(w0)
@@ -618,7 +697,54 @@ def test_states_of_a_row_sparse_weight_follow_mxnet_and_updates_stay_lazy(name, 
     got, ref = w.asnumpy(), wd.asnumpy()
     np.testing.assert_allclose(got[rows], ref[rows], rtol=1e-5, atol=1e-6)
     others = np.setdiff1d(np.arange(5), rows)
-    if lazy_states:
+    if lazy:
         np.testing.assert_array_equal(got[others], w0[others])  # lazy: rows without gradient untouched
     else:
         np.testing.assert_allclose(got[others], ref[others], rtol=1e-5, atol=1e-6)  # standard: wd everywhere
+        assert not np.allclose(got[others], w0[others])
+    ref_states = ref_state if isinstance(ref_state, tuple) else (ref_state,)
+    for s, r in zip(states, ref_states):
+        if lazy:
+            np.testing.assert_allclose(s.asnumpy()[rows], r.asnumpy()[rows], rtol=1e-5, atol=1e-6)
+        else:
+            np.testing.assert_allclose(s.asnumpy(), r.asnumpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_sgd_update_of_a_csr_weight_falls_back_and_keeps_csr():
+    """MXNet's storage fallback: a csr weight is densified, updated and stored back as csr."""
+    dense = np.array([[1.0, 0.0, 2.0], [0.0, 0.0, 3.0]], np.float32)
+    w = mx.nd.array(dense).tostype("csr")
+    g = mx.nd.array(np.full((2, 3), 0.5, np.float32)).tostype("csr")
+    opt = mx.optimizer.SGD(learning_rate=0.1, wd=0.2)
+    with pytest.warns(so.StorageFallbackWarning, match="sgd_update"):
+        opt.update(0, w, g, opt.create_state(0, w))
+    assert w.stype == "csr"
+    np.testing.assert_allclose(w.asnumpy(), (1 - 0.1 * 0.2) * dense - 0.05, rtol=1e-6)
+
+
+def test_sgld_adds_the_noise_mx_random_draws():
+    w0 = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
+    g = np.full((3, 4), 0.5, np.float32)
+    opt = mx.optimizer.SGLD(learning_rate=0.04, wd=0.1)
+    w = mx.nd.array(w0)
+    mx.random.seed(11)
+    opt.update(0, w, mx.nd.array(g), None)
+    mx.random.seed(11)
+    noise = mx.nd.random.normal(0, 0.2, shape=(3, 4)).asnumpy()
+    np.testing.assert_allclose(w.asnumpy(), w0 - 0.02 * (g + 0.1 * w0) + noise, rtol=1e-5, atol=1e-6)
+    assert np.std(noise) > 0.05
+
+
+def test_lamb_updates_a_list_of_weights_as_each_alone():
+    rng = np.random.default_rng(5)
+    ws = [rng.standard_normal(s).astype(np.float32) for s in ((3, 2), (4,))]
+    gs = [rng.standard_normal(w.shape).astype(np.float32) for w in ws]
+    together = mx.optimizer.LAMB(learning_rate=0.05, wd=0.01)
+    arrays = [mx.nd.array(w) for w in ws]
+    states = [together.create_state(i, a) for i, a in enumerate(arrays)]
+    together.update([0, 1], arrays, [mx.nd.array(g) for g in gs], states)
+    for i, (w, g) in enumerate(zip(ws, gs)):
+        alone = mx.optimizer.LAMB(learning_rate=0.05, wd=0.01)
+        a = mx.nd.array(w)
+        alone.update(i, a, mx.nd.array(g), alone.create_state(i, a))
+        np.testing.assert_allclose(arrays[i].asnumpy(), a.asnumpy(), rtol=1e-6)
