@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+import sparse_ops as so
 import sparse_ops.compat.mxnet as mx
 
 W = np.arange(12, dtype=np.float64).reshape(4, 3) / 10 + 1
@@ -124,14 +125,28 @@ def test_rsp_weight_refusals():
     ref[ROWS] -= 0.1 * G[ROWS]
     np.testing.assert_allclose(missing.asnumpy(), ref, rtol=1e-12)
     assert missing.indices.asnumpy().tolist() == [0, 1, 2]
-    with pytest.raises(mx.base.MXNetError, match="row_sparse grad"):
-        mx.nd.sgd_update(_rsp(W), mx.nd.array(G, dtype=G.dtype), lr=0.1)
-    with pytest.raises(mx.base.MXNetError):  # MXNet's sparse adagrad takes row_sparse states only
+    with pytest.raises(mx.base.MXNetError, match="row_sparse states"):  # MXNet's sparse adagrad: no fallback
         mx.nd.adagrad_update(_rsp(W), _grad(), mx.nd.zeros(W.shape, dtype=W.dtype), lr=0.1)
-    with pytest.raises(mx.base.MXNetError):  # dense-only updates
-        mx.nd.rmsprop_update(_rsp(W), _grad(), mx.nd.zeros(W.shape, dtype=W.dtype), lr=0.1)
-    with pytest.raises(mx.base.MXNetError, match="all states alike"):
+    with pytest.raises(mx.base.MXNetError, match="share one storage type"):  # MXNet's check of the states
         mx.nd.adam_update(_rsp(W), _grad(), _rsp(np.zeros(W.shape)), mx.nd.zeros(W.shape, dtype=W.dtype), lr=0.1)
+
+
+def test_rsp_weight_storage_fallbacks():
+    """Where MXNet 1.9.1 has no sparse kernel it falls back to dense storage: a row_sparse
+    weight with a dense gradient, and the dense-only updates (their states updated too)."""
+    so.dispatch._warned.clear()  # the warning comes once per signature: forget earlier ones
+    with pytest.warns(so.StorageFallbackWarning, match="sgd_update"):
+        out = mx.nd.sgd_update(_rsp(W), mx.nd.array(G, dtype=G.dtype), lr=0.1)
+    np.testing.assert_allclose(out.asnumpy(), W - 0.1 * G, rtol=1e-12)
+    n = mx.nd.zeros(W.shape, dtype=W.dtype)
+    w = _rsp(W)
+    with pytest.warns(so.StorageFallbackWarning, match="rmsprop_update"):
+        mx.nd.rmsprop_update(w, _grad(), n, lr=0.1, gamma1=0.9, out=w)
+    g = _grad().asnumpy()
+    n_ref = 0.1 * g * g
+    assert w.stype == "row_sparse"
+    np.testing.assert_allclose(n.asnumpy(), n_ref, rtol=1e-12)
+    np.testing.assert_allclose(w.asnumpy(), W - 0.1 * g / np.sqrt(n_ref + 1e-8), rtol=1e-12)
 
 
 def test_rsp_weight_float32_numba_path():

@@ -28,11 +28,11 @@ few are updated in time and memory that follow the stored rows. Weight and state
 come out storing the same rows, theirs and the gradient's (MXNet 1.9 refuses a weight
 missing rows; a weight storing every row gives MXNet's result), updated lazily under
 ``lazy_update``; adagrad and ftrl take row_sparse states only and always update lazily.
-Every other combination of storage types (a csr weight, a row_sparse weight of a
-dense-only update, sparse states of a dense weight) takes MXNet's storage fallback, with its
-``StorageFallbackWarning``: the inputs are densified, the dense update runs, and the new
-weight and states are written back in their own storage types (``out=weight`` keeps a csr
-weight csr).
+States share one storage type. Every other combination of storage types (a csr weight,
+a row_sparse weight of a dense-only update, sparse states of a dense weight) takes MXNet's
+storage fallback, with its ``StorageFallbackWarning``: the inputs are densified, the dense
+update runs, and the new weight and states are written back in their own storage types
+(``out=weight`` keeps a csr weight csr); adagrad, as MXNet's sparse adagrad, refuses them.
 """
 from __future__ import annotations
 
@@ -143,18 +143,30 @@ class _Update(Op):
     rsp_weight_states: tuple = ("default", "row_sparse")
     rsp_weight_lazy: bool | None = None  # with a row_sparse weight: always lazy (True), else lazy_update
 
+    storage_fallback = True  # False: combinations without a kernel are refused (MXNet's sparse adagrad)
+
     def infer_storage_type(self, weight, grad, *states):
         """A dense weight with dense states gives a dense output (the dense kernel, or the
         storage-aware one for a row_sparse grad); a row_sparse weight with a row_sparse grad
-        and states of one storage type among ``rsp_weight_states`` gives a row_sparse output
-        (MXNet 1.9's sparse kernels). Any other combination (a csr weight, a row_sparse
-        weight of an update with only a dense kernel, sparse states of a dense weight) runs
-        as MXNet 1.9 runs it: the storage fallback densifies the inputs, runs the dense update
-        and writes the new weight into ``out=`` and the new states into the states, each in
-        its own storage type."""
+        and states of a storage type among ``rsp_weight_states`` gives a row_sparse output
+        (MXNet 1.9's sparse kernels). States share one storage type (MXNet's check). Any
+        other combination (a csr weight, a row_sparse weight of an update with only a dense
+        kernel, sparse states of a dense weight) runs as MXNet 1.9 runs it: the storage
+        fallback densifies the inputs, runs the dense update and writes the new weight into
+        ``out=`` and the new states into the states, each in its own storage type; updates
+        MXNet has no fallback for (``storage_fallback = False``) refuse it instead."""
+        names = self._opdef.arguments
+        if len(set(states)) > 1:
+            raise ValueError(f"the states {', '.join(names[2:])} must share one storage type, got {list(states)}")
         if weight == "row_sparse" and grad == "row_sparse" and self.rsp_weight_states:
-            if len(set(states)) <= 1 and all(st in self.rsp_weight_states for st in states):
+            if all(st in self.rsp_weight_states for st in states):
                 return ["row_sparse"]
+        elif weight == "default" and all(st == "default" for st in states):
+            return ["default"]
+        if not self.storage_fallback:
+            raise ValueError(f"no kernel for {names[0]} {weight}, {names[1]} {grad} and states {list(states)}: "
+                             f"a row_sparse {names[0]} takes a row_sparse {names[1]} and "
+                             f"{' or '.join(self.rsp_weight_states)} states, a dense one dense states")
         return ["default"]
 
     # ---- formulas -----------------------------------------------------------------------------
@@ -390,6 +402,7 @@ class AdagradUpdate(_Update):
     arguments = ("weight", "grad", "history")
     mutate = ("history",)
     rsp_weight_states, rsp_weight_lazy = ("row_sparse",), True  # MXNet's AdagradUpdateRspRspRspImpl
+    storage_fallback = False  # MXNet's sparse adagrad has none
     lr = _lr()
     epsilon = Param(float, 1e-7, "added to history under the square root")
     wd, rescale_grad, clip_gradient = _wd(), _rescale(), _clip_gradient()

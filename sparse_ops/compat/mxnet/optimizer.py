@@ -24,8 +24,8 @@ Ftrl) row_sparse states make the update lazy, only the gradient's rows changing,
 follows those rows; the others take MXNet's storage fallback (the dense update, weight and
 states written back in their storage types), as does a csr weight.
 
-States are NDArrays in the weight's dtype (MXNet makes AdaGrad's, RMSProp's and Ftrl's
-float32 whatever the weight: a float64 weight there fails MXNet's own type check).
+States are NDArrays in the weight's dtype (MXNet makes AdaGrad's, RMSProp's, Ftrl's and
+AdaDelta's float32 whatever the weight: a float64 weight there fails MXNet's own type check).
 ``get_states`` / ``set_states`` use ``pickle``, as MXNet does: load states only from a source
 you trust. Bad arguments raise ``OptimizerError`` (``MXNetError`` and ``ValueError``) or
 ``OptimizerTypeError`` (``MXNetError`` and ``TypeError``), naming the optimizer and the
@@ -576,10 +576,18 @@ class Ftrl(Optimizer):
         _ops.ftrl_update(weight, grad, z, n, out=weight, lazy_update=self.lazy_update, lr=lr, wd=wd, **kwargs)
 
 
-def _scaled_clipped(grad: NDArray, rescale_grad: float, clip_gradient: Any) -> NDArray:
-    """``clip(grad * rescale_grad)`` as MXNet's Python optimizers compute it (they clip
-    whenever ``clip_gradient`` is not None, 0 included)."""
+def _zero_states(weight: NDArray, n: int, stype: str = "default") -> tuple:
+    """``n`` zero states shaped, placed and typed as ``weight``."""
+    return tuple(zeros(weight.shape, weight.context, dtype=weight.dtype, stype=stype) for _ in range(n))
+
+
+def _python_grad(grad: NDArray, rescale_grad: float, clip_gradient: Any, wd: float = 0.0,
+                 weight: NDArray | None = None) -> NDArray:
+    """``clip(grad * rescale_grad + wd * weight)`` as MXNet's Python optimizers compute it
+    (they clip whenever ``clip_gradient`` is not None, 0 included)."""
     grad = grad * rescale_grad
+    if weight is not None:
+        grad = grad + wd * weight
     return nd.clip(grad, -clip_gradient, clip_gradient) if clip_gradient is not None else grad
 
 
@@ -599,7 +607,7 @@ class FTML(Optimizer):
         self.beta1, self.beta2, self.epsilon = beta1, beta2, epsilon
 
     def create_state(self, index: Any, weight: NDArray) -> Any:
-        return tuple(zeros(weight.shape, weight.context, dtype=weight.dtype) for _ in range(3))  # d, v, z
+        return _zero_states(weight, 3)  # d, v, z
 
     def update(self, index: Any, weight: NDArray, grad: NDArray, state: Any) -> None:
         self._check(weight, grad)
@@ -635,8 +643,7 @@ class LAMB(Optimizer):
         self.aggregate_num = max(1, min(45, int(os.getenv("MXNET_OPTIMIZER_AGGREGATION_SIZE", "45"))))
 
     def create_state(self, index: Any, weight: NDArray) -> Any:
-        return (zeros(weight.shape, weight.context, dtype=weight.dtype, stype=weight.stype),
-                zeros(weight.shape, weight.context, dtype=weight.dtype, stype=weight.stype))
+        return _zero_states(weight, 2, weight.stype)  # mean, var
 
     def update(self, index: Any, weight: Any, grad: Any, state: Any) -> None:
         self._update_all(index, weight, grad, state, multi_precision=False)
@@ -684,7 +691,7 @@ class SGLD(Optimizer):
         self._check(weight, grad)
         self._update_count(index)
         lr, wd = self._get_lr(index), self._get_wd(index)
-        grad = _scaled_clipped(grad, self.rescale_grad, self.clip_gradient)
+        grad = _python_grad(grad, self.rescale_grad, self.clip_gradient)
         weight[:] += -lr / 2 * (grad + wd * weight)
         weight[:] += nd.random.normal(0, math.sqrt(lr), shape=weight.shape, dtype=weight.dtype, ctx=weight.context)
 
@@ -704,17 +711,14 @@ class Adamax(Optimizer):
         self.beta1, self.beta2 = beta1, beta2
 
     def create_state(self, index: Any, weight: NDArray) -> Any:
-        return (zeros(weight.shape, weight.context, dtype=weight.dtype),
-                zeros(weight.shape, weight.context, dtype=weight.dtype))
+        return _zero_states(weight, 2)  # m, u
 
     def update(self, index: Any, weight: NDArray, grad: NDArray, state: Any) -> None:
         self._check(weight, grad)
         self._update_count(index)
         lr, wd = self._get_lr(index), self._get_wd(index)
         lr /= 1.0 - self.beta1 ** self._index_update_count[index]
-        g = grad * self.rescale_grad + wd * weight
-        if self.clip_gradient is not None:
-            g = nd.clip(g, -self.clip_gradient, self.clip_gradient)
+        g = _python_grad(grad, self.rescale_grad, self.clip_gradient, wd, weight)
         m, u = state
         m[:] *= self.beta1
         m[:] += (1.0 - self.beta1) * g
@@ -736,17 +740,14 @@ class Nadam(Optimizer):
         self.m_schedule = 1.0
 
     def create_state(self, index: Any, weight: NDArray) -> Any:
-        return (zeros(weight.shape, weight.context, dtype=weight.dtype),
-                zeros(weight.shape, weight.context, dtype=weight.dtype))
+        return _zero_states(weight, 2)  # m, v
 
     def update(self, index: Any, weight: NDArray, grad: NDArray, state: Any) -> None:
         self._check(weight, grad)
         self._update_count(index)
         lr, wd = self._get_lr(index), self._get_wd(index)
         t = self._index_update_count[index]
-        g = grad * self.rescale_grad + wd * weight
-        if self.clip_gradient is not None:
-            g = nd.clip(g, -self.clip_gradient, self.clip_gradient)
+        g = _python_grad(grad, self.rescale_grad, self.clip_gradient, wd, weight)
         mom_t = self.beta1 * (1.0 - 0.5 * 0.96 ** (t * self.schedule_decay))
         mom_next = self.beta1 * (1.0 - 0.5 * 0.96 ** ((t + 1) * self.schedule_decay))
         self.m_schedule *= mom_t
@@ -769,8 +770,7 @@ class AdaDelta(Optimizer):
         delta = sqrt(acc_delta + epsilon) / sqrt(acc_g + epsilon) * g
         acc_delta = rho * acc_delta + (1 - rho) * delta**2;  weight -= delta + wd * weight
 
-    As MXNet 1.9.1's, it scales the caller's ``grad`` in place by ``rescale_grad`` and its
-    states are float32 dense arrays."""
+    As MXNet 1.9.1's, it scales the caller's ``grad`` in place by ``rescale_grad``."""
 
     def __init__(self, rho: float = 0.90, epsilon: float = 1e-5, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -779,7 +779,7 @@ class AdaDelta(Optimizer):
         self.rho, self.epsilon = rho, epsilon
 
     def create_state(self, index: Any, weight: NDArray) -> Any:
-        return (zeros(weight.shape, weight.context), zeros(weight.shape, weight.context))  # acc_g, acc_delta
+        return _zero_states(weight, 2)  # acc_g, acc_delta
 
     def update(self, index: Any, weight: NDArray, grad: NDArray, state: Any) -> None:
         self._check(weight, grad)
@@ -818,7 +818,7 @@ class DCASGD(Optimizer):
         self._check(weight, grad)
         self._update_count(index)
         lr, wd = self._get_lr(index), self._get_wd(index)
-        grad = _scaled_clipped(grad, self.rescale_grad, self.clip_gradient)
+        grad = _python_grad(grad, self.rescale_grad, self.clip_gradient)
         mom, previous = state
         step = -lr * (grad + wd * weight + self.lamda * grad * grad * (weight - previous))
         if mom is not None:
