@@ -48,6 +48,9 @@ import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the mxnet_* modules beside this file
+from mxnet_source import read_source, rewrite_imports  # noqa: E402
+
 TEST_FILES = {
     "tests/python/unittest/test_sparse_ndarray.py": None,  # None: every non-Symbol test
     "tests/python/unittest/test_sparse_operator.py": None,
@@ -72,10 +75,6 @@ SKIP_RULES = [
     ("reads a file in MXNet's own binary NDArray format (the face saves and loads its own)",
      re.compile(r"legacy_ndarray\.v0")),
 ]
-_IMPORT = re.compile(r"^([ \t]*)import mxnet as mx(?=[ \t]*(#.*)?$)")
-_FROM = re.compile(r"^(\s*)from mxnet((?:\.\w+)*) import ")
-_IMPORT_SUB_AS = re.compile(r"^(\s*)import mxnet((?:\.\w+)+) as ")
-_IMPORT_SUB = re.compile(r"^(\s*)import mxnet((?:\.\w+)+)[ \t]*$")
 
 NOSE_STANDIN = '''"""A stand-in for the three names of nose.tools that MXNet's test helpers import."""
 import functools
@@ -139,22 +138,6 @@ def pytest_collection_modifyitems(config, items):
 '''
 
 
-def rewrite_imports(source: str) -> tuple[str, int]:
-    """``source`` with its MXNet import lines pointed at the compat face, and how many changed."""
-    out, n = [], 0
-    for line in source.splitlines(keepends=True):
-        new = _IMPORT.sub(r"\1import sparse_ops.compat.mxnet as mx", line)
-        if new == line:
-            new = _FROM.sub(r"\1from sparse_ops.compat.mxnet\2 import ", line)
-        if new == line:
-            new = _IMPORT_SUB_AS.sub(r"\1import sparse_ops.compat.mxnet\2 as ", line)
-        if new == line:  # `import mxnet.sub` binds the name mxnet: bind it to the face
-            new = _IMPORT_SUB.sub(r"\1import sparse_ops.compat.mxnet as mxnet, sparse_ops.compat.mxnet\2", line)
-        n += new != line
-        out.append(new)
-    return "".join(out), n
-
-
 def skipped_tests(source: str) -> dict[str, str]:
     """{test name: reason} for the module-level tests whose bodies need what the face lacks."""
     out = {}
@@ -165,20 +148,6 @@ def skipped_tests(source: str) -> dict[str, str]:
             if reason is not None:
                 out[node.name] = reason
     return out
-
-
-def read_source(root: Path, tag: str, path: str) -> str:
-    """File ``path`` of MXNet at ``tag``: through git when ``root`` is a git directory, else
-    from the checkout's files."""
-    is_git = subprocess.run(["git", "-C", str(root), "rev-parse", "--git-dir"],
-                            capture_output=True, text=True).returncode == 0
-    if is_git:
-        r = subprocess.run(["git", "-C", str(root), "show", f"{tag}:{path}"], capture_output=True, text=True)
-        if r.returncode == 0:
-            return r.stdout
-        if not (root / path).is_file():
-            raise SystemExit(f"cannot read {path} at {tag} from {root}: {r.stderr.strip()}")
-    return (root / path).read_text()
 
 
 def prepare(root: Path, tag: str, dest: Path) -> Path:
@@ -234,6 +203,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="run only this test file (its name, e.g. test_ndarray.py); may repeat")
     ap.add_argument("-v", "--verbose", action="store_true", help="show pytest's output")
     ap.add_argument("--list-skipped", action="store_true", help="print each skipped test and why")
+    ap.add_argument("--offline-data", action="store_true",
+                    help="write local generated stand-ins of the data sets the tests download (MNIST, news20; "
+                         "tools/mxnet_test_data.py) where the tests look for them, so nothing is downloaded")
+    ap.add_argument("--no-tutorials", action="store_true", help="skip MXNet's sparse NDArray tutorials")
     args = ap.parse_args(argv)
 
     tmp = None
@@ -245,6 +218,10 @@ def main(argv: list[str] | None = None) -> int:
         dest = Path(tmp := tempfile.mkdtemp(prefix="mxnet-tests-"))
     try:
         unit = prepare(args.mxnet, args.tag, dest)
+        if args.offline_data:
+            import mxnet_test_data
+
+            mxnet_test_data.generate(unit)
         env = dict(os.environ, SPARSE_OPS_STORAGE_FALLBACK_LOG_VERBOSE="0")
         total_p = total_f = 0
         print(f"{'file':28} {'passed':>6} {'failed':>6} {'skipped':>7}")
@@ -273,6 +250,14 @@ def main(argv: list[str] | None = None) -> int:
             if args.verbose or args.list_skipped:
                 for msg in c["skipped"]:
                     print(f"    skipped {msg}")
+        if not args.no_tutorials and not args.files:
+            import mxnet_tutorials
+
+            for name, cells, failures in mxnet_tutorials.run(args.mxnet, args.tag):
+                print(f"{'tutorial ' + name:28} {cells:6} cells run, {len(failures)} failed checks")
+                for msg in failures:
+                    print(f"    FAILED {msg}")
+                total_f += len(failures)
         print(f"{'total':28} {total_p:6} {total_f:6}")
         return 0 if total_f == 0 else 1
     finally:
