@@ -187,9 +187,10 @@ def _write_grad(info: AGInfo, g: NDArray) -> None:
     buf, req = info.grad, info.grad_req
     if req == "null":
         return
-    if (req == "write" and g.__class__ is NDArray and buf.__class__ is NDArray and buf._device is g._device
+    info.fresh = True
+    if (req == "write" and g.stype == "default" and buf.stype == "default" and buf._device is g._device
             and buf._data.dtype == g._data.dtype and buf._data.shape == g._data.shape):
-        buf._data[...] = g._data  # the common case: one copy into the dense buffer
+        buf._data[...] = g._data  # the common case: one copy into the dense buffer (of any dense class)
         return
     with _scope(False, None):
         if info.grad_req == "add":

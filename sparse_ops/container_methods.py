@@ -10,8 +10,10 @@ engine is attached here, once, when ``sparse_ops`` is imported:
 - from ``sparse_ops.autograd``: ``x.backward()``;
 - for the MXNet face, when it is imported (``install_mxnet``): MXNet's count of auxiliary
   arrays (``x._num_aux``) and single entries of sparse components that answer
-  ``asscalar()`` as MXNet's NDArrays do (``x.indptr[0].asscalar()``). Native code that
-  never imports the face keeps NumPy's own indexing and cost.
+  ``asscalar()`` as MXNet's NDArrays do (``x.indptr[0].asscalar()``), for MXNet code handed
+  arrays of the native API (the face's own arrays are instances of its subclasses, whose
+  components are NDArrays). Native code that never imports the face keeps NumPy's own
+  indexing and cost.
 """
 from __future__ import annotations
 

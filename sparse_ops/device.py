@@ -19,6 +19,8 @@ from .errors import DeviceUnavailableError
 
 SIMULATED_GPU = os.environ.get("SPARSE_OPS_CUDA_SIM", "0") == "1"
 _DEVICE_TYPES = ("cpu", "gpu")
+# other names of a device type: MXNet's shared-memory cpu context is host memory here
+_DEVICE_ALIASES = {"cpu_shared": "cpu"}
 
 
 class Device:
@@ -33,6 +35,7 @@ class Device:
 
     def __new__(cls, device_type: str = "cpu", device_id: int = 0) -> "Device":
         # One object per device, so identity is equality and hashing is cheap on the dispatch path.
+        device_type = _DEVICE_ALIASES.get(device_type, device_type)
         key = (device_type, device_id)
         dev = cls._interned.get(key)
         if dev is not None:

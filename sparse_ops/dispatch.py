@@ -19,7 +19,7 @@ from . import settings as _settings
 from .context import OpContext, _workspace, holds_unset, mark_unset, release_workspace
 from .device import Device
 from .errors import OperatorError, SparseFormatError, StorageFallbackWarning
-from .ndarray import STYPES, CSRNDArray, NDArray, RowSparseNDArray
+from .ndarray import STYPES, CSRNDArray, NDArray, RowSparseNDArray, kernel_form, take_storage
 from .registry import Op, OpDef, get_op
 from .tape import _record, _scope, _state, check_not_in_graph
 from .validation import normalize_shape
@@ -78,7 +78,11 @@ class Plan:
             results = [_allocated(self, i) for i in range(self.nout)]
         else:
             targets = [None] * self.nout
-            targets[:self.nvis] = _as_list(out, self.nvis, self.opdef)
+            targets[:self.nvis] = given_out = _as_list(out, self.nvis, self.opdef)
+            if any(t.__class__._kernel_class is not None for t in given_out):
+                targets[:self.nvis] = [kernel_form(t) for t in given_out]  # see NDArray._kernel_class
+            else:
+                given_out = None
             for i, (t, dt) in enumerate(zip(targets, self.out_dtypes)):
                 if t is not None and t.dtype != dt and not np.can_cast(dt, t.dtype, "same_kind"):
                     raise OperatorError(f"{self.opdef.label}: cannot write output {i} ({dt.name}) into out= of "
@@ -121,6 +125,11 @@ class Plan:
             results = [r if s == "default" else r.tostype(s) for r, s in zip(results, self.out_stypes)]
         if targets is not None:
             _store(targets, results, req)
+            if given_out is not None:  # the caller's arrays get what their kernel forms received
+                for i, t in enumerate(given_out):
+                    take_storage(t, targets[i])
+                    if results[i] is targets[i]:
+                        results[i] = t
         return results
 
     def call_any(self, inputs: Sequence[NDArray], out: Any = None, req: str = "write") -> Any:
@@ -294,7 +303,26 @@ def make_plan(opdef: OpDef, inst: Op, inputs: Sequence[NDArray]) -> Plan:
         plan.call = _host_ufunc_call(plan)
     else:
         plan.call = _host_dense_call(plan) if host_dense else plan.call_any
+    if any(x.__class__._kernel_class is not None for x in inputs):
+        plan.call = _kernel_form_call(plan)
     return plan
+
+
+def _kernel_form_call(plan: Plan) -> Any:
+    """The ``call`` of a plan with an input whose class shows its components differently
+    (``NDArray._kernel_class``): kernels, the tape and gradient rules get each such input's
+    ``kernel_form``, and an input the op updates gets back what its form received."""
+    general, mutated = plan.call_any, plan.mutated
+
+    def call(inputs: Sequence[NDArray], out: Any = None, req: str = "write") -> Any:
+        forms = [kernel_form(x) for x in inputs]
+        try:
+            return general(forms, out, req)
+        finally:
+            for i in mutated:
+                take_storage(inputs[i], forms[i])
+
+    return call
 
 
 def _ufunc_gives_plan(plan: Plan, inputs: Sequence[NDArray]) -> bool:

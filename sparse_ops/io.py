@@ -38,9 +38,11 @@ Saved = Union[NDArray, list, dict]
 File = Union[str, os.PathLike, IO[bytes]]
 
 
-def save(file: File, data: Saved) -> None:
+def save(file: File, data: Saved, attrs: dict[str, Any] | None = None) -> None:
     """Write a container, a list of containers or a dict of name -> container to ``file``
-    (a path, or a binary file object written from its current position).
+    (a path, or a binary file object written from its current position). ``attrs`` (a
+    JSON-serialisable dict) is kept in the header and handed back by ``load(...,
+    attrs={})``: faces record there how the file was written (the MXNet face, its shape mode).
 
     A path is written to a temporary name first and renamed, so a failure leaves any
     earlier file there as it was; nothing is written to a file object unless every entry
@@ -71,6 +73,8 @@ def save(file: File, data: Saved) -> None:
         arrays.update(data=arrays["0.data"], indices=arrays["0.indices"], indptr=arrays["0.indptr"],
                       format=np.array(b"csr"), shape=np.array(x.shape, dtype=np.int64))
     header = {"format": "sparse_ops", "version": _FORMAT_VERSION, "kind": kind, "entries": entries}
+    if attrs:
+        header["attrs"] = dict(attrs)
     arrays[_HEADER] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
 
     if hasattr(file, "write"):
@@ -95,16 +99,20 @@ _PARTS = {"default": ("values",), "row_sparse": ("data", "indices"), "csr": ("da
 
 
 def _components(x: NDArray) -> tuple:
+    """The stored arrays themselves (not the views a class hands out: a subclass may show
+    its components as other objects)."""
     if x.stype == "default":
-        return (x.data,)
+        return (x._data,)
     if x.stype == "row_sparse":
-        return (x.data, x.indices)
-    return (x.data, x.indices, x.indptr)
+        return (x._data, x._indices)
+    return (x._data, x._indices, x._indptr)
 
 
-def load(file: File, device: Any = None) -> Saved:
+def load(file: File, device: Any = None, attrs: dict[str, Any] | None = None) -> Saved:
     """Read what ``save`` wrote (container, list or dict), a SciPy ``save_npz`` file (one
-    csr) or a ``.npy`` file (one dense array), from a path or a seekable binary file object."""
+    csr) or a ``.npy`` file (one dense array), from a path or a seekable binary file object.
+    A dict passed as ``attrs`` receives the ``attrs`` the file was saved with (none for
+    files of other writers)."""
     if hasattr(file, "read"):
         label = _label(file)
         try:
@@ -114,7 +122,7 @@ def load(file: File, device: Any = None) -> Saved:
         except (AttributeError, OSError, ValueError) as exc:
             raise ValueError(f"{label}: load needs a seekable binary file object (io.BytesIO, "
                              f"open(path, 'rb')): {exc}") from exc
-        return _load(file, start, size, label, device)
+        return _load(file, start, size, label, device, attrs)
     path = os.fspath(file)
     try:
         f = open(path, "rb")
@@ -123,7 +131,7 @@ def load(file: File, device: Any = None) -> Saved:
     except OSError as exc:
         raise ValueError(f"{path}: not a readable .npz/.npy file ({exc})") from exc
     with f:
-        return _load(f, 0, os.fstat(f.fileno()).st_size, path, device)
+        return _load(f, 0, os.fstat(f.fileno()).st_size, path, device, attrs)
 
 
 def _label(f: Any) -> str:
@@ -132,7 +140,7 @@ def _label(f: Any) -> str:
     return name if isinstance(name, str) else f"<{type(f).__name__}>"
 
 
-def _load(f: IO[bytes], start: int, size: int, label: str, device: Any) -> Saved:
+def _load(f: IO[bytes], start: int, size: int, label: str, device: Any, attrs: dict | None = None) -> Saved:
     """``load`` from the open binary file ``f`` whose ``size`` bytes from ``start`` hold the file."""
     try:
         if f.read(len(_NPY_MAGIC)) == _NPY_MAGIC:
@@ -149,7 +157,7 @@ def _load(f: IO[bytes], start: int, size: int, label: str, device: Any) -> Saved
             _check_members(loaded.zip, size)
             files = set(loaded.files)
             if _HEADER in files:
-                return _load_ours(loaded, files, device)
+                return _load_ours(loaded, files, device, attrs)
             if "format" in files and "shape" in files:
                 return _load_scipy(loaded, f, start, device)
             raise ValueError("neither a sparse_ops file nor a SciPy save_npz file")
@@ -212,7 +220,7 @@ def _member(loaded: Any, name: str) -> np.ndarray:
     return a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))
 
 
-def _load_ours(loaded: Any, files: set, device: Any) -> Saved:
+def _load_ours(loaded: Any, files: set, device: Any, attrs: dict | None = None) -> Saved:
     if loaded.zip.getinfo(_HEADER + ".npy").file_size > _MAX_HEADER_BYTES + 4096:  # + the .npy header
         raise ValueError(f"header member larger than {_MAX_HEADER_BYTES} bytes")
     raw = _member(loaded, _HEADER)
@@ -227,6 +235,9 @@ def _load_ours(loaded: Any, files: set, device: Any) -> Saved:
     if header.get("version") != _FORMAT_VERSION:
         raise ValueError(f"unsupported file version {header.get('version')!r}")
     kind, entries = header.get("kind"), header.get("entries")
+    saved_attrs = header.get("attrs", {})
+    if not isinstance(saved_attrs, dict):
+        raise ValueError("bad header attrs")
     if kind not in ("single", "list", "dict") or not isinstance(entries, list):
         raise ValueError("bad header")
     if kind == "single" and len(entries) != 1:
@@ -243,6 +254,8 @@ def _load_ours(loaded: Any, files: set, device: Any) -> Saved:
         if not isinstance(shape, list):
             raise ValueError(f"bad shape in header entry {i}")
         items.append((e["name"], _build(e["stype"], parts, tuple(shape), device)))
+    if attrs is not None:
+        attrs.update(saved_attrs)
     if kind == "single":
         return items[0][1]
     if kind == "list":

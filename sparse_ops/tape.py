@@ -98,15 +98,18 @@ class AGInfo:
     """Autograd information attached to an array (``x._ag``): the node that produced it
     (and which output it is), for variables the gradient buffer and request, and for the
     outputs of a ``differentiable = False`` op recorded from inputs that need a gradient,
-    that op's name (``constant_of``: they are constants, and messages say why)."""
+    that op's name (``constant_of``: they are constants, and messages say why). ``fresh``
+    says whether a backward pass has written the gradient buffer since the variable was
+    marked (or the flag reset): MXNet's ``_fresh_grad``."""
 
-    __slots__ = ("node", "index", "grad", "grad_req", "constant_of", "__weakref__")
+    __slots__ = ("node", "index", "grad", "grad_req", "constant_of", "fresh", "__weakref__")
 
     def __init__(self, node: "Node | None" = None, index: int = 0) -> None:
         self.node, self.index = node, index
         self.grad = None
         self.grad_req = "null"
         self.constant_of: str | None = None
+        self.fresh = False
 
     @property
     def is_variable(self) -> bool:
@@ -245,4 +248,4 @@ def mark_variables(variables: Any, gradients: Any, grad_reqs: Any = "write") -> 
         info = v._ag
         if info is None:
             info = v._ag = AGInfo()
-        info.grad, info.grad_req = g, r
+        info.grad, info.grad_req, info.fresh = g, r, False

@@ -431,6 +431,7 @@ def _param_defaults(name: str, m: int, n: int) -> dict[str, Any]:
         "input_dim": max(m, 1), "output_dim": n, "stype": "default", "shape": (m, n),
         "axis": 0, "begin": (0, 0), "end": (max(m, 1), n), "num_outputs": 1,
         "dtype": "float16", "reps": (1, 2), "repeats": 2, "size": max(n, 1),  # cast's dtype: the float16 test maps it to float32
+        "t": 1,  # an optimizer's update count
     }
 
 
@@ -451,6 +452,8 @@ def op_calls(opdef: Any, x: Any, m: int, n: int, dtype: Any = np.float32) -> lis
     D = lambda *shape: _dense(shape, dt)  # noqa: E731
     P = lambda *shape: _dense(shape, dt, positive=True)  # noqa: E731
     special: dict[str, Callable[[], list]] = {
+        "lamb_update_phase2": lambda: [((x, D(m, n), P(1), P(1)), {"lr": 0.1}),
+                                       ((D(m, n), x, P(1), P(1)), {"lr": 0.1})],
         "dot": lambda: [((x, D(n, 2)), {}), ((D(2, m), x), {}), ((x, D(m, 2)), {"transpose_a": True}),
                         ((D(2, n), x), {"transpose_b": True}), ((x, x), {"transpose_a": True})],
         "FullyConnected": lambda: [((x, D(2, n), D(2)), {"num_hidden": 2}),
@@ -488,6 +491,10 @@ def op_calls(opdef: Any, x: Any, m: int, n: int, dtype: Any = np.float32) -> lis
         "_broadcast_reduced": lambda: [((x,), {"shape": (m, n, 2), "axis": (2,)}),
                                        ((x,), {"shape": (2, m, n), "axis": (0,)})],
         "split": lambda: [((x,), {"num_outputs": 1, "axis": 1})],
+        "_split_v2": lambda: [((x,), {"sections": 1, "axis": 1}), ((x,), {"indices": (0, 1), "axis": 1})],
+        "pad": lambda: [((x,), {"pad_width": (1, 0, 0, 2)}), ((x,), {"pad_width": (1, 0, 0, 2), "mode": "edge"})],
+        "_backward_pad": lambda: [((x,), {"pad_width": (1, 0, 0, 1)}),
+                                  ((x,), {"pad_width": (1, 0, 0, 1), "mode": "edge"})],
         "reshape": lambda: [((x,), {"shape": (n, m)})],
         "transpose": lambda: [((x,), {})],
         "expand_dims": lambda: [((x,), {"axis": 0})],

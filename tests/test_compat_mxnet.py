@@ -14,9 +14,13 @@ DENSE = np.array([[1.0, 0.0, 2.0], [0.0, 0.0, 0.0], [0.0, 3.0, 0.0], [4.0, 0.0, 
 
 
 # ---- classes, contexts, errors -----------------------------------------------------------------
-def test_classes_are_the_core_classes():
-    assert mx.nd.NDArray is so.NDArray
-    assert mx.nd.sparse.CSRNDArray is so.CSRNDArray and mx.nd.sparse.RowSparseNDArray is so.RowSparseNDArray
+def test_classes_are_subclasses_of_the_core_classes():
+    assert issubclass(mx.nd.NDArray, so.NDArray)
+    assert issubclass(mx.nd.sparse.CSRNDArray, so.CSRNDArray)
+    assert issubclass(mx.nd.sparse.RowSparseNDArray, so.RowSparseNDArray)
+    for native in (so.zeros((2, 2)), so.zeros((2, 2), stype="csr")):  # native arrays pass MXNet's checks
+        assert isinstance(native, mx.nd.NDArray)
+    assert isinstance(so.zeros((2, 2), stype="csr"), mx.nd.sparse.CSRNDArray)
     x = mx.nd.array(DENSE)
     for a in (x, x.tostype("csr"), x.tostype("row_sparse"), mx.nd.sparse.zeros("csr", (2, 2))):
         assert isinstance(a, mx.nd.NDArray)

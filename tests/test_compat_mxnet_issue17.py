@@ -128,7 +128,7 @@ def test_non_operator_api():
     with mx.name.Prefix("p_") as nm:
         assert nm.get(None, "fc") == "p_fc0" and nm.get(None, "fc") == "p_fc1" and nm.get("x", "fc") == "p_x"
         assert mx.name.current() is nm
-    assert mx.use_np_shape(len) is len
+    assert mx.use_np_shape(len)([1, 2]) == 2 and not mx.is_np_shape()
 
 
 def test_argument_errors_are_mxnet_errors():

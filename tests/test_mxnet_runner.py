@@ -61,14 +61,17 @@ def test_rec():
 def test_legacy():
     mx.nd.load("legacy_ndarray.v0")
 
+def test_state_bytes():
+    state = {'handle': bytearray(b"\\x00")}
+
 def test_plain():
     x = mx.nd.ones((2,))
 '''
     reasons = tools[1].skipped_tests(src)
-    assert set(reasons) == {"test_sym", "test_mod", "test_gluon", "test_rec", "test_legacy"}
+    assert set(reasons) == {"test_sym", "test_mod", "test_gluon", "test_rec", "test_legacy", "test_state_bytes"}
     assert "Symbol" in reasons["test_sym"] and "Module" in reasons["test_mod"]
     assert "Gluon" in reasons["test_gluon"] and "RecordIO" in reasons["test_rec"]
-    assert "binary" in reasons["test_legacy"]
+    assert "binary" in reasons["test_legacy"] and "binary" in reasons["test_state_bytes"]
 
 
 def test_generated_conftest_restores_numpy_1_aliases(tools):

@@ -29,6 +29,11 @@ class NDArray:
 
     __slots__ = ("_data", "_device", "_ag", "__weakref__")
     stype = "default"
+    # A subclass that shows its components as other objects than the library's views (the
+    # MXNet face's sparse arrays, whose ``data``/``indices``/``indptr`` are NDArrays) names
+    # here the library class it is an instance of for kernels: the invoke path hands
+    # kernels, the tape and gradients a ``kernel_form`` of it. None: the array itself.
+    _kernel_class: type | None = None
 
     def __init__(self, data: Any, device: Device | None = None) -> None:
         self._data = data if type(data) is not ComponentView else data.view(np.ndarray)
@@ -234,6 +239,55 @@ class NDArray:
     # __eq__ returns an array, which would make the class unhashable: keep identity hashing
     # so containers can key dicts and sets (autograd relies on that).
     __hash__ = object.__hash__
+
+
+_STORAGE_SLOTS: dict[type, tuple[str, ...]] = {}
+
+
+def _storage_slots(cls: type) -> tuple[str, ...]:
+    """The slots holding a container's storage and autograd record (every slot but
+    ``__weakref__``), once per class."""
+    names = _STORAGE_SLOTS.get(cls)
+    if names is None:
+        names = []
+        for c in cls.__mro__:
+            slots = c.__dict__.get("__slots__", ())
+            for n in (slots,) if isinstance(slots, str) else slots:
+                if n != "__weakref__" and n not in names:
+                    names.append(n)
+        names = _STORAGE_SLOTS[cls] = tuple(names)
+    return names
+
+
+_UNSET = object()
+
+
+def kernel_form(x: NDArray) -> NDArray:
+    """``x`` as an instance of its ``_kernel_class``, sharing its storage and autograd
+    record (a new object, O(1)); ``x`` itself when its class declares none. Kernels, the
+    tape and gradient rules read components through the library's own properties, which a
+    subclass may show differently."""
+    cls = x.__class__._kernel_class
+    if cls is None:
+        return x
+    x.shape  # a container built with check=False is validated first, so the form shares a checked one
+    twin = object.__new__(cls)
+    for name in _storage_slots(cls):
+        value = getattr(x, name, _UNSET)
+        if value is not _UNSET:
+            setattr(twin, name, value)
+    return twin
+
+
+def take_storage(x: NDArray, form: NDArray) -> None:
+    """Give ``x`` what a kernel (or the tape) set on its ``kernel_form`` ``form``: new
+    component arrays of a sparse output, a validation, an autograd record."""
+    if form is x:
+        return
+    for name in _storage_slots(form.__class__):
+        value = getattr(form, name, _UNSET)
+        if value is not _UNSET:
+            setattr(x, name, value)
 
 
 def _rebuild_dense(values: np.ndarray, device: Device) -> NDArray:

@@ -1,6 +1,6 @@
 """Operators that rearrange values without computing on them: ``squeeze``, ``stack``,
-``tile``, ``repeat``, ``reverse`` (``flip``) and ``swapaxes`` (``SwapAxis``), with MXNet
-1.9's parameters and NumPy's semantics.
+``tile``, ``repeat``, ``reverse`` (``flip``), ``swapaxes`` (``SwapAxis``) and ``pad``
+(``Pad``), with MXNet 1.9's parameters and NumPy's semantics.
 
 Dense kernels only, as in MXNet: a sparse input falls back to dense with a
 ``StorageFallbackWarning``. Gradients gather the head gradient back to the input's
@@ -308,3 +308,107 @@ class BroadcastAxis(Op):
 
         return [([_samples.array((3, 1))], {"axis": 1, "size": 4}),
                 ([_samples.array((1, 3, 1))], {"axis": (0, 2), "size": (2, 3)})]
+
+
+@register("pad")
+class Pad(Op):
+    """``data`` padded along every axis by ``pad_width`` (before and after each axis, in axis
+    order: ``2 * ndim`` values) with ``mode`` ``constant`` (``constant_value``), ``edge``
+    (the border value repeated) or ``reflect`` (mirrored without the border), as
+    ``numpy.pad``. MXNet's ``Pad``, which takes only 4-d and 5-d inputs; any rank here.
+    Gradient: each output position's head gradient added to the input position it copies
+    (none for constant padding)."""
+
+    trusted = True  # built-in kernels, tested against NumPy references
+    mode = Param(str, "constant", doc="constant, edge or reflect", choices=("constant", "edge", "reflect"))
+    pad_width = Param("shape", doc="(before, after) per axis, flattened")
+    constant_value = Param(float, 0.0, doc="the value of constant padding")
+    backward_needs_inputs = ()
+
+    def _widths(self, ndim: int) -> list[tuple[int, int]]:
+        w = self.pad_width
+        if len(w) != 2 * ndim:
+            raise ValueError(f"pad_width needs 2 values per axis ({2 * ndim} for {ndim} axes), got {w} "
+                             "(argument pad_width)")
+        if any(v < 0 for v in w):
+            raise ValueError(f"pad_width must not be negative, got {w} (argument pad_width)")
+        return [(w[2 * i], w[2 * i + 1]) for i in range(ndim)]
+
+    def infer_shape(self, data):
+        widths = self._widths(len(data))
+        if self.mode == "reflect" and any(n <= max(b, a) for n, (b, a) in zip(data, widths)):
+            raise ValueError(f"reflect padding needs each padded axis longer than its pads, got shape "
+                             f"{tuple(data)} and pad_width {self.pad_width}")
+        return [tuple(n + b + a for n, (b, a) in zip(data, widths))]
+
+    @kernel(device=_BOTH)
+    def dense(self, ctx, data, output):
+        widths = self._widths(data.ndim)
+        if self.mode == "constant":
+            output[...] = ctx.xp.pad(data, widths, mode="constant", constant_values=self.constant_value)
+        else:
+            output[...] = ctx.xp.pad(data, widths, mode=self.mode)
+
+    def gradient(self, out_grads, inputs, outputs):
+        return [T._backward_pad(out_grads[0], mode=self.mode, pad_width=self.pad_width)]
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: each mode on a 2-d array, a 4-d one padded on its last axes."""
+        from . import _samples
+
+        x = _samples.array((3, 4))
+        return [([x], {"mode": "constant", "pad_width": (1, 0, 2, 1), "constant_value": 0.5}),
+                ([x], {"mode": "edge", "pad_width": (1, 2, 0, 1)}),
+                ([x], {"mode": "reflect", "pad_width": (2, 1, 1, 2)}),
+                ([_samples.array((1, 2, 2, 3), seed=1)], {"mode": "constant", "pad_width": (0, 0, 0, 0, 1, 1, 0, 2)})]
+
+
+@register("_backward_pad")
+class BackwardPad(Op):
+    """The gradient of ``pad``: each position of ``grad`` added to the position of the
+    unpadded input it was copied from (padding constants get nothing)."""
+
+    trusted = True  # built-in kernels, tested against NumPy references
+    arguments = ("grad",)
+    mode = Param(str, "constant", choices=("constant", "edge", "reflect"))
+    pad_width = Param("shape")
+    backward_needs_inputs = ()
+
+    def _widths(self, ndim: int) -> list[tuple[int, int]]:
+        return Pad._widths(self, ndim)
+
+    def infer_shape(self, grad):
+        widths = self._widths(len(grad))
+        shape = tuple(n - b - a for n, (b, a) in zip(grad, widths))
+        if any(n <= 0 for n in shape):
+            raise ValueError(f"a gradient of shape {tuple(grad)} is smaller than pad_width {self.pad_width}")
+        return [shape]
+
+    @kernel(device=_BOTH)
+    def dense(self, ctx, grad, output):
+        xp = ctx.xp
+        g = grad
+        for axis, (b, a) in enumerate(self._widths(grad.ndim)):
+            n = g.shape[axis] - b - a
+            if self.mode == "constant":
+                g = xp.take(g, xp.arange(b, b + n), axis=axis)
+                continue
+            source = np.pad(np.arange(n), (b, a), mode=self.mode)  # the input position of each output one
+            summed = xp.zeros(g.shape[:axis] + (n,) + g.shape[axis + 1:], dtype=g.dtype)
+            xp.add.at(summed, (slice(None),) * axis + (xp.asarray(source),), g)
+            g = summed
+        output[...] = g
+
+    def gradient(self, out_grads, inputs, outputs):
+        # the adjoint of this scatter is the gather that pad is (zeros for constant padding)
+        return [T.pad(out_grads[0], mode=self.mode, pad_width=self.pad_width)]
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: the gradient of each mode on a (3, 4) input."""
+        from . import _samples
+
+        return [([_samples.array((4, 7))], {"mode": "constant", "pad_width": (1, 0, 2, 1)}),
+                ([_samples.array((6, 5), seed=1)], {"mode": "edge", "pad_width": (1, 2, 0, 1)}),
+                ([_samples.array((6, 7), seed=2)], {"mode": "reflect", "pad_width": (2, 1, 1, 2)})]

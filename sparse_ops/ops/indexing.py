@@ -1,6 +1,7 @@
-"""Indexing operators: ``slice``, ``slice_axis``, ``take`` and ``where`` (MXNet names and
-semantics), and the scatters of their gradients, ``_backward_slice`` and ``_backward_take``
-(operators, so gradients are recorded like any other call).
+"""Indexing operators: ``slice``, ``slice_axis``, ``take``, ``where`` and the slice
+assignments ``_slice_assign``/``_slice_assign_scalar`` (MXNet names and semantics), and the
+scatters of their gradients, ``_backward_slice`` and ``_backward_take`` (operators, so
+gradients are recorded like any other call).
 
 Output storage types follow MXNet 1.9: ``slice``/``slice_axis`` of a csr (step 1) stay csr,
 and so does ``take`` of csr rows (axis 0, clip or wrap); everything else is dense.
@@ -406,6 +407,96 @@ class BackwardTake(_TakeParams):
 
         return [([_samples.array((3, 3)), _samples.ints([0, 2, 2])], {"shape": (4, 3)}),
                 ([_samples.array((4, 2)), _samples.ints([1, 1])], {"shape": (4, 3), "axis": 1})]
+
+
+# ---- slice assignment ---------------------------------------------------------------------------------
+class _SliceAssignBase(Op):
+    """What ``_slice_assign`` and ``_slice_assign_scalar`` share: the region
+    ``begin:end:step`` (``slice``'s rules) of a copy of the first input is overwritten."""
+
+    trusted = True  # built-in kernels, tested against NumPy references
+
+    begin = Param(_opt_ints, doc="first index per axis (None: from the start)")
+    end = Param(_opt_ints, doc="stop index per axis, exclusive (None: to the end)")
+    step = Param(_opt_ints, (), doc="step per axis (None or omitted: 1)")
+    backward_needs_inputs = ()
+
+    def _key(self, shape: Sequence[int]) -> tuple:
+        return _range_key(_slice_ranges(shape, self.begin, self.end, self.step))
+
+    def _region_shape(self, shape: Sequence[int]) -> tuple[int, ...]:
+        return tuple(_range_len(r) for r in _slice_ranges(shape, self.begin, self.end, self.step))
+
+    def _outside_grad(self, g: Any) -> Any:
+        """The head gradient with the overwritten region zeroed: what the first input gets."""
+        return T._slice_assign_scalar(g, scalar=0.0, begin=self.begin, end=self.end, step=self.step)
+
+
+@register("_slice_assign")
+class SliceAssign(_SliceAssignBase):
+    """A copy of ``lhs`` whose region ``begin:end:step`` holds ``rhs`` (of the region's
+    shape); MXNet's ``_slice_assign`` (``_crop_assign``). Gradients: the head gradient
+    outside the region for ``lhs``, inside it for ``rhs``."""
+
+    arguments = ("lhs", "rhs")
+
+    def infer_shape(self, lhs, rhs):
+        region = self._region_shape(lhs)
+        if tuple(rhs) != region:
+            raise ValueError(f"rhs of shape {tuple(rhs)} does not fill the region {region} of lhs "
+                             f"{tuple(lhs)} from begin={self.begin} to end={self.end} (argument rhs)")
+        return [tuple(lhs)]
+
+    def infer_type(self, lhs, rhs):
+        return [lhs]
+
+    @kernel(device=_BOTH)
+    def dense(self, ctx, lhs, rhs, out):
+        out[...] = lhs
+        out[self._key(lhs.shape)] = rhs
+
+    def gradient(self, out_grads, inputs, outputs):
+        g = out_grads[0]
+        return [self._outside_grad(g), T.slice(g, begin=self.begin, end=self.end, step=self.step)]
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: a block, a stepped region."""
+        from . import _samples
+
+        x = _samples.array((4, 5))
+        return [([x, _samples.array((2, 3), seed=1)], {"begin": (1, 0), "end": (3, 3)}),
+                ([x, _samples.array((2, 2), seed=2)], {"begin": (0, 1), "end": (4, 5), "step": (2, 2)})]
+
+
+@register("_slice_assign_scalar")
+class SliceAssignScalar(_SliceAssignBase):
+    """A copy of ``data`` whose region ``begin:end:step`` holds ``scalar``; MXNet's
+    ``_slice_assign_scalar`` (``_crop_assign_scalar``). The gradient is the head gradient
+    outside the region."""
+
+    scalar = Param(float, 0.0, doc="the value written into the region")
+
+    def infer_shape(self, data):
+        self._region_shape(data)
+        return [tuple(data)]
+
+    @kernel(device=_BOTH)
+    def dense(self, ctx, data, out):
+        out[...] = data
+        out[self._key(data.shape)] = self.scalar
+
+    def gradient(self, out_grads, inputs, outputs):
+        return [self._outside_grad(out_grads[0])]
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: a block, a stepped region."""
+        from . import _samples
+
+        x = _samples.array((4, 5))
+        return [([x], {"scalar": 2.5, "begin": (1, 0), "end": (3, 3)}),
+                ([x], {"scalar": -1.0, "begin": (0, 1), "end": (4, 5), "step": (2, 2)})]
 
 
 # ---- where -------------------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
-"""Shape operators: ``reshape``, ``expand_dims``, ``flatten``, ``transpose``, ``split`` and
-``concat`` (MXNet names and semantics).
+"""Shape operators: ``reshape``, ``expand_dims``, ``flatten``, ``transpose``, ``split``,
+``_split_v2`` and ``concat`` (MXNet names and semantics).
 
 Output storage types follow MXNet 1.9: ``concat`` of csr arrays along axis 0 and
 ``transpose`` of a csr stay csr; everything else is dense.
@@ -10,6 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..creation import zeros
 from ..registry import Op, Param, kernel, register
 from ..storage import densify_into
 from ._util import T, index_dtype_for
@@ -94,6 +95,80 @@ class Split(Op):
         x = _samples.array((4, 6))
         return [([x], {"num_outputs": 2, "axis": 0}), ([x], {"num_outputs": 3, "axis": 1}),
                 ([_samples.array((2, 3))], {"num_outputs": 3, "axis": 1, "squeeze_axis": True})]
+
+
+@register("_split_v2")
+class SplitV2(Op):
+    """MXNet's ``_split_v2`` (behind ``split_v2``): ``data`` cut along ``axis`` into
+    ``sections`` equal pieces, or, when ``sections`` is 0, at the boundaries ``indices``
+    (the first is 0: piece i runs from ``indices[i]`` to ``indices[i + 1]``, the last to the
+    end, as ``numpy.split`` with ``indices[1:]``). ``squeeze_axis=True`` drops the axis
+    (pieces of length 1). Dense outputs; the gradient joins the pieces' gradients."""
+
+    trusted = True  # built-in kernels, tested against NumPy references
+
+    indices = Param("shape", (), doc="the start of each piece along axis (0 first); unused with sections")
+    axis = Param(int, 1, doc="the axis to split")
+    squeeze_axis = Param(bool, False, doc="drop the split axis (pieces of length 1)")
+    sections = Param(int, 0, doc="number of equal pieces (0: split at indices)")
+    backward_needs_inputs = ()
+
+    def check_params(self):
+        if self.sections < 0:
+            raise ValueError(f"sections must be >= 0, got {self.sections}")
+        if self.sections == 0 and not self.indices:
+            raise ValueError("give sections > 0 or the indices of the pieces")
+
+    def output_count(self) -> int:
+        return self.sections if self.sections > 0 else len(self.indices)
+
+    def _bounds(self, n: int) -> list[tuple[int, int]]:
+        """(start, stop) of each piece along an axis of length ``n``."""
+        if self.sections > 0:
+            if n % self.sections:
+                raise ValueError(f"an axis of length {n} does not split evenly into {self.sections} sections")
+            k = n // self.sections
+            return [(i * k, (i + 1) * k) for i in range(self.sections)]
+        starts = [min(max(i, 0), n) for i in self.indices]
+        stops = starts[1:] + [n]
+        return [(a, max(a, b)) for a, b in zip(starts, stops)]
+
+    def infer_shape(self, data):
+        a = _norm_axis(self.axis, len(data))
+        shapes = []
+        for start, stop in self._bounds(data[a]):
+            if self.squeeze_axis and stop - start != 1:
+                raise ValueError(f"squeeze_axis=True needs pieces of length 1 along axis {a}, got one of "
+                                 f"length {stop - start}")
+            piece = () if self.squeeze_axis else (stop - start,)
+            shapes.append(tuple(data[:a]) + piece + tuple(data[a + 1:]))
+        return shapes
+
+    @kernel(device=_BOTH)
+    def dense(self, ctx, data, *outs):
+        a = _norm_axis(self.axis, data.ndim)
+        lead = (slice(None),) * a
+        for o, (start, stop) in zip(outs, self._bounds(data.shape[a])):
+            o[...] = data[lead + (slice(start, stop),)].reshape(o.shape)
+
+    def gradient(self, out_grads, inputs, outputs):
+        x = inputs[0]
+        a = _norm_axis(self.axis, len(x.shape))
+        parts = []
+        for g, shape in zip(out_grads, self.infer_shape(x.shape)):
+            if g is None:  # a piece nobody used (a bridge may pass None)
+                g = zeros(shape, dtype=x.dtype, device=x.device)
+            parts.append(T.expand_dims(g, axis=a) if self.squeeze_axis else g)
+        return [parts[0] if len(parts) == 1 else T.concat(*parts, dim=a)]
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: equal sections, uneven boundaries, squeezed pieces."""
+        from . import _samples
+
+        x = _samples.array((4, 6))
+        return [([x], {"sections": 3, "axis": 1}), ([x], {"indices": (0, 1, 3), "axis": 0}),
+                ([_samples.array((2, 3))], {"sections": 3, "axis": 1, "squeeze_axis": True})]
 
 
 @register("concat")

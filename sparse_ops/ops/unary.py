@@ -28,6 +28,23 @@ from ._util import T, row_ids
 
 _BOTH = ("cpu", "gpu")
 _WIDER = {np.dtype(np.float16): np.float32}  # sigmoid's working dtype for float16 (ints: float64)
+_FLOAT32 = np.dtype(np.float32)
+
+# Transcendental ufuncs whose float32 values are computed in float64 and rounded once:
+# NumPy's float32 loops (SIMD) may be an ulp off the C library's correctly rounded expf,
+# logf, ... that MXNet calls (exp(1) gives 2.718282 there, expf's 2.7182817 here).
+ROUNDED_FROM_FLOAT64 = frozenset({
+    np.exp, np.log, np.log1p, np.expm1, np.log2, np.log10, np.tanh, np.sin, np.cos, np.tan, np.arcsin,
+    np.arccos, np.arctan, np.sinh, np.cosh, np.arcsinh, np.arccosh, np.arctanh, np.cbrt,
+})
+
+
+def apply_ufunc(ufunc: Any, x: Any, out: Any) -> None:
+    """``ufunc(x)`` into ``out`` (cast unsafely), float32 transcendentals rounded from float64."""
+    if x.dtype == _FLOAT32 and ufunc in ROUNDED_FROM_FLOAT64:
+        ufunc(x, out=out, dtype=np.float64, casting="unsafe")
+    else:
+        ufunc(x, out=out, casting="unsafe")
 
 
 # ---- helpers ------------------------------------------------------------------------------------
@@ -123,7 +140,7 @@ class _Unary(_Elementwise):
         return self.zero_preserving
 
     def apply(self, xp, x, out):
-        self.ufunc(x, out=out, casting="unsafe")
+        apply_ufunc(self.ufunc, x, out)
 
     @classmethod
     def samples(cls) -> list:
@@ -244,8 +261,9 @@ class Relu(_Unary):
         xp.maximum(x, x.dtype.type(0), out=out)
 
     def gradient(self, out_grads, inputs, outputs):
-        # relu(x) > 0 exactly where x > 0; reading the output spares keeping the input
-        return [T.elemwise_mul(out_grads[0], T._greater_scalar(outputs[0], scalar=0.0))]
+        # The derivative read off the output y = relu(x) >= 0: sign(y) is 1 where x > 0, 0
+        # where x <= 0 and NaN where x is NaN (MXNet's relu_grad), and keeps the storage type.
+        return [T.elemwise_mul(out_grads[0], T.sign(outputs[0]))]
 
 
 @register("sigmoid")

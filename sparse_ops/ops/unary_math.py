@@ -1,12 +1,12 @@
 """MXNet 1.9's remaining unary math operators: rounding, trigonometric and hyperbolic
 functions and their inverses, ``degrees``/``radians``, ``expm1``, ``log2``/``log10``,
-``cbrt``, ``rsqrt``, ``reciprocal``, ``gamma``/``gammaln``.
+``cbrt``, ``rsqrt``, ``rcbrt``, ``reciprocal``, ``gamma``/``gammaln``.
 
 Storage types follow MXNet 1.9 (``MXNET_OPERATOR_REGISTER_UNARY_WITH_RSP_CSR`` there): the
 functions with ``f(0) == 0`` (``round, rint, fix, floor, ceil, trunc, sin, tan, arcsin,
 arctan, sinh, arcsinh, arctanh, degrees, radians, expm1, cbrt``) keep a row_sparse or csr
 input's storage type, computing on the stored values only; the others (``cos, arccos,
-cosh, arccosh, log2, log10, rsqrt, reciprocal, gamma, gammaln``) give a dense result,
+cosh, arccosh, log2, log10, rsqrt, rcbrt, reciprocal, gamma, gammaln``) give a dense result,
 ``f(0)`` filled and the stored values scattered (no sparse input is densified first).
 
 Gradients are MXNet's: zero for the rounding functions, the derivative otherwise.
@@ -19,7 +19,7 @@ import numpy as np
 
 from ..registry import register
 from ._util import T
-from .unary import _Unary
+from .unary import _Unary, apply_ufunc
 
 # ufunc, keeps zero, sample domain ("any", "unit": |x| < 1, "positive", "above1"), gradient
 #   gradient: (g, x, y) -> expression through the table; None = zero (rounding)
@@ -96,6 +96,9 @@ _SPEC = {
     "rsqrt": (None, False, "positive",
               lambda g, x, y: T._mul_scalar(_mul(g, T.elemwise_mul(y, T.square(y))), scalar=-0.5),
               "1 / sqrt(x)"),
+    "rcbrt": (None, False, "positive",
+              lambda g, x, y: T._mul_scalar(_mul(g, T.elemwise_div(y, x)), scalar=-1.0 / 3.0),
+              "1 / cbrt(x), the reciprocal cube root"),
     "reciprocal": (np.reciprocal, False, "positive", lambda g, x, y: T.negative(_mul(g, T.square(y))), "1 / x"),
     "gamma": (_special("gamma"), False, "positive", lambda g, x, y: _mul(g, T.elemwise_mul(y, T._digamma(x))),
               "The gamma function"),
@@ -113,6 +116,12 @@ def _rsqrt(x, out=None, casting="unsafe"):
         return np.divide(1.0, np.sqrt(x), out=out, casting=casting)
 
 
+def _rcbrt(x, out=None, casting="unsafe"):
+    with np.errstate(divide="ignore"):
+        root = np.cbrt(x, dtype=np.float64) if x.dtype == np.float32 else np.cbrt(x)
+        return np.divide(1.0, root, out=out, casting=casting)
+
+
 class _MathUnary(_Unary):
     """One of MXNet's unary math functions (see the module docstring)."""
 
@@ -125,7 +134,7 @@ class _MathUnary(_Unary):
         if x.dtype.kind != "f":  # integers: computed in float64, cast back (as MXNet's DType math)
             x = x.astype(np.float64)
         with np.errstate(all="ignore"):
-            self.ufunc(x, out=out, casting="unsafe")
+            apply_ufunc(self.ufunc, x, out)
 
     def gradient(self, out_grads, inputs, outputs):
         return [type(self).grad_rule(out_grads[0], inputs[0], outputs[0])]
@@ -150,7 +159,7 @@ class _MathUnary(_Unary):
 for _name, (_fn, _keeps, _domain, _grad, _doc) in _SPEC.items():
     _cls = type(_name.capitalize(), (_MathUnary,), {
         "__doc__": f"{_doc}, elementwise; " + ("keeps the storage type." if _keeps else "dense result."),
-        "ufunc": staticmethod(_fn if _fn is not None else {"round": _round, "rsqrt": _rsqrt}[_name]), "zero_preserving": _keeps,
+        "ufunc": staticmethod(_fn if _fn is not None else {"round": _round, "rsqrt": _rsqrt, "rcbrt": _rcbrt}[_name]), "zero_preserving": _keeps,
         "domain": _domain, "grad_rule": staticmethod(_grad), "__module__": __name__,
     })
     globals()[_cls.__name__] = register(_name)(_cls)

@@ -1,14 +1,18 @@
-"""``mx.autograd``: sparse-ops' autograd already has MXNet's names and signatures.
+"""``mx.autograd``: sparse-ops' autograd, which already has MXNet's names and signatures.
 
 ``record(train_mode=True)``, ``pause(train_mode=False)``, ``train_mode()``,
 ``predict_mode()``, ``is_recording()``, ``is_training()``, ``set_recording(flag)``,
 ``set_training(flag)`` (both return the previous value), ``mark_variables``,
-``backward``, ``grad`` and ``Function``. (``get_symbol`` is Symbol API: not covered.)
+``backward``, ``grad`` (its gradients are the face's arrays) and ``Function``.
+(``get_symbol`` is Symbol API: not covered.)
 """
+from __future__ import annotations
+
+from typing import Any
+
 from ...autograd import (  # noqa: F401
     Function,
     backward,
-    grad,
     is_recording,
     is_training,
     mark_variables,
@@ -19,6 +23,16 @@ from ...autograd import (  # noqa: F401
     set_training,
     train_mode,
 )
+from ...autograd import grad as _grad
+from .ndarray._op import as_face
+
+
+def grad(heads: Any, variables: Any, head_grads: Any = None, retain_graph: bool | None = None,
+         create_graph: bool = False, train_mode: bool = True) -> Any:
+    """Gradients of ``heads`` with respect to ``variables``, returned as NDArrays of the face
+    (``.grad`` untouched); ``create_graph=True`` records them for higher order."""
+    return as_face(_grad(heads, variables, head_grads, retain_graph, create_graph, train_mode))
+
 
 __all__ = ["record", "pause", "train_mode", "predict_mode", "is_recording", "is_training",
            "set_recording", "set_training", "mark_variables", "backward", "grad", "Function"]

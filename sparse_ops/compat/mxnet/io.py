@@ -4,20 +4,31 @@
   dense labels (or csr labels from a second file), MXNet's parameters and its
   ``round_batch`` wrap-around; ``num_parts`` / ``part_index`` read one line-aligned byte
   range of the input, as MXNet's (dmlc's) splitter does.
-- ``NDArrayIter``: batches of dense or csr arrays (NumPy, SciPy, NDArray) with
-  ``last_batch_handle`` ``'pad'``, ``'discard'`` or ``'roll_over'`` and ``shuffle``.
+- ``NDArrayIter``: MXNet 1.9.1's, batch for batch: NDArray / NumPy inputs (SciPy csr
+  inside a list or dict), ``last_batch_handle`` ``'pad'``, ``'discard'`` or
+  ``'roll_over'``, ``shuffle``, the layout's batch axis. csr inputs give dense batches
+  (1.9.1 slices with ``slice_axis``, which densifies) and take only ``'discard'``
+  (else ``NotImplementedError``).
+- ``SparseNDArrayIter``: sparse-ops' own (not in MXNet): the same interface, but csr batches
+  stay csr under every ``last_batch_handle``.
+- ``MNISTIter`` and ``CSVIter``: MXNet's C++ iterators (keyword arguments, first batch read
+  at construction, MXNet's batch loader rules), on ``MXDataIter``.
 - ``DataBatch``, ``DataDesc``, ``DataIter``, ``ResizeIter``.
 
-The parser is one numba pass over the file's bytes (``sparse_ops.kernels.libsvm``; numbers
-converted as ``float()`` does, then to float32); a malformed file raises
+The LibSVM parser is one numba pass over the file's bytes (``sparse_ops.kernels.libsvm``;
+numbers converted as ``float()`` does, then to float32); a malformed file raises
 ``LibSVMFormatError`` (an ``MXNetError``) naming the file and the line.
 
-Unlike MXNet: the file is parsed once at construction and kept in memory (MXNet streams
-it, and reports a bad line only when its batch is read); column indices of a row may come
-unsorted (they are sorted; MXNet expects them sorted and silently builds a malformed array
-otherwise); ``round_batch=False`` gives a short last batch padded with empty rows (MXNet
-refuses it for sparse data); csr inputs of ``NDArrayIter`` take every
-``last_batch_handle`` (MXNet 1.9: ``'discard'`` only, else ``NotImplementedError``).
+Unlike MXNet: files are read once at construction and kept in memory (MXNet streams them,
+and reports a bad line only when its batch is read); column indices of a LibSVM row may
+come unsorted (they are sorted; MXNet expects them sorted and silently builds a malformed
+array otherwise); LibSVMIter's ``round_batch=False`` gives a short last batch padded with
+empty rows (MXNet refuses it for sparse data); ``NDArrayIter`` refuses an unknown
+``last_batch_handle``, a non-positive ``batch_size`` and inputs of different lengths (MXNet
+accepts them and misbehaves later); MNISTIter's shuffled order comes from NumPy (same seed,
+same order every time, but not MXNet's order) and its files' magic numbers are checked;
+``iter_next()`` of the C++-style iterators consumes the batch read at construction (see
+``MXDataIter``); h5py datasets are not taken.
 """
 from __future__ import annotations
 
@@ -30,10 +41,11 @@ import numpy as np
 
 from ...errors import SparseOpsError
 from ...ndarray import CSRNDArray, NDArray
-from .base import MXNetArgumentError, mx_real_t
+from .base import MXNetArgumentError, MXNetValueError, mx_real_t
+from .ndarray._op import as_face
 
-__all__ = ["DataDesc", "DataBatch", "DataIter", "ResizeIter", "NDArrayIter", "LibSVMIter",
-           "LibSVMFormatError", "DataIterError"]
+__all__ = ["DataDesc", "DataBatch", "DataIter", "ResizeIter", "NDArrayIter", "SparseNDArrayIter", "MXDataIter",
+           "LibSVMIter", "MNISTIter", "CSVIter", "LibSVMFormatError", "DataIterError", "DataIterNotImplementedError"]
 
 
 class DataIterError(SparseOpsError, ValueError):
@@ -365,7 +377,7 @@ def _csr_rows(p: _Parsed, rows: np.ndarray | slice, ncols: int, ctx: Any) -> CSR
         n = rows.size
     if dev.xp is not np:
         data, idx, ptr = (_dev.on_device(a, dev) for a in (data, idx, ptr))
-    return CSRNDArray._trusted(data, idx, ptr, (n, ncols), dev)
+    return as_face(CSRNDArray._trusted(data, idx, ptr, (n, ncols), dev))
 
 
 class LibSVMIter(DataIter):
@@ -499,14 +511,14 @@ class LibSVMIter(DataIter):
 def _dense(values: np.ndarray, ctx: Any) -> NDArray:
     from ... import creation
 
-    return creation.array(np.ascontiguousarray(values, dtype=np.float32), dtype=np.float32, device=ctx)
+    return as_face(creation.array(np.ascontiguousarray(values, dtype=np.float32), dtype=np.float32, device=ctx))
 
 
 def _pad_csr(x: CSRNDArray, pad: int) -> CSRNDArray:
     ptr = x._indptr
     xp = x.device.xp
     ptr = xp.concatenate([ptr, xp.full(pad, ptr[-1], dtype=ptr.dtype)])
-    return CSRNDArray._trusted(x._data, x._indices, ptr, (x.shape[0] + pad, x.shape[1]), x.device)
+    return as_face(CSRNDArray._trusted(x._data, x._indices, ptr, (x.shape[0] + pad, x.shape[1]), x.device))
 
 
 # ---- NDArrayIter ------------------------------------------------------------------------------------------
@@ -516,18 +528,19 @@ def _is_scipy_sparse(obj: Any) -> bool:
     return "scipy.sparse" in sys.modules and sys.modules["scipy.sparse"].issparse(obj)
 
 
-def _init_data(data: Any, allow_empty: bool, default_name: str) -> list[tuple[str, NDArray]]:
+def _init_data(data: Any, allow_empty: bool, default_name: str,
+               who: str = "SparseNDArrayIter") -> list[tuple[str, NDArray]]:
     from .ndarray import array as nd_array
 
     if data is None:
         if not allow_empty:
-            raise DataIterError("NDArrayIter: data is required")
+            raise DataIterError(f"{who}: data is required")
         data = []
     if isinstance(data, (np.ndarray, NDArray)) or _is_scipy_sparse(data):
         data = [data]
     if isinstance(data, (list, tuple)):
         if not allow_empty and not data:
-            raise DataIterError("NDArrayIter: data must not be an empty list")
+            raise DataIterError(f"{who}: data must not be an empty list")
         if len(data) == 1:
             data = OrderedDict([(default_name, data[0])])
         else:
@@ -539,7 +552,7 @@ def _init_data(data: Any, allow_empty: bool, default_name: str) -> list[tuple[st
     for k, v in data.items():
         if isinstance(v, NDArray):
             if v.stype not in ("default", "csr"):
-                raise DataIterError(f"NDArrayIter: {k}: {v.stype} arrays are not supported (default or csr)")
+                raise DataIterError(f"{who}: {k}: {v.stype} arrays are not supported (default or csr)")
             out[k] = v
             continue
         try:
@@ -567,15 +580,18 @@ def _rows_of(x: NDArray, rows: np.ndarray | slice) -> NDArray:
         nptr = xp.zeros(r.size + 1, dtype=ptr.dtype)
         xp.cumsum(lens, out=nptr[1:])
         take = xp.repeat(starts - nptr[:-1], lens.astype(np.int64)) + xp.arange(int(nptr[-1]))
-        return _C._trusted(x._data[take], x._indices[take], nptr, (int(r.size), x.shape[1]), dev)
+        return as_face(_C._trusted(x._data[take], x._indices[take], nptr, (int(r.size), x.shape[1]), dev))
     from ... import creation
 
-    return creation.array(x._data[x.device.xp.asarray(rows)], dtype=x.dtype, device=x.device)
+    return as_face(creation.array(x._data[x.device.xp.asarray(rows)], dtype=x.dtype, device=x.device))
 
 
-class NDArrayIter(DataIter):
-    """MXNet's ``NDArrayIter`` over dense and csr arrays (NDArray, NumPy, SciPy; a list or a
-    dict of them; inputs are ordered by name, as MXNet does). ``last_batch_handle``:
+class SparseNDArrayIter(DataIter):
+    """sparse-ops' own batch iterator (not in MXNet): ``NDArrayIter``'s interface, but csr
+    inputs give csr batches under every ``last_batch_handle`` (MXNet 1.9.1's ``NDArrayIter``
+    densifies them and takes only ``'discard'``), a SciPy matrix or a tuple may be passed
+    directly, and the batch axis is always the first. Inputs: dense and csr arrays (NDArray,
+    NumPy, SciPy; a list or a dict of them; ordered by name, as MXNet does). ``last_batch_handle``:
     ``'pad'`` fills the last batch from the start (``pad`` says how many), ``'discard'``
     drops it, ``'roll_over'`` carries it into the next epoch's first batch. ``shuffle``
     permutes the examples at every ``reset`` (NumPy's global generator, as MXNet)."""
@@ -585,19 +601,19 @@ class NDArrayIter(DataIter):
                  layout: str = "NCHW") -> None:
         super().__init__(batch_size)
         if last_batch_handle not in ("pad", "discard", "roll_over"):
-            raise DataIterError(f"NDArrayIter: last_batch_handle must be 'pad', 'discard' or 'roll_over', "
+            raise DataIterError(f"SparseNDArrayIter: last_batch_handle must be 'pad', 'discard' or 'roll_over', "
                                 f"got {last_batch_handle!r}")
         if layout.find("N") != 0:
-            raise DataIterError(f"NDArrayIter: layout {layout!r}: only layouts with the batch axis first (N...) "
+            raise DataIterError(f"SparseNDArrayIter: layout {layout!r}: only layouts with the batch axis first (N...) "
                                 f"are supported")
         if int(batch_size) <= 0:
-            raise DataIterError(f"NDArrayIter: batch_size must be positive, got {batch_size}")
+            raise DataIterError(f"SparseNDArrayIter: batch_size must be positive, got {batch_size}")
         self.data = _init_data(data, allow_empty=False, default_name=data_name)
         self.label = _init_data(label, allow_empty=True, default_name=label_name)
         n = self.data[0][1].shape[0]
         for k, v in self.data + self.label:
             if v.shape[0] != n:
-                raise DataIterError(f"NDArrayIter: {k} has {v.shape[0]} examples, {self.data[0][0]} has {n}")
+                raise DataIterError(f"SparseNDArrayIter: {k} has {v.shape[0]} examples, {self.data[0][0]} has {n}")
         self.idx = np.arange(n)
         self.shuffle = shuffle
         self.last_batch_handle = last_batch_handle
@@ -673,11 +689,11 @@ class NDArrayIter(DataIter):
 
     def _batchify(self, source: list) -> list:
         if self.cursor >= self.num_data:
-            raise DataIterError("NDArrayIter: the iterator needs reset()")
+            raise DataIterError("SparseNDArrayIter: the iterator needs reset()")
         if self.last_batch_handle == "roll_over" and -self.batch_size < self.cursor < 0:
             cached = self._cache_data if self._cache_data is not None else self._cache_label
             if cached is None:
-                raise DataIterError("NDArrayIter: next epoch should have cached data")
+                raise DataIterError("SparseNDArrayIter: next epoch should have cached data")
             second = self._getdata(source, end=self.cursor + self.batch_size)
             if self._cache_data is not None:
                 self._cache_data = None
@@ -717,7 +733,494 @@ def _vstack_csr(a: CSRNDArray, b: CSRNDArray) -> CSRNDArray:
     ptr = xp.concatenate([a._indptr, b._indptr[1:] - b._indptr[0] + a._indptr[-1]])
     lo, hi = int(b._indptr[0]), int(b._indptr[-1])
     idx_dt = np.promote_types(a._indices.dtype, b._indices.dtype)
-    return CSRNDArray._trusted(xp.concatenate([a._data, b._data[lo:hi]]),
+    return as_face(CSRNDArray._trusted(xp.concatenate([a._data, b._data[lo:hi]]),
                                xp.concatenate([a._indices.astype(idx_dt), b._indices[lo:hi].astype(idx_dt)]),
                                ptr.astype(np.promote_types(ptr.dtype, idx_dt)),
-                               (a.shape[0] + b.shape[0], a.shape[1]), a.device)
+                               (a.shape[0] + b.shape[0], a.shape[1]), a.device))
+
+
+# ---- NDArrayIter: MXNet 1.9.1's ------------------------------------------------------------------------
+class DataIterNotImplementedError(SparseOpsError, NotImplementedError):
+    """What MXNet refuses with ``NotImplementedError`` (an ``MXNetError`` here as well)."""
+
+
+def _init_data_mx(data: Any, allow_empty: bool, default_name: str) -> list[tuple[str, NDArray]]:
+    """MXNet 1.9.1's input rules: an NDArray or NumPy array, a list of them, or a dict of
+    name -> anything ``mx.nd.array`` takes (a SciPy csr matrix becomes a CSRNDArray);
+    NDArrays of every storage type are kept as they are; sorted by name."""
+    from .ndarray import array as nd_array
+
+    if data is None:
+        if not allow_empty:
+            raise DataIterError("NDArrayIter: data is required")
+        data = []
+    if isinstance(data, (np.ndarray, NDArray)):
+        data = [data]
+    if isinstance(data, list):
+        if not data and not allow_empty:
+            raise DataIterError("NDArrayIter: data must not be an empty list")
+        data = ({default_name: data[0]} if len(data) == 1
+                else {f"_{i}_{default_name}": d for i, d in enumerate(data)})
+    if not isinstance(data, dict):
+        raise MXNetArgumentError(f"NDArrayIter: argument data/label: got {type(data).__name__}; input must be "
+                                 "NDArray, numpy.ndarray, a list of them or a dict with them as values "
+                                 "(a SciPy matrix goes in a list or dict)")
+    out = {}
+    for k, v in data.items():
+        if isinstance(v, NDArray):
+            out[k] = v
+            continue
+        try:
+            out[k] = nd_array(v)
+        except Exception as exc:
+            raise MXNetArgumentError(f"NDArrayIter: invalid type {type(v).__name__!r} for {k}: should be NDArray, "
+                                     "numpy.ndarray or scipy.sparse.csr_matrix") from exc
+    return sorted(out.items())
+
+
+def _batch_slice(x: NDArray, axis: int, start: int, end: int) -> NDArray:
+    """MXNet 1.9.1's ``slice_axis`` of one input, a new dense array: a sparse input is
+    densified first, as MXNet's storage fallback does (csr rows are sliced before)."""
+    from ... import creation
+
+    if x.stype == "csr" and axis in (0, -2):
+        return x[start:end].tostype("default")
+    if x.stype != "default":
+        x = x.tostype("default")
+    if not -x.ndim <= axis < x.ndim:
+        raise DataIterError(f"NDArrayIter: the layout's batch axis {axis} is outside the {x.ndim} axes of an input")
+    cut = [slice(None)] * x.ndim
+    cut[axis] = slice(start, end)
+    return as_face(creation.array(x._data[tuple(cut)], dtype=x.dtype, device=x.device))  # a copy
+
+
+class NDArrayIter(SparseNDArrayIter):
+    """MXNet 1.9.1's ``NDArrayIter``: batches of NDArray / NumPy inputs (a list, or a dict
+    of name -> array; SciPy csr matrices inside a list or dict), ordered by name.
+
+    Every batch is a new dense array cut along the layout's ``N`` axis, also for csr and
+    row_sparse inputs (MXNet 1.9.1 slices with ``slice_axis``, which densifies them); csr
+    inputs take only ``last_batch_handle='discard'`` (else ``NotImplementedError``, as in
+    MXNet). ``'pad'`` fills the last batch from the start (tiling the data when the pad is
+    longer than it), ``'roll_over'`` carries the rest into the next epoch; ``shuffle``
+    permutes the examples at every ``reset`` with NumPy's global generator (a shuffled
+    dense input becomes float32, csr keeps its dtype, as MXNet's rebuild does).
+    ``SparseNDArrayIter`` keeps csr batches csr under every mode.
+    """
+
+    def __init__(self, data: Any, label: Any = None, batch_size: int = 1, shuffle: bool = False,
+                 last_batch_handle: str = "pad", data_name: str = "data", label_name: str = "softmax_label",
+                 layout: str = "NCHW") -> None:
+        DataIter.__init__(self, batch_size)
+        if last_batch_handle not in ("pad", "discard", "roll_over"):
+            raise DataIterError(f"NDArrayIter: last_batch_handle must be 'pad', 'discard' or 'roll_over', "
+                                f"got {last_batch_handle!r}")
+        if int(batch_size) <= 0:
+            raise DataIterError(f"NDArrayIter: batch_size must be positive, got {batch_size}")
+        self.data = _init_data_mx(data, allow_empty=False, default_name=data_name)
+        self.label = _init_data_mx(label, allow_empty=True, default_name=label_name)
+        if last_batch_handle != "discard" and any(v.stype == "csr" for _, v in self.data + self.label):
+            raise DataIterNotImplementedError(
+                f"NDArrayIter: csr inputs (CSRNDArray, scipy.sparse.csr_matrix) take only "
+                f"last_batch_handle='discard', as in MXNet 1.9.1; got {last_batch_handle!r} "
+                f"(sparse_ops.compat.mxnet.io.SparseNDArrayIter takes every mode and keeps csr batches)")
+        n = self.data[0][1].shape[0]
+        for k, v in self.data + self.label:
+            if v.shape[0] != n:
+                raise DataIterError(f"NDArrayIter: {k} has {v.shape[0]} examples, {self.data[0][0]} has {n}")
+        self.idx = np.arange(n)
+        self.shuffle = shuffle
+        self.last_batch_handle = last_batch_handle
+        self.batch_size = int(batch_size)
+        self.cursor = -self.batch_size
+        self.num_data = n
+        self.layout = layout
+        self._axis = layout.find("N")  # -1 without an N: the last axis, as MXNet's find gives
+        self._cache_data = None
+        self._cache_label = None
+        self.reset()
+        self.data_list = [x[1] for x in self.data] + [x[1] for x in self.label]
+        self.num_source = len(self.data_list)
+
+    def _descs(self, source: list) -> list:
+        out = []
+        for k, v in source:
+            shape = list(v.shape)
+            shape[self._axis] = self.batch_size
+            out.append(DataDesc(k, tuple(shape), v.dtype, layout=self.layout))
+        return out
+
+    @property
+    def provide_data(self) -> list:
+        return self._descs(self.data)
+
+    @property
+    def provide_label(self) -> list:
+        return self._descs(self.label)
+
+    def next(self) -> DataBatch:
+        if not self.iter_next():
+            raise StopIteration
+        data = self.getdata()
+        label = self.getlabel()
+        if data[0].shape[self._axis] != self.batch_size:
+            self._cache_data = data
+            self._cache_label = label
+            raise StopIteration
+        return DataBatch(data=data, label=label, pad=self.getpad(), index=None)
+
+    def _getdata(self, source: list, start: int | None = None, end: int | None = None) -> list:
+        start = 0 if start is None else start
+        if end is None:
+            end = source[0][1].shape[0] if source else 0
+        return [_batch_slice(v, self._axis, start, end) for _, v in source]
+
+    def _concat(self, first: list, second: list) -> list:
+        from .ndarray import concat
+
+        if not first or not second:
+            return first if first else second
+        return [concat(a, b, dim=self._axis) for a, b in zip(first, second)]
+
+    def _batchify(self, source: list) -> list:
+        from .ndarray import tile
+
+        if self.last_batch_handle == "pad" and self.num_data - self.batch_size < self.cursor < self.num_data:
+            pad = self.batch_size - self.num_data + self.cursor
+            first = self._getdata(source, start=self.cursor)
+            if pad > self.num_data:  # MXNet tiles whole copies (along axis 0), then the rest
+                whole = self._getdata(source, end=self.num_data)
+                second = [tile(d, reps=(pad // self.num_data,) + (1,) * (d.ndim - 1)) for d in whole]
+                if pad % self.num_data:
+                    second = self._concat(second, self._getdata(source, end=pad % self.num_data))
+            else:
+                second = self._getdata(source, end=pad)
+            return self._concat(first, second)
+        return super()._batchify(source)
+
+    def _shuffle_data(self) -> None:
+        from .ndarray import array as nd_array
+
+        np.random.shuffle(self.idx)
+
+        def permuted(v: NDArray) -> NDArray:
+            if v.stype == "csr":
+                return _rows_of(v, self.idx)
+            return nd_array(v.asnumpy()[self.idx], ctx=v.context)  # float32, as MXNet's rebuild
+
+        self.data = [(k, permuted(v)) for k, v in self.data]
+        self.label = [(k, permuted(v)) for k, v in self.label]
+
+
+# ---- the C++-style iterators: MNISTIter, CSVIter -----------------------------------------------------------
+def _as_bool(value: Any, who: str, name: str) -> bool:
+    """A flag as MXNet's parameter parser reads it (True/False, 1/0, 'true'/'false')."""
+    if isinstance(value, str):
+        low = value.strip().lower()
+        if low in ("1", "true"):
+            return True
+        if low in ("0", "false"):
+            return False
+        raise MXNetArgumentError(f"{who}: argument {name}: {value!r} is not a boolean")
+    return bool(value)
+
+
+def _as_shape(value: Any, who: str, name: str) -> tuple[int, ...]:
+    if isinstance(value, (int, np.integer)):
+        value = (int(value),)
+    try:
+        shape = tuple(int(s) for s in value)
+    except (TypeError, ValueError):
+        raise MXNetArgumentError(f"{who}: argument {name} must be a shape tuple, got {value!r}") from None
+    if not shape or any(s <= 0 for s in shape):
+        raise DataIterError(f"{who}: argument {name} must have positive dimensions, got {shape}")
+    return shape
+
+
+def _positive_int(value: Any, who: str, name: str) -> int:
+    try:
+        out = int(value)
+    except (TypeError, ValueError):
+        raise MXNetArgumentError(f"{who}: argument {name} must be an integer, got {value!r}") from None
+    if out <= 0:
+        raise DataIterError(f"{who}: argument {name} must be positive, got {value}")
+    return out
+
+
+def _label_view(label: np.ndarray) -> np.ndarray:
+    """MXNet's C API hands a label batch of shape (n, 1, ...) out as its first n values, a
+    (n,) vector (the 'make label 1D' rule of ``MXDataIterGetLabel``)."""
+    if label.ndim > 1 and label.shape[1] == 1:
+        return label.reshape(-1)[:label.shape[0]]
+    return label
+
+
+def _host_array(values: np.ndarray) -> NDArray:
+    from ... import creation
+
+    values = np.ascontiguousarray(values)
+    return as_face(creation.array(values, dtype=values.dtype, device="cpu"))
+
+
+class MXDataIter(DataIter):
+    """Base of the iterators MXNet implements in C++ (``MNISTIter``, ``CSVIter``): keyword
+    arguments only, the first batch read at construction (``provide_data`` / ``provide_label``
+    and ``batch_size`` come from it), one data and one label array per batch, ``getindex()``
+    the examples' uint64 positions and ``getpad()`` the padded count.
+
+    Subclasses give ``_read()`` -> (data, label, pad, index) NumPy arrays or None at the end,
+    and ``_before_first()``. Unlike MXNet, ``iter_next()`` right after construction or
+    ``reset()`` consumes the preloaded first batch (MXNet's answers True without moving
+    until ``next()`` is called), and every batch is a new array (MXNet's reuse buffers).
+    """
+
+    def __init__(self, data_name: str = "data", label_name: str = "softmax_label") -> None:
+        # DataIter.__init__ would reset batch_size, which the subclass set for _read
+        self._batch: DataBatch | None = None
+        self._first: DataBatch | None = None
+        first = self._load()
+        if first is None:
+            raise DataIterError(f"{type(self).__name__}: the input gives no batch")
+        self._first = self._batch = first
+        data, label = first.data[0], first.label[0]
+        self.provide_data = [DataDesc(data_name, data.shape, data.dtype)]
+        self.provide_label = [DataDesc(label_name, label.shape, label.dtype)]
+        self.batch_size = data.shape[0]
+
+    @staticmethod
+    def _keywords_only(who: str, args: tuple) -> None:
+        if args:
+            raise MXNetArgumentError(f"{who} can only accept keyword arguments (got {len(args)} positional)")
+
+    def _read(self) -> tuple | None:
+        raise NotImplementedError
+
+    def _before_first(self) -> None:
+        raise NotImplementedError
+
+    def _load(self) -> DataBatch | None:
+        got = self._read()
+        if got is None:
+            return None
+        data, label, pad, index = got
+        return DataBatch([_host_array(data)], [_host_array(_label_view(label))], pad=int(pad),
+                         index=np.asarray(index, dtype=np.uint64))
+
+    def reset(self) -> None:
+        self._first = None
+        self._before_first()
+
+    def iter_next(self) -> bool:
+        if self._first is not None:
+            self._batch, self._first = self._first, None
+            return True
+        got = self._load()
+        if got is None:
+            return False
+        self._batch = got
+        return True
+
+    def next(self) -> DataBatch:
+        if self.iter_next():
+            return self._batch
+        raise StopIteration
+
+    def getdata(self) -> NDArray:
+        return self._batch.data[0]
+
+    def getlabel(self) -> NDArray:
+        return self._batch.label[0]
+
+    def getindex(self) -> np.ndarray:
+        return self._batch.index
+
+    def getpad(self) -> int:
+        return self._batch.pad
+
+
+def _read_idx(path: str, who: str, arg: str, magic: int, dims: int, part_index: int,
+              num_parts: int) -> np.ndarray:
+    """Part ``part_index`` of ``num_parts`` of an idx-ubyte file (big-endian int32 header:
+    ``magic``, the count, then ``dims - 1`` sizes), as a uint8 array of shape (count, ...)."""
+    try:
+        with open(path, "rb") as f:
+            header = f.read(4 * dims)
+            if len(header) < 4 * dims:
+                raise DataIterError(f"{who}: {arg} {path!r}: invalid mnist format "
+                                    f"(the file is shorter than its header)")
+            fields = np.frombuffer(header, dtype=">i4")
+            if int(fields[0]) != magic:
+                raise DataIterError(f"{who}: {arg} {path!r}: magic number {int(fields[0])} is not {magic} "
+                                    f"(an idx-ubyte {'image' if magic == 2051 else 'label'} file)")
+            count, item = int(fields[1]), tuple(int(d) for d in fields[2:])
+            size = int(np.prod(item, dtype=np.int64)) if item else 1
+            start = int(count / num_parts * part_index)  # MXNet's rule, in double precision
+            end = int(count / num_parts * (part_index + 1))
+            f.seek(4 * dims + start * size)
+            values = np.fromfile(f, dtype=np.uint8, count=(end - start) * size)
+    except OSError as exc:
+        raise DataIterError(f"{who}: {arg} {path!r}: {exc.strerror or exc}") from None
+    if values.size != (end - start) * size:
+        raise DataIterError(f"{who}: {arg} {path!r}: invalid mnist format (the header announces {count} items, "
+                            f"the file holds fewer)")
+    return values.reshape((end - start,) + item)
+
+
+class MNISTIter(MXDataIter):
+    """MXNet's ``MNISTIter``: the idx-ubyte ``image`` and ``label`` files (whole batches
+    only: a last partial batch is dropped), images as float32 ``byte / 256`` of shape
+    (batch_size, 1, rows, cols), or (batch_size, rows * cols) when ``flat``; labels float32
+    (batch_size,). ``shuffle`` (default True) permutes the examples once, at construction,
+    from ``seed``, so every epoch has one order. ``num_parts`` / ``part_index`` keep one
+    contiguous part of the examples. Other keyword arguments are ignored, as MXNet's
+    parameter parser ignores them (``data_shape``, ``input_shape``, ``silent``...).
+
+    Unlike MXNet: the shuffled order comes from NumPy's PCG64 seeded with ``seed`` (MXNet's
+    from std::shuffle with mt19937; same seed, different order), and the files' magic
+    numbers and lengths are checked.
+    """
+
+    def __init__(self, *args: Any, image: str = "./train-images-idx3-ubyte", label: str = "./train-labels-idx1-ubyte",
+                 batch_size: int = 128, shuffle: Any = True, flat: Any = False, seed: int = 0, silent: Any = False,
+                 num_parts: int = 1, part_index: int = 0, dtype: Any = None, data_name: str = "data",
+                 label_name: str = "softmax_label", **ignored: Any) -> None:
+        who = "MNISTIter"
+        self._keywords_only(who, args)
+        bs = _positive_int(batch_size, who, "batch_size")
+        parts, part = _positive_int(num_parts, who, "num_parts"), int(part_index)
+        if not 0 <= part < parts:
+            raise DataIterError(f"{who}: part_index must be in [0, num_parts={parts}), got {part_index}")
+        images = _read_idx(os.fspath(image), who, "image", 2051, 4, part, parts)
+        labels = _read_idx(os.fspath(label), who, "label", 2049, 2, part, parts)
+        if images.shape[0] != labels.shape[0]:
+            raise DataIterError(f"{who}: {image!r} holds {images.shape[0]} images, {label!r} "
+                                f"{labels.shape[0]} labels")
+        if _as_bool(shuffle, who, "shuffle"):
+            order = np.random.default_rng(int(seed)).permutation(images.shape[0])
+            images, labels = images[order], labels[order]
+        self._images, self._labels = images, labels
+        self._flat = _as_bool(flat, who, "flat")
+        self._dtype = np.dtype(np.float32 if dtype is None else dtype)
+        self.batch_size, self._pos = bs, 0
+        if not _as_bool(silent, who, "silent"):
+            import logging
+
+            shape = (bs, images.shape[1] * images.shape[2]) if self._flat else (bs, 1) + images.shape[1:]
+            logging.getLogger(__name__).info("MNISTIter: load %d images, shuffle=%d, shape=%s",
+                                             images.shape[0], bool(shuffle), shape)
+        super().__init__(data_name, label_name)
+
+    def _before_first(self) -> None:
+        self._pos = 0
+
+    def _read(self) -> tuple | None:
+        start, bs = self._pos, self.batch_size
+        if start + bs > self._images.shape[0]:
+            return None
+        self._pos += bs
+        raw = self._images[start:start + bs]
+        data = raw.reshape(bs, -1) if self._flat else raw.reshape((bs, 1) + raw.shape[1:])
+        data = (data.astype(np.float32) * np.float32(1 / 256)).astype(self._dtype, copy=False)
+        return data, self._labels[start:start + bs].astype(np.float32), 0, np.zeros(bs, dtype=np.uint64)
+
+
+_CSV_DTYPES = {"float32": np.float32, "int32": np.int32, "int64": np.int64}
+
+
+def _read_csv(path: str, who: str, arg: str, dtype: type, width: int, shape: tuple) -> np.ndarray:
+    """Every row of a CSV file or folder as a (rows, width) array of ``dtype``."""
+    parts = []
+    for f in _files(path, arg):
+        try:
+            rows = np.loadtxt(f, dtype=np.float64 if dtype is np.float32 else np.int64, delimiter=",", ndmin=2,
+                              comments=None)
+        except ValueError as exc:
+            raise DataIterError(f"{who}: {arg} {f!r}: {exc}") from None
+        if rows.size and rows.shape[1] != width:
+            raise DataIterError(f"{who}: {arg} {f!r}: rows have {rows.shape[1]} values; the shape {shape} "
+                                f"needs {width}")
+        parts.append(rows.reshape(-1, width).astype(dtype))
+    return np.concatenate(parts) if parts else np.zeros((0, width), dtype)
+
+
+class CSVIter(MXDataIter):
+    """MXNet's ``CSVIter``: rows of the CSV file (or folder of files) ``data_csv``, each
+    reshaped to ``data_shape``, with the rows of ``label_csv`` (shape ``label_shape``; all
+    zeros when it is ``'NULL'``), in batches of ``batch_size``; values parsed as ``dtype``
+    ('float32' by default, 'int32' or 'int64').
+
+    The last batch follows MXNet's batch loader: with ``round_batch`` (the default) it is
+    completed from the start of the data, ``pad`` says by how many, and the next epoch
+    (after ``reset()``) starts after those examples; without it, ``pad`` says how many
+    trailing rows are stale, left from the previous batch (as MXNet's reused buffer).
+    Labels of shape (1,) come as a (batch_size,) vector. ``getindex()`` gives the rows'
+    positions. The files are read once, at construction.
+    """
+
+    def __init__(self, *args: Any, data_csv: str | None = None, data_shape: Any = None, batch_size: Any = None,
+                 label_csv: str = "NULL", label_shape: Any = (1,), round_batch: Any = True, dtype: Any = None,
+                 data_name: str = "data", label_name: str = "softmax_label", **ignored: Any) -> None:
+        who = "CSVIter"
+        self._keywords_only(who, args)
+        for name, value in (("data_csv", data_csv), ("data_shape", data_shape), ("batch_size", batch_size)):
+            if value is None:
+                raise MXNetArgumentError(f"{who}: required argument {name} is missing")
+        if dtype is None:
+            dt = np.float32
+        else:
+            name = dtype if isinstance(dtype, str) else getattr(np.dtype(dtype), "name", str(dtype))
+            if name not in _CSV_DTYPES:
+                raise MXNetValueError(f"{who}: dtype {dtype} is not supported (float32, int32 or int64)")
+            dt = _CSV_DTYPES[name]
+        self._shape = _as_shape(data_shape, who, "data_shape")
+        self._label_shape = _as_shape(label_shape, who, "label_shape")
+        bs = _positive_int(batch_size, who, "batch_size")
+        self._round = _as_bool(round_batch, who, "round_batch")
+        width = int(np.prod(self._shape))
+        self._data = _read_csv(os.fspath(data_csv), who, "data_csv", dt, width, self._shape)
+        if self._data.shape[0] == 0:
+            raise DataIterError(f"{who}: data_csv {data_csv!r} has no rows")
+        if label_csv is None or label_csv == "NULL":
+            self._labels = np.zeros((self._data.shape[0], 1), dtype=dt)
+            self._label_shape = (1,)
+        else:
+            lwidth = int(np.prod(self._label_shape))
+            self._labels = _read_csv(os.fspath(label_csv), who, "label_csv", dt, lwidth, self._label_shape)
+            if self._labels.shape[0] < self._data.shape[0]:
+                raise DataIterError(f"{who}: label_csv {label_csv!r} has {self._labels.shape[0]} rows, fewer than "
+                                    f"the {self._data.shape[0]} of data_csv")
+        self.batch_size = bs
+        self._buf = np.zeros((bs, width), dtype=dt)  # MXNet's batch buffer: stale rows stay
+        self._lbuf = np.zeros((bs, self._labels.shape[1]), dtype=dt)
+        self._ibuf = np.zeros(bs, dtype=np.uint64)
+        self._pos, self._overflow = 0, 0
+        super().__init__(data_name, label_name)
+
+    def _before_first(self) -> None:
+        if not self._round or self._overflow == 0:
+            self._pos = 0
+        else:  # the wrap already restarted the input: the next epoch goes on after it
+            self._overflow = 0
+
+    def _read(self) -> tuple | None:
+        n, bs = self._data.shape[0], self.batch_size
+        if self._overflow or self._pos >= n:
+            return None
+        start = self._pos
+        top = min(bs, n - start)
+        rows = np.arange(start, start + top)
+        self._pos += top
+        pad = 0
+        if top < bs and self._round:
+            need = bs - top
+            if need > n:
+                raise DataIterError(f"CSVIter: number of input must be bigger than batch size: {n} rows cannot "
+                                    f"fill a batch of {bs}")
+            rows = np.concatenate([rows, np.arange(need)])
+            self._pos = self._overflow = pad = need
+        elif top < bs:
+            pad = bs - top
+        k = rows.size
+        self._buf[:k], self._lbuf[:k], self._ibuf[:k] = self._data[rows], self._labels[rows], rows
+        return (self._buf.reshape((bs,) + self._shape).copy(),
+                self._lbuf.reshape((bs,) + self._label_shape).copy(), pad, self._ibuf.copy())

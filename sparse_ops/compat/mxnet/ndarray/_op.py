@@ -1,11 +1,13 @@
 """Registered operators called the MXNet 1.x way.
 
-MXNet's generated functions differ from sparse-ops' ``op_function`` in four ways, all
+MXNet's generated functions differ from sparse-ops' ``op_function`` in five ways, all
 bridged here: inputs may be passed by keyword (``FullyConnected(data=x, weight=w,
 ...)``), ``name=`` is accepted and ignored, ``ctx=`` names the device of creation ops,
-and no result is 0-d: a full reduction (``mx.nd.sum(x)``) has shape ``(1,)``. Operators
-are looked up in the table at each call, never at import, so this module imports while
-some built-in is missing and follows ``register(..., replace=True)``.
+no result is 0-d (a full reduction, ``mx.nd.sum(x)``, has shape ``(1,)``), and results
+are the face's arrays (``as_face``: instances of ``mx.nd.NDArray`` and the face's sparse
+classes, whose methods follow MXNet). Operators are looked up in the table at each call,
+never at import, so this module imports while some built-in is missing and follows
+``register(..., replace=True)``.
 """
 from __future__ import annotations
 
@@ -43,6 +45,9 @@ ALIASES = {
     "flip": "reverse",
     "SwapAxis": "swapaxes",
     "broadcast_axes": "broadcast_axis",
+    "Pad": "pad",
+    "_crop_assign": "_slice_assign",
+    "_crop_assign_scalar": "_slice_assign_scalar",
 }
 _SPARSE_PREFIX = "_sparse_"  # MXNet's mx.nd.sparse.* ops are registered as _sparse_<name>
 
@@ -96,6 +101,23 @@ def split_call(opdef: OpDef, args: tuple, kwargs: dict[str, Any], fname: str) ->
     return inputs, params
 
 
+# library class -> the face's subclass of it (filled by ndarray.py and sparse.py at import)
+FACE_CLASSES: dict[type, type] = {}
+
+
+def as_face(result: Any) -> Any:
+    """``result`` (an array, or a list or tuple of them) as the face's arrays: a library
+    array of a class the face subclasses becomes an instance of that subclass, in place
+    (the classes add no storage, so this is O(1)). Only for results the face made."""
+    cls = FACE_CLASSES.get(result.__class__)
+    if cls is not None:
+        result.__class__ = cls
+    elif isinstance(result, (list, tuple)):
+        for r in result:
+            as_face(r)
+    return result
+
+
 def no_scalar_shape(result: Any) -> Any:
     """MXNet 1.x has no 0-d arrays: a 0-d result becomes shape (1,) (through ``reshape``,
     so autograd sees it)."""
@@ -109,8 +131,10 @@ def no_scalar_shape(result: Any) -> Any:
 
 
 def call(name: str, inputs: list, params: dict[str, Any] | None = None, out: Any = None) -> Any:
-    """Run operator ``name`` (looked up now) with MXNet's result shapes."""
-    return no_scalar_shape(invoke(get_op(name), inputs, params or {}, out))
+    """Run operator ``name`` (looked up now) with MXNet's result shapes; results are the
+    face's arrays (``out``, when given, is returned as it is)."""
+    result = no_scalar_shape(invoke(get_op(name), inputs, params or {}, out))
+    return result if out is not None else as_face(result)
 
 
 def make_function(mx_name: str, target: str) -> Callable[..., Any]:
@@ -122,21 +146,26 @@ def make_function(mx_name: str, target: str) -> Callable[..., Any]:
         if f is not None and not kwargs and ctx is None and not opdef.variadic:
             # the common call, inputs (then parameters) by position: the native function's
             # own fast path (a plan look-up), then MXNet's no-0-d rule
-            res = f(*args) if out is None else f(*args, out=out)
+            if out is not None:
+                return no_scalar_shape(f(*args, out=out))
+            res = f(*args)
             if type(res) is NDArray:
                 d = res._data
                 if d.ndim:
+                    res.__class__ = FACE_CLASSES.get(NDArray, NDArray)
                     return res
                 if res._ag is None and not is_recording():
                     res._data = d.reshape(1)  # a fresh result nobody else holds: reshaped in place
+                    res.__class__ = FACE_CLASSES.get(NDArray, NDArray)
                     return res
-            return no_scalar_shape(res)
+            return as_face(no_scalar_shape(res))
         inputs, params = split_call(opdef, args, kwargs, mx_name)
         if ctx is not None:
             if "device" not in opdef.params:
                 raise MXNetArgumentError(f"{mx_name}() takes no ctx argument")
             params["device"] = ctx
-        return no_scalar_shape(invoke(opdef, inputs, params, out))
+        result = no_scalar_shape(invoke(opdef, inputs, params, out))
+        return result if out is not None else as_face(result)
 
     if target == "dot":
         fn = _dense_csr_product(fn)

@@ -12,10 +12,16 @@ from .... import random as _core_random
 from ....ndarray import NDArray
 from ..base import MXNetArgumentError, _Null
 from . import _op
+from ._op import as_face
 
 
 def _given(v: Any) -> Any:
     return None if v is _Null else v
+
+
+def _fresh(out: Any, result: Any) -> Any:
+    """A sampler's result: the face's array when it is new (``out`` is returned as given)."""
+    return result if out is not None else as_face(result)
 
 
 def _scalar(name: str, v: Any) -> float:
@@ -30,8 +36,8 @@ def uniform(low: float = 0, high: float = 1, shape: Any = _Null, dtype: Any = _N
     kwargs.pop("name", None)
     if kwargs:
         raise MXNetArgumentError(f"uniform() got unexpected arguments {sorted(kwargs)}")
-    return _core_random.uniform(_scalar("low", low), _scalar("high", high), shape=_given(shape),
-                                dtype=_given(dtype), device=ctx, out=out)
+    return _fresh(out, _core_random.uniform(_scalar("low", low), _scalar("high", high), shape=_given(shape),
+                                            dtype=_given(dtype), device=ctx, out=out))
 
 
 def normal(loc: float = 0, scale: float = 1, shape: Any = _Null, dtype: Any = _Null, ctx: Any = None,
@@ -40,8 +46,8 @@ def normal(loc: float = 0, scale: float = 1, shape: Any = _Null, dtype: Any = _N
     kwargs.pop("name", None)
     if kwargs:
         raise MXNetArgumentError(f"normal() got unexpected arguments {sorted(kwargs)}")
-    return _core_random.normal(_scalar("loc", loc), _scalar("scale", scale), shape=_given(shape),
-                               dtype=_given(dtype), device=ctx, out=out)
+    return _fresh(out, _core_random.normal(_scalar("loc", loc), _scalar("scale", scale), shape=_given(shape),
+                                           dtype=_given(dtype), device=ctx, out=out))
 
 
 def randn(*shape: int, loc: float = 0, scale: float = 1, dtype: Any = _Null, ctx: Any = None,
@@ -63,7 +69,8 @@ def _sampler(mx_name: str, op_name: str, names: tuple, defaults: tuple, transfor
             raise MXNetArgumentError(f"{mx_name}() got unexpected arguments {sorted(kwargs)}")
         values = {k: _scalar(k, v) for k, v in values.items()}
         params = transform(values) if transform else values
-        return _core_random.sample(op_name, params, shape=_given(shape), dtype=_given(dtype), device=ctx, out=out)
+        return _fresh(out, _core_random.sample(op_name, params, shape=_given(shape), dtype=_given(dtype), device=ctx,
+                                               out=out))
 
     fn.__name__ = fn.__qualname__ = mx_name
     fn.__doc__ = (f"MXNet's ``nd.random.{mx_name}({', '.join(f'{n}={d}' for n, d in zip(names, defaults))}, "
@@ -85,8 +92,8 @@ def randint(low: int, high: int, shape: Any = _Null, dtype: Any = _Null, ctx: An
     kwargs.pop("name", None)
     if kwargs:
         raise MXNetArgumentError(f"randint() got unexpected arguments {sorted(kwargs)}")
-    return _core_random.randint(_scalar("low", low), _scalar("high", high), shape=_given(shape),
-                                dtype=_given(dtype), device=ctx, out=out)
+    return _fresh(out, _core_random.randint(_scalar("low", low), _scalar("high", high), shape=_given(shape),
+                                            dtype=_given(dtype), device=ctx, out=out))
 
 
 def multinomial(data: NDArray, shape: Any = _Null, get_prob: bool = False, out: Any = None,

@@ -1,4 +1,9 @@
-"""``mx.nd.sparse``: MXNet 1.x's sparse constructors and functions.
+"""``mx.nd.sparse``: MXNet 1.x's sparse classes, constructors and functions.
+
+``CSRNDArray`` and ``RowSparseNDArray`` here are the face's subclasses of the library's
+sparse containers (see ``ndarray.py``): their components ``data``, ``indices`` and
+``indptr`` are NDArrays (copies, as MXNet's), where the library hands out NumPy views;
+kernels and the library's own code get the library's class (``NDArray._kernel_class``).
 
 Constructors follow MXNet's rules: the value dtype is ``dtype`` if given, else the
 source's when it is an NDArray, a NumPy array or a SciPy matrix, else float32; index
@@ -17,11 +22,83 @@ import numpy as np
 from .... import creation as _core
 from .... import device as _dev
 from ....errors import SparseFormatError
-from ....ndarray import BaseSparseNDArray, CSRNDArray, NDArray, RowSparseNDArray
+from ....ndarray import BaseSparseNDArray as _LibBaseSparse
+from ....ndarray import CSRNDArray as _LibCSR
+from ....ndarray import NDArray
+from ....ndarray import RowSparseNDArray as _LibRowSparse
+from ....ndarray import kernel_form, take_storage
 from ..base import MXNetValueError, integer_types, mx_real_t
 from . import _op
+from ._op import as_face
+from .ndarray import FaceClass, sparse_copy
+from .ndarray import NDArray as _FaceNDArray
 
 _INDEX = np.int64
+
+
+# ---- the classes ------------------------------------------------------------------------------------------
+class BaseSparseNDArray(_FaceNDArray, _LibBaseSparse, metaclass=FaceClass):
+    """What the face's sparse arrays share: MXNet's methods over the library's sparse
+    containers, components shown as NDArrays."""
+
+    __slots__ = ()
+    _library = _LibBaseSparse
+
+    def __getitem__(self, key: Any) -> NDArray:
+        return as_face(self._kernel_class.__getitem__(kernel_form(self), key))
+
+    def _write(self, key: Any, value: Any) -> None:
+        form = kernel_form(self)
+        self._kernel_class.__setitem__(form, key, kernel_form(value) if isinstance(value, NDArray) else value)
+        take_storage(self, form)
+
+    def _component(self, name: str) -> _FaceNDArray:
+        """Component ``name`` as a dense NDArray: a copy, as MXNet's."""
+        view = getattr(kernel_form(self), name)
+        return as_face(NDArray(view.copy(), self._device))
+
+    @property
+    def data(self) -> _FaceNDArray:
+        """The stored values, a new NDArray (a copy, as in MXNet)."""
+        return self._component("data")
+
+    @property
+    def indices(self) -> _FaceNDArray:
+        """The index array (csr: column ids; row_sparse: row ids), a new int64 NDArray."""
+        return self._component("indices")
+
+    @property
+    def _num_aux(self) -> int:
+        """MXNet's count of auxiliary arrays: csr 2, row_sparse 1."""
+        return len(self._aux_names)
+
+    def retain(self, *args: Any, **kwargs: Any) -> "RowSparseNDArray":
+        return _op.cached_function("retain")(self, *args, **kwargs)
+
+
+class CSRNDArray(BaseSparseNDArray, _LibCSR, metaclass=FaceClass):
+    """MXNet's CSRNDArray: the library's csr container, components shown as NDArrays."""
+
+    __slots__ = ()
+    _library = _LibCSR
+    _kernel_class = _LibCSR
+
+    @property
+    def indptr(self) -> _FaceNDArray:
+        """The row pointers, a new int64 NDArray."""
+        return self._component("indptr")
+
+
+class RowSparseNDArray(BaseSparseNDArray, _LibRowSparse, metaclass=FaceClass):
+    """MXNet's RowSparseNDArray: the library's row_sparse container, components shown as NDArrays."""
+
+    __slots__ = ()
+    _library = _LibRowSparse
+    _kernel_class = _LibRowSparse
+
+
+_op.FACE_CLASSES[_LibCSR] = CSRNDArray
+_op.FACE_CLASSES[_LibRowSparse] = RowSparseNDArray
 
 
 def _is_scipy_sparse(obj: Any) -> bool:
@@ -84,8 +161,8 @@ def csr_matrix(arg1: Any, shape: Any = None, ctx: Any = None, dtype: Any = None)
     if isinstance(arg1, tuple):
         if len(arg1) == 2 and isinstance(arg1[1], tuple) and len(arg1[1]) == 2:
             data, (row, col) = arg1
-            return _core.csr_matrix((_host(data), (_index(row), _index(col))), shape=shape,
-                                    dtype=_default_dtype(data, dtype), device=dev)
+            return as_face(_core.csr_matrix((_host(data), (_index(row), _index(col))), shape=shape,
+                                            dtype=_default_dtype(data, dtype), device=dev))
         if len(arg1) == 2:
             _check_shape(arg1, shape)
             return zeros("csr", arg1, ctx=ctx, dtype=dtype)
@@ -93,8 +170,8 @@ def csr_matrix(arg1: Any, shape: Any = None, ctx: Any = None, dtype: Any = None)
             data, indices, indptr = arg1
             indices = _index(indices)
             _inferable(indices, shape, "csr")
-            return _core.csr_matrix((_host(data), indices, _index(indptr)), shape=shape,
-                                    dtype=_default_dtype(data, dtype), device=dev, copy=True, check=False)
+            return as_face(_core.csr_matrix((_host(data), indices, _index(indptr)), shape=shape,
+                                            dtype=_default_dtype(data, dtype), device=dev, copy=True, check=False))
         raise MXNetValueError(f"csr_matrix: Unexpected length of input tuple: {len(arg1)} (argument arg1)")
     if isinstance(arg1, CSRNDArray) or _is_scipy_sparse(arg1):
         _check_shape(arg1.shape, shape)
@@ -103,7 +180,7 @@ def csr_matrix(arg1: Any, shape: Any = None, ctx: Any = None, dtype: Any = None)
         raise MXNetValueError("csr_matrix: Unexpected input type: RowSparseNDArray (argument arg1)")
     dense = _core.array(arg1, dtype=_default_dtype(arg1, dtype), device=dev)
     _check_shape(dense.shape, shape)
-    return dense.tostype("csr")
+    return as_face(dense.tostype("csr"))
 
 
 def row_sparse_array(arg1: Any, shape: Any = None, ctx: Any = None, dtype: Any = None) -> RowSparseNDArray:
@@ -119,8 +196,8 @@ def row_sparse_array(arg1: Any, shape: Any = None, ctx: Any = None, dtype: Any =
         data, indices = arg1
         indices = _index(indices)
         _inferable(indices, shape, "row_sparse")
-        return _core.row_sparse_array((_host(data), indices), shape=shape,
-                                      dtype=_default_dtype(data, dtype), device=dev, copy=True, check=False)
+        return as_face(_core.row_sparse_array((_host(data), indices), shape=shape,
+                                              dtype=_default_dtype(data, dtype), device=dev, copy=True, check=False))
     if isinstance(arg1, RowSparseNDArray):
         _check_shape(arg1.shape, shape, "row_sparse_array")
         return array(arg1, ctx=ctx, dtype=dtype)
@@ -128,13 +205,13 @@ def row_sparse_array(arg1: Any, shape: Any = None, ctx: Any = None, dtype: Any =
         raise MXNetValueError("row_sparse_array: Unexpected input type: CSRNDArray (argument arg1)")
     dense = _core.array(arg1, dtype=_default_dtype(arg1, dtype), device=dev)
     _check_shape(dense.shape, shape, "row_sparse_array")
-    return dense.tostype("row_sparse")
+    return as_face(dense.tostype("row_sparse"))
 
 
 def zeros(stype: str, shape: Any, ctx: Any = None, dtype: Any = None) -> NDArray:
     """An all-zero array of storage type ``stype`` (stype comes first, as in MXNet)."""
-    return _core.zeros(shape, stype=stype, dtype=mx_real_t if dtype is None else dtype,
-                       device=_dev.as_device(ctx))
+    return as_face(_core.zeros(shape, stype=stype, dtype=mx_real_t if dtype is None else dtype,
+                               device=_dev.as_device(ctx)))
 
 
 def empty(stype: str, shape: Any, ctx: Any = None, dtype: Any = None) -> BaseSparseNDArray:
@@ -147,16 +224,12 @@ def empty(stype: str, shape: Any, ctx: Any = None, dtype: Any = None) -> BaseSpa
 def array(source_array: Any, ctx: Any = None, dtype: Any = None) -> BaseSparseNDArray:
     """A copy of a sparse NDArray or a SciPy sparse matrix (made canonical: sorted
     indices, duplicates summed) on ``ctx`` (default: the current device)."""
-    dev = _dev.as_device(ctx)
     if isinstance(source_array, NDArray):
         if source_array.stype == "default":
             raise MXNetValueError("sparse.array: source_array is a dense NDArray. Please use `tostype` to create RowSparseNDArray or CSRNDArray from an NDArray")
-        return _core.array(source_array, dtype=_default_dtype(source_array, dtype), device=dev)
+        return sparse_copy(source_array, ctx, dtype)
     if _is_scipy_sparse(source_array):
-        m = source_array.tocsr().sorted_indices()  # a copy: the caller's matrix is left alone
-        m.sum_duplicates()
-        return _core.csr_matrix((m.data, m.indices.astype(_INDEX), m.indptr.astype(_INDEX)), shape=m.shape,
-                                dtype=_default_dtype(source_array, dtype), device=dev, copy=True)
+        return sparse_copy(source_array, ctx, dtype)
     raise MXNetValueError(f"sparse.array: Unexpected source_array type: {type(source_array).__name__} (argument source_array)")
 
 

@@ -1,0 +1,84 @@
+"""MXNet operators whose calling convention differs from the table's generic mapping
+(``_op.make_function``): ``Custom`` (inputs by the names the op declares), ``Activation``
+(one operator per ``act_type``) and the legacy samplers ``uniform``/``normal``
+(``ctx`` before ``dtype``).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ....custom import Custom as _core_custom
+from ....ndarray import NDArray
+from ....registry import get_op
+from ..base import MXNetArgumentError, MXNetValueError
+from . import _op, random
+from ._op import as_face
+
+
+def Custom(*data: Any, op_type: str, name: str | None = None, out: Any = None, **kwargs: Any) -> Any:
+    """Run custom operator ``op_type`` (registered with ``mx.operator.register``).
+
+    Inputs come by position, or by keyword under the names the op's ``list_arguments``
+    and ``list_auxiliary_states`` give; other keywords are the op's parameters.
+    """
+    by_name = {k: v for k, v in kwargs.items() if isinstance(v, NDArray)}
+    if by_name:
+        params = {k: v for k, v in kwargs.items() if k not in by_name}
+        order = _custom_input_names(op_type, params)
+        unknown = sorted(set(by_name) - set(order))
+        if unknown:
+            raise MXNetArgumentError(f"Custom: {op_type!r} has no input named {', '.join(unknown)} (inputs: {order})")
+        taken = [n for n in order[:len(data)] if n in by_name]
+        if taken:
+            raise MXNetArgumentError(f"Custom: input(s) {taken} given both by position and by keyword")
+        rest = order[len(data):]
+        k = sum(n in by_name for n in rest)  # keyword inputs must continue the positional ones
+        missing = [n for n in rest[:k] if n not in by_name]
+        if missing:
+            raise MXNetArgumentError(f"Custom: missing input(s) {missing} of {op_type!r}")
+        data = data + tuple(by_name[n] for n in rest[:k])
+        kwargs = params
+    result = _core_custom(*data, op_type=op_type, name=name, out=out, **kwargs)
+    return result if out is not None else as_face(result)
+
+
+def _custom_input_names(op_type: str, params: dict[str, Any]) -> list[str]:
+    prop_cls = getattr(get_op(op_type).cls, "prop_class", None)
+    if prop_cls is None:
+        raise MXNetArgumentError(f"Custom: keyword inputs need an operator registered from a CustomOpProp; "
+                        f"pass the inputs of {op_type!r} by position")
+    prop = prop_cls(**{k: str(v) for k, v in params.items()})
+    return list(prop.list_arguments()) + list(prop.list_auxiliary_states())
+
+
+_ACTIVATIONS = {"relu": "relu", "sigmoid": "sigmoid", "tanh": "tanh"}
+
+
+def Activation(data: NDArray, act_type: str, out: NDArray | None = None, name: str | None = None) -> NDArray:
+    """MXNet's ``Activation`` for ``act_type`` relu, sigmoid or tanh."""
+    op = _ACTIVATIONS.get(act_type)
+    if op is None:
+        raise MXNetValueError(f"Activation: act_type {act_type!r} is not supported here; "
+                         f"supported: {', '.join(_ACTIVATIONS)}")
+    return _op.call(op, [data], out=out)
+
+
+
+def uniform(low: float = 0, high: float = 1, shape: Any = None, ctx: Any = None, dtype: Any = None,
+            out: NDArray | None = None) -> NDArray:
+    """MXNet's legacy ``nd.uniform`` (ctx before dtype); see ``mx.nd.random.uniform``."""
+    return random.uniform(low, high, shape=shape, dtype=dtype, ctx=ctx, out=out)
+
+
+def normal(loc: float = 0, scale: float = 1, shape: Any = None, ctx: Any = None, dtype: Any = None,
+           out: NDArray | None = None) -> NDArray:
+    """MXNet's legacy ``nd.normal`` (ctx before dtype); see ``mx.nd.random.normal``."""
+    return random.normal(loc, scale, shape=shape, dtype=dtype, ctx=ctx, out=out)
+
+
+random_uniform = uniform
+random_normal = normal
+
+
+
+__all__ = ["Custom", "Activation", "uniform", "normal", "random_uniform", "random_normal"]
