@@ -19,7 +19,7 @@ from . import settings as _settings
 from .context import OpContext, _workspace, holds_unset, mark_unset, release_workspace
 from .device import Device
 from .errors import OperatorError, SparseFormatError, StorageFallbackWarning
-from .ndarray import STYPES, CSRNDArray, NDArray, RowSparseNDArray, kernel_form, take_storage
+from .ndarray import DENSE_CLASSES, STYPES, CSRNDArray, NDArray, RowSparseNDArray, kernel_form, take_storage
 from .registry import Op, OpDef, get_op
 from .tape import _record, _scope, _state, check_not_in_graph
 from .validation import normalize_shape
@@ -359,7 +359,7 @@ def _host_ufunc_call(plan: Plan) -> Any:
     return call
 
 
-def _signature(inst: Op, inputs: Sequence[NDArray]) -> tuple:
+def plan_key(inst: Op, inputs: Sequence[NDArray]) -> tuple:
     """What a plan depends on: the parameters and each input's class (storage type),
     device, dtype and shape (all fixed for a container's lifetime). A dense array's shape is
     read off its values rather than through the property: this runs on every call."""
@@ -367,12 +367,12 @@ def _signature(inst: Op, inputs: Sequence[NDArray]) -> tuple:
     if n == 2:  # the common arities spelled out: this runs on every call
         a, b = inputs
         ca, cb = a.__class__, b.__class__
-        return (inst, ca, a._device, a._data.dtype, a._data.shape if ca is NDArray else a.shape,
-                cb, b._device, b._data.dtype, b._data.shape if cb is NDArray else b.shape)
+        return (inst, ca, a._device, a._data.dtype, a._data.shape if ca in DENSE_CLASSES else a.shape,
+                cb, b._device, b._data.dtype, b._data.shape if cb in DENSE_CLASSES else b.shape)
     if n == 1:
         a = inputs[0]
         ca = a.__class__
-        return (inst, ca, a._device, a._data.dtype, a._data.shape if ca is NDArray else a.shape)
+        return (inst, ca, a._device, a._data.dtype, a._data.shape if ca in DENSE_CLASSES else a.shape)
     if n == 0:  # the device then comes from a parameter or the current default
         return (inst, _dev.current_device())
     key = [inst]
@@ -534,7 +534,7 @@ def accumulate_into(target: NDArray, value: NDArray) -> None:
 def plan_for(opdef: OpDef, inst: Op, inputs: Sequence[NDArray]) -> Plan:
     """The memoised plan of ``opdef`` with parameters ``inst`` on these inputs."""
     try:
-        key = _signature(inst, inputs)
+        key = plan_key(inst, inputs)
     except AttributeError:
         bad = next(x for x in inputs if not isinstance(x, NDArray))
         raise OperatorError(f"{opdef.label}: inputs must be NDArrays, got {type(bad).__name__}") from None
@@ -601,7 +601,7 @@ def op_function(name: str) -> Any:
         def fn(*args: Any, out: Any = None, req: str = "write", **params: Any) -> Any:
             if not params and len(args) == nargs:
                 try:
-                    plan = plans.get(_signature(opdef._default_instance, args))
+                    plan = plans.get(plan_key(opdef._default_instance, args))
                 except AttributeError:  # not NDArrays (or no default parameters): invoke says so
                     plan = None
                 if plan is not None:

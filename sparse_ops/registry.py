@@ -715,6 +715,9 @@ def set_owner(name: str, owner: Owner) -> None:
         opdef.plugin = owner.plugin
 
 
+find_op = _TABLE.get  # name -> the table's record of that operator, or None: a call's fast look-up
+
+
 def get_op(name: str) -> OpDef:
     """The table's record of operator ``name``; OperatorError if there is none."""
     try:

@@ -19,6 +19,11 @@ STYPES = ("default", "row_sparse", "csr")
 CONVERSIONS: dict[str, Any] = {}
 
 
+# NDArray and its dense subclasses (the MXNet face's): the classes whose values array is the
+# whole array, so its shape is the array's (the plan key reads it there: the fast path).
+DENSE_CLASSES: set = set()
+
+
 class NDArray:
     """An n-d array of one supported dtype on one device, dense (``stype == "default"``).
 
@@ -34,6 +39,11 @@ class NDArray:
     # here the library class it is an instance of for kernels: the invoke path hands
     # kernels, the tape and gradients a ``kernel_form`` of it. None: the array itself.
     _kernel_class: type | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.stype == "default":
+            DENSE_CLASSES.add(cls)
 
     def __init__(self, data: Any, device: Device | None = None) -> None:
         self._data = data if type(data) is not ComponentView else data.view(np.ndarray)
@@ -260,6 +270,9 @@ def _storage_slots(cls: type) -> tuple[str, ...]:
 
 
 _UNSET = object()
+
+
+DENSE_CLASSES.add(NDArray)
 
 
 def kernel_form(x: NDArray) -> NDArray:

@@ -14,10 +14,10 @@ from __future__ import annotations
 import numbers
 from typing import Any, Callable
 
-from ....dispatch import invoke
+from ....dispatch import invoke, plan_key
 from ....errors import OperatorError
 from ....ndarray import NDArray
-from ....registry import OpDef, get_op
+from ....registry import OpDef, find_op, get_op
 from ..base import MXNetArgumentError
 from ....tape import is_recording
 
@@ -137,28 +137,42 @@ def call(name: str, inputs: list, params: dict[str, Any] | None = None, out: Any
     return result if out is not None else as_face(result)
 
 
+_NO_PLAN = object()
+
+
 def make_function(mx_name: str, target: str) -> Callable[..., Any]:
     """MXNet's function ``mx_name`` for our operator ``target``."""
 
-    def fn(*args: Any, out: Any = None, name: str | None = None, ctx: Any = None, **kwargs: Any) -> Any:
-        opdef = get_op(target)
-        f = opdef.function
-        if f is not None and not kwargs and ctx is None and not opdef.variadic:
-            # the common call, inputs (then parameters) by position: the native function's
-            # own fast path (a plan look-up), then MXNet's no-0-d rule
-            if out is not None:
-                return no_scalar_shape(f(*args, out=out))
-            res = f(*args)
-            if type(res) is NDArray:
+    face_dense = FACE_CLASSES.get(NDArray, NDArray)  # filled when the face's classes were defined
+
+    def fn(*args: Any, **kwargs: Any) -> Any:
+        opdef = find_op(target) or get_op(target)  # get_op raises naming an op that is gone
+        if not kwargs and not opdef.variadic:
+            res = _NO_PLAN
+            if len(args) == len(opdef.arguments):  # a repeated call: its plan, as the native function's fast path
+                try:
+                    plan = opdef.plans.get(plan_key(opdef._default_instance, args))
+                except AttributeError:  # not NDArrays: the native function says so
+                    plan = None
+                if plan is not None:
+                    res = plan.call(args, None, "write")
+            if res is _NO_PLAN and opdef.function is not None:  # inputs, then parameters, by position
+                res = opdef.function(*args)
+            if res.__class__ is NDArray:  # then MXNet's no-0-d rule, and the face's class
                 d = res._data
                 if d.ndim:
-                    res.__class__ = FACE_CLASSES.get(NDArray, NDArray)
+                    res.__class__ = face_dense
                     return res
                 if res._ag is None and not is_recording():
                     res._data = d.reshape(1)  # a fresh result nobody else holds: reshaped in place
-                    res.__class__ = FACE_CLASSES.get(NDArray, NDArray)
+                    res.__class__ = face_dense
                     return res
-            return as_face(no_scalar_shape(res))
+            if res is not _NO_PLAN:
+                return as_face(no_scalar_shape(res))
+        out, ctx = kwargs.pop("out", None), kwargs.pop("ctx", None)
+        kwargs.pop("name", None)  # MXNet's symbol name: nothing to name here
+        if out is not None and not kwargs and ctx is None and not opdef.variadic and opdef.function is not None:
+            return no_scalar_shape(opdef.function(*args, out=out))
         inputs, params = split_call(opdef, args, kwargs, mx_name)
         if ctx is not None:
             if "device" not in opdef.params:
