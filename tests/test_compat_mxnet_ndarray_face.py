@@ -511,3 +511,21 @@ def test_native_save_keeps_attrs():
     got: dict = {}
     back = so.load(buf, attrs=got)
     assert got == {"writer": "test", "mode": 2} and np.array_equal(back[0].asnumpy(), A)
+
+
+def test_row_sparse_indexing_is_mxnets_only_whole_slice():
+    """MXNet 1.9.1's RowSparseNDArray takes only x[:]; the native container takes NumPy's keys."""
+    import sparse_ops as so
+
+    dense = np.eye(3, dtype=np.float32)
+    r = mx.nd.array(dense).tostype("row_sparse")
+    assert r[:] is r
+    for key, what in ((1, "integer"), (slice(0, 2), r"only \[:\]"), ((0, 1), "multi-dimensional"),
+                      ("a", "undefined")):
+        with pytest.raises(mx.base.MXNetError, match=what):
+            r[key]
+    native = so.array(dense).tostype("row_sparse")
+    np.testing.assert_array_equal(native[1].asnumpy(), dense[1])
+    c = mx.nd.array(dense).tostype("csr")
+    assert c[1].stype == "csr" and c[1].shape == (1, 3)
+    np.testing.assert_array_equal(c[-1].asnumpy(), dense[-1:])

@@ -96,6 +96,20 @@ class RowSparseNDArray(BaseSparseNDArray, _LibRowSparse, metaclass=FaceClass):
     _library = _LibRowSparse
     _kernel_class = _LibRowSparse
 
+    def __getitem__(self, key: Any) -> "RowSparseNDArray":
+        """Only ``x[:]`` (``x`` itself), as in MXNet 1.9.1, which refuses integers, other
+        slices and tuples (``sparse_ops``' own row_sparse arrays take NumPy's indexing)."""
+        if isinstance(key, slice) and key.start is None and key.stop is None and key.step is None:
+            return self
+        if isinstance(key, integer_types):
+            raise MXNetValueError("RowSparseNDArray[int]: indexing by an integer is not implemented for "
+                                  "RowSparseNDArray (MXNet 1.9.1); x.tostype('default')[i] gives the row")
+        if isinstance(key, slice):
+            raise MXNetValueError("RowSparseNDArray[slice]: only [:] is supported (MXNet 1.9.1)")
+        if isinstance(key, tuple):
+            raise MXNetValueError("RowSparseNDArray[tuple]: multi-dimensional indexing is not supported")
+        raise MXNetValueError(f"RowSparseNDArray[{type(key).__name__}]: undefined for this key")
+
 
 _op.FACE_CLASSES[_LibCSR] = CSRNDArray
 _op.FACE_CLASSES[_LibRowSparse] = RowSparseNDArray
