@@ -600,20 +600,20 @@ class SparseNDArrayIter(DataIter):
                  last_batch_handle: str = "pad", data_name: str = "data", label_name: str = "softmax_label",
                  layout: str = "NCHW") -> None:
         super().__init__(batch_size)
+        who = type(self).__name__
         if last_batch_handle not in ("pad", "discard", "roll_over"):
-            raise DataIterError(f"SparseNDArrayIter: last_batch_handle must be 'pad', 'discard' or 'roll_over', "
+            raise DataIterError(f"{who}: last_batch_handle must be 'pad', 'discard' or 'roll_over', "
                                 f"got {last_batch_handle!r}")
-        if layout.find("N") != 0:
-            raise DataIterError(f"SparseNDArrayIter: layout {layout!r}: only layouts with the batch axis first (N...) "
-                                f"are supported")
+        self._check_layout(layout)
         if int(batch_size) <= 0:
-            raise DataIterError(f"SparseNDArrayIter: batch_size must be positive, got {batch_size}")
-        self.data = _init_data(data, allow_empty=False, default_name=data_name)
-        self.label = _init_data(label, allow_empty=True, default_name=label_name)
+            raise DataIterError(f"{who}: batch_size must be positive, got {batch_size}")
+        self.data = self._sources(data, allow_empty=False, default_name=data_name)
+        self.label = self._sources(label, allow_empty=True, default_name=label_name)
+        self._check_sources(last_batch_handle)
         n = self.data[0][1].shape[0]
         for k, v in self.data + self.label:
             if v.shape[0] != n:
-                raise DataIterError(f"SparseNDArrayIter: {k} has {v.shape[0]} examples, {self.data[0][0]} has {n}")
+                raise DataIterError(f"{who}: {k} has {v.shape[0]} examples, {self.data[0][0]} has {n}")
         self.idx = np.arange(n)
         self.shuffle = shuffle
         self.last_batch_handle = last_batch_handle
@@ -626,6 +626,18 @@ class SparseNDArrayIter(DataIter):
         self.reset()
         self.data_list = [x[1] for x in self.data] + [x[1] for x in self.label]
         self.num_source = len(self.data_list)
+
+    @staticmethod
+    def _sources(data: Any, allow_empty: bool, default_name: str) -> list[tuple[str, NDArray]]:
+        return _init_data(data, allow_empty=allow_empty, default_name=default_name)
+
+    def _check_layout(self, layout: str) -> None:
+        if layout.find("N") != 0:
+            raise DataIterError(f"SparseNDArrayIter: layout {layout!r}: only layouts with the batch axis first (N...) "
+                                f"are supported")
+
+    def _check_sources(self, last_batch_handle: str) -> None:
+        """Refuse inputs this iterator cannot batch under ``last_batch_handle`` (none here)."""
 
     @property
     def provide_data(self) -> list:
@@ -808,39 +820,19 @@ class NDArrayIter(SparseNDArrayIter):
     ``SparseNDArrayIter`` keeps csr batches csr under every mode.
     """
 
-    def __init__(self, data: Any, label: Any = None, batch_size: int = 1, shuffle: bool = False,
-                 last_batch_handle: str = "pad", data_name: str = "data", label_name: str = "softmax_label",
-                 layout: str = "NCHW") -> None:
-        DataIter.__init__(self, batch_size)
-        if last_batch_handle not in ("pad", "discard", "roll_over"):
-            raise DataIterError(f"NDArrayIter: last_batch_handle must be 'pad', 'discard' or 'roll_over', "
-                                f"got {last_batch_handle!r}")
-        if int(batch_size) <= 0:
-            raise DataIterError(f"NDArrayIter: batch_size must be positive, got {batch_size}")
-        self.data = _init_data_mx(data, allow_empty=False, default_name=data_name)
-        self.label = _init_data_mx(label, allow_empty=True, default_name=label_name)
+    @staticmethod
+    def _sources(data: Any, allow_empty: bool, default_name: str) -> list[tuple[str, NDArray]]:
+        return _init_data_mx(data, allow_empty=allow_empty, default_name=default_name)
+
+    def _check_layout(self, layout: str) -> None:
+        self._axis = layout.find("N")  # -1 without an N: the last axis, as MXNet's find gives
+
+    def _check_sources(self, last_batch_handle: str) -> None:
         if last_batch_handle != "discard" and any(v.stype == "csr" for _, v in self.data + self.label):
             raise DataIterNotImplementedError(
                 f"NDArrayIter: csr inputs (CSRNDArray, scipy.sparse.csr_matrix) take only "
                 f"last_batch_handle='discard', as in MXNet 1.9.1; got {last_batch_handle!r} "
                 f"(sparse_ops.compat.mxnet.io.SparseNDArrayIter takes every mode and keeps csr batches)")
-        n = self.data[0][1].shape[0]
-        for k, v in self.data + self.label:
-            if v.shape[0] != n:
-                raise DataIterError(f"NDArrayIter: {k} has {v.shape[0]} examples, {self.data[0][0]} has {n}")
-        self.idx = np.arange(n)
-        self.shuffle = shuffle
-        self.last_batch_handle = last_batch_handle
-        self.batch_size = int(batch_size)
-        self.cursor = -self.batch_size
-        self.num_data = n
-        self.layout = layout
-        self._axis = layout.find("N")  # -1 without an N: the last axis, as MXNet's find gives
-        self._cache_data = None
-        self._cache_label = None
-        self.reset()
-        self.data_list = [x[1] for x in self.data] + [x[1] for x in self.label]
-        self.num_source = len(self.data_list)
 
     def _descs(self, source: list) -> list:
         out = []
