@@ -53,28 +53,46 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 def _storage_rules(opdef: Any) -> list[str]:
     """One line per input-storage signature with a kernel: the output storage types the
-    op's rule infers (with default parameters) and the dispatch mode it gets."""
+    op's rule infers and the dispatch mode the dispatcher picks (``choose_dispatch``, as a
+    call on the cpu would). An op with required parameters takes those of its first
+    sample (said so), or shows none."""
+    from .device import cpu
+    from .dispatch import choose_dispatch
+    from .errors import OperatorError
+
     lines = []
     try:
         inst = opdef.instance({})
-    except Exception as exc:  # a required parameter: the rule cannot run without values
+    except Exception as exc:  # a required parameter: the rule needs values
         inst = None
-        lines.append(f"(output storage depends on parameters: {exc})")
+        make = getattr(opdef.cls, "samples", None)
+        try:
+            first = list(make())[0] if callable(make) else None
+            params = first[1] if isinstance(first, tuple) else {}
+            inst = opdef.instance(params) if first is not None else None
+            lines.append(f"(with the parameters of the first sample: {params})" if inst is not None else
+                         f"(output storage depends on parameters: {exc})")
+        except Exception:  # noqa: BLE001  (samples that fail: the rules stay unknown)
+            lines.append(f"(output storage depends on parameters: {exc})")
     signatures = [("default",) * len(opdef.arguments)] + sorted({st for _, st in opdef.fcompute_ex})
     for st in dict.fromkeys(signatures):  # unique, in order
         ins = ",".join(st)
-        dense = all(s == "default" for s in st)
-        mode = "fcompute_ex" if any(k[1] == st for k in opdef.fcompute_ex) else ("fcompute" if dense else "fallback")
+        if "*" in st or "..." in st:
+            lines.append(f"{ins} -> (depends on the inputs) [fcompute_ex]")
+            continue
         if inst is None:
-            outs = "?"
-        elif "*" in st or "..." in st:
-            outs = "(depends on the inputs)"
-        else:
-            try:
-                outs = ",".join(inst.infer_storage_type(*st))
-            except Exception as exc:
-                outs = f"(refused: {exc})"
-        lines.append(f"{ins} -> {outs} [{mode}]")
+            lines.append(f"{ins} -> ? [{'fcompute_ex' if any(k[1] == st for k in opdef.fcompute_ex) else '?'}]")
+            continue
+        try:
+            outs = list(inst.infer_storage_type(*st))
+        except Exception as exc:  # noqa: BLE001  (a rule refusing these storage types)
+            lines.append(f"{ins} -> (refused: {exc})")
+            continue
+        try:
+            mode, _ = choose_dispatch(opdef, cpu(), tuple(st), outs)
+        except OperatorError:
+            mode = "no cpu kernel"
+        lines.append(f"{ins} -> {','.join(outs)} [{mode}]")
     lines.append("other input storage types: densified, dense kernel, cast back [fallback]"
                  if opdef.fcompute else "other input storage types: no kernel (error)")
     return lines
@@ -150,7 +168,7 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
         print(f"installed, not loaded: {', '.join(idle)}")
     if not installed and not info["loaded"] and not info["failed"]:
         print(f"(no plugins installed under the entry-point group {ENTRY_POINT_GROUP!r})")
-    return 0
+    return 1 if info["failed"] else 0
 
 
 def _looks_like_path(target: str) -> bool:
@@ -232,10 +250,13 @@ def _cmd_check(args: argparse.Namespace) -> int:
 def _check_ops(so: Any, ops: list[str]) -> int:
     """Run opcheck over each op's samples(), one line per op (what it compared, or why it
     failed), then a summary line; 0 when every op was checked and passed. An op without
-    samples() fails too: every op that ships carries samples."""
+    samples(), or whose samples() raises (reported with its traceback, apart from kernel
+    failures), fails too: every op that ships carries samples."""
+    import traceback
+
     from .sdk.testing import opcheck
 
-    failed, without, samples_run = [], [], 0
+    failed, without, broken, samples_run = [], [], [], 0
     for op in ops:
         make = getattr(so.get_op(op).cls, "samples", None)
         if not callable(make):
@@ -243,20 +264,27 @@ def _check_ops(so: Any, ops: list[str]) -> int:
             print(f"  FAIL {op}: no samples() classmethod, so nothing was checked")
             continue
         try:
-            report = opcheck(op, list(make()))
-        except Exception as exc:  # AssertionError from opcheck, or an error in the op or its samples
+            samples = list(make())
+        except Exception as exc:  # the op's own samples(): not a kernel failure
+            broken.append(op)
+            print(f"  FAIL {op}: samples() raised {type(exc).__name__}: {exc} (no kernel ran)")
+            print("    " + "".join(traceback.format_exception(exc)).rstrip().replace("\n", "\n    "))
+            continue
+        samples_run += len(samples)
+        try:
+            report = opcheck(op, samples)
+        except Exception as exc:  # AssertionError from opcheck, or an error in the op
             failed.append(op)
             print(f"  FAIL {op}: {type(exc).__name__}: {exc}")
             continue
-        samples_run += report.samples
         print(f"  ok   {op}: {report.summary()}")
-    checked = len(ops) - len(without)
-    line = (f"{checked} operators checked ({samples_run} samples), {len(failed)} failed, "
-            f"{len(without)} without samples")
-    if without:
-        line += " (a failure: every operator that ships carries samples)"
+    checked = len(ops) - len(without) - len(broken)
+    line = (f"{checked} operators checked ({samples_run} samples), {len(broken)} whose samples() raised, "
+            f"{len(failed)} failed, {len(without)} without samples")
+    if without or broken:
+        line += " (a failure: every operator that ships carries samples that build)"
     print(line)
-    return 1 if failed or without or checked == 0 else 0
+    return 1 if failed or without or broken or checked == 0 else 0
 
 
 def _cmd_new_plugin(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -377,7 +405,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     p = sub.add_parser("info", help="describe one operator: signature, parameters, storage rules, kernels, docs")
     p.add_argument("op", metavar="OP", help="operator name (see `sparse-ops list`)")
     subs["info"] = p
-    p = sub.add_parser("plugins", help="list loaded and failed plugins")
+    p = sub.add_parser("plugins", help="list loaded and failed plugins (exit 1 if one failed)")
     p.add_argument("-v", "--verbose", action="store_true", help="show the traceback of each failure")
     subs["plugins"] = p
     p = sub.add_parser("new-plugin", help="create a plugin project from the template",

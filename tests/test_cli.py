@@ -105,8 +105,8 @@ def test_info_shows_signature_parameters_storage_rules_kernels_and_docs(capsys):
 def test_info_on_an_op_with_required_parameters(capsys):
     assert main(["info", "sgd_update"]) == 0
     out = capsys.readouterr().out
-    assert "lr: float, required" in out and "depends on parameters" in out
-    assert "default,row_sparse -> ? [fcompute_ex]" in out
+    assert "lr: float, required" in out and "with the parameters of the first sample" in out
+    assert "default,row_sparse -> default [fcompute_ex]" in out
 
 
 def test_info_unknown_op_suggests_names(capsys):
@@ -121,7 +121,7 @@ def test_plugins_lists_loaded_and_failed(tmp_path, isolated, capsys):
     broken.write_text("raise ImportError('missing dependency xyz')\n")
     with pytest.raises(plugins.PluginError):
         so.library.load(broken)
-    assert main(["plugins", "-v"]) == 0
+    assert main(["plugins", "-v"]) == 1  # a plugin failed to load
     out = capsys.readouterr().out
     assert "cli_ok (no version)" in out and "ops: cliok_double" in out
     assert "cli_broken — ImportError: missing dependency xyz" in out and "Traceback" in out
@@ -134,7 +134,7 @@ def test_check_runs_opcheck_on_samples(tmp_path, isolated, capsys):
         """)
     assert main(["check", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "ok   cligood_double: 2 samples" in out and "1 operators checked (2 samples), 0 failed" in out
+    assert "ok   cligood_double: 2 samples" in out and "1 operators checked (2 samples), 0 whose samples() raised, 0 failed" in out
 
 
 def test_check_fails_on_a_wrong_op(tmp_path, isolated, capsys):
@@ -150,8 +150,8 @@ def test_check_without_samples_or_ops_fails(tmp_path, isolated, capsys):
     assert main(["check", str(write_plugin(tmp_path / "cli_nosamples.py", "clins", None))]) == 1
     out = capsys.readouterr().out
     assert "FAIL clins_double: no samples() classmethod, so nothing was checked" in out
-    assert ("0 operators checked (0 samples), 0 failed, 1 without samples (a failure: every operator that ships "
-            "carries samples)") in out
+    assert ("0 operators checked (0 samples), 0 whose samples() raised, 0 failed, 1 without samples (a failure: "
+            "every operator that ships carries samples that build)") in out
     empty = tmp_path / "cli_empty.py"
     empty.write_text("")
     assert main(["check", str(empty)]) == 1
@@ -165,6 +165,44 @@ def test_check_reports_plugins_that_do_not_load(tmp_path, isolated, capsys):
     broken.write_text("def (:\n")
     assert main(["check", str(broken)]) == 1
     assert "cli_syntax" in capsys.readouterr().err and "SyntaxError" in str(plugins._FAILED["cli_syntax"].error)
+
+
+def test_check_tells_a_raising_samples_from_a_kernel_failure(tmp_path, isolated, capsys):
+    path = write_plugin(tmp_path / "cli_badsamples.py", "clibs", "return [[so.array(np.ones(3))]][5]")
+    good = write_plugin(tmp_path / "cli_goodsamples.py", "cligs", """\
+        x = so.array(np.arange(6.0).reshape(2, 3))
+        return [[x], [x.tostype("csr")], [x.tostype("row_sparse")]]
+        """)
+    so.library.load(good)
+    assert main(["check", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL clibs_double: samples() raised IndexError: list index out of range (no kernel ran)" in out
+    assert "Traceback" in out and "cli_badsamples.py" in out
+    assert "0 operators checked (0 samples), 1 whose samples() raised, 0 failed, 0 without samples" in out
+    assert main(["check", str(good)]) == 0
+    assert "1 operators checked (3 samples), 0 whose samples() raised, 0 failed" in capsys.readouterr().out
+
+
+def test_info_shows_the_dispatchers_choice_and_rules_of_ops_with_required_parameters(tmp_path, isolated, capsys):
+    assert main(["info", "sgd_update"]) == 0  # lr is required: the first sample's parameters
+    assert "default,default -> default [fcompute]" in capsys.readouterr().out
+    path = tmp_path / "cli_csronly.py"
+    path.write_text(textwrap.dedent("""\
+        import sparse_ops as so
+
+        @so.register("clicsr_only")
+        class CsrOnly(so.Op):
+            def infer_storage_type(self, x):
+                return [x]
+            @so.kernel(device="cpu", stypes=("csr",))
+            def on_csr(self, ctx, x, y):
+                ctx.set_csr(y, x.data * 2, x.indices, x.indptr)
+        """))
+    so.library.load(path)
+    assert main(["info", "clicsr_only"]) == 0
+    out = capsys.readouterr().out
+    assert "default -> default [no cpu kernel]" in out and "csr -> csr [fcompute_ex]" in out
+    assert "[fcompute]" not in out
 
 
 def test_check_says_what_it_compared(tmp_path, isolated, capsys):
@@ -225,7 +263,7 @@ def test_check_sparse_ops_is_the_built_ins(capsys):
     assert main(["check", "sparse_ops", "--op", "dot", "--op", "cast_storage"]) == 0
     out = capsys.readouterr().out
     assert "  ok   cast_storage: 9 samples; compared: determinism, format, gradient, inference, reference" in out
-    assert "2 operators checked (22 samples), 0 failed, 0 without samples" in out
+    assert "2 operators checked (22 samples), 0 whose samples() raised, 0 failed, 0 without samples" in out
 
 
 def test_check_the_cookbook(tmp_path, monkeypatch, capsys):
