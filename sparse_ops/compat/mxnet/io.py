@@ -380,7 +380,49 @@ def _csr_rows(p: _Parsed, rows: np.ndarray | slice, ncols: int, ctx: Any) -> CSR
     return as_face(CSRNDArray._trusted(data, idx, ptr, (n, ncols), dev))
 
 
-class LibSVMIter(DataIter):
+class _BatchReader(DataIter):
+    """What the iterators that read their own batches share (``LibSVMIter`` and MXNet's C++
+    iterators): subclasses give ``_load()`` -> the next ``DataBatch`` or None at the end;
+    ``_first`` holds a batch read ahead (at construction), which ``iter_next`` hands out
+    first. One data and one label array per batch."""
+
+    _batch: DataBatch | None = None
+    _first: DataBatch | None = None
+
+    def _load(self) -> DataBatch | None:
+        raise NotImplementedError
+
+    def iter_next(self) -> bool:
+        if self._first is not None:
+            self._batch, self._first = self._first, None
+            return True
+        got = self._load()
+        if got is None:
+            return False
+        self._batch = got
+        return True
+
+    def next(self) -> DataBatch:
+        if self.iter_next():
+            return self._batch
+        raise StopIteration
+
+    def getdata(self) -> NDArray:
+        """The current batch's data array (one array, as MXNet's native iterators give)."""
+        return self._batch.data[0]
+
+    def getlabel(self) -> NDArray:
+        """The current batch's label array."""
+        return self._batch.label[0]
+
+    def getindex(self) -> Any:
+        return self._batch.index
+
+    def getpad(self) -> int:
+        return self._batch.pad
+
+
+class LibSVMIter(_BatchReader):
     """MXNet's ``LibSVMIter``: batches of csr data (``(batch_size, *data_shape)``, float32
     values, int64 indices) and labels from LibSVM text with zero-based column indices.
 
@@ -480,32 +522,6 @@ class LibSVMIter(DataIter):
             self._pos = 0
         else:
             self._overflow = 0
-
-    def iter_next(self) -> bool:
-        if self._first is not None:
-            self._batch, self._first = self._first, None
-        else:
-            self._batch = self._load()
-        return self._batch is not None
-
-    def next(self) -> DataBatch:
-        if self.iter_next():
-            return self._batch
-        raise StopIteration
-
-    def getdata(self) -> NDArray:
-        """The current batch's data array (one array, as MXNet's native iterators give)."""
-        return self._batch.data[0]
-
-    def getlabel(self) -> NDArray:
-        """The current batch's label array."""
-        return self._batch.label[0]
-
-    def getindex(self) -> Any:
-        return self._batch.index
-
-    def getpad(self) -> int:
-        return self._batch.pad
 
 
 def _dense(values: np.ndarray, ctx: Any) -> NDArray:
@@ -954,7 +970,7 @@ def _host_array(values: np.ndarray) -> NDArray:
     return as_face(creation.array(values, dtype=values.dtype, device="cpu"))
 
 
-class MXDataIter(DataIter):
+class MXDataIter(_BatchReader):
     """Base of the iterators MXNet implements in C++ (``MNISTIter``, ``CSVIter``): keyword
     arguments only, the first batch read at construction (``provide_data`` / ``provide_label``
     and ``batch_size`` come from it), one data and one label array per batch, ``getindex()``
@@ -1001,33 +1017,6 @@ class MXDataIter(DataIter):
     def reset(self) -> None:
         self._first = None
         self._before_first()
-
-    def iter_next(self) -> bool:
-        if self._first is not None:
-            self._batch, self._first = self._first, None
-            return True
-        got = self._load()
-        if got is None:
-            return False
-        self._batch = got
-        return True
-
-    def next(self) -> DataBatch:
-        if self.iter_next():
-            return self._batch
-        raise StopIteration
-
-    def getdata(self) -> NDArray:
-        return self._batch.data[0]
-
-    def getlabel(self) -> NDArray:
-        return self._batch.label[0]
-
-    def getindex(self) -> np.ndarray:
-        return self._batch.index
-
-    def getpad(self) -> int:
-        return self._batch.pad
 
 
 def _read_idx(path: str, who: str, arg: str, magic: int, dims: int, part_index: int,
