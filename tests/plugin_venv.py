@@ -57,8 +57,10 @@ def fresh_venv(where: Path) -> Path:
     py = venv / "bin" / "python"
     purelib = run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip()
     # when this interpreter is itself a venv, --system-site-packages reaches only the base
-    # interpreter's packages: add ours (numpy, scipy, numba, pip, setuptools, pytest) by path
-    Path(purelib, "_parent_environment.pth").write_text("\n".join(_parent_site_packages()) + "\n")
+    # interpreter's packages: add ours (numpy, scipy, numba, pip, setuptools, pytest) as site
+    # folders, so their own .pth files (editable installs: the cookbook) are read too
+    Path(purelib, "_parent_environment.pth").write_text(
+        "".join(f"import site; site.addsitedir({p!r})\n" for p in _parent_site_packages()))
     run([py, *PIP_OFFLINE, ROOT], PIP_DISABLE_PIP_VERSION_CHECK="1")
     return venv / "bin"
 
