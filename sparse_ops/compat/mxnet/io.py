@@ -648,6 +648,7 @@ class SparseNDArrayIter(DataIter):
         return _init_data(data, allow_empty=allow_empty, default_name=default_name)
 
     def _check_layout(self, layout: str) -> None:
+        self._axis = 0  # the batch axis
         if layout.find("N") != 0:
             raise DataIterError(f"SparseNDArrayIter: layout {layout!r}: only layouts with the batch axis first (N...) "
                                 f"are supported")
@@ -690,7 +691,7 @@ class SparseNDArrayIter(DataIter):
             raise StopIteration
         data = self.getdata()
         label = self.getlabel()
-        if data[0].shape[0] != self.batch_size:
+        if data[0].shape[self._axis] != self.batch_size:
             self._cache_data = data
             self._cache_label = label
             raise StopIteration
@@ -865,17 +866,6 @@ class NDArrayIter(SparseNDArrayIter):
     @property
     def provide_label(self) -> list:
         return self._descs(self.label)
-
-    def next(self) -> DataBatch:
-        if not self.iter_next():
-            raise StopIteration
-        data = self.getdata()
-        label = self.getlabel()
-        if data[0].shape[self._axis] != self.batch_size:
-            self._cache_data = data
-            self._cache_label = label
-            raise StopIteration
-        return DataBatch(data=data, label=label, pad=self.getpad(), index=None)
 
     def _getdata(self, source: list, start: int | None = None, end: int | None = None) -> list:
         start = 0 if start is None else start
