@@ -9,6 +9,9 @@
   project's one parallel-size policy ``parallel_worth``;
 - ``sparse_ops.sdk.csr``: the csr primitives on both devices (row ids, transpose,
   csr @ dense, segment sums, row gathers), written with ``row_kernel``;
+- ``sparse_ops.sdk.capacity``: capacity rules, the bound of each sparse output's stored
+  entries an op declares (``Op.capacity = capacity.same_as("data")``, ``sum_of``,
+  ``min_of``, ``columns_of``, ``computed``), which ``jax.jit`` reserves instead of the dense size;
 - ``sparse_ops.sdk.testing``: ``opcheck``, ``check_gradient``, ``check_numeric_gradient``;
 - ``sparse_ops.sdk.launch``: grid helpers for numba.cuda kernels;
 - ``sparse_ops.sdk.scaffold`` and ``template/``: ``sparse-ops new-plugin``;

@@ -38,6 +38,7 @@ import numpy as np
 
 from ..dispatch import invoke, make_plan
 from ..errors import StorageFallbackWarning
+from ..gradients import call_gradient
 from ..ndarray import NDArray
 from ..ops._samples import array as sample_array, ints as sample_ints  # noqa: F401  (for samples())
 from ..registry import Op, OpDef, get_op
@@ -294,7 +295,7 @@ def _declared_gradient(opdef: OpDef, inputs: list, params: dict[str, Any], rng: 
         heads = [rng.standard_normal(o.shape) * np.isfinite(o.asnumpy()) for o in outputs[:plan.nvis]]
     head_arrays = [array(h, dtype=o.dtype, device=o.device) for h, o in zip(heads, outputs)]
     hidden = [zeros(o.shape, stype=o.stype, dtype=o.dtype, device=o.device) for o in outputs[plan.nvis:]]
-    grads = inst.gradient(head_arrays + hidden, list(inputs), outputs)
+    grads = call_gradient(inst, head_arrays + hidden, list(inputs), outputs, [True] * len(inputs))
     return [h.astype(o.dtype).astype(np.float64) for h, o in zip(heads, outputs)], list(grads)
 
 
@@ -487,8 +488,9 @@ def opcheck(op: Any, samples: Sequence[Any], rtol: float = 1e-5, atol: float = 1
       twice from the same seed: ``sparse_ops.random.seed`` is reset);
     - ``reference``: a storage-aware kernel agrees with the dense kernel on densified inputs;
       with a NumPy reference (``reference(*arrays, **params)`` here, or a ``reference(self,
-      *arrays)`` method on the op, returning the visible outputs) every sample's outputs are
-      compared with it instead. A storage-aware kernel with neither compares nothing: a failure;
+      *arrays)`` method on the op, returning the visible outputs; ``arrays`` are the inputs as
+      dense NumPy arrays, sparse ones densified) every sample's outputs are compared with it
+      instead. A storage-aware kernel with neither compares nothing: a failure;
     - ``gradient`` (with ``check_grad``): for an op declaring itself differentiable (the
       default), the gradient rule agrees with central differences (step ``eps``, tolerances
       ``grad_rtol``/``grad_atol``) at every stored element of every floating input (at most
@@ -641,13 +643,16 @@ class _SampleCheck:
         if self.skipped("reference"):
             return
         if ref is not None:
+            # a C library's op may name another op as its reference (reference_op): say which
+            ref_op = getattr(self.opdef.cls, "reference_op", None) if o.reference is None else None
+            label = f"its reference op {ref_op!r}" if ref_op else "the NumPy reference"
             wanted = ref([x.asnumpy() for x in self.fresh_inputs()])
             if len(wanted) != plan.nvis:
-                self.fail("reference", f"the reference returned {len(wanted)} arrays, the op has {plan.nvis} "
+                self.fail("reference", f"{label} returned {len(wanted)} arrays, the op has {plan.nvis} "
                                        f"visible output(s)")
-            self.compare("reference", self.outs, wanted, o.rtol, o.atol, "output {i} and the NumPy reference disagree",
+            self.compare("reference", self.outs, wanted, o.rtol, o.atol, f"output {{i}} and {label} disagree",
                          ("kernel", "reference"))
-            self.sample.add("reference", PASSED, f"outputs vs the NumPy reference ({plan.mode} kernel)")
+            self.sample.add("reference", PASSED, f"outputs vs {label} ({plan.mode} kernel)")
         elif plan.mode != "fcompute_ex":
             self.sample.add("reference", NOT_APPLICABLE, f"{plan.mode} ran the dense kernel, the reference itself")
         elif self.opdef.fcompute.get(plan.device.device_type) is None:
@@ -671,7 +676,7 @@ class _SampleCheck:
             return
         if self.skipped("gradient"):
             return
-        if opdef.cls.gradient is Op.gradient:
+        if not opdef.differentiable:  # neither gradient() nor backward kernels
             self.nothing("gradient", "the op is differentiable (differentiable is not False) but declares no "
                          "gradient", "write gradient() or declare differentiable = False")
             return

@@ -36,7 +36,7 @@ from .creation import (  # noqa: E402
 )
 from .storage import cast_storage  # noqa: E402
 from .io import load, save  # noqa: E402
-from .registry import Op, OpDef, Param, get_op, kernel, list_ops, register  # noqa: E402
+from .registry import Op, OpDef, Param, backward_kernel, get_op, kernel, list_ops, register  # noqa: E402
 from .dispatch import OpContext, explain, invoke  # noqa: E402
 from . import autograd, random  # noqa: E402
 from . import container_methods  # noqa: E402
@@ -46,6 +46,13 @@ from .custom import Custom, CustomOp, CustomOpProp  # noqa: E402
 from .ops import *  # noqa: E402,F401,F403
 from .ops import __all__ as _op_names  # noqa: E402
 from . import cuda, sdk  # noqa: E402  (both light: no numba, no CuPy at import)
+
+# sparse_ops.cuda is the top-level cuda/ folder, a namespace package: without __init__.py it
+# is, from the repository root, a portion of NVIDIA's `cuda` namespace rather than a shadow
+# of it. So its status functions (as torch.cuda's) are given to it here.
+from . import device as _device  # noqa: E402
+cuda.is_available, cuda.is_simulator = _device.gpu_available, _device.gpu_simulated
+cuda.SIMULATED_GPU = _device.SIMULATED_GPU
 from .plugins import load_plugins, plugins_info  # noqa: E402
 from . import library  # noqa: E402
 
@@ -63,7 +70,7 @@ __all__ = [
     "NDArray", "BaseSparseNDArray", "RowSparseNDArray", "CSRNDArray",
     "array", "zeros", "ones", "empty", "full", "csr_matrix", "row_sparse_array", "from_dlpack",
     "cast_storage", "save", "load",
-    "Op", "OpDef", "Param", "kernel", "register", "get_op", "list_ops", "OpContext", "explain", "invoke",
+    "Op", "OpDef", "Param", "kernel", "backward_kernel", "register", "get_op", "list_ops", "OpContext", "explain", "invoke",
     "autograd", "random", "Custom", "CustomOp", "CustomOpProp", *_op_names,
     "load_plugins", "plugins_info", "library",
 ]

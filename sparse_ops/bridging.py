@@ -1,6 +1,6 @@
 """What the PyTorch and JAX bridges share: how an array splits into component arrays (and
-the capacity a preallocated sparse output reserves), the
-names of a call's inputs, a gradient laid out on its input's components, the call of an
+the capacity a preallocated sparse output reserves: the op's capacity rule, or the caller's
+``max_nnz=``), the names of a call's inputs, a gradient laid out on its input's components, the call of an
 op's gradient rule from a framework's autograd, and the one encoding of parameters.
 
 Both bridges hand each op component arrays (a dense array is one part; a csr array its
@@ -24,22 +24,44 @@ from .errors import OperatorError
 from .gradients import call_gradient
 from .ndarray import NDArray
 from .registry import Op, OpDef, get_op, param_key, subscribe  # noqa: F401  (param_key: re-exported)
+from .sdk.capacity import Capacity, Stored, bounded
 from .tape import _scope
 
 PARTS = {"default": 1, "csr": 3, "row_sparse": 2}  # component arrays per storage type
 
 
 def capacity(stype: str, shape: Sequence[int], max_nnz: int | None = None) -> int:
-    """The stored values a framework that preallocates (the JAX bridge: XLA's buffers have
-    static sizes) reserves for a sparse output of ``shape``: its dense bound (rows x columns
-    for csr, rows for row_sparse), capped by ``max_nnz``. Exact integers: a bound past int64
-    is refused, naming ``max_nnz=``, rather than wrapped."""
+    """The stored entries a framework that preallocates (the JAX bridge: XLA's buffers have
+    static sizes) reserves for a sparse output of ``shape`` given the bound ``max_nnz`` (the
+    op's capacity rule's, or the caller's): that bound capped by the dense size (rows x
+    columns for csr, rows for row_sparse; the dense size itself without a bound). Exact
+    integers: a capacity past int64 is refused, naming ``max_nnz=``, rather than wrapped."""
     bound = math.prod(int(d) for d in shape) if stype == "csr" else (int(shape[0]) if len(shape) else 0)
     cap = bound if max_nnz is None else min(int(max_nnz), bound)
     if cap >= 2**63:
         raise OperatorError(f"a {stype} output of shape {tuple(shape)} could hold {cap} stored values, more than "
                             "an index can count; pass max_nnz= (an upper bound of its stored values)")
     return cap
+
+
+def result_capacity(op: Op, slot: str, out: Stored, inputs: Sequence[Stored],
+                    max_nnz: int | None = None) -> Capacity | None:
+    """The capacity a preallocating framework reserves for sparse result ``slot`` (an
+    output's name, or an input's the op updates in place) with facts ``out`` on ``inputs``
+    (their shapes, storage types and stored counts), and where it came from: the caller's
+    ``max_nnz`` when given (source ``"max_nnz="``), else the op's capacity rule (source: the
+    rule's text, ``"nnz(data)"``), capped by the dense size either way. None when neither
+    exists: the framework must ask for ``max_nnz=`` rather than reserve the dense size. An
+    OperatorError for a capacity past int64 or a failing rule."""
+    if max_nnz is not None:
+        return Capacity(capacity(out.stype, out.shape, max_nnz), "max_nnz=")
+    try:
+        declared = bounded(op, slot, out, inputs)
+    except ValueError as exc:
+        raise OperatorError(str(exc)) from None
+    if declared is None:
+        return None
+    return Capacity(capacity(out.stype, out.shape, declared.value), declared.source)
 
 
 def arg_names(opdef: OpDef, n: int) -> list[str]:

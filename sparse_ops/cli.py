@@ -98,6 +98,18 @@ def _storage_rules(opdef: Any) -> list[str]:
     return lines
 
 
+def _capacity_rules(opdef: Any) -> list[str]:
+    """One line per output (and input updated in place): its capacity rule's text, what
+    bounds its stored entries when it is sparse (``Op.capacity``); or one line saying the op
+    declares none, so a sparse output under ``jax.jit`` needs ``max_nnz=``."""
+    from .sdk import capacity as cap
+
+    if not opdef.capacity:
+        return [f"{cap.NO_RULE} (the op declares no capacity rule)"]
+    slots = list(opdef.outputs) + list(opdef.mutate)
+    return [f"{slot}: {text}" for slot, text in cap.describe(opdef.capacity, slots).items()]
+
+
 def _cmd_info(args: argparse.Namespace) -> int:
     import difflib
     import inspect
@@ -127,6 +139,9 @@ def _cmd_info(args: argparse.Namespace) -> int:
         print(f"  {p.describe()}" + (f" (one of {', '.join(map(repr, p.choices))})" if p.choices else ""))
     print("storage rules (input storage -> output storage [dispatch mode]):")
     for line in _storage_rules(opdef):
+        print(f"  {line}")
+    print("capacity of sparse outputs (stored entries jax.jit reserves):")
+    for line in _capacity_rules(opdef):
         print(f"  {line}")
     print("kernels:")
     for dev in sorted(opdef.fcompute):
@@ -216,6 +231,34 @@ def _ensure_plugin(target: str | None, path: str | None = None) -> tuple[str | N
 
 # `sparse-ops check built-in` (or `sparse_ops`) checks our own operators, as `list --plugin built-in` lists them
 BUILTIN_NAMES = ("built-in", "sparse_ops")
+
+
+def _cmd_check_gpu_compile(args: argparse.Namespace, argv: list[str]) -> int:
+    """``check --gpu-compile``: the checks again in a child process whose gpu is simulated,
+    recording every gpu kernel launch, then each recorded kernel compiled to PTX here."""
+    import subprocess
+    import tempfile
+
+    from .sdk import gpu_compile
+
+    try:
+        cc = gpu_compile.parse_cc(args.cc)
+        gpu_compile.require_cuda_compiler()
+    except (ValueError, gpu_compile.GpuCompileError) as exc:
+        print(f"sparse-ops check --gpu-compile: {exc}", file=sys.stderr)
+        return 1
+    child_argv = [a for a in argv if a != "--gpu-compile"]
+    with tempfile.TemporaryDirectory() as tmp:
+        records = os.path.join(tmp, "gpu-signatures.jsonl")
+        env = dict(os.environ, SPARSE_OPS_CUDA_SIM="1", SPARSE_OPS_GPU_SIGNATURES=records)
+        checked = subprocess.call([sys.executable, "-m", "sparse_ops", *child_argv], env=env)
+        if not os.path.exists(records):
+            print("gpu-compile: no gpu kernel ran (the operators have no gpu kernels built with "
+                  "sparse_ops.sdk.rowkernel, or their checks failed first)")
+            return 1 if checked else 0
+        report = gpu_compile.compile_recorded(records, cc, log=print)
+    print(report.summary(cc))
+    return 1 if checked or not report.ok else 0
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
@@ -433,6 +476,11 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
                    help="plugin name ('built-in': ours), or a path written as one (./folder, /abs/folder, file.py)")
     p.add_argument("--path", metavar="X", help="load the plugin from this .py file, package or project folder")
     p.add_argument("--op", action="append", metavar="OP", help="check only this operator (repeatable)")
+    p.add_argument("--gpu-compile", action="store_true",
+                   help="run the checks with the gpu simulated (SPARSE_OPS_CUDA_SIM=1), recording each gpu "
+                        "kernel launch, then compile those kernels for the real CUDA target (PTX, compute "
+                        "capability --cc) with numba-cuda: no GPU needed (pip install 'sparse-ops[gpu-compile]')")
+    p.add_argument("--cc", default="8.0", metavar="X.Y", help="compute capability for --gpu-compile (default 8.0)")
     subs["check"] = p
     p = sub.add_parser("warmup", help="compile every operator's kernels into numba's on-disk cache",
                        description="Run each operator on its samples() in each dtype (floating-point inputs "
@@ -506,6 +554,8 @@ def _main(argv: list[str] | None) -> int:
         return _cmd_new_plugin(args, subs["new-plugin"])
     if args.command == "check" and (args.plugin is None) == (args.path is None):
         subs["check"].error("name one plugin: PLUGIN or --path X")  # exits with 2
+    if args.command == "check" and args.gpu_compile:
+        return _cmd_check_gpu_compile(args, sys.argv[1:] if argv is None else list(argv))
     handler = {"list": _cmd_list, "info": _cmd_info, "plugins": _cmd_plugins, "check": _cmd_check,
                "bench": _cmd_bench, "warmup": _cmd_warmup, "include-dir": _cmd_include_dir}[args.command]
     return handler(args)

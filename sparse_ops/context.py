@@ -127,7 +127,9 @@ class OpContext:
         return buf[start:start + nbytes].view(dtype).reshape(shape)
 
     def alloc_csr(self, out: CSRNDArray, nnz: int, index_dtype: Any = np.int64) -> tuple[Any, Any, Any]:
-        """Give csr output ``out`` arrays for ``nnz`` values; returns (data, indices, indptr) to fill."""
+        """Give csr output ``out`` arrays for ``nnz`` values; returns (data, indices, indptr) to fill.
+        The index arrays are int64 unless ``index_dtype`` says otherwise, whatever the inputs'
+        (pass ``index_dtype=x.indices.dtype`` to keep an int32 input's)."""
         xp = self.device.xp
         with _dev.allocating_on(self.device):
             data = xp.empty(nnz, dtype=out.dtype)
@@ -182,7 +184,8 @@ class OpContext:
 
     def alloc_row_sparse(self, out: RowSparseNDArray, nnz_rows: int,
                          index_dtype: Any = np.int64) -> tuple[Any, Any]:
-        """Give row_sparse output ``out`` arrays for ``nnz_rows`` rows; returns (data, indices)."""
+        """Give row_sparse output ``out`` arrays for ``nnz_rows`` rows; returns (data, indices)
+        (indices int64 unless ``index_dtype`` says otherwise, as for ``alloc_csr``)."""
         xp = self.device.xp
         with _dev.allocating_on(self.device):
             data = xp.empty((nnz_rows, *out.shape[1:]), dtype=out.dtype)

@@ -166,6 +166,17 @@ def num_gpus() -> int:
         return 0
 
 
+def gpu_available() -> bool:
+    """Whether a gpu device (real or simulated) can be used: ``sparse_ops.cuda.is_available()``."""
+    return num_gpus() > 0
+
+
+def gpu_simulated() -> bool:
+    """Whether gpu devices are simulated on the cpu (``SPARSE_OPS_CUDA_SIM=1``):
+    ``sparse_ops.cuda.is_simulator()``."""
+    return SIMULATED_GPU
+
+
 def is_cupy_array(a: Any) -> bool:
     return type(a).__module__.startswith("cupy")
 

@@ -13,6 +13,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import alloc, faces
+from .backward_op import backward_instance, backward_of
 from .boundary import output_problem
 from . import device as _dev
 from . import settings as _settings
@@ -572,12 +573,50 @@ def _kernel_error(plan: Plan, exc: Exception) -> OperatorError:
 
 def explain(op_name: str, *inputs: NDArray, **params: Any) -> dict[str, Any]:
     """How ``op_name`` would run on these inputs: storage types in and out, dispatch mode,
-    the kernel chosen, output shapes and dtypes, and which faces serve the op (``"yes"`` or
-    the reason its declaration gives). Runs nothing."""
+    the kernel chosen, output shapes and dtypes, each sparse output's capacity (the bound
+    of its stored entries the op's capacity rule gives for these inputs, what ``jax.jit``
+    reserves, and the rule's text; ``"none: pass max_nnz="`` where the op declares none),
+    and which faces serve the op (``"yes"`` or the reason its declaration gives). Runs
+    nothing."""
+    from .sdk import capacity as cap
+
     opdef = get_op(op_name)
     inst = opdef.instance(params)
-    return {**make_plan(opdef, inst, inputs).describe(),
-            "faces": faces.support(opdef, inst, [x.shape for x in inputs], [x.stype for x in inputs])}
+    plan = make_plan(opdef, inst, inputs)
+    outs = [cap.Stored(tuple(s), st, None, np.dtype(d))
+            for s, st, d in zip(plan.out_shapes, plan.out_stypes, plan.out_dtypes)]
+    bounds, sources = cap.report(inst, outs, [cap.facts_of(x) for x in inputs])
+    return {**plan.describe(), "out_capacity": bounds, "capacity_from": sources,
+            "faces": faces.support(opdef, inst, [x.shape for x in inputs], [x.stype for x in inputs]),
+            "backward": _describe_backward(plan)}
+
+
+def _describe_backward(plan: Plan) -> dict[str, Any]:
+    """What differentiating a call of ``plan`` runs. For a backward declared on the op
+    (``backward_op``): the storage type of each input's gradient, its dispatch mode and
+    kernel, assuming each output's gradient arrives in the output's storage type (a head
+    of ones does not: it is dense). For a ``gradient()`` built from operators: only that (its
+    operators' storage types show when it runs; explain runs nothing)."""
+    opdef, inst = plan.opdef, plan.inst
+    if opdef.constant:
+        return {"gradient": "none: the outputs are constants (differentiable = False)", "grad_stypes": None}
+    if not opdef.differentiable:
+        return {"gradient": "none: the op declares no gradient (differentiating through it is refused)",
+                "grad_stypes": None}
+    if not opdef.backward_kernels:
+        return {"gradient": "gradient() built from operators: their storage types show when it runs",
+                "grad_stypes": None}
+    backward = backward_of(opdef)
+    heads = list(plan.out_stypes[:plan.nvis])
+    kept_in = range(len(opdef.arguments)) if opdef.backward_inputs is None else opdef.backward_inputs
+    in_stypes = tuple(heads + [plan.in_stypes[i] for i in kept_in] + [plan.out_stypes[j] for j in opdef.backward_outputs])
+    grad_stypes = list(backward_instance(backward, inst).infer_storage_type(*in_stypes))
+    mode, fn = choose_dispatch(backward, plan.device, in_stypes, grad_stypes)
+    return {"gradient": "declared on the op (backward kernels and rules)", "op": backward.name,
+            "assumes": {f"{o}_grad": st for o, st in zip(opdef.outputs, heads)},
+            "grad_stypes": {opdef.arguments[i]: st for i, st in zip(opdef.backward_grads, grad_stypes)},
+            "dispatch_mode": mode,
+            "kernel": fn.__qualname__ + (" (on densified inputs)" if mode == "fallback" else "")}
 
 
 def op_function(name: str) -> Any:

@@ -54,11 +54,34 @@ def unsupported(opdef: OpDef, inst: Op | None = None, shapes: Sequence[tuple[int
         reasons["jax.vmap"] = "it updates inputs in place, which a per-example map cannot express"
     elif stypes is not None and any(s != "default" for s in stypes):
         reasons["jax.vmap"] = "jax.vmap maps over dense arrays only (BCSR / RowSparse arguments have no batch rule)"
+    if inst is not None and stypes is not None:
+        missing = _without_capacity(opdef, inst, stypes)
+        if missing:
+            why = (f"its sparse result(s) {', '.join(missing)} declare no capacity rule (Op.capacity), so "
+                   "jax.jit needs max_nnz= on each call")
+            for f in ("jax", "jax.grad", "jax.vmap"):
+                reasons.setdefault(f, why)
     for face, why in (getattr(opdef.cls, "unsupported_faces", None) or {}).items():
         if face not in FACES:
             raise ValueError(f"{opdef.label}: unsupported_faces names unknown face {face!r} (faces: {', '.join(FACES)})")
         reasons[face] = str(why)
     return reasons
+
+
+def _without_capacity(opdef: OpDef, inst: Op, stypes: Sequence[str]) -> list[str]:
+    """The sparse results (outputs, inputs updated in place) of a call with these input
+    storage types for which the op declares no capacity rule (``Op.capacity``): the JAX
+    bridge cannot size them without ``max_nnz=``."""
+    from .sdk import capacity as cap
+
+    try:
+        outs = list(inst.infer_storage_type(*stypes))
+    except Exception:  # noqa: BLE001  (a rule refusing these storage types: the call itself says so)
+        return []
+    names = [s for s, st in zip(cap.slot_names(inst, len(outs)), outs) if st != "default"]
+    if not opdef.variadic:
+        names += [m for m in opdef.mutate if stypes[opdef.arguments.index(m)] != "default"]
+    return [n for n in names if cap.rule_for(opdef.capacity, n) is None]
 
 
 def support(opdef: OpDef, inst: Op | None = None, shapes: Sequence[tuple[int, ...]] | None = None,

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from .backward_op import backward_arguments, backward_instance, backward_of
+from .dispatch import plan_for
 from .errors import OperatorError
 from .registry import Op
 
@@ -45,6 +47,8 @@ def call_gradient(op: Op, out_grads: Sequence[Any], inputs: Sequence[Any], outpu
     opdef = op._opdef
     if not opdef.differentiable:
         require_gradient(op, needs, face=face, prefix=prefix, error=error)
+    if opdef.backward_kernels:  # the backward declared as rules and kernels on the op
+        return _declared_backward(op, out_grads, inputs, outputs)
     try:  # (the rule gets lists of its own: it may change them)
         if opdef.gradient_takes_needs:
             grads = op.gradient(list(out_grads), list(inputs), list(outputs), needs=list(needs))
@@ -59,4 +63,22 @@ def call_gradient(op: Op, out_grads: Sequence[Any], inputs: Sequence[Any], outpu
     if len(grads) != len(inputs):
         raise OperatorError(f"backward of {opdef.label} returned {len(grads)} gradients for "
                             f"{len(inputs)} inputs")
+    return grads
+
+
+def _declared_backward(op: Op, out_grads: Sequence[Any], inputs: Sequence[Any], outputs: Sequence[Any]) -> list:
+    """The gradients from the op's declared backward (``backward_op``): its backward operator
+    run through dispatch like any call; None for the inputs it gives no gradient."""
+    opdef = op._opdef
+    backward = backward_of(opdef)
+    args = backward_arguments(opdef, list(out_grads), list(inputs), list(outputs))
+    missing = [backward.arguments[k] for k, a in enumerate(args) if a is None]
+    if missing:
+        raise OperatorError(f"{opdef.label}: its backward needs {missing}, which this call did not keep")
+    inst = backward_instance(backward, op)
+    outs = plan_for(backward, inst, args).call(args, None, "write")
+    outs = outs if isinstance(outs, (list, tuple)) else [outs]
+    grads: list = [None] * len(inputs)
+    for i, g in zip(opdef.backward_grads, outs):
+        grads[i] = g
     return grads

@@ -23,7 +23,11 @@ the other plugins load regardless.
 
 Editing: ``library.load`` of a file or folder whose source changed since it was loaded is
 refused with a pointer to ``library.reload``, which imports it again and replaces exactly
-that plugin's ops (keeping the loaded version if the new code fails).
+that plugin's ops (keeping the loaded version if the new code fails). ``library.reload``
+also takes the module file or package folder of a plugin loaded through its entry point
+(an editable install, ``pip install -e``): it runs the entry point again. Importing a
+plugin's module again (``importlib.reload``) is refused instead, with that pointer: its ops
+belong to the plugin.
 """
 from __future__ import annotations
 
@@ -68,6 +72,7 @@ class _Record:
     origin: str | None = None  # resolved path for library.load, to recognise a second load
     fingerprint: str | None = None  # of its source files (library.load), to notice an edit
     owner: Owner | None = None  # what its ops' registrations are attributed to
+    entry_point: EntryPoint | None = None  # how it was loaded, for a plugin installed under the group
 
 
 _LOADED: dict[str, _Record] = {}
@@ -364,8 +369,10 @@ def _load_entry_point(ep: EntryPoint) -> _Record:
             obj()  # a set-up hook: "pkg.mod:setup"
         return sys.modules[module_name]
 
-    return _load(Owner("plugin", ep.name, where=source), source, run, module_name, version=ep.version,
-                 source_path=source_path)
+    record = _load(Owner("plugin", ep.name, where=source), source, run, module_name, version=ep.version,
+                   source_path=source_path)
+    record.entry_point = ep
+    return record
 
 
 def load_plugins(names: Iterable[str] | None = None) -> dict[str, dict[str, dict[str, Any]]]:
@@ -582,29 +589,44 @@ def _forget_bytecode(target: _Target) -> None:
             pass  # nothing cached (or a read-only cache folder, where Python decides as it always does)
 
 
+def _loaded_from(target: _Target) -> _Record | None:
+    """The loaded plugin whose code ``target`` names: the one ``library.load`` loaded from that
+    path, else one loaded through its entry point whose module is that file or package (an
+    editable install); None if neither is loaded."""
+    done = _LOADED.get(target.name)
+    if done is not None and done.origin == target.origin:
+        return done
+    return next((r for r in _LOADED.values() if r.entry_point is not None and _loads_file(r, target.origin)), None)
+
+
 def reload_path(path: str | os.PathLike, name: str | None = None) -> ModuleType:
-    """Import again a plugin loaded with ``library.load`` from ``path``, replacing exactly its
-    ops: those it still defines get the new code, those it no longer defines are removed,
-    other owners' ops are untouched. If the new code fails to load, the loaded version stays
-    (its ops, modules and record as they were) and PluginError says why."""
+    """Import again a plugin loaded from ``path``, replacing exactly its ops: those it still
+    defines get the new code, those it no longer defines are removed, other owners' ops are
+    untouched. ``path`` is what ``library.load`` loaded, or the module file or package folder
+    of a plugin loaded through its entry point (run again, under the same plugin name). If
+    the new code fails to load, the loaded version stays (its ops, modules and record as
+    they were) and PluginError says why."""
     target = _locate(path, name)
-    name = target.name
     with _LOCK:
-        done = _LOADED.get(name)
-        if done is None or done.origin != target.origin:
-            how = "is not loaded" if done is None else f"was loaded from {done.source}"
-            raise PluginError(f"cannot reload plugin {name!r} from {target.path}: it {how}; "
-                              f"library.reload reloads what sparse_ops.library.load loaded from that path")
+        done = _loaded_from(target)
+        if done is None:
+            other = _LOADED.get(target.name)
+            how = "is not loaded" if other is None else f"was loaded from {other.source}"
+            raise PluginError(f"cannot reload plugin {target.name!r} from {target.path}: it {how}; "
+                              f"library.reload reloads what sparse_ops.library.load loaded from that path, or "
+                              f"the module file or package folder of a plugin loaded through its entry point")
+        name, ep = done.name, done.entry_point
+        package = ep.module.partition(".")[0] if ep is not None else name  # its modules, all imported again
         saved = registry.snapshot()
         old_ops = plugin_ops(name)
         old_modules = {} if target.shared else {m: sys.modules.pop(m) for m in list(sys.modules)
-                                                 if m == name or m.startswith(name + ".")}
+                                                 if m == package or m.startswith(package + ".")}
         del _LOADED[name]
         for op in old_ops:
             registry.unregister(op)
         _forget_bytecode(target)
         try:
-            return _load_target(target)
+            return _load_entry_point(ep).module if ep is not None else _load_target(target)
         except PluginError as exc:
             registry.restore(saved, old_ops + plugin_ops(name))
             sys.modules.update(old_modules)

@@ -12,6 +12,7 @@ import contextlib
 import inspect
 import math
 import operator
+import os
 import sys
 import threading
 import weakref
@@ -22,6 +23,7 @@ import numpy as np
 
 from .dtypes import require_one_dtype
 from .errors import OperatorError
+from .sdk import capacity as _capacity
 
 REQUIRED = object()
 PARTITIONS = ("rows", "sum", None)  # Op.partition: how an op runs over row blocks (sparse_ops.dask)
@@ -210,6 +212,12 @@ def kernel(device: str | Sequence[str] = "cpu", stypes: Sequence[str] | Sequence
     storage type, and ``stypes=("...",)`` any number of inputs of any storage type. ``device`` is ``"cpu"``, ``"gpu"`` or both, ``("cpu", "gpu")``, for
     array-module code that runs on NumPy and CuPy alike.
     """
+    return _kernel_marker("_sparse_ops_kernels", device, stypes)
+
+
+def _kernel_marker(attr: str, device: str | Sequence[str], stypes: Any) -> Callable[[Callable], Callable]:
+    """A decorator adding a KernelSpec for ``device`` and ``stypes`` (normalized, checked) to
+    the list ``attr`` of the function it decorates."""
     devices = (device,) if isinstance(device, str) else tuple(device)
     for d in devices:
         if d not in ("cpu", "gpu"):
@@ -221,11 +229,18 @@ def kernel(device: str | Sequence[str] = "cpu", stypes: Sequence[str] | Sequence
         stypes = tuple(tuple(s) for s in stypes)
 
     def mark(fn: Callable) -> Callable:
-        specs = getattr(fn, "_sparse_ops_kernels", [])
-        fn._sparse_ops_kernels = specs + [KernelSpec(fn, devices, stypes)]
+        setattr(fn, attr, getattr(fn, attr, []) + [KernelSpec(fn, devices, stypes)])
         return fn
 
     return mark
+
+
+def backward_kernel(device: str | Sequence[str] = "cpu",
+                    stypes: Sequence[str] | Sequence[Sequence[str]] | None = None):
+    """Mark an ``Op`` method as a kernel of the op's backward (``sparse_ops.backward_op``):
+    ``kernel``'s conventions over the backward's arguments (the visible outputs' gradients,
+    the kept inputs, the kept outputs), writing the gradients of ``backward_grads``."""
+    return _kernel_marker("_sparse_ops_backward_kernels", device, stypes)
 
 
 def applies_ufunc(fn: Callable) -> Callable:
@@ -241,8 +256,10 @@ def applies_ufunc(fn: Callable) -> Callable:
 class Op:
     """Base class of a declared operator; see ``sparse_ops.register``.
 
-    Class attributes: ``arguments`` (input names; ``variadic = True`` allows any number of
-    inputs), ``outputs`` (output names), ``num_visible_outputs`` (outputs returned to the
+    Class attributes: ``arguments`` (input names, default ``("data",)``; ``variadic = True``
+    allows any number of inputs), ``outputs`` (output names, default ``("output",)``: one
+    output named ``output``, the name ``backward_needs_outputs = ("output",)`` uses),
+    ``num_visible_outputs`` (outputs returned to the
     caller; the rest are kept for the backward pass), ``mutate`` (names of inputs the op
     updates in place, MXNet's aux states), ``resources`` (``"workspace"``, ``"random"``),
     ``backward_needs_inputs`` / ``backward_needs_outputs`` (what the tape keeps; None means
@@ -250,6 +267,15 @@ class Op:
     data in ``sparse_ops.dask``; see ``partitioning``), and ``Param`` attributes. Rules
     receive one value per input; their defaults: all shapes equal and the output takes the
     first input's shape and dtype, outputs are dense.
+
+    ``capacity`` is the rule for sparse outputs' sizes: an upper bound of the entries each
+    sparse output (and each input updated in place) stores, stored values for csr and
+    stored rows for row_sparse, from the inputs' shapes, storage types and stored counts
+    (``sparse_ops.sdk.capacity``: ``same_as("data")`` for an output with data's structure,
+    ``sum_of("lhs", "rhs")`` for a union, ``min_of(...)`` for an intersection,
+    ``columns_of("A")`` for A.T's non-empty rows, ``computed(fn, text)`` for anything else).
+    Frameworks that preallocate (``jax.jit``) reserve that many entries instead of the dense
+    size; an op with a sparse output and no rule makes them ask the caller for ``max_nnz=``.
     """
 
     arguments: tuple[str, ...] = ("data",)
@@ -260,6 +286,8 @@ class Op:
     resources: tuple[str, ...] = ()
     backward_needs_inputs: tuple[str, ...] | None = None
     backward_needs_outputs: tuple[str, ...] = ()
+    # the inputs a backward declared with @backward_kernel gives gradients (None: every input)
+    backward_grads: tuple[str, ...] | None = None
     differentiable: bool = True
     # kernels tested against references (the built-ins declare it): after them only the O(1)
     # structure checks of sparse outputs run; every other kernel's outputs are checked for
@@ -277,6 +305,12 @@ class Op:
     symbolic_shapes: bool = True
     # faces this op cannot serve, with the reason ({"dask": "..."}; see sparse_ops.faces)
     unsupported_faces: dict[str, str] = {}
+    # an upper bound of each sparse output's stored entries (values for csr, rows for
+    # row_sparse) from the inputs' shapes, storage types and stored counts: one rule of
+    # sparse_ops.sdk.capacity (same_as("data"), sum_of("lhs", "rhs"), min_of(...),
+    # columns_of(...), computed(fn, text), DENSE) for every sparse output and updated input,
+    # or a dict of them by name; None: no rule (jax.jit then needs max_nnz= per call)
+    capacity: "_capacity.Rule | dict[str, _capacity.Rule] | None" = None
 
     _opdef: "OpDef"
 
@@ -338,6 +372,30 @@ class Op:
         return f"{self._opdef.name}({args})"
 
 
+# ---- checking a declaration -------------------------------------------------------------------
+RESOURCES = ("workspace", "random")  # Op.resources: what a kernel may ask its context for
+
+
+def _declared_names(op: str, attr: str, value: Any, role: str = "",
+                    among: tuple[str, tuple[str, ...], str] | None = None) -> tuple[str, ...]:
+    """The class attribute ``attr`` of operator ``op`` as a tuple of names, checked: a tuple
+    (or list) of str and, with ``among = (kind, names, note)``, each one of ``names`` (the
+    op's "arguments" or "outputs", ``note`` saying where they come from). The ValueError says
+    the op, the attribute, the name at fault and what is allowed: the wording of every
+    declaration error of ``OpDef``."""
+    if isinstance(value, str) or not isinstance(value, (tuple, list)) or not all(isinstance(v, str) for v in value):
+        hint = f" (a bare string is not a tuple: write ({value!r},))" if isinstance(value, str) else ""
+        raise ValueError(f"operator {op!r}: {attr} = {value!r}{hint}; allowed: a tuple of names (str), such as "
+                         f"('data',)")
+    if among is not None:
+        kind, names, note = among
+        for v in value:
+            if v not in names:
+                raise ValueError(f"operator {op!r}: {attr}: {role}{v!r} is not {'an' if kind[0] in 'aeiou' else 'a'} "
+                                 f"{kind[:-1]}; allowed: the {kind} {names!r}{note}")
+    return tuple(value)
+
+
 class OpDef:
     """One record of the operator table (NNVM's attribute table, in Python)."""
 
@@ -346,39 +404,59 @@ class OpDef:
         self.cls = cls
         self.plugin = plugin
         self.doc = (cls.__doc__ or "").strip()
-        self.arguments = tuple(cls.arguments)
-        self.outputs = tuple(cls.outputs)
-        self.num_visible_outputs = cls.num_visible_outputs or len(self.outputs)
+        # every declaration error names the op, the attribute and what is allowed (_declared_names)
+        self.arguments = _declared_names(name, "arguments", cls.arguments)
+        self.outputs = _declared_names(name, "outputs", cls.outputs)
+        args = ("arguments", self.arguments, "")
+        outs = ("outputs", self.outputs, " (the default: the class declares no `outputs`)"
+                if cls.outputs is Op.outputs else "")
+        n_vis = cls.num_visible_outputs
+        if n_vis is not None and (not isinstance(n_vis, int) or isinstance(n_vis, bool)
+                                  or not 1 <= n_vis <= len(self.outputs)):
+            raise ValueError(f"operator {name!r}: num_visible_outputs = {n_vis!r}; allowed: None (every output) or "
+                             f"an int from 1 to {len(self.outputs)}, the number of outputs {self.outputs!r}")
+        self.num_visible_outputs = n_vis or len(self.outputs)
         self.variadic = bool(cls.variadic)
-        self.mutate = tuple(cls.mutate)
-        self.resources = tuple(cls.resources)
+        self.mutate = _declared_names(name, "mutate", cls.mutate, "mutated input ", args)
+        self.resources = _declared_names(name, "resources", cls.resources, "resource ",
+                                         ("resources", RESOURCES, " a kernel may ask for"))
         # constant: declared differentiable = False (outputs carry no gradient); differentiable:
         # has a gradient rule. An op that is neither cannot be differentiated through (an error).
         self.constant = not cls.differentiable
-        self.differentiable = not self.constant and cls.gradient is not Op.gradient
+        # the backward as kernels on the op (sparse_ops.backward_op): (method name, method, spec)
+        self.backward_kernels = [(attr, value, spec) for klass in reversed(cls.__mro__)
+                                 for attr, value in vars(klass).items()
+                                 for spec in getattr(value, "_sparse_ops_backward_kernels", ())]
+        self.backward_grads = tuple(range(len(self.arguments))) if cls.backward_grads is None else tuple(
+            self.arguments.index(a) for a in _declared_names(name, "backward_grads", cls.backward_grads, "input ",
+                                                             args))
+        self.differentiable = not self.constant and (cls.gradient is not Op.gradient or bool(self.backward_kernels))
+        if self.backward_kernels and cls.gradient is not Op.gradient:
+            raise ValueError(f"operator {name!r}: declares both gradient() and backward kernels; allowed: one of them")
         self.gradient_takes_needs = self.differentiable and "needs" in inspect.signature(cls.gradient).parameters
         self.params: dict[str, Param] = {}
         for klass in reversed(cls.__mro__):
             for attr, value in vars(klass).items():
                 if isinstance(value, Param):
                     if callable(getattr(Op, attr, None)):
-                        raise ValueError(f"{name}: parameter {attr!r} would hide the Op method of that name")
+                        raise ValueError(f"operator {name!r}: parameter {attr!r} would hide the Op method of that "
+                                         f"name; allowed: any name no Op method has")
                     value.name = attr
                     self.params[attr] = value
-        for m in self.mutate:
-            if m not in self.arguments:
-                raise ValueError(f"{name}: mutated input {m!r} is not an argument")
         self.partition = cls.partition
         if self.partition not in PARTITIONS:
-            raise ValueError(f"{name}: partition must be one of {PARTITIONS}, got {self.partition!r}")
-        self.partition_args = None if cls.partition_args is None else tuple(cls.partition_args)
-        for a in self.partition_args or ():
-            if a not in self.arguments:
-                raise ValueError(f"{name}: partitioned input {a!r} is not an argument")
-        needs_in = cls.backward_needs_inputs
+            raise ValueError(f"operator {name!r}: partition = {self.partition!r}; allowed: partition must be one of "
+                             f"{PARTITIONS}")
+        self.partition_args = None if cls.partition_args is None else _declared_names(
+            name, "partition_args", cls.partition_args, "partitioned input ", args)
+        # the capacity rules by output / updated-input name ("*": all); {} when none is declared
+        self.capacity: dict[str, _capacity.Rule] = _capacity.declared(name, cls, self.params)
+        needs_in = None if cls.backward_needs_inputs is None else _declared_names(
+            name, "backward_needs_inputs", cls.backward_needs_inputs, "input ", args)
+        needs_out = _declared_names(name, "backward_needs_outputs", cls.backward_needs_outputs, "output ", outs)
         # positions the tape keeps for the backward pass; None keeps every input
         self.backward_inputs = None if needs_in is None else tuple(self.arguments.index(a) for a in needs_in)
-        self.backward_outputs = tuple(self.outputs.index(o) for o in cls.backward_needs_outputs)
+        self.backward_outputs = tuple(self.outputs.index(o) for o in needs_out)
         # kernels: dense ones by device type, storage-aware ones by (device type, input stypes)
         self.fcompute: dict[str, Callable] = {}
         self.fcompute_ex: dict[tuple[str, tuple[str, ...]], Callable] = {}
@@ -599,7 +677,27 @@ def _refusal(name: str, old: OpDef, new_cls: type, new_owner: Owner, replace: bo
         # (the file is not compared: IPython names each run of a cell differently)
         return None
     by = f"plugin {new_owner.plugin!r}: " if new_owner.plugin else ""
-    return f"{by}operator {name!r} is already registered (owner: {old_owner}); pass replace=True to replace it"
+    hint = _reload_hint(old_owner, old) if new_owner.kind == "user" else ""
+    return (f"{by}operator {name!r} is already registered (owner: {old_owner}); pass replace=True to replace "
+            f"it{hint}")
+
+
+def _reload_hint(owner: Owner, old: OpDef) -> str:
+    """How to load edited code of the plugin or library file that owns ``old`` (what a
+    developer who ran its module again, e.g. ``importlib.reload``, meant), or ""."""
+    if owner.kind == "library":
+        path = owner.where
+    elif owner.kind == "plugin":  # an installed plugin (entry point): its module's file or package folder
+        top = sys.modules.get(old.cls.__module__.partition(".")[0])
+        path = getattr(top, "__file__", None)
+        if path is None:
+            return ""
+        if os.path.basename(path) == "__init__.py":
+            path = os.path.dirname(path)
+    else:
+        return ""
+    return (f"; to load the edited code of plugin {owner.plugin!r}, call sparse_ops.library.reload({path!r}) "
+            f"instead: it replaces all of the plugin's ops together")
 
 
 def register(name: str, replace: bool = False, plugin: str | None = None) -> Callable[[type], type]:

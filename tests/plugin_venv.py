@@ -15,9 +15,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def clean_env(**changes: str) -> dict[str, str]:
+    """The environment of a child process: none of the parent's simulator, plugin, path or
+    index settings, and no recording of gpu launches (CI's record is of this tree's kernels;
+    the scaffolded projects compile their own with `check --gpu-compile`)."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("SPARSE_OPS_CUDA_SIM", "NUMBA_ENABLE_CUDASIM", "SPARSE_OPS_DISABLE_PLUGIN_AUTOLOAD",
-                        "PYTHONPATH", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL")}
+                        "PYTHONPATH", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "SPARSE_OPS_GPU_SIGNATURES")}
     env.update(changes)
     return env
 

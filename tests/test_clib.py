@@ -157,10 +157,11 @@ def test_a_failed_reload_keeps_the_loaded_version(build, isolated, tmp_path):
 BAD = [
     ("NO_INIT", r"no entry point sparse_ops_library_init"),
     ("NO_VERSION", r"missing symbol sparse_ops_library_abi_version"),
-    ("WRONG_MAJOR", r"built for sparse_ops ABI 2\.0, but this sparse_ops speaks ABI 1\.0"),
-    ("NEWER_MINOR", r"built for sparse_ops ABI 1\.7, newer than this sparse_ops \(ABI 1\.0\)"),
+    ("WRONG_MAJOR", r"built for sparse_ops ABI 2\.0, but this sparse_ops speaks ABI 1\.1"),
+    ("NEWER_MINOR", r"built for sparse_ops ABI 1\.7, newer than this sparse_ops \(ABI 1\.1\)"),
     ("TAKEN", r"operator 'elemwise_add' is already registered \(owner: a built-in\)"),
-    ("NO_HEADER", r"so_op_decl has struct_size 0, but an ABI 1\.0 so_op_decl has \d+ bytes"),
+    ("NO_HEADER", r"so_op_decl has struct_size 0, but an ABI 1\.1 so_op_decl has \d+ bytes \(at least \d+ in "
+                  r"ABI 1\.0\)"),
     ("BAD_NAME", r"operator name 'not an identifier' is not an identifier"),
     ("NO_KERNEL", r"operator 'bad_no_kernel': kernels\[0\]\.fn is NULL"),
     ("BAD_GRADIENT_OP", r"operator 'bad_gradient': its gradient names operator 'no_such_op'"),

@@ -88,7 +88,7 @@ def test_csr_output_has_a_capacity_and_its_true_count():
     m = rand_csr(6, 5, 0.3, np.float64, 3)
     r = jax.jit(soj.ops.square)(bcsr(m))
     assert isinstance(r, BCSR) and r.shape == (6, 5)
-    assert r.nse == 30  # the dense bound: rows x cols
+    assert r.nse == m.nnz  # square's capacity rule, nnz(data): not the dense bound rows x cols (30)
     assert int(soj.nnz(r)) == m.nnz == int(r.indptr[-1])
     np.testing.assert_allclose(np.asarray(r.todense()), m.toarray() ** 2)
     np.testing.assert_array_equal(np.asarray(r.indices[:m.nnz]), m.indices)

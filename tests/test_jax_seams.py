@@ -154,9 +154,11 @@ def test_specs_are_keyed_by_parameter_type_and_value():
 
 
 def test_a_capacity_past_int64_is_refused_naming_max_nnz_not_wrapped():
-    """A csr output of 2**32 x 2**32 (an empty row_sparse cast to csr) has a dense bound past
-    int64: refused at trace time naming max_nnz= (it wrapped to 0 before); with max_nnz= it
-    traces. With x64 off the int32 indices of such an output are refused first. Nothing runs."""
+    """A csr output of 2**32 x 2**32 (a dense array of that shape cast to csr: the rule
+    nnz(data) is its size) could hold more values than int64 counts: refused at trace time
+    naming max_nnz= (it wrapped to 0 before); with max_nnz= it traces. An empty row_sparse
+    cast to csr needs no max_nnz=: its rule gives 0. With x64 off the int32 indices of such
+    an output are refused first. Nothing runs."""
     import os
     import subprocess
     import sys
@@ -170,12 +172,15 @@ def test_a_capacity_past_int64_is_refused_naming_max_nnz_not_wrapped():
     code = """
 import jax, jax.numpy as jnp, pytest
 import sparse_ops.jax as soj
-x = soj.RowSparse(jnp.zeros((0, 2**32), jnp.float32), jnp.zeros(0, jnp.int64), (2**32, 2**32))
+d = jax.ShapeDtypeStruct((2**32, 2**32), jnp.float32)
 with pytest.raises(soj.JaxBridgeError, match=r"sparse_ops.jax.ops.cast_storage: a csr output of shape "
                                              r"\\(4294967296, 4294967296\\) .*pass max_nnz="):
-    jax.eval_shape(lambda x: soj.ops.cast_storage(x, stype="csr"), x)
-out = jax.eval_shape(lambda x: soj.ops.cast_storage(x, stype="csr", max_nnz=8), x)
+    jax.eval_shape(lambda x: soj.ops.cast_storage(x, stype="csr"), d)
+out = jax.eval_shape(lambda x: soj.ops.cast_storage(x, stype="csr", max_nnz=8), d)
 assert out.data.shape == (8,) and out.indices.dtype == jnp.int64
+x = soj.RowSparse(jnp.zeros((0, 2**32), jnp.float32), jnp.zeros(0, jnp.int64), (2**32, 2**32))
+out = jax.eval_shape(lambda x: soj.ops.cast_storage(x, stype="csr"), x)
+assert out.data.shape == (0,) and out.indptr.shape == (2**32 + 1,)
 print("ok")
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,

@@ -89,7 +89,7 @@ def test_the_ops_layer_installed_the_container_methods():
 
 
 # ---- the whole package: no import cycle -----------------------------------------------------
-PACKAGES = {"sparse_ops": ROOT, "sparse_ops.sdk": ROOT.parent / "sdk", "sparse_ops.cuda": ROOT.parent / "cuda_backend"}
+PACKAGES = {"sparse_ops": ROOT, "sparse_ops.sdk": ROOT.parent / "sdk", "sparse_ops.cuda": ROOT.parent / "cuda"}
 
 
 def _modules() -> dict[str, Path]:

@@ -38,6 +38,26 @@ def _scaled_rows(r, lane, lanes, x, scale, out):
         out[r, f] = x[r, f] * scale[r]
 
 
+# locals named like the drivers' own loop indices and sums (the drivers' names avoid them)
+@row_kernel
+def _mean_with_driver_names(r, indptr, data, out):
+    _t = 0.0
+    _n = 0
+    _start = indptr[r]
+    _stop = indptr[r + 1]
+    for _i in range(_start, _stop):
+        _t += data[_i]
+        _n += 1
+    out[r] = _t / max(_n, 1)
+
+
+@row_kernel(total="float64")
+def _total_with_driver_names(r, x, _part):
+    _total = x[r] * _part[0]
+    _lane = _total
+    return _lane
+
+
 @row_kernel(total="int64")
 def _count_negative(r, x):
     return x[r] < 0
@@ -97,10 +117,23 @@ def test_total_drivers_sum_the_rows(monkeypatch, threshold, rows):
     assert _count_nonempty_early_return(None, rows, indptr) == int((np.diff(indptr) > 0).sum())
 
 
+@pytest.mark.parametrize("work", [1, 1 << 22])  # the serial driver, then the parallel one
+def test_locals_named_like_the_drivers_own(work):
+    indptr, data, _ = _ragged(rows=3000)
+    counts = np.diff(indptr)
+    out = np.full(len(counts), np.nan)
+    _mean_with_driver_names(None, len(counts), indptr, data, out, work=work)
+    means = np.array([data[indptr[i]:indptr[i + 1]].sum() / max(counts[i], 1) for i in range(len(counts))])
+    np.testing.assert_allclose(out, means)
+    v = np.linspace(-1, 2, 3000)
+    assert _total_with_driver_names(None, 3000, v, np.array([3.0]), work=work) == pytest.approx(3 * v.sum())
+
+
 def test_a_total_body_returns_a_number_of_a_numeric_dtype():
-    assert "_part += _total_type(x[r] < 0)" in _count_negative._row_code()
-    assert "_body(" not in _row_sum_of_squares._row_code()
-    assert _count_nonempty_early_return._row_code().strip().startswith("_part += _total_type(_body(_nonneg(_i), ")
+    assert "_rk_part += _rk_total_type(x[r] < 0)" in _count_negative._row_code()
+    assert "_rk_body(" not in _row_sum_of_squares._row_code()
+    assert _count_nonempty_early_return._row_code().strip().startswith(
+        "_rk_part += _rk_total_type(_rk_body(_rk_nonneg(_rk_i), ")
     with pytest.raises(TypeError, match="integer or float dtype"):
         row_kernel(total="U3")(lambda r, x: x[r])
 
@@ -124,8 +157,8 @@ def test_few_heavy_rows_get_a_task_each(monkeypatch):
 
 
 def test_the_body_is_pasted_in_unless_it_returns():
-    assert "_body(" not in _row_max._row_code() and "top = max(top, data[p])" in _row_max._row_code()
-    assert _row_max_early_return._row_code().strip().startswith("_body(_nonneg(_i), ")
+    assert "_rk_body(" not in _row_max._row_code() and "top = max(top, data[p])" in _row_max._row_code()
+    assert _row_max_early_return._row_code().strip().startswith("_rk_body(_rk_nonneg(_rk_i), ")
 
 
 def test_lanes_body_runs_with_one_lane_on_the_cpu():
@@ -179,6 +212,13 @@ def test_gpu_drivers_match_the_cpu():
     assert type(count) is int and count == 20
     assert _row_sum_of_squares(gpu, want.shape[0], xp.asarray(indptr), xp.asarray(data)) == pytest.approx(
         float(data @ data))
+    out = xp.full(want.shape, np.nan)
+    _mean_with_driver_names(gpu, want.shape[0], xp.asarray(indptr), xp.asarray(data), out)
+    counts = np.diff(indptr)
+    means = np.array([data[indptr[i]:indptr[i + 1]].sum() / max(counts[i], 1) for i in range(len(counts))])
+    np.testing.assert_allclose(so.device.to_host(out), means)
+    v = np.linspace(-1, 2, 40)
+    assert _total_with_driver_names(gpu, 40, xp.asarray(v), xp.asarray([3.0])) == pytest.approx(3 * v.sum())
     x = np.arange(8.0 * 40).reshape(8, 40)  # 40 columns: a warp's lanes stride past 32
     scale = np.linspace(-1, 1, 8)
     out = xp.empty(x.shape)

@@ -87,6 +87,17 @@ def test_sparse_ops_check_passes_on_cpu_and_on_the_simulated_gpu(project):
     assert f"ok   {OP}: 5 samples" in out.stdout and "gpu: simulated" in out.stdout
 
 
+def test_the_gpu_kernel_compiles_for_the_real_cuda_target(project):
+    """`sparse-ops check --gpu-compile <folder>`: the checks in the simulator, then the
+    template's numba.cuda kernel compiled to PTX for every signature they launched."""
+    pytest.importorskip("numba_cuda", reason="needs the gpu-compile extra (numba-cuda, NVVM)")
+    out = run([sys.executable, "-m", "sparse_ops", "check", "--gpu-compile", project], cwd=project)
+    assert f"ok   {OP}: 5 samples" in out.stdout and "gpu: simulated" in out.stdout
+    summary = out.stdout.strip().splitlines()[-1]
+    assert re.match(r"gpu-compile \(sm_80\): \d+ row kernels, [1-9]\d* signatures compiled .* 0 refused, 0 not found",
+                    summary), summary
+
+
 def test_the_gpu_kernel_runs_in_the_cuda_simulator(project):
     code = f"""
 import numpy as np, sparse_ops as so

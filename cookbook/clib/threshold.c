@@ -249,6 +249,7 @@ SO_EXPORT int32_t sparse_ops_library_init(uint32_t host_abi_version, const so_re
 
   /* c_csr_threshold */
   static const char* const args[] = {"data"};
+  static const int32_t capacity_like_data[] = {0}; /* the output stores at most input 0's entries */
   static const int32_t csr_in[] = {SO_STYPE_CSR};
   so_kernel kernels[] = {
       {SO_HEADER(so_kernel), SO_DEVICE_CPU, csr_in, 1, 0, threshold_csr_kernel},
@@ -273,11 +274,14 @@ SO_EXPORT int32_t sparse_ops_library_init(uint32_t host_abi_version, const so_re
   so_op_decl op = {SO_HEADER(so_op_decl), "c_csr_threshold", "the values of data with |v| > threshold (csr stays csr)",
                    1, 1, args, outputs, 0, 1, NULL, params,
                    threshold_shape, float_type, threshold_stype, 2, 1, kernels, grads,
-                   0, 0, 5, SO_PARTITION_ROWS, samples};
+                   0, 0, 5, SO_PARTITION_ROWS, samples,
+                   /* ABI 1.1: no reference op, no opcheck skips; a csr result keeps at most data's values */
+                   NULL, 0, 0, NULL, capacity_like_data};
   if ((status = reg->register_op(reg->host, &op, err)) != SO_OK) return status;
 
   /* c_csr_threshold_backward: one function serves a dense and a csr out_grad */
   static const char* const backward_args[] = {"out_grad", "data"};
+  static const int32_t capacity_like_backward[] = {1};
   static const int32_t dense_csr[] = {SO_STYPE_DEFAULT, SO_STYPE_CSR};
   static const int32_t csr_csr[] = {SO_STYPE_CSR, SO_STYPE_CSR};
   so_kernel backward_kernels[] = {
@@ -300,6 +304,8 @@ SO_EXPORT int32_t sparse_ops_library_init(uint32_t host_abi_version, const so_re
                          "out_grad where |data| > threshold, else 0 (the gradient of c_csr_threshold)",
                          2, 1, backward_args, outputs, 0, 1, NULL, params,
                          backward_shape, float_type, threshold_stype, 3, 1, backward_kernels, backward_grads,
-                         0, 0, 3, SO_PARTITION_ROWS, backward_samples};
+                         0, 0, 3, SO_PARTITION_ROWS, backward_samples,
+                         /* ABI 1.1: at most data's (input 1's) stored values */
+                         NULL, 0, 0, NULL, capacity_like_backward};
   return reg->register_op(reg->host, &backward, err);
 }

@@ -147,6 +147,7 @@ static so_array csr(void* values, int32_t dtype, void* indices, void* indptr, in
 SO_EXPORT int32_t sparse_ops_library_init(uint32_t host_abi_version, const so_registrar* reg, so_error* err) {
   (void)host_abi_version;
   static const char* const args[] = {"data"};
+  static const int32_t capacity_like_data[] = {0}; /* A.T stores A's values */
   static const char* const outputs[] = {"out"};
   static const int32_t csr_in[] = {SO_STYPE_CSR};
   so_kernel kernels[] = {
@@ -172,6 +173,7 @@ SO_EXPORT int32_t sparse_ops_library_init(uint32_t host_abi_version, const so_re
                    "the transpose of a csr matrix (csr out), or of a dense one",
                    1, 1, args, outputs, 0, 0, NULL, NULL,
                    transpose_shape, NULL, transpose_stype, 2, 1, kernels, grads,
-                   SO_RESOURCE_WORKSPACE, 0, 4, SO_PARTITION_NONE, samples};
+                   SO_RESOURCE_WORKSPACE, 0, 4, SO_PARTITION_NONE, samples,
+                   NULL, 0, 0, NULL, capacity_like_data}; /* ABI 1.1: no reference op, no opcheck skips */
   return reg->register_op(reg->host, &op, err);
 }

@@ -235,6 +235,9 @@ SO_EXPORT int32_t sparse_ops_library_init(uint32_t host_abi_version, const so_re
                    "the transpose of a row_sparse matrix (csr, or row_sparse with out_stype), or of a dense one",
                    1, 1, args, outputs, 0, 1, NULL, params,
                    transpose_shape, NULL, transpose_stype, 2, 1, kernels, grads,
-                   SO_RESOURCE_WORKSPACE, 0, 7, SO_PARTITION_NONE, samples};
+                   SO_RESOURCE_WORKSPACE, 0, 7, SO_PARTITION_NONE, samples,
+                   /* ABI 1.1: no reference op, no opcheck skips; no capacity rule: a row_sparse result's
+                      rows are the input's columns, which its stored rows do not bound */
+                   NULL, 0, 0, NULL, NULL};
   return reg->register_op(reg->host, &op, err);
 }

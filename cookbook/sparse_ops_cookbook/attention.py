@@ -4,6 +4,7 @@ keys). Rows without stored values stay empty; the output shares A's structure.""
 from __future__ import annotations
 
 import sparse_ops as so
+from sparse_ops.sdk import capacity as cap
 
 from ._common import BOTH, backend, check_floats, matrix, sample_values
 
@@ -18,6 +19,7 @@ class CsrRowSoftmax(so.Op):
     arguments = ("A",)
     backward_needs_inputs = ()
     partition = "rows"  # each row's softmax on its own
+    capacity = cap.same_as("A")  # A's structure
     backward_needs_outputs = ("output",)
 
     def infer_shape(self, a):
@@ -68,6 +70,7 @@ class CsrRowSoftmaxBackward(so.Op):
     arguments = ("output", "out_grad")
     differentiable = False
     partition = "rows"
+    capacity = cap.same_as("output")  # Y's structure
 
     def infer_shape(self, y, g):
         matrix("output", y)

@@ -9,6 +9,7 @@ present in some bag, so a sparse optimizer touches only those rows.
 from __future__ import annotations
 
 import sparse_ops as so
+from sparse_ops.sdk import capacity as cap
 from sparse_ops.sdk.csr import runs_csr_dense
 
 from ._common import BOTH, backend, check_floats, dense_operand, matrix, spmm_t
@@ -90,6 +91,7 @@ class EmbeddingBagBackward(so.Op):
 
     arguments = ("bags", "out_grad")
     backward_needs_inputs = ("bags",)
+    capacity = cap.columns_of("bags")  # a row per id present in the bags
     partition = "sum"  # bags and out_grad cut on their shared rows; block gradients add up
     mode = so.Param(str, "sum", "pool by sum or mean", choices=_MODES)
 

@@ -9,6 +9,7 @@ features some sample holds get one.
 from __future__ import annotations
 
 import sparse_ops as so
+from sparse_ops.sdk import capacity as cap
 
 from ._common import BOTH, backend, check_floats, dense_operand, matrix, transpose_parts
 
@@ -70,6 +71,7 @@ class FMInteractionBackward(so.Op):
 
     arguments = ("X", "V", "out_grad")
     differentiable = False
+    capacity = cap.columns_of("X")  # a row per feature X stores
     partition, partition_args = "sum", ("X", "out_grad")  # V whole; block gradients add up
 
     def infer_shape(self, x, v, g):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 import sparse_ops as so
+from sparse_ops.sdk import capacity as cap
 
 from ._common import BOTH, backend, check_floats, matrix
 
@@ -28,6 +29,9 @@ class GCNNorm(so.Op):
     arguments = ("A",)
     differentiable = False
     add_self_loops = so.Param(bool, True, "normalise A + I rather than A")
+    # A's stored values, plus a diagonal value per row where A + I inserts one
+    capacity = cap.computed(lambda op, out, a: a.bound_in("csr") + (a.rows if op.add_self_loops else 0),
+                            "nnz(A) + rows(A) with add_self_loops, else nnz(A)")
 
     def infer_shape(self, a):
         n, m = matrix("A", a)

@@ -12,6 +12,7 @@ Each gradient is made of these four operators, so second derivatives come for fr
 from __future__ import annotations
 
 import sparse_ops as so
+from sparse_ops.sdk import capacity as cap
 from sparse_ops.sdk.csr import runs_csr_dense
 
 from ._common import BOTH, backend, check_floats, dense_operand, matrix, sample_values, spmm_t
@@ -95,6 +96,7 @@ class CsrSpmmT(so.Op):
 
     arguments = ("A", "G")
     partition = "sum"  # A and G cut on their shared rows; the per-block products add up
+    capacity = cap.columns_of("A")  # a row_sparse result stores A's non-empty columns
     sparse_grad = so.Param(bool, False, "row_sparse output holding only A's non-empty columns")
 
     def infer_shape(self, a, g):
@@ -143,6 +145,7 @@ class CsrSddmm(so.Op):
 
     arguments = ("A", "P", "Q")
     backward_needs_inputs = ("A", "P", "Q")
+    capacity = cap.same_as("A")  # A's structure
     partition, partition_args = "rows", ("A", "P")  # Q whole
 
     def infer_shape(self, a, p, q):
@@ -195,6 +198,7 @@ class CsrSample(so.Op):
     arguments = ("A", "H")
     backward_needs_inputs = ("A",)
     partition = "rows"
+    capacity = cap.same_as("A")  # A's structure
 
     def infer_shape(self, a, h):
         matrix("A", a)

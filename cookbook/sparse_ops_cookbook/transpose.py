@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 import sparse_ops as so
+from sparse_ops.sdk import capacity as cap
 
 from ._common import BOTH, backend, matrix
 
@@ -51,6 +52,7 @@ class TransposeCSR(_Transpose):
     gradient."""
 
     stype = "csr"
+    capacity = cap.same_as("data")  # the same values, moved
 
     @so.kernel(device=BOTH, stypes=("csr",))
     def csr(self, ctx, x, y):
@@ -73,6 +75,7 @@ class TransposeRowSparse(_Transpose):
     a dense input gives a dense output. The gradient is the transposed head gradient."""
 
     stype = "row_sparse"
+    capacity = cap.columns_of("data")  # a stored row per column holding a non-zero
 
     @so.kernel(device=BOTH, stypes=("row_sparse",))
     def rsp(self, ctx, x, y):

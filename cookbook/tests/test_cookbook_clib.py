@@ -76,7 +76,7 @@ def test_relu_builds_as_c_without_its_gpu_kernels():
     """cc -x c relu.cu: the build a machine without nvcc gets; it exports the entry point and
     the ABI version (it is not loaded: its op names are taken by the build above)."""
     lib = ctypes.CDLL(str(build("relu", cuda=False)))
-    assert ctypes.c_uint32.in_dll(lib, "sparse_ops_library_abi_version").value == 1 << 16
+    assert ctypes.c_uint32.in_dll(lib, "sparse_ops_library_abi_version").value == so.clib.abi.ABI_VERSION  # 1.1
     assert ctypes.c_char_p.in_dll(lib, "sparse_ops_library_version").value == b"cookbook relu 1.0"
     assert lib.sparse_ops_library_init
 
@@ -296,7 +296,10 @@ def test_transpose_csr_matches_scipy(dtype, index_dtype):
     np.testing.assert_array_equal(y.indptr, want.indptr)
     np.testing.assert_array_equal(y.indices, want.indices)
     np.testing.assert_array_equal(y.data, want.data.astype(dtype))
-    assert so.explain("c_transpose_csr", x)["dispatch_mode"] == "fcompute_ex"
+    e = so.explain("c_transpose_csr", x)
+    assert e["dispatch_mode"] == "fcompute_ex"
+    # the declared capacity rule (so_op_decl.capacity_like, ABI 1.1): A.T stores A's values
+    assert (e["out_capacity"], e["capacity_from"]) == ([x.nnz], ["nnz(data)"])
 
 
 def test_transpose_csr_edge_cases():

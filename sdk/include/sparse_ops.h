@@ -46,10 +46,24 @@ extern "C" {
 #endif
 
 /* ---- version ---------------------------------------------------------------------------- */
+/* ABI history:
+     1.0  the first ABI;
+     1.1  so_op_decl gains, at its end, `reference` / `reference_forward_params` (an op opcheck
+          compares the outputs with) and `opcheck_skips` (checks skipped, with a reason). */
 #define SPARSE_OPS_ABI_MAJOR 1
-#define SPARSE_OPS_ABI_MINOR 0
+#define SPARSE_OPS_ABI_MINOR 1
+/* The minor version a library is built for: this header's, unless the library defines
+   SPARSE_OPS_TARGET_MINOR before including it (0: the structs of ABI 1.0, without the fields
+   added since, so a sparse-ops that speaks only 1.0 loads it). A host loads libraries built
+   for its own minor or an older one, and refuses newer ones. */
+#ifndef SPARSE_OPS_TARGET_MINOR
+#define SPARSE_OPS_TARGET_MINOR SPARSE_OPS_ABI_MINOR
+#endif
+#if SPARSE_OPS_TARGET_MINOR > SPARSE_OPS_ABI_MINOR
+#error "SPARSE_OPS_TARGET_MINOR is newer than this sparse_ops.h"
+#endif
 /* (major << 16) | minor, as stored in every struct's abi_version field */
-#define SPARSE_OPS_ABI_VERSION ((uint32_t)((SPARSE_OPS_ABI_MAJOR << 16) | SPARSE_OPS_ABI_MINOR))
+#define SPARSE_OPS_ABI_VERSION ((uint32_t)((SPARSE_OPS_ABI_MAJOR << 16) | SPARSE_OPS_TARGET_MINOR))
 
 /* What the library exports: with C linkage also from C++ and CUDA sources (there a plain
    `const` variable would have internal linkage, and the entry point a mangled name). */
@@ -64,8 +78,27 @@ extern "C" {
 #define SO_EXPORT SO_EXTERN_C __attribute__((visibility("default")))
 #endif
 
-/* The first two fields of every struct below, for initialisers: { SO_HEADER(so_array), ... } */
+/* The first two fields of every struct below, for initialisers that list every field:
+   { SO_HEADER(so_array), SO_STYPE_DEFAULT, ... }. */
 #define SO_HEADER(type) (uint32_t)sizeof(type), SPARSE_OPS_ABI_VERSION
+
+/* Zero every field of a struct variable, then fill its header (struct_size, abi_version):
+   for structs you fill field by field, as so_op_decl usually is:
+
+       so_op_decl op;
+       SO_INIT(op);                 (every field not set below stays 0 / NULL)
+       op.name = "myops_scale";
+
+   Warning-free under -Wall -Wextra in C and C++ (a partial initialiser such as
+   `so_op_decl op = {SO_HEADER(so_op_decl)};` is valid but warns under -Wextra's
+   -Wmissing-field-initializers). In C, designated initialisers are warning-free too:
+   `so_op_decl op = {.struct_size = sizeof(so_op_decl), .abi_version = SPARSE_OPS_ABI_VERSION};` */
+static inline void so_init_struct(void* s, uint32_t size) {
+  const uint32_t header[2] = {size, SPARSE_OPS_ABI_VERSION};
+  memset(s, 0, size);
+  memcpy(s, header, sizeof header); /* every struct starts with these two uint32_t fields */
+}
+#define SO_INIT(var) so_init_struct(&(var), (uint32_t)sizeof(var))
 
 /* ---- status codes ----------------------------------------------------------------------- */
 #define SO_OK 0
@@ -278,7 +311,14 @@ typedef struct so_kernel {
 /* ---- gradients ---------------------------------------------------------------------------- */
 /* What a gradient term reads: the op's inputs, its outputs, and the gradients of its outputs.
    These references also declare the backward dependency: the tape keeps exactly the inputs
-   and outputs some term names. */
+   and outputs some term names.
+   SO_OUT_GRAD(i) arrives in whatever storage type the gradient flowing into output i has:
+   dense for `y.backward()` (a head of ones) and for most consumers, row_sparse or csr when
+   the op consuming output i gives such a gradient (dot(csr.T, g) is row_sparse), and zeros
+   of output i's own storage type when nothing used output i. It is not converted to the
+   output's storage type: the gradient op is called on it like any op, so a storage-aware
+   kernel of that op matching its storage type runs, or else its dense kernel on a densified
+   copy (the storage fallback, with a StorageFallbackWarning). */
 #define SO_INPUT(i) ((int32_t)(i))
 #define SO_OUTPUT(i) ((int32_t)(0x10000 | (i)))
 #define SO_OUT_GRAD(i) ((int32_t)(0x20000 | (i)))
@@ -315,6 +355,23 @@ typedef struct so_sample {
   const char* const* param_values;
 } so_sample;
 
+/* ---- opcheck skips (ABI 1.1) ------------------------------------------------------------------ */
+/* One check that opcheck and `sparse-ops check` skip for this op, and why (the reason is
+   printed with the report). `check` is one of opcheck's checks: "inference", "format",
+   "determinism", "reference", "gradient", "gpu", or "gradient:<input name>" to leave one
+   floating input out of the gradient check (an input that is data, such as indices held as
+   floats). Any other name refuses the library when it loads, naming the op and the checks.
+
+       static const so_opcheck_skip skips[] = {
+           {SO_HEADER(so_opcheck_skip), "gradient:ids", "ids are data: no gradient by design"}};
+       op.n_opcheck_skips = 1; op.opcheck_skips = skips; */
+typedef struct so_opcheck_skip {
+  uint32_t struct_size;
+  uint32_t abi_version;
+  const char* check;
+  const char* reason;               /* not NULL, not empty */
+} so_opcheck_skip;
+
 /* ---- the op declaration -------------------------------------------------------------------- */
 #define SO_OP_CONSTANT 1u /* outputs carry no gradient (an integer result, a random draw) */
 
@@ -342,13 +399,38 @@ typedef struct so_op_decl {
   int32_t n_kernels;
   int32_t n_gradients;
   const so_kernel* kernels;
-  const so_gradient* gradients;     /* n_gradients == 0 and no SO_OP_CONSTANT: not differentiable */
+  /* n_gradients == 0 and no SO_OP_CONSTANT: not differentiable. Differentiating through the
+     op is an error naming it (its outputs are not constants: a gradient is simply missing),
+     and opcheck skips its gradient check with the reason "not differentiable (no gradients
+     declared)". SO_OP_CONSTANT instead says the outputs carry no gradient at all. */
+  const so_gradient* gradients;
   uint32_t resources;               /* SO_RESOURCE_* bits */
   uint32_t flags;                   /* SO_OP_* bits */
   int32_t n_samples;
   int32_t partition;                /* SO_PARTITION_*: how sparse_ops.dask runs it on row blocks */
   const so_sample* samples;
+#if SPARSE_OPS_TARGET_MINOR >= 1
+  /* ABI 1.1. A host reads these only when struct_size covers them, so a library built for
+     1.0 (a smaller struct_size) keeps loading. */
+  /* NULL, or an op computing the same outputs from the same inputs (a built-in such as
+     "dot", or another op of this library; looked up when the library has loaded, refused
+     then if missing): opcheck runs it on each sample's inputs, densified, and compares its
+     outputs with this op's. With reference_forward_params = 1 it gets this call's
+     parameters (it must accept them), else none. */
+  const char* reference;
+  int32_t reference_forward_params;
+  int32_t n_opcheck_skips;
+  const so_opcheck_skip* opcheck_skips; /* checks opcheck skips, each with its reason */
+  /* NULL, or one capacity rule per output: an upper bound of the output's stored entries
+     (values of a csr output, rows of a row_sparse one) that frameworks preallocating their
+     buffers use (jax.jit: without a rule a call must pass max_nnz=). k >= 0: at most the
+     stored entries of input k (a dense input counts as fully stored); SO_CAPACITY_NONE: no
+     rule for that output. Every bound is capped at the output's dense size. */
+  const int32_t* capacity_like;
+#endif
 } so_op_decl;
+
+#define SO_CAPACITY_NONE (-1)
 
 /* ---- the entry point -------------------------------------------------------------------- */
 typedef struct so_registrar {
@@ -372,8 +454,8 @@ typedef struct so_registrar {
  *   }
  *
  * The host reads sparse_ops_library_abi_version before calling anything: a library built
- * for another major version is refused with both versions named. init runs once per load;
- * if it returns an error, every op it registered is removed again.
+ * for another major version, or for a newer minor one, is refused with both versions named.
+ * init runs once per load; if it returns an error, every op it registered is removed again.
  */
 #define SPARSE_OPS_LIBRARY(version_string)                                              \
   SO_EXPORT const uint32_t sparse_ops_library_abi_version = SPARSE_OPS_ABI_VERSION;     \
@@ -384,5 +466,93 @@ typedef int32_t (*so_library_init_fn)(uint32_t host_abi_version, const so_regist
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
+
+/* ---- an example ------------------------------------------------------------------------------ */
+/* A complete library of two ops, compiled by sparse-ops' tests (as C99 and C++11, with -Wall
+   -Wextra -Werror) by defining SPARSE_OPS_HEADER_EXAMPLE in a file including this header, then
+   loaded and passed through `sparse-ops check`:
+   - ex_negate(x) = -x: its gradient is itself on the output's gradient; opcheck compares its
+     outputs with the built-in op `negative` (its reference);
+   - ex_step(x) = 1 where x > 0, else 0: no gradients and no SO_OP_CONSTANT, so it is not
+     differentiable and opcheck skips its gradient check, saying why. */
+#ifdef SPARSE_OPS_HEADER_EXAMPLE
+SPARSE_OPS_LIBRARY("sparse_ops.h example 1.0");
+
+static int32_t ex_kernel(const so_context* ctx, const so_params* params, int32_t n_in, const so_array* in,
+                         int32_t n_out, so_array* out, so_error* err, int step) {
+  const double* x = (const double*)in[0].data;
+  double* o = (double*)out[0].data;
+  (void)ctx; (void)params; (void)n_in; (void)n_out;
+  if (in[0].dtype != SO_DTYPE_FLOAT64)
+    return so_error_set(err, SO_ERR_UNSUPPORTED, "float64 only, not dtype code %d", (int)in[0].dtype);
+  for (int64_t i = 0; i < out[0].nnz; ++i) o[i] = step ? (x[i] > 0 ? 1.0 : 0.0) : -x[i];
+  return SO_OK;
+}
+static int32_t ex_negate(const so_context* ctx, const so_params* params, int32_t n_in, const so_array* in,
+                         int32_t n_out, so_array* out, so_error* err) {
+  return ex_kernel(ctx, params, n_in, in, n_out, out, err, 0);
+}
+static int32_t ex_step(const so_context* ctx, const so_params* params, int32_t n_in, const so_array* in,
+                       int32_t n_out, so_array* out, so_error* err) {
+  return ex_kernel(ctx, params, n_in, in, n_out, out, err, 1);
+}
+
+SO_EXPORT int32_t sparse_ops_library_init(uint32_t host_abi_version, const so_registrar* reg, so_error* err) {
+  static const char* const args[] = {"x"};
+  static const char* const outs[] = {"out"};
+  static const int32_t grad_args[] = {SO_OUT_GRAD(0)};
+  static const double values[] = {1.5, -2.0, 0.5, 4.0, -0.25, 3.0};
+  so_kernel kernels[2];
+  so_gradient grad;
+  so_array x;
+  so_sample sample;
+  so_op_decl op;
+  int32_t status;
+  (void)host_abi_version;
+
+  SO_INIT(kernels[0]);
+  kernels[0].device_type = SO_DEVICE_CPU; /* stypes NULL: a dense kernel */
+  kernels[0].fn = ex_negate;
+  kernels[1] = kernels[0];
+  kernels[1].fn = ex_step;
+  SO_INIT(grad); /* d(-x)/dx applied to g: ex_negate(g) */
+  grad.input = 0;
+  grad.op = "ex_negate";
+  grad.n_args = 1;
+  grad.args = grad_args;
+  SO_INIT(x); /* a dense 2 x 3 float64 sample */
+  x.stype = SO_STYPE_DEFAULT;
+  x.dtype = SO_DTYPE_FLOAT64;
+  x.index_dtype = -1;
+  x.ndim = 2;
+  x.shape[0] = 2;
+  x.shape[1] = 3;
+  x.nnz = 6;
+  x.data = (void*)values;
+  x.device_type = SO_DEVICE_CPU;
+  SO_INIT(sample);
+  sample.n_inputs = 1;
+  sample.inputs = &x;
+
+  SO_INIT(op); /* every field not set below is 0 / NULL */
+  op.name = "ex_negate";
+  op.doc = "-x";
+  op.n_arguments = 1; op.arguments = args;
+  op.n_outputs = 1; op.outputs = outs;
+  op.n_kernels = 1; op.kernels = &kernels[0];
+  op.n_gradients = 1; op.gradients = &grad;
+  op.n_samples = 1; op.samples = &sample;
+  op.partition = SO_PARTITION_ROWS;
+  op.reference = "negative"; /* opcheck compares with the built-in */
+  if ((status = reg->register_op(reg->host, &op, err)) != SO_OK) return status;
+
+  op.name = "ex_step";
+  op.doc = "1 where x > 0, else 0";
+  op.kernels = &kernels[1];
+  op.n_gradients = 0; op.gradients = NULL; /* not differentiable */
+  op.reference = NULL;
+  return reg->register_op(reg->host, &op, err);
+}
+#endif /* SPARSE_OPS_HEADER_EXAMPLE */
 
 #endif /* SPARSE_OPS_H */

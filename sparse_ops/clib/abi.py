@@ -15,7 +15,7 @@ import ctypes as C
 import numpy as np
 
 ABI_MAJOR = 1
-ABI_MINOR = 0
+ABI_MINOR = 1  # 1.1: so_op_decl's reference / reference_forward_params / opcheck_skips / capacity_like
 ABI_VERSION = (ABI_MAJOR << 16) | ABI_MINOR
 
 MAX_NDIM = 8
@@ -44,6 +44,11 @@ PARAM_TYPES = {PARAM_STRING: str, PARAM_INT: int, PARAM_FLOAT: float, PARAM_BOOL
 RESOURCE_WORKSPACE, RESOURCE_RANDOM = 1, 2
 OP_CONSTANT = 1
 PARTITIONS = {0: None, 1: "rows", 2: "sum"}
+
+# the checks an so_opcheck_skip may name (besides "gradient:<input>"): opcheck's, sdk.testing.CHECKS
+# (kept here as the strings libraries write: importing sdk.testing from here would make an import
+# cycle; tests/test_clib_check.py checks that both agree)
+OPCHECK_CHECKS = ("inference", "format", "determinism", "reference", "gradient", "gpu")
 
 REF_INPUT, REF_OUTPUT, REF_OUT_GRAD = 0, 1, 2  # the high half of an SO_INPUT / SO_OUTPUT / SO_OUT_GRAD
 
@@ -119,6 +124,14 @@ class Sample(C.Structure):
                 ("param_values", C.POINTER(C.c_char_p))]
 
 
+class OpcheckSkip(C.Structure):
+    _fields_ = [("struct_size", C.c_uint32), ("abi_version", C.c_uint32), ("check", C.c_char_p),
+                ("reason", C.c_char_p)]
+
+
+CAPACITY_NONE = -1  # SO_CAPACITY_NONE: an output without a capacity rule
+
+
 class OpDecl(C.Structure):
     _fields_ = [("struct_size", C.c_uint32), ("abi_version", C.c_uint32),
                 ("name", C.c_char_p), ("doc", C.c_char_p),
@@ -130,7 +143,11 @@ class OpDecl(C.Structure):
                 ("n_kernels", C.c_int32), ("n_gradients", C.c_int32),
                 ("kernels", C.POINTER(Kernel)), ("gradients", C.POINTER(Gradient)),
                 ("resources", C.c_uint32), ("flags", C.c_uint32),
-                ("n_samples", C.c_int32), ("partition", C.c_int32), ("samples", C.POINTER(Sample))]
+                ("n_samples", C.c_int32), ("partition", C.c_int32), ("samples", C.POINTER(Sample)),
+                # ABI 1.1 (read only when the declaration's struct_size covers them: see has_field)
+                ("reference", C.c_char_p), ("reference_forward_params", C.c_int32),
+                ("n_opcheck_skips", C.c_int32), ("opcheck_skips", C.POINTER(OpcheckSkip)),
+                ("capacity_like", C.POINTER(C.c_int32))]
 
 
 RegisterOpFn = C.CFUNCTYPE(C.c_int32, C.c_void_p, C.POINTER(OpDecl), C.POINTER(Error))
@@ -145,7 +162,24 @@ LibraryInitFn = C.CFUNCTYPE(C.c_int32, C.c_uint32, C.POINTER(Registrar), C.POINT
 
 STRUCTS = {"so_error": Error, "so_array": Array, "so_param_decl": ParamDecl, "so_params": Params,
            "so_shape": Shape, "so_context": Context, "so_kernel": Kernel, "so_gradient": Gradient,
-           "so_sample": Sample, "so_op_decl": OpDecl, "so_registrar": Registrar}
+           "so_sample": Sample, "so_opcheck_skip": OpcheckSkip, "so_op_decl": OpDecl, "so_registrar": Registrar}
+
+# The first field each minor version added to a struct: a struct written against an older
+# minor ends before it (its struct_size says so), and the host reads only the fields it has.
+ADDED_IN: dict[type, dict[int, str]] = {OpDecl: {1: "reference"}}
+
+
+def minimum_size(struct: type) -> int:
+    """The size of ``struct`` in ABI 1.0, the smallest struct_size a library may declare."""
+    added = ADDED_IN.get(struct)
+    return getattr(struct, added[min(added)]).offset if added else C.sizeof(struct)
+
+
+def has_field(struct: type, struct_size: int, field: str) -> bool:
+    """Whether a ``struct`` that declares ``struct_size`` bytes holds ``field`` (a struct from
+    a library built for an older minor version lacks the fields added since)."""
+    f = getattr(struct, field)
+    return f.offset + f.size <= struct_size
 
 
 def header(struct: type) -> tuple[int, int]:

@@ -14,6 +14,10 @@ from ..registry import REQUIRED, Op, Param
 from . import abi
 
 
+# attributes the Op class of a C declaration may carry besides Op's own: no parameter takes them
+RESERVED_NAMES = frozenset({"samples", "reference", "reference_op", "opcheck_skip"})
+
+
 class DeclarationError(ValueError):
     """A declaration handed to ``register_op`` is malformed; the message says what."""
 
@@ -61,6 +65,12 @@ class OpSpec:
     constant: bool
     partition: str | None = None
     samples: list = field(default_factory=list)  # [(inputs as containers, {param: value})]
+    # ABI 1.1: the op opcheck compares outputs with, whether it gets this call's parameters,
+    # and the checks opcheck skips ({check: reason})
+    reference: str | None = None
+    reference_forward_params: bool = False
+    opcheck_skip: dict[str, str] = field(default_factory=dict)
+    capacity_like: dict[str, str] = field(default_factory=dict)  # output -> the input bounding its stored count
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -68,18 +78,25 @@ class OpSpec:
 
 
 # ---- decoding ----------------------------------------------------------------------------------
-def check_header(struct: type, address: int, what: str) -> None:
-    """Refuse a struct that does not start with a size and ABI version this host reads."""
+def check_header(struct: type, address: int, what: str) -> int:
+    """Refuse a struct that does not start with a size and ABI version this host reads;
+    returns its struct_size (smaller than ours for a struct of an older minor version, whose
+    later fields the caller must not read: ``abi.has_field``)."""
     if not address:
         raise DeclarationError(f"{what} is a NULL pointer")
     size, version = (C.c_uint32 * 2).from_address(address)
     if version >> 16 != abi.ABI_MAJOR:
         raise DeclarationError(f"{what} says ABI version {abi.version_text(version)}; this sparse_ops speaks "
-                               f"{abi.version_text(abi.ABI_VERSION)} (was it initialised with SO_HEADER(...)?)")
-    if size < C.sizeof(struct):
+                               f"{abi.version_text(abi.ABI_VERSION)} (was it initialised with SO_HEADER(...) "
+                               f"or SO_INIT(...)?)")
+    if size < abi.minimum_size(struct):
+        name = _c_name(struct)
+        older = (f" (at least {abi.minimum_size(struct)} in ABI 1.0)"
+                 if abi.minimum_size(struct) != C.sizeof(struct) else "")
         raise DeclarationError(f"{what} has struct_size {size}, but an ABI {abi.version_text(abi.ABI_VERSION)} "
-                               f"{_c_name(struct)} has {C.sizeof(struct)} bytes (was it initialised with "
-                               f"SO_HEADER({_c_name(struct)})?)")
+                               f"{name} has {C.sizeof(struct)} bytes{older} (was it initialised with "
+                               f"SO_HEADER({name}) or SO_INIT(...)?)")
+    return int(size)
 
 
 def _c_name(struct: type) -> str:
@@ -144,10 +161,33 @@ def _stype(code: int, what: str, any_ok: bool = False) -> str:
     return st
 
 
+def _opcheck_skips(d: abi.OpDecl, inputs: tuple[str, ...], where: str) -> dict[str, str]:
+    """The so_opcheck_skip array of a declaration as {check: reason}, every check name one of
+    opcheck's (``abi.OPCHECK_CHECKS``, or ``gradient:<input>``) and every reason said."""
+    allowed = (*abi.OPCHECK_CHECKS, *(f"gradient:{name}" for name in inputs))
+    table: dict[str, str] = {}
+    items = _items(d.opcheck_skips, abi.OpcheckSkip, _count(d.n_opcheck_skips, f"{where}: n_opcheck_skips"),
+                   f"{where}: opcheck_skips")
+    for i, item in enumerate(items):
+        what = f"{where}: opcheck_skips[{i}]"
+        check = _text(item.check, f"{what}.check")
+        if check not in allowed:
+            raise DeclarationError(f"{what}.check is {check!r}, not a check of opcheck; allowed: "
+                                   f"{', '.join(allowed)}")
+        if check in table:
+            raise DeclarationError(f"{what}: check {check!r} is skipped twice")
+        reason = _text(item.reason, f"{what}.reason (say why {check!r} is skipped)").strip()
+        if not reason:
+            raise DeclarationError(f"{what}.reason is empty: say why {check!r} is skipped")
+        table[check] = reason
+    return table
+
+
 def decode(address: int, load_samples: Callable[[list, Any], list]) -> OpSpec:
     """Read and check the so_op_decl at ``address``; ``load_samples(samples, spec)`` turns its
-    so_sample structs into (inputs, params) pairs."""
-    check_header(abi.OpDecl, address, "so_op_decl")
+    so_sample structs into (inputs, params) pairs. The fields of ABI 1.1 are read only when
+    the declaration's struct_size holds them (a library built for 1.0 has none)."""
+    size = check_header(abi.OpDecl, address, "so_op_decl")
     d = abi.OpDecl.from_address(address)
     name = _text(d.name, "so_op_decl.name")
     if not name.isidentifier():
@@ -166,7 +206,7 @@ def decode(address: int, load_samples: Callable[[list, Any], list]) -> OpSpec:
     for i, p in enumerate(_items(d.params, abi.ParamDecl, _count(d.n_params, f"{where}: n_params"),
                                  f"{where}: params")):
         pname = _text(p.name, f"{where}: params[{i}].name")
-        if not pname.isidentifier() or hasattr(Op, pname):
+        if not pname.isidentifier() or hasattr(Op, pname) or pname in RESERVED_NAMES:
             raise DeclarationError(f"{where}: parameter name {pname!r} is not an identifier or is reserved")
         if p.type not in abi.PARAM_TYPES:
             raise DeclarationError(f"{where}: parameter {pname!r} has unknown type code {p.type}")
@@ -216,6 +256,24 @@ def decode(address: int, load_samples: Callable[[list, Any], list]) -> OpSpec:
     if d.partition not in abi.PARTITIONS:
         raise DeclarationError(f"{where}: unknown partition code {d.partition}")
     spec.partition = abi.PARTITIONS[d.partition]
+    if abi.has_field(abi.OpDecl, size, "opcheck_skips"):
+        if d.reference is not None:
+            reference = _text(d.reference, f"{where}: reference")
+            if not reference.isidentifier() or reference == name:
+                raise DeclarationError(f"{where}: reference is {reference!r}; allowed: NULL or the name of another "
+                                       f"op (a built-in or an op of this library) computing the same outputs")
+            spec.reference = reference
+            spec.reference_forward_params = bool(d.reference_forward_params)
+        spec.opcheck_skip = _opcheck_skips(d, spec.inputs, where)
+    if abi.has_field(abi.OpDecl, size, "capacity_like") and d.capacity_like:
+        for i, out in enumerate(spec.outputs):
+            k = int(d.capacity_like[i])
+            if k == abi.CAPACITY_NONE:
+                continue
+            if not 0 <= k < len(spec.inputs):
+                raise DeclarationError(f"{where}: capacity_like[{i}] (output {out!r}) is {k}; allowed: "
+                                       f"SO_CAPACITY_NONE (-1) or an input index 0..{len(spec.inputs) - 1}")
+            spec.capacity_like[out] = spec.inputs[k]
     raw_samples = _items(d.samples, abi.Sample, _count(d.n_samples, f"{where}: n_samples"), f"{where}: samples")
     spec.samples = load_samples(raw_samples, spec)
     return spec

@@ -221,11 +221,27 @@ def _run_init(lib: Library, init: Any, module: str) -> None:
                            f"{abi.STATUS_NAMES.get(status, f'status {status}')}: {message}")
     if not lib.ops:
         raise LibraryError(f"library {lib.path}: sparse_ops_library_init registered no operators")
-    for name in lib.ops:
-        for term in registry.get_op(name).cls._c_spec.gradients:
-            if term.op not in registry.list_ops():
-                raise LibraryError(f"library {lib.path}: operator {name!r}: its gradient names operator "
-                                   f"{term.op!r}, which is neither in the library nor in the table")
+    problem = missing_ops(lib.ops)
+    if problem:
+        raise LibraryError(f"library {lib.path}: {problem}")
+
+
+def missing_ops(names: list[str]) -> str | None:
+    """What is wrong with the ops a library just registered that only the whole table can
+    tell (each op's gradient ops and reference op must exist, in the library or the table),
+    or None."""
+    table = set(registry.list_ops())
+    for name in names:
+        spec = registry.get_op(name).cls._c_spec
+        for term in spec.gradients:
+            if term.op not in table:
+                return (f"operator {name!r}: its gradient names operator {term.op!r}, which is neither in the "
+                        f"library nor in the table")
+        if spec.reference is not None and spec.reference not in table:
+            return (f"operator {name!r}: its reference names operator {spec.reference!r}, which is neither in the "
+                    f"library ({', '.join(names)}) nor in the table; allowed: an op of the library or a "
+                    f"registered op (`sparse-ops list` lists them)")
+    return None
 
 
 def _declared_name(address: int) -> str | None:
@@ -246,5 +262,5 @@ def _register(lib: Library, spec: OpSpec, module: str) -> None:
     lib.ops.append(spec.name)
 
 
-__all__ = ["Library", "LibraryError", "SUFFIXES", "default_name", "is_shared_library", "open_library",
-           "register_declaration"]
+__all__ = ["Library", "LibraryError", "SUFFIXES", "default_name", "is_shared_library", "missing_ops",
+           "open_library", "register_declaration"]

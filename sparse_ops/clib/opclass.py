@@ -10,6 +10,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..creation import array
+from ..sdk import capacity
 from ..dispatch import op_function
 from ..errors import OperatorError
 from ..registry import Op, kernel
@@ -142,6 +144,26 @@ def _gradient(spec: OpSpec) -> Callable:
     return gradient
 
 
+# the reason opcheck gives for skipping the gradient check of an op that declares no gradient
+# terms and no SO_OP_CONSTANT (the header's "not differentiable")
+NOT_DIFFERENTIABLE = "not differentiable (no gradients declared)"
+
+
+def _reference(spec: OpSpec) -> Callable:
+    """The op's ``reference`` method for opcheck: the op the declaration names as its reference,
+    run on the sample's inputs (NumPy arrays, as opcheck hands them: densified), with this
+    call's parameters when the declaration forwards them."""
+    name, forward = spec.reference, spec.reference_forward_params
+
+    def reference(self: Op, *arrays: np.ndarray) -> list:
+        params = self.params_dict() if forward else {}
+        outs = op_function(name)(*[array(a) for a in arrays], **params)
+        return [o.asnumpy() for o in (outs if isinstance(outs, (list, tuple)) else [outs])]
+
+    reference.__doc__ = f"The outputs of operator {name!r} on the same inputs (the declared reference)."
+    return reference
+
+
 def _camel(name: str) -> str:
     return "".join(part[:1].upper() + part[1:] for part in name.split("_") if part) or "COp"
 
@@ -184,6 +206,18 @@ def op_class(spec: OpSpec, where: str, module: str) -> type:
         attrs["backward_needs_outputs"] = tuple(sorted({spec.outputs[i] for t in spec.gradients
                                                         for kind, i in t.args if kind == abi.REF_OUTPUT},
                                                        key=spec.outputs.index))
+    skips = dict(spec.opcheck_skip)
+    if not spec.gradients and not spec.constant:
+        # the header's "not differentiable": differentiating through it is refused (OpDef.differentiable
+        # is False without a gradient rule, yet it is no constant), and opcheck says why it checks none
+        skips.setdefault("gradient", NOT_DIFFERENTIABLE)
+    if skips:
+        attrs["opcheck_skip"] = skips
+    if spec.reference:
+        attrs["reference"] = _reference(spec)
+        attrs["reference_op"] = spec.reference
+    if spec.capacity_like:  # at most the stored entries of the named input
+        attrs["capacity"] = {out: capacity.same_as(name) for out, name in spec.capacity_like.items()}
     if spec.samples:
         stored = spec.samples
 

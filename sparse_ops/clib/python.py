@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 from ..registry import unregister
 from . import abi
-from .load import Library, LibraryError, register_declaration
+from .load import Library, LibraryError, missing_ops, register_declaration
 
 
 def _address(fn: Any) -> int | None:
@@ -32,14 +32,18 @@ def register_op(name: str, *, kernels: Sequence[tuple[str, Sequence[str] | None,
                 params: Sequence[tuple[str, type, str | None, str]] = (), infer_shape: Any = None,
                 infer_type: Any = None, infer_storage_type: Any = None,
                 gradients: Sequence[tuple[int, str, Sequence[int]]] = (), constant: bool = False,
-                doc: str = "") -> Library:
+                doc: str = "", reference: str | None = None,
+                opcheck_skip: dict[str, str] | None = None) -> Library:
     """Register operator ``name`` through the C ABI. ``kernels`` holds ``(device, stypes or
     None, kernel)`` triples (``stypes`` as in ``so_kernel``: one storage type per input, "*"
     for any; None for a dense kernel); ``params`` holds ``(name, int | float | bool | str,
     default text or None, doc)``; ``gradients`` holds ``(input, op, refs)`` with refs made by
-    ``ref_input`` / ``ref_output`` / ``ref_out_grad``, this op's parameters forwarded. The
-    kernels' owners (cfunc objects) must stay alive while the op is registered. Returns the
-    Library standing for the declaration; LibraryError if it is refused."""
+    ``ref_input`` / ``ref_output`` / ``ref_out_grad``, this op's parameters forwarded.
+    ``reference`` names an op opcheck compares the outputs with (this op's parameters
+    forwarded), ``opcheck_skip`` maps opcheck's checks to skip to the reason (the ABI 1.1
+    fields of ``so_op_decl``). The kernels' owners (cfunc objects) must stay alive while the
+    op is registered. Returns the Library standing for the declaration; LibraryError if it
+    is refused."""
     types = {str: abi.PARAM_STRING, int: abi.PARAM_INT, float: abi.PARAM_FLOAT, bool: abi.PARAM_BOOL}
     keep: list = []
     pdecl = (abi.ParamDecl * max(len(params), 1))(*[
@@ -70,18 +74,20 @@ def register_op(name: str, *, kernels: Sequence[tuple[str, Sequence[str] | None,
     decl.n_kernels, decl.kernels = len(kernels), kdecl
     decl.n_gradients, decl.gradients = len(gradients), gdecl
     decl.flags = abi.OP_CONSTANT if constant else 0
+    decl.reference, decl.reference_forward_params = (reference.encode() if reference else None), 1
+    skips = list((opcheck_skip or {}).items())
+    sdecl = (abi.OpcheckSkip * max(len(skips), 1))(*[
+        abi.OpcheckSkip(*abi.header(abi.OpcheckSkip), check.encode(), reason.encode()) for check, reason in skips])
+    decl.n_opcheck_skips, decl.opcheck_skips = len(skips), sdecl
     lib = Library(f"<declared in Python: {name}>")
     caller = sys._getframe(1).f_globals.get("__name__", "__main__")
     problem = register_declaration(lib, C.addressof(decl), caller)
     if problem is not None:
         raise LibraryError(f"{lib.path}: {problem}")
-    for term in gradients:
-        from ..registry import list_ops
-
-        if term[1] not in list_ops():
-            unregister(name)
-            raise LibraryError(f"operator {name!r}: its gradient names operator {term[1]!r}, which is not "
-                               f"in the table")
+    problem = missing_ops([name])
+    if problem is not None:
+        unregister(name)
+        raise LibraryError(f"{lib.path}: {problem}")
     lib.handle = (keep, [fn for _, _, fn in kernels], infer_shape, infer_type, infer_storage_type)
     return lib
 

@@ -7,10 +7,14 @@ and ``RowSparse`` by the op's inferred storage types. At trace time it makes the
 ``CallSpec`` (``spec.py``) and emits one ``jax.ffi.ffi_call`` of the op's FFI target; XLA
 calls our handler (``handlers.py``, or a numba cfunc from ``native.py``) when it runs.
 
-- **Sparse outputs** have a static capacity: the dense size (rows x cols for csr, rows for
-  row_sparse) unless ``max_nnz=N`` is passed. The true count is ``nnz(result)``
-  (``indptr[-1]`` of a ``BCSR``, the indices below ``shape[0]`` of a ``RowSparse``);
-  padding reads back as zeros, and such results can be passed to bridged ops again.
+- **Sparse outputs** have a static capacity: the bound the op's capacity rule gives from
+  the inputs' static stored counts (``Op.capacity``: ``nnz(data)`` for ``square``,
+  ``nnz(lhs) + nnz(rhs)`` for ``elemwise_add``, ...), or ``max_nnz=N`` when passed (it
+  overrides the rule), capped by the dense size (rows x cols for csr, rows for
+  row_sparse). An op with a sparse output and no rule is refused without ``max_nnz=``,
+  naming the op and the output. The true count is ``nnz(result)`` (``indptr[-1]`` of a
+  ``BCSR``, the indices below ``shape[0]`` of a ``RowSparse``); padding reads back as
+  zeros, and such results can be passed to bridged ops again.
 - **Gradients**: a ``jax.custom_vjp`` whose backward is a second FFI call running the op's
   own ``gradient`` rule; only inputs JAX perturbs get one (``symbolic_zeros``), csr values
   get a gradient aligned with their indices (the same structure), row_sparse values one
@@ -41,6 +45,7 @@ from jax.experimental.sparse import BCSR
 from .. import registry
 from ..dtypes import held_dtype
 from ..gradients import require_gradient
+from ..sdk.capacity import NO_RULE
 from . import handlers
 from ..bridging import PARTS, BridgedTable, arg_names
 from .spec import INT32_MAX, X64, ArgLayout, CallSpec, JaxBridgeError, addressed, forget, spec_for
@@ -314,8 +319,11 @@ class BridgedOp:
     def __repr__(self) -> str:
         return f"<sparse_ops.jax op {self.opdef.name}>"
 
-    def prepare(self, args: tuple, params: dict) -> tuple[CallSpec, list]:
-        """(the call's spec, the flat component arrays) of a call."""
+    def prepare(self, args: tuple, params: dict, need_capacity: bool = True) -> tuple[CallSpec, list]:
+        """(the call's spec, the flat component arrays) of a call. A sparse result without a
+        capacity (the op declares no rule for it and no ``max_nnz=`` was passed) is a
+        ``JaxBridgeError`` naming the op and the result, unless ``need_capacity`` is False
+        (``explain``, which shows it)."""
         label = f"sparse_ops.jax.ops.{self.opdef.name}"
         max_nnz = params.pop("max_nnz", None)
         if max_nnz is not None and (not isinstance(max_nnz, (int, np.integer)) or max_nnz < 0):
@@ -329,6 +337,12 @@ class BridgedOp:
                 raise JaxBridgeError(f"{label}: argument {name!r}: {exc}") from exc
             flat += parts
         spec = spec_for(self.opdef, params, tuple(layouts), max_nnz)
+        if spec.missing and need_capacity:
+            raise JaxBridgeError(
+                f"{label}: {self.opdef.label} declares no capacity rule for its sparse result(s) "
+                f"{', '.join(spec.missing)} (an upper bound of the stored values, the op's `capacity`), so "
+                "jax.jit cannot size its buffers; pass max_nnz=N (an upper bound of the stored values) to this "
+                "call, or declare the rule on the op (sparse_ops.sdk.capacity)")
         return spec, flat
 
     def __call__(self, *args: Any, **params: Any) -> Any:
@@ -367,14 +381,18 @@ def explain(name: str, *args: Any, **params: Any) -> dict[str, Any]:
     from . import native
 
     f = op(name)
-    spec, _ = f.prepare(args, dict(params))
+    spec, _ = f.prepare(args, dict(params), need_capacity=False)
     nat = native.describe(spec)
+    visible = list(zip(spec.outs[:spec.nvis], spec.capacities[:spec.nvis]))
     return {
         "op": name,
         "in_stypes": [a.stype for a in spec.ins],
         "out_stypes": [a.stype for a in spec.outs[:spec.nvis]],
         "out_shapes": [a.shape for a in spec.outs[:spec.nvis]],
-        "out_capacity": [a.nse if a.stype != "default" else None for a in spec.outs[:spec.nvis]],
+        # stored entries reserved per sparse output (values for csr, rows for row_sparse), and why
+        "out_capacity": [c.value if c is not None else None for _, c in visible],
+        "capacity_from": [None if a.stype == "default" else (c.source if c is not None else NO_RULE)
+                          for a, c in visible],
         "ffi_target": nat["target"] if nat else f"sparse_ops_{name}",
         "handler": nat["handler"] if nat else ("python: ctypes FFI handler (GIL taken), NumPy views of XLA's "
                                                "buffers, the sparse-ops invoke path"),

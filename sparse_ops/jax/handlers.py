@@ -65,8 +65,10 @@ def containers(layouts: Sequence[ArgLayout], parts: Sequence[Any], device: Devic
     return out
 
 
-def write(result: Any, lay: ArgLayout, parts: Sequence[Any], what: str) -> None:
-    """Copy one output container into its result buffers, padding sparse ones."""
+def write(result: Any, lay: ArgLayout, parts: Sequence[Any], what: str, source: str = "") -> None:
+    """Copy one output container into its result buffers, padding sparse ones. A result
+    holding more than its capacity is refused, naming where the capacity came from
+    (``source``: the op's rule or ``max_nnz=``)."""
     if lay.stype == "default":
         dst = parts[0]
         src = result if result.stype == "default" else result.tostype("default")
@@ -78,7 +80,8 @@ def write(result: Any, lay: ArgLayout, parts: Sequence[Any], what: str) -> None:
     nnz = result._data.shape[0]
     cap = parts[0].shape[0]
     if nnz > cap:
-        raise JaxBridgeError(f"{what} holds {nnz} stored values but its capacity is {cap}; pass a larger "
+        origin = f" (from {source})" if source else ""
+        raise JaxBridgeError(f"{what} holds {nnz} stored values but its capacity is {cap}{origin}; pass a larger "
                              "max_nnz= to the bridged op")
     values, indices = parts[0], parts[1]
     values[:nnz] = result._data
@@ -113,13 +116,14 @@ def run_forward(spec: CallSpec, args: Sequence[Any], rets: Sequence[Any], device
         else:
             results = plan.execute(inputs)
     k = 0
+    sources = [c.source if c is not None else "" for c in spec.capacities]
     for j, (r, lay) in enumerate(zip(results, spec.outs)):
         n = PARTS[lay.stype]
-        write(r, lay, rets[k:k + n], f"output {j}")
+        write(r, lay, rets[k:k + n], f"output {j}", sources[j])
         k += n
-    for i, lay in zip(spec.mutated, spec.states):
+    for j, (i, lay) in enumerate(zip(spec.mutated, spec.states), len(spec.outs)):
         n = PARTS[lay.stype]
-        write(inputs[i], lay, rets[k:k + n], f"the new value of input {i}")
+        write(inputs[i], lay, rets[k:k + n], f"the new value of input {i}", sources[j])
         k += n
 
 

@@ -13,6 +13,13 @@ have a static capacity ``nse`` (an upper bound of their stored values): a csr ou
 true count is ``indptr[-1]`` (the entries after it are padding: zero values, column 0), a
 row_sparse output's is the number of indices below ``shape[0]`` (padding rows carry the
 index ``shape[0]`` and zero values), so both read back as the right dense array.
+
+The capacity is the call's ``max_nnz=`` when given, else the op's capacity rule
+(``Op.capacity``, ``sparse_ops.sdk.capacity``) on the inputs' static stored counts (their
+``nse``), capped by the dense size either way (``bridging.result_capacity``). A sparse
+result with neither is recorded in ``CallSpec.missing``, and the call is refused naming the
+op and the output (``BridgedOp.prepare``): reserving the dense size silently would ask XLA
+for rows x columns values.
 """
 from __future__ import annotations
 
@@ -23,9 +30,10 @@ from typing import Any
 import numpy as np
 
 from .. import registry
-from ..bridging import PARTS, capacity, param_key
+from ..bridging import PARTS, param_key, result_capacity
 from ..dispatch import _infer
 from ..errors import OperatorError
+from ..sdk.capacity import Capacity, Stored, slot_names
 
 
 
@@ -59,12 +67,17 @@ class CallSpec:
 
     def __init__(self, sid: int, opdef: registry.OpDef, inst: registry.Op, params: dict,
                  ins: tuple[ArgLayout, ...], outs: tuple[ArgLayout, ...], nvis: int,
-                 mutated: tuple[int, ...] = (), states: tuple[ArgLayout, ...] = ()) -> None:
+                 mutated: tuple[int, ...] = (), states: tuple[ArgLayout, ...] = (),
+                 capacities: tuple[Capacity | None, ...] = (), missing: tuple[str, ...] = ()) -> None:
         self.id, self.opdef, self.inst, self.params = sid, opdef, inst, params
         self.ins, self.outs, self.nvis = ins, outs, nvis
         # inputs the op updates in place (its ``mutate``): JAX arrays are immutable, so the
         # call returns their new values as extra results laid out as ``states``, after ``outs``
         self.mutated, self.states = mutated, states
+        # per result (outs, then states): its capacity and where it came from (None: dense);
+        # ``missing``: the sparse results with no capacity (no rule, no max_nnz=), described
+        self.capacities = capacities or (None,) * (len(outs) + len(states))
+        self.missing = missing
         self.n_in_parts = sum(PARTS[a.stype] for a in ins)
         self.n_out_parts = sum(PARTS[a.stype] for a in outs)
         self.all_dense = all(a.stype == "default" for a in (*ins, *outs))
@@ -139,15 +152,38 @@ def addressed(stype: str, shape: tuple[int, ...]) -> int:
     return shape[1] if stype == "csr" else (shape[0] if shape else 0)
 
 
-def _result_layout(stype: str, shape: tuple[int, ...], dtype: np.dtype, max_nnz: int | None) -> ArgLayout:
-    """The layout of one result: a sparse one's capacity is its dense bound (rows x columns
-    for csr, rows for row_sparse) unless ``max_nnz`` caps it."""
+def _facts(lay: ArgLayout) -> Stored:
+    """What a capacity rule knows of an input: its static stored count (``nse``, padding
+    included) for a sparse one."""
+    return Stored(lay.shape, lay.stype, lay.nse if lay.stype != "default" else None, lay.dtype)
+
+
+def _result_layout(stype: str, shape: tuple[int, ...], dtype: np.dtype, nse: int) -> ArgLayout:
+    """The layout of one result; a sparse one holds ``nse`` stored entries (its capacity)."""
     if stype == "default":
         return ArgLayout("default", shape, dtype)
     index = _index_dtype()
     if index == np.dtype(np.int32) and addressed(stype, shape) > INT32_MAX:
         raise OperatorError(f"a {stype} output of shape {shape} needs int64 indices; {X64}")
-    return ArgLayout(stype, shape, dtype, index, capacity(stype, shape, max_nnz))
+    return ArgLayout(stype, shape, dtype, index, nse)
+
+
+def _results(inst: registry.Op, kinds: list[tuple[str, str, tuple[int, ...], np.dtype]], ins: tuple[ArgLayout, ...],
+             max_nnz: int | None) -> tuple[list[ArgLayout], list[Capacity | None], list[str]]:
+    """(layouts, capacities, missing) of the results ``kinds`` (slot name, storage type,
+    shape, dtype each): a sparse result's capacity by ``bridging.result_capacity``; one with
+    none is listed in ``missing`` (laid out with capacity 0, never called)."""
+    facts = [_facts(a) for a in ins]
+    layouts, capacities, missing = [], [], []
+    for slot, st, shape, dt in kinds:
+        c = None
+        if st != "default":
+            c = result_capacity(inst, slot, Stored(shape, st, None, dt), facts, max_nnz)
+            if c is None:
+                missing.append(f"{slot!r} ({st})")
+        layouts.append(_result_layout(st, shape, dt, c.value if c is not None else 0))
+        capacities.append(c)
+    return layouts, capacities, missing
 
 
 def spec_for(opdef: registry.OpDef, params: dict, ins: tuple[ArgLayout, ...], max_nnz: int | None) -> CallSpec:
@@ -173,14 +209,17 @@ def spec_for(opdef: registry.OpDef, params: dict, ins: tuple[ArgLayout, ...], ma
         raise JaxBridgeError(f"{label} takes {len(opdef.arguments)} input(s) ({', '.join(opdef.arguments)}), "
                              f"got {len(ins)}")
     mutated = tuple(opdef.arguments.index(m) for m in opdef.mutate) if not opdef.variadic else ()
+    slots = slot_names(inst, nout)
+    kinds = [(slot, st, tuple(int(s) for s in shape), np.dtype(dt))
+             for slot, st, shape, dt in zip(slots, stypes, shapes, dtypes)]
+    kinds += [(opdef.arguments[i], ins[i].stype, ins[i].shape, ins[i].dtype) for i in mutated]
     try:
-        outs = [_result_layout(st, tuple(int(s) for s in shape), np.dtype(dt), max_nnz)
-                for st, shape, dt in zip(stypes, shapes, dtypes)]
-        states = tuple(_result_layout(ins[i].stype, ins[i].shape, ins[i].dtype, max_nnz) for i in mutated)
+        layouts, capacities, missing = _results(inst, kinds, ins, max_nnz)
     except OperatorError as exc:
         raise JaxBridgeError(f"{label}: {exc}") from None
+    outs, states = layouts[:nout], tuple(layouts[nout:])
     spec = CallSpec(_new_id(), opdef, inst, dict(params), tuple(ins), tuple(outs), inst.visible_output_count(),
-                    mutated, states)
+                    mutated, states, tuple(capacities), tuple(missing))
     with _LOCK:
         _SPECS[spec.id] = spec
         if key is not None:

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..dtypes import in_input_dtypes, promote_types
 from ..registry import Op, Param, applies_ufunc, kernel, register
+from ..sdk import capacity as cap
 from ._util import T, index_dtype_for, is_host, match_rows, numba_values, row_ids
 
 _BOTH = ("cpu", "gpu")
@@ -98,6 +99,7 @@ class _Binary(Op):
 class _AddSub(_Binary):
     sign = 1
     backward_needs_inputs = ()
+    capacity = cap.sum_of("lhs", "rhs")  # the union of the two structures
 
     def infer_storage_type(self, lhs, rhs):
         return [lhs if lhs == rhs and lhs != "default" else "default"]
@@ -149,6 +151,7 @@ class ElemwiseMul(_Binary):
     r,r / d,r / r,d -> r and c,c / d,c / c,d -> c; otherwise dense."""
 
     backward_needs_inputs = ("lhs", "rhs")
+    capacity = cap.min_of("lhs", "rhs")  # the intersection of the structures (a dense side: the sparse one's)
 
     ufunc = np.multiply
 
@@ -275,6 +278,7 @@ class AddN(Op):
     num_args = Param(int, None, doc="number of inputs (MXNet compatibility; checked if given)")
     backward_needs_inputs = ()
     partition = "rows"
+    capacity = cap.sum_of()  # the union of the inputs' rows
 
     def infer_shape(self, *shapes):
         if not shapes:

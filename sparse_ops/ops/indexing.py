@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import OperatorError
 from ..registry import Op, Param, kernel, register
+from ..sdk import capacity as cap
 from ..sdk import csr as sdk_csr
 from ..storage import cast_storage as _cast_storage
 from ..storage import densify_into
@@ -132,6 +133,7 @@ class _SliceBase(Op):
     trusted = True  # built-in kernels, tested against NumPy/SciPy references
 
     backward_needs_inputs = ()
+    capacity = cap.same_as("data")  # a csr slice keeps the stored values inside it
 
     def _ranges(self, shape: Sequence[int]) -> tuple[tuple[int, int, int], ...]:
         raise NotImplementedError
@@ -302,6 +304,9 @@ class Take(_TakeParams):
     (``axis=0``, ``mode`` clip or wrap, 1-d indices) give a csr; everything else is dense."""
 
     arguments = ("a", "indices")
+    # a csr result has one row per index, each at most as long as a's longest row
+    capacity = cap.computed(lambda op, out, a, indices: indices.size * min(a.cols, a.bound_in("csr")),
+                            "size(indices) x min(columns(a), nnz(a))")
 
     def partitioning(self, a, indices):
         """Along axis 0 the output's rows follow the indices' (``a`` whole); along another

@@ -37,6 +37,7 @@ from .. import alloc
 from ..dtypes import in_input_dtypes, promote_types
 from ..ndarray import CSRNDArray, NDArray, RowSparseNDArray
 from ..registry import Op, Param, kernel, register
+from ..sdk import capacity as cap
 from ..sdk import csr as sdk_csr
 from ._util import T, index_dtype_for, is_host, kernel_module, numba_values
 
@@ -259,6 +260,32 @@ def _gpu_dense_rhs(xp: Any, rhs: NDArray, transpose: bool) -> Any:
 
 
 # ---- the operators -------------------------------------------------------------------------------
+# ---- capacity of a sparse product ---------------------------------------------------------------------
+def _nonempty(x: cap.Stored, rows: bool) -> int:
+    """How many rows (``rows``) or columns of matrix ``x`` may hold a non-zero: a csr's are
+    at most its stored values, a row_sparse's rows its stored rows (its columns all, unless
+    it stores nothing)."""
+    n = x.rows if rows else x.cols
+    if x.stype == "csr":
+        return min(n, int(x.nnz))
+    if x.stype == "row_sparse":
+        return int(x.nnz) if rows else (n if x.nnz else 0)
+    return n
+
+
+def _dot_capacity(op: "Dot", out: cap.Stored, lhs: cap.Stored, rhs: cap.Stored) -> int:
+    """A row of op(lhs) @ op(rhs) is non-zero only where op(lhs) has a non-empty row, a column
+    only where op(rhs) has a non-empty column: a csr result stores at most their product, a
+    row_sparse one at most those rows (``csr.T @ dense``: min(columns, nnz) of the csr).
+    Operands other than matrices: the dense size."""
+    if len(lhs.shape) != 2 or len(rhs.shape) != 2 or len(out.shape) != 2:
+        return out.dense_count()
+    rows = _nonempty(lhs, rows=not op.transpose_a)
+    if out.stype == "row_sparse":
+        return rows
+    return rows * _nonempty(rhs, rows=op.transpose_b)
+
+
 @register("dot")
 class Dot(Op):
     """op(lhs) @ op(rhs), op = transpose where asked; N-d operands as in MXNet (lhs
@@ -276,6 +303,7 @@ class Dot(Op):
     forward_stype = Param(str, None, doc="output storage type (None: MXNet's choice)",
                           choices=("default", "row_sparse", "csr"))
     partition, partition_args = "rows", ("lhs",)
+    capacity = cap.computed(_dot_capacity, "min(rows, nnz) of op(lhs) [x min(columns, nnz) of op(rhs), for csr]")
 
     def partitioning(self, lhs, rhs):
         """lhs @ rhs: lhs's row blocks give the output's (rhs whole); lhs.T @ rhs: both are cut
@@ -600,6 +628,7 @@ class SampledDot(Op):
     trusted = True  # built-in kernels, tested against NumPy/SciPy references
     arguments = ("mask", "lhs", "rhs")
     backward_needs_inputs = ()
+    capacity = cap.same_as("mask")  # mask's structure
     transpose_a = Param(bool, False, doc="use the transpose of lhs")
     transpose_b = Param(bool, False, doc="use the transpose of rhs")
     opcheck_skip = {"gradient": "no gradient: second order through dot(csr, csr) raises naming the op"}

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..errors import OperatorError
 from ..registry import Op, Param, kernel, register
+from ..sdk import capacity as cap
 from ..sdk import csr as sdk_csr
 from ._util import (ROW_VALUES_PER_WORK, T, index_dtype_for, is_host, kernel_module, match_rows, numba_values,
                     rows_in_parallel)
@@ -173,6 +174,8 @@ class EmbeddingBackward(Op):
     input_dim = Param(int, doc="number of rows of the gradient")
     sparse_grad = Param(bool, False, "row_sparse result")
     partition = "sum"  # a sum over the ids' rows: per-block gradients add up
+    # a row_sparse result stores the distinct ids: at most one row per id (and input_dim)
+    capacity = cap.computed(lambda op, out, data, out_grad: data.size, "size(data) (the ids)")
 
     def infer_shape(self, data, out_grad):
         if len(out_grad) != len(data) + 1 or tuple(out_grad[:-1]) != tuple(data):

@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from ..registry import Op, Param, kernel, register
+from ..sdk import capacity as cap
 from ._util import ROW_VALUES_PER_WORK
 
 _BOTH = ("cpu", "gpu")
@@ -123,6 +124,8 @@ class _Update(Op):
 
     differentiable = False
     lazy_update = True  # overridden by a Param where the op has one
+    # the new weight and states store the union of the weight's, the gradient's and the states' rows
+    capacity = cap.sum_of()
 
     # ---- rules --------------------------------------------------------------------------------
     def infer_shape(self, weight, *others):

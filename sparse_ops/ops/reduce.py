@@ -24,6 +24,7 @@ import numpy as np
 from ..creation import full
 from ..ndarray import NDArray
 from ..registry import Op, Param, kernel, register
+from ..sdk import capacity as cap
 from ..tape import is_recording
 from ._util import T, is_host, numba_values, row_ids
 
@@ -275,6 +276,7 @@ class SquareSum(_AxisParams):
     mode = SQUARE
     backward_needs_inputs = ("data",)
     row_combine = "sum"
+    capacity = cap.same_as("data")  # a row_sparse result holds data's stored rows
 
     def keeps_rows(self) -> bool:
         """Whether a row_sparse input keeps its storage type. Decided from the literal
@@ -355,6 +357,7 @@ class BroadcastReduced(Op):
     shape = Param("shape", doc="the shape before the reduction")
     axis = Param("shape", doc="the reduced axes, non-negative")
     backward_needs_inputs = ()
+    capacity = cap.same_as("data")  # a row_sparse result holds data's stored rows
 
     def infer_shape(self, data):
         if any(not 0 <= a < len(self.shape) for a in self.axis):

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..creation import zeros
 from ..registry import Op, Param, kernel, register
+from ..sdk import capacity as cap
 from ..storage import densify_into
 from ._util import T, index_dtype_for
 
@@ -182,6 +183,7 @@ class Concat(Op):
     dim = Param(int, 1, doc="the axis to join along")
     num_args = Param(int, None, doc="number of inputs (MXNet compatibility; checked if given)")
     backward_needs_inputs = ()
+    capacity = cap.sum_of()  # csr rows stacked: every input's stored values
 
     def infer_shape(self, *shapes):
         if not shapes:
@@ -392,6 +394,7 @@ class Transpose(Op):
 
     axes = Param("shape", (), doc="the permutation (empty: reverse the axes)")
     backward_needs_inputs = ()
+    capacity = cap.same_as("data")  # the same values, moved
 
     def _perm(self, ndim: int) -> tuple[int, ...]:
         if not self.axes:

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..ndarray import STYPES
 from ..registry import Op, Param, kernel, register
+from ..sdk import capacity as cap
 from ..storage import cast_storage as _cast_storage
 from ..storage import densify_into
 from ._util import T, index_dtype_for
@@ -29,6 +30,8 @@ class CastStorage(Op):
     stype = Param(str, choices=STYPES, doc="the output storage type")
     backward_needs_inputs = ()
     partition = "rows"
+    # data's non-zeros in the output's unit (a dense data: its size; row_sparse to csr: rows x row size)
+    capacity = cap.same_as("data")
 
     def infer_shape(self, data):
         if self.stype == "csr" and len(data) != 2:
@@ -74,6 +77,7 @@ class ZerosLike(Op):
 
     differentiable = False
     partition = "rows"
+    capacity = cap.NONE_STORED
 
     def infer_storage_type(self, data):
         return [data]
@@ -141,6 +145,9 @@ class Retain(Op):
 
     arguments = ("data", "indices")
     backward_needs_inputs = ("indices",)
+    # the rows of data that indices name: at most data's stored rows and one per index
+    capacity = cap.computed(lambda op, out, data, indices: min(data.bound_in("row_sparse"), indices.size),
+                            "min(nnz(data), size(indices))")
 
     def infer_shape(self, data, indices):
         if len(data) < 1:

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..registry import Op, Param, kernel, register
 from ..ndarray import NDArray
+from ..sdk import capacity as cap
 from ._util import T, row_ids
 
 _BOTH = ("cpu", "gpu")
@@ -63,6 +64,14 @@ def _scalar_as(value: float, dtype: np.dtype) -> np.generic:
 
 
 # ---- the shared base: one function applied to every value -------------------------------------
+def _elementwise_capacity(op: "_Elementwise", out: cap.Stored, data: cap.Stored) -> int:
+    """A sparse result has data's structure, except where ``f(0) != 0`` in the output dtype
+    alone (a scalar that overflows float16, say): then every entry may be stored."""
+    if out.dtype is not None and op.fill_value(np.dtype(out.dtype)) != 0:
+        return out.dense_count()
+    return data.bound_in(out.stype)
+
+
 class _Elementwise(Op):
     """An op ``y = f(x)`` applied value by value; subclasses define ``apply`` and ``keeps_zero``.
 
@@ -75,6 +84,7 @@ class _Elementwise(Op):
 
     backward_needs_inputs: tuple[str, ...] = ()
     partition = "rows"  # value by value: any row block on its own (sparse_ops.dask)
+    capacity = cap.computed(_elementwise_capacity, "nnz(data) (dense size if f(0) != 0 in the dtype)")
 
     def apply(self, xp: Any, x: Any, out: Any) -> None:
         """Write ``f(x)`` into ``out`` (``out.dtype`` may differ from ``x.dtype``: cast unsafely)."""
