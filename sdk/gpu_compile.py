@@ -166,7 +166,8 @@ def _cache_key(kernel: RowKernel, desc: list, cc: tuple[int, int]) -> str:
 @dataclasses.dataclass
 class CompileReport:
     """What ``compile_recorded`` did: signatures compiled (and how many of them the cache
-    already knew), and the failures, each ``(kernel, signature, message)``."""
+    already knew), and the failures: refusals ``(kernel, signature, message, operators that
+    launched it)`` and kernels not found ``(kernel, why)``."""
 
     kernels: int = 0
     compiled: int = 0
@@ -184,17 +185,18 @@ class CompileReport:
                 f"{len(self.not_found)} not found")
 
 
-def read_records(path: str) -> dict[tuple[str, str, str], list[list]]:
-    """The recorded launches of ``path``: (module, qualname, file) -> distinct argument
-    type lists."""
-    records: dict[tuple[str, str, str], list[list]] = {}
+def read_records(path: str) -> dict[tuple[str, str, str], dict[str, list]]:
+    """The recorded launches of ``path``: (module, qualname, file) -> {argument type list
+    (as JSON text): [the operators that launched the kernel with it]}."""
+    records: dict[tuple[str, str, str], dict[str, list]] = {}
     with open(path) as f:
         for line in f:
             if line.strip():
                 r = json.loads(line)
-                sigs = records.setdefault((r["module"], r["qualname"], r.get("file") or ""), [])
-                if r["args"] not in sigs:
-                    sigs.append(r["args"])
+                sigs = records.setdefault((r["module"], r["qualname"], r.get("file") or ""), {})
+                ops = sigs.setdefault(json.dumps(r["args"]), [])
+                if r.get("op") and r["op"] not in ops:
+                    ops.append(r["op"])
     return records
 
 
@@ -214,7 +216,8 @@ def compile_recorded(path: str, cc: tuple[int, int] = DEFAULT_CC, use_cache: boo
                 log(f"  NOT FOUND {module}.{qualname}: {exc}")
             continue
         report.kernels += 1
-        for desc in sigs:
+        for text, ops in sigs.items():
+            desc = json.loads(text)
             key = os.path.join(folder, _cache_key(kernel, desc, cc)) if folder else None
             if key and os.path.exists(key):
                 report.compiled += 1
@@ -223,9 +226,10 @@ def compile_recorded(path: str, cc: tuple[int, int] = DEFAULT_CC, use_cache: boo
             try:
                 compile_kernel(kernel, tuple(numba_type(d) for d in desc), cc)
             except Exception as exc:
-                report.refused.append((f"{module}.{qualname}", desc, f"{type(exc).__name__}: {exc}"))
+                by = f" (operator {', '.join(ops)})" if ops else ""
+                report.refused.append((f"{module}.{qualname}", desc, f"{type(exc).__name__}: {exc}", ops))
                 if log:
-                    log(f"  REFUSED {module}.{qualname} {describe(desc)}: {type(exc).__name__}: {exc}")
+                    log(f"  REFUSED {module}.{qualname} {describe(desc)}{by}: {type(exc).__name__}: {exc}")
                 continue
             report.compiled += 1
             if key:

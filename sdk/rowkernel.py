@@ -49,6 +49,13 @@ call and no reference counting of the array arguments, and a ``total`` body's fi
 ``return`` becomes an addition to the task's sum); a body that ``return``s early is called
 instead, inlined by numba, which costs up to ~25% on rows of a few values.
 
+Errors: the drivers' own names start with a prefix no name of the body starts with
+(``driver_prefix``), so the body's locals cannot collide with them; a body numba cannot
+compile is reported at the author's file, function and line (the body compiled alone for
+the same argument types: ``RowKernel.locate``). ``sparse_ops.sdk.gpu_compile`` compiles the
+gpu drivers for the real CUDA target without a GPU, with argument types recorded from runs
+(``SPARSE_OPS_GPU_SIGNATURES``, ``record_launch``).
+
 Compilation and caching: nothing compiles at import, and this module imports no numba
 until a kernel first runs. Each driver is generated as Python source into a cache folder
 (``driver_dir()``), named by the body's module, name and a hash of its source, and loaded
@@ -283,7 +290,7 @@ class RowKernel:
         """The cpu drivers' code for row ``_i``: the body's own statements, pasted in with
         its row (and ``lane = 0``, ``lanes = 1``) bound, when it has a source and no
         ``return`` (a ``total`` body: none but its last statement, which becomes an addition
-        to the running sum ``_part``); else a call of the body, inlined by numba. Pasted
+        to the driver's running sum); else a call of the body, inlined by numba. Pasted
         code is faster for short rows: numba's call, even inlined, adds reference counting
         of every array argument per row (gcn fill: 1.25x the hand-written loop)."""
         P = self.prefix
@@ -372,7 +379,7 @@ class RowKernel:
             from .launch import rows_grid, launch, warp_per_row
 
             if _SIGNATURE_LOG:
-                record_launch(self, args)
+                record_launch(self, args, getattr(getattr(ctx, "op", None), "name", None))
             config = warp_per_row(n) if self.lanes else rows_grid(n)
             try:
                 launch(ctx, self.gpu_driver(), config, n, *(args if total is None else (total, *args)))
@@ -549,9 +556,10 @@ def argument_type(value: Any) -> list:
     raise TypeError(f"cannot describe a kernel argument of type {type(value).__name__}")
 
 
-def record_launch(kernel: RowKernel, args: tuple) -> None:
-    """Append ``kernel`` and its arguments' types to ``$SPARSE_OPS_GPU_SIGNATURES`` (see
-    ``sparse_ops.sdk.gpu_compile``), once per process and signature."""
+def record_launch(kernel: RowKernel, args: tuple, op: str | None = None) -> None:
+    """Append ``kernel``, its arguments' types and the operator that launched it (when a
+    kernel method did) to ``$SPARSE_OPS_GPU_SIGNATURES`` (see ``sparse_ops.sdk.gpu_compile``),
+    once per process and signature."""
     import json
 
     try:
@@ -559,7 +567,7 @@ def record_launch(kernel: RowKernel, args: tuple) -> None:
     except TypeError as exc:
         types_ = [["unknown", str(exc)]]
     line = json.dumps({"module": kernel.body.__module__, "qualname": kernel.body.__qualname__,
-                       "file": kernel.body.__code__.co_filename, "args": types_}, sort_keys=True)
+                       "file": kernel.body.__code__.co_filename, "args": types_, "op": op}, sort_keys=True)
     if line in _recorded:
         return
     _recorded.add(line)

@@ -14,6 +14,10 @@ from ._numba_env import configure as _configure_numba  # noqa: E402
 
 _configure_numba()  # the debug mode's separate numba cache: also before numba's import
 
+from .malloc import tune as _tune_malloc  # noqa: E402
+
+_tune_malloc()  # steady training steps: freed temporaries stay mapped (SPARSE_OPS_MALLOC_TUNING=0: off)
+
 from .device import Device, cpu, current_device, gpu, num_gpus  # noqa: E402
 from .dtypes import INDEX_DTYPES, VALUE_DTYPES  # noqa: E402
 from .errors import (  # noqa: E402

@@ -253,8 +253,9 @@ def _cmd_check_gpu_compile(args: argparse.Namespace, argv: list[str]) -> int:
         env = dict(os.environ, SPARSE_OPS_CUDA_SIM="1", SPARSE_OPS_GPU_SIGNATURES=records)
         checked = subprocess.call([sys.executable, "-m", "sparse_ops", *child_argv], env=env)
         if not os.path.exists(records):
-            print("gpu-compile: no gpu kernel ran (the operators have no gpu kernels built with "
-                  "sparse_ops.sdk.rowkernel, or their checks failed first)")
+            print("gpu-compile: no numba gpu kernel ran (the operators have no gpu kernels built with "
+                  "sparse_ops.sdk.rowkernel, or their checks failed first; a C or CUDA library's gpu kernels "
+                  "were compiled by nvcc when it was built)")
             return 1 if checked else 0
         report = gpu_compile.compile_recorded(records, cc, log=print)
     print(report.summary(cc))

@@ -32,9 +32,12 @@ def require_gradient(op: Op, needs: Sequence[bool], *, face: str = "autograd", p
     if opdef.differentiable or not any(needs):
         return
     i = next(k for k, n in enumerate(needs) if n)
+    fix = ("declare so_gradient terms, or SO_OP_CONSTANT if its outputs are constants"
+           if getattr(opdef.cls, "c_library", None) else
+           "give the op a gradient (gradient() or backward kernels), or declare differentiable = False if its "
+           "outputs are constants")
     raise error(f"{prefix}{opdef.label} declares no gradient, so {face} cannot differentiate through it "
-                f"to input {i} ({input_name(op, i)!r}); give the op a gradient, or declare "
-                "differentiable = False if its outputs are constants")
+                f"to input {i} ({input_name(op, i)!r}); {fix}")
 
 
 def call_gradient(op: Op, out_grads: Sequence[Any], inputs: Sequence[Any], outputs: Sequence[Any],

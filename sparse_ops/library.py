@@ -37,8 +37,10 @@ def reload(path: str | os.PathLike, name: str | None = None) -> ModuleType:
     new module. Exactly that plugin's ops are replaced: the ones it still defines run the new
     code (``sparse_ops.ops.<name>`` is the new function), the ones it no longer defines are
     removed, and every other op is left alone. If the new code fails to load, the version
-    loaded before stays in place and PluginError says why. A path ``load`` did not load is
-    an error."""
+    loaded before stays in place and PluginError says why. ``path`` may also be the module
+    file or package folder of a plugin loaded through its entry point (an editable install
+    during development): its entry point runs again, under the same plugin name. A path of
+    neither kind is an error."""
     return reload_path(path, name)
 
 

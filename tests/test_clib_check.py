@@ -334,7 +334,8 @@ def test_an_op_without_gradients_is_not_differentiable_and_says_so(build, isolat
         y = so.ops.ck_sign(x)
     np.testing.assert_array_equal(y.asnumpy(), [[1.0, -1.0], [0.0, 1.0]])
     with pytest.raises(OperatorError, match=r"operator 'ck_sign' \(plugin ckops\) declares no gradient, so "
-                                            r"autograd cannot differentiate through it to input 0 \('x'\)"):
+                                            r"autograd cannot differentiate through it to input 0 \('x'\); "
+                                            r"declare so_gradient terms, or SO_OP_CONSTANT"):
         y.backward()
 
 

@@ -218,8 +218,9 @@ def test_recorded_simulator_launches_compile_and_refusals_are_listed(bodies, tmp
     assert means["args"] == [["array", "int32", 1, "C"], ["array", "float32", 1, "C"], ["array", "float32", 1, "C"]]
     report = gpu_compile.compile_recorded(str(records), use_cache=False)
     assert report.kernels == 3 and report.compiled == 2 and not report.not_found
-    [(name, desc, message)] = report.refused
+    [(name, desc, message, ops)] = report.refused
     assert name == "gpubad_bodies.allocates" and f"gpubad_bodies.py:{_line(BODIES, 'alloc')}" in message
+    assert ops == []  # launched directly, not by an operator's kernel
 
 
 def test_argument_types_describe_what_a_gpu_sees():
@@ -241,7 +242,7 @@ def test_check_gpu_compile_refuses_a_plugin_whose_gpu_kernel_cuda_cannot_compile
                          capture_output=True, text=True, cwd=tmp_path)
     assert out.returncode == 1, out.stdout + out.stderr
     assert "ok   gpubad_copy" in out.stdout  # the checks (values, in the simulator) pass
-    assert "REFUSED gpubad_plugin.allocates (float64[1d, C], float64[1d, C])" in out.stdout
+    assert "REFUSED gpubad_plugin.allocates (float64[1d, C], float64[1d, C]) (operator gpubad_copy)" in out.stdout
     assert f"gpubad_plugin.py:{_line(BODIES, 'alloc')}" in out.stdout
     assert "1 refused" in out.stdout.splitlines()[-1]
 

@@ -38,11 +38,13 @@ def check_floats(**dtypes: np.dtype) -> np.dtype:
     return first
 
 
-def matrix(name: str, shape: tuple) -> tuple[int, int]:
-    """``shape`` as (rows, columns); ValueError unless it is 2-d."""
+def matrix(name: str, shape: tuple) -> tuple[Any, Any]:
+    """``shape`` as (rows, columns); ValueError unless it is 2-d. The sizes are returned as
+    given, not turned into ints: under ``torch.compile`` they may be symbolic, and a shape
+    rule that made them concrete would compile the model again for every batch size."""
     if len(shape) != 2:
         raise ValueError(f"{name} must be 2-d, got shape {tuple(shape)}")
-    return int(shape[0]), int(shape[1])
+    return shape[0], shape[1]
 
 
 def dense_operand(ctx: so.OpContext, x: so.NDArray) -> Any:

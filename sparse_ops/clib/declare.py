@@ -15,7 +15,7 @@ from . import abi
 
 
 # attributes the Op class of a C declaration may carry besides Op's own: no parameter takes them
-RESERVED_NAMES = frozenset({"samples", "reference", "reference_op", "opcheck_skip"})
+RESERVED_NAMES = frozenset({"samples", "reference", "reference_op", "opcheck_skip", "c_library", "capacity"})
 
 
 class DeclarationError(ValueError):

@@ -183,6 +183,7 @@ def op_class(spec: OpSpec, where: str, module: str) -> type:
         # the rules are C callbacks on concrete sizes: a tracer (torch.compile) specializes the
         # sizes it hands them rather than running them on symbolic ones
         "symbolic_shapes": False,
+        "c_library": where,  # messages speak C to these ops (SO_OP_CONSTANT, so_gradient)
     }
     for p in spec.params:
         attrs[p.name] = make_param(p, spec.name)

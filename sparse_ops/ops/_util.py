@@ -95,8 +95,24 @@ subscribe(T._forget)
 
 # ---- shapes shared by the broadcasting ops and their gradients -----------------------------------
 def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
-    """NumPy's broadcast of ``shapes``."""
-    return tuple(np.broadcast_shapes(*shapes))
+    """NumPy's broadcast of ``shapes``, in comparisons of the sizes only: sizes that
+    ``torch.compile`` made symbolic stay symbolic (``np.broadcast_shapes`` would turn them
+    into ints, and the compiled code would then hold for that one size)."""
+    ndim = max((len(s) for s in shapes), default=0)
+    out = []
+    for axis in range(ndim):
+        size: Any = 1
+        for s in shapes:
+            k = axis - (ndim - len(s))
+            if k < 0 or s[k] == 1:
+                continue
+            if size == 1:
+                size = s[k]
+            elif s[k] != size:
+                raise ValueError(f"shapes {', '.join(str(tuple(x)) for x in shapes)} cannot be broadcast together: "
+                                 f"axis {axis} has lengths {size} and {s[k]}")
+        out.append(size)
+    return tuple(out)
 
 
 def sum_to_shape(g: Any, shape: tuple[int, ...]) -> Any:

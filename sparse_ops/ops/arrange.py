@@ -8,6 +8,8 @@ layout (``tile`` and ``repeat`` sum the copies).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..registry import Op, Param, kernel, register
@@ -245,7 +247,7 @@ class ReshapeLike(Op):
     backward_needs_inputs = ("rhs",)
 
     def infer_shape(self, lhs, rhs):
-        if int(np.prod(lhs, dtype=np.int64)) != int(np.prod(rhs, dtype=np.int64)):
+        if math.prod(lhs) != math.prod(rhs):  # products of sizes, symbolic ones kept symbolic
             raise ValueError(f"reshape_like: lhs of shape {tuple(lhs)} does not fit rhs's shape {tuple(rhs)} "
                              "(arguments lhs, rhs)")
         return [tuple(rhs)]

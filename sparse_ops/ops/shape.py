@@ -33,9 +33,11 @@ def _norm_axis(axis: int, ndim: int, extra: int = 0) -> int:
 
 
 def _prod(dims: Sequence[int]) -> int:
+    """The product of ``dims`` by multiplication alone: sizes ``torch.compile`` made symbolic
+    stay symbolic (``int()`` would fix them to this call's values)."""
     p = 1
     for d in dims:
-        p *= int(d)
+        p = p * d
     return p
 
 

@@ -168,10 +168,12 @@ def _parts_result(o) -> tuple[str, np.ndarray]:
     return o.stype, _torch_dense(o.to_torch())
 
 
-def smaller_batch(opdef: registry.OpDef, xs: list, params: dict) -> list | None:
-    """The sample with one row fewer in the inputs a row-partitioned op cuts into row blocks
-    (its batch dimension), or None for ops without one."""
-    from sparse_ops.dask.collection import row_block
+def other_batch(opdef: registry.OpDef, xs: list, params: dict) -> list | None:
+    """The sample with twice the rows in the inputs a row-partitioned op cuts into row blocks
+    (its batch dimension; the rows repeated, so still a valid input), or None for ops
+    without one. Larger, not smaller: a batch of one row would meet torch's own
+    specialisation of sizes 0 and 1, which says nothing of the op."""
+    from sparse_ops.dask.collection import concat_rows
 
     inst = opdef.instance(params)
     rule, cut = inst.partitioning(*[x.shape for x in xs])
@@ -179,9 +181,9 @@ def smaller_batch(opdef: registry.OpDef, xs: list, params: dict) -> list | None:
         return None
     names = opdef.arguments
     idx = [i for i in range(len(xs)) if cut is None or (i < len(names) and names[i] in cut)]
-    if not idx or any(xs[i].ndim == 0 or xs[i].shape[0] < 2 for i in idx):
+    if not idx or any(xs[i].ndim == 0 or xs[i].shape[0] < 1 for i in idx):
         return None
-    return [row_block(x, 0, x.shape[0] - 1) if i in idx else x for i, x in enumerate(xs)]
+    return [concat_rows([x, x], (2 * x.shape[0], *x.shape[1:])) if i in idx else x for i, x in enumerate(xs)]
 
 
 def _fewer_rows(x: so.NDArray) -> so.NDArray:
@@ -282,14 +284,14 @@ def smaller_variants(xs: list) -> list[tuple[str, list]]:
 
 # errors of a native call that mean "this variant is no valid sample of the op"
 _NOT_A_SAMPLE = (so.OperatorError, so.SparseFormatError, ValueError)
-ROWS_RULE = "one row fewer in the inputs it partitions by rows"
+ROWS_RULE = "twice the rows in the inputs it partitions by rows"
 
 
 def second_size(opdef: registry.OpDef, xs: list, params: dict) -> tuple[list | None, str, Result | None]:
     """(a smaller sample, how it was made, native's result on it or None), or (None, why there
     is none, None): the rows an op partitions into row blocks (Dask's rule) first, then the
     first of ``smaller_variants`` the native op accepts."""
-    small = smaller_batch(opdef, xs, params)
+    small = other_batch(opdef, xs, params)
     if small is not None:
         return small, ROWS_RULE, None
     fixed = [f"{k}={v}" for k, v in params.items() if k == "shape" or k.endswith("_shape")]
@@ -345,6 +347,13 @@ def torch_compiled(opdef, xs, params) -> Result:
 
     SECOND_SIZE.pop(opdef.name, None)
     torch._dynamo.reset()  # each op compiles its own graph (one lambda code object serves them all)
+    # no duck sizing: sizes that are equal by the sample's coincidence stay separate symbols
+    # (else a second size breaking the coincidence recompiles, which says nothing of the op)
+    with torch.fx.experimental._config.patch(use_duck_shape=False):
+        return _torch_compiled(opdef, xs, params, torch, st, counters)
+
+
+def _torch_compiled(opdef, xs, params, torch, st, counters) -> Result:
     f = getattr(st.ops, opdef.name)
     compiled = torch.compile(lambda *a: f(*a, **params), fullgraph=True, dynamic=True)
     args = [_parts(x) for x in xs]
@@ -364,6 +373,8 @@ def torch_compiled(opdef, xs, params) -> Result:
     got = Result([_parts_result(o) for o in got_outs], [_parts_result(small_args[i])[1] for i in _mutated(opdef)])
     recompiled = counters["stats"]["unique_graphs"] > graphs
     problem = compare(ref, got, "random" in opdef.resources) or _shape_slip(opdef, xs, params, result, ref, got)
+    if problem is None and recompiled and how == ROWS_RULE:  # any batch size: one graph for all
+        problem = "compiled a second graph for the other batch size (a rule or kernel fixed a size)"
     if problem is not None:
         SECOND_SIZE[opdef.name] = SecondSize(False, f"FAIL at the second size ({how}: {sizes}): {problem}", recompiled)
         raise AssertionError(f"at the second size ({how}: {sizes}): {problem}")
@@ -664,8 +675,8 @@ def two_sizes() -> tuple[str, list[tuple[str, str]]]:
             others.append((o, second.how if second is not None else "not run"))
     head = (f"{len(ran)} of {len(ops)} ops ran torch.compile at two sizes: compiled once (`dynamic=True`), called "
             f"on the sample and on a smaller one, each compared with the native call (random ops: storage types "
-            f"and shapes). The smaller sample: {by_rows} with one row fewer in the inputs the op partitions by rows "
-            f"(Dask's rule), {len(ran) - by_rows} with the first generic smaller variant the native op accepts "
+            f"and shapes). The second sample: {by_rows} with twice the rows in the inputs the op partitions by rows "
+            f"(Dask's rule; a second graph there fails the cell), {len(ran) - by_rows} with the first generic smaller variant the native op accepts "
             f"(one row, or one index along the last or every axis, fewer in all or some inputs); {recompiled} of "
             f"them compiled a second graph for it (a guard had specialised a size).")
     return head, others

@@ -1,0 +1,122 @@
+"""Steady training steps: the same step timed 40 times in each of several fresh processes.
+
+A step that allocates megabyte-sized temporaries can be fast in one process and slow in
+the next, or alternate fast / slow inside one, depending on whether the allocator hands
+back memory whose pages are still mapped or fresh pages the kernel must fault in. This
+benchmark shows it: for each step it starts ``--processes`` fresh Python processes, each
+runs a warm-up and then ``--steps`` timed steps, and the report gives per step kind the
+median over processes of each process's median step, and the worst ratio of a process's
+slowest step to its median, ours and PyTorch's side by side (alternating processes).
+
+The step (issue 38, item 6):
+
+the embedding step: a 1,000,000 x 64 float32 table, 4,096 Zipf(1.2) ids, ``e = Embedding(ids)``,
+loss ``sum(e * e)``, backward (row_sparse gradient), lazy ``sgd_update``; natively
+(``native``), through the MXNet face (``mxnet``), and in PyTorch (``torch``:
+``nn.Embedding(sparse=True)``, ``optim.SGD``).
+
+Run: ``python -m benchmarks.bench_steady [--processes 10] [--steps 40]``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from typing import Any
+
+ROWS, WIDTH, BATCH, LR = 1_000_000, 64, 4096, 0.01
+
+CHILD = r'''
+import json, sys, time
+import numpy as np
+kind, steps = sys.argv[1], int(sys.argv[2])
+rng = np.random.default_rng(0)
+ids = ((rng.zipf(1.2, {batch}) - 1) % {rows}).astype(np.int64)
+weight = rng.standard_normal(({rows}, {width}), dtype=np.float32) * 0.01
+if kind == "torch":
+    import torch
+    torch.set_num_threads(2)
+    emb = torch.nn.Embedding({rows}, {width}, sparse=True)
+    with torch.no_grad():
+        emb.weight.copy_(torch.from_numpy(weight))
+    opt = torch.optim.SGD(emb.parameters(), lr={lr})
+    x = torch.from_numpy(ids)
+    def step():
+        opt.zero_grad()
+        e = emb(x)
+        (e * e).sum().backward()
+        opt.step()
+elif kind in ("native", "mxnet"):
+    import sparse_ops as so
+    if kind == "mxnet":
+        from sparse_ops.compat import mxnet as mx
+        nd, ag = mx.nd, mx.autograd
+        w = nd.array(weight)
+        w.attach_grad(stype="row_sparse")
+        x = nd.array(ids, dtype="int64")
+        def step():
+            with ag.record():
+                e = nd.Embedding(x, w, input_dim={rows}, output_dim={width}, sparse_grad=True)
+                loss = nd.sum(e * e)
+            loss.backward()
+            nd.sgd_update(w, w.grad, lr={lr}, lazy_update=True, out=w)
+    else:
+        ag = so.autograd
+        w = so.array(weight)
+        w.attach_grad(stype="row_sparse")
+        x = so.array(ids)
+        def step():
+            with ag.record():
+                e = so.Embedding(x, w, input_dim={rows}, output_dim={width}, sparse_grad=True)
+                loss = so.sum(so.elemwise_mul(e, e))
+            loss.backward()
+            so.sgd_update(w, w.grad, lr={lr}, lazy_update=True, out=w)
+for _ in range(10):
+    step()
+times = []
+for _ in range(steps):
+    t0 = time.perf_counter()
+    step()
+    times.append(time.perf_counter() - t0)
+print(json.dumps(times))
+'''.format(batch=BATCH, rows=ROWS, width=WIDTH, lr=LR)
+
+
+def run_process(kind: str, steps: int) -> list[float]:
+    out = subprocess.run([sys.executable, "-c", CHILD, kind, str(steps)], capture_output=True, text=True,
+                         check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def summary(runs: list[list[float]]) -> dict[str, Any]:
+    medians = [statistics.median(r) for r in runs]
+    return {"median_ms": statistics.median(medians) * 1e3,
+            "process_medians_ms": [round(m * 1e3, 3) for m in medians],
+            "worst_slowest_over_median": max(max(r) / statistics.median(r) for r in runs)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--processes", type=int, default=10)
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--kinds", nargs="+", default=["native", "mxnet", "torch"])
+    args = parser.parse_args(argv)
+    runs: dict[str, list[list[float]]] = {k: [] for k in args.kinds}
+    for _ in range(args.processes):  # the kinds take turns, so machine noise falls on all of them
+        for kind in args.kinds:
+            runs[kind].append(run_process(kind, args.steps))
+    results = {k: summary(v) for k, v in runs.items()}
+    for k, r in results.items():
+        print(f"{k:8s} median of process medians {r['median_ms']:.3f} ms; worst slowest/median "
+              f"{r['worst_slowest_over_median']:.2f}; per process {r['process_medians_ms']}")
+    if "torch" in results:
+        for k in args.kinds:
+            if k != "torch":
+                print(f"{k} / torch: {results[k]['median_ms'] / results['torch']['median_ms']:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
