@@ -13,7 +13,9 @@ The step (issue 38, item 6):
 the embedding step: a 1,000,000 x 64 float32 table, 4,096 Zipf(1.2) ids, ``e = Embedding(ids)``,
 loss ``sum(e * e)``, backward (row_sparse gradient), lazy ``sgd_update``; natively
 (``native``), through the MXNet face (``mxnet``), and in PyTorch (``torch``:
-``nn.Embedding(sparse=True)``, ``optim.SGD``).
+``nn.Embedding(sparse=True)``, ``optim.SGD``); and the cookbook's factorization-machine
+step (``fm``: a 4,096-row csr batch of a generated click log over 2**20 features,
+``embedding_bag`` + ``fm_interaction``, logistic loss, lazy Adagrad), natively.
 
 Run: ``python -m benchmarks.bench_steady [--processes 10] [--steps 40]``.
 """
@@ -26,7 +28,7 @@ import subprocess
 import sys
 from typing import Any
 
-ROWS, WIDTH, BATCH, LR = 1_000_000, 64, 4096, 0.01
+ROWS, WIDTH, BATCH, LR = 1_000_000, 64, 4096, 1e-5  # a small rate keeps the values finite and normal
 
 CHILD = r'''
 import json, sys, time
@@ -73,6 +75,18 @@ elif kind in ("native", "mxnet"):
                 loss = so.sum(so.elemwise_mul(e, e))
             loss.backward()
             so.sgd_update(w, w.grad, lr={lr}, lazy_update=True, out=w)
+elif kind == "fm":
+    import sparse_ops as so
+    from sparse_ops_cookbook.demo.ctr import FactorizationMachine, _batches
+    from sparse_ops_cookbook.demo.data import make_click_log
+    data = make_click_log(n_examples=60_000, seed=0)
+    batches = _batches(data, 4096)
+    model = FactorizationMachine(data.n_features, k=8)
+    turn = [0]
+    def step():
+        x, y = batches[turn[0] % len(batches)]
+        turn[0] += 1
+        model.step(x, y)
 for _ in range(10):
     step()
 times = []
@@ -101,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--processes", type=int, default=10)
     parser.add_argument("--steps", type=int, default=40)
-    parser.add_argument("--kinds", nargs="+", default=["native", "mxnet", "torch"])
+    parser.add_argument("--kinds", nargs="+", default=["native", "mxnet", "torch", "fm"])
     args = parser.parse_args(argv)
     runs: dict[str, list[list[float]]] = {k: [] for k in args.kinds}
     for _ in range(args.processes):  # the kinds take turns, so machine noise falls on all of them

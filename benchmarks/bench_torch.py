@@ -235,7 +235,8 @@ def embedding_contenders(b: Bags, optimizer: str) -> dict[str, dict[str, Any]]:
     head = torch.from_numpy(b.head)
     with _quiet():
         bags = sot.to_torch(so.csr_matrix(b.csr))
-    weight = torch.nn.Parameter(torch.from_numpy(b.weight.copy()))
+    # sparse gradients asked for, as nn.EmbeddingBag(sparse=True) asks (the bridge's default is dense)
+    weight = sot.sparse_grad(torch.nn.Parameter(torch.from_numpy(b.weight.copy())))
     opt = make_opt([weight], **OPTIMIZERS[optimizer])
 
     def ours() -> None:

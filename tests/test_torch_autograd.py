@@ -1,7 +1,8 @@
-"""Torch autograd through bridged ops: the op's own gradient rule, storage types kept
-(row_sparse gradients in param.grad as coalesced COO, csr inputs get csr value gradients),
-torch optimizers on those gradients against dense references, gradcheck over the ops'
-own samples, second order."""
+"""Torch autograd through bridged ops: the op's own gradient rule, storage types kept where
+the user asks (row_sparse gradients in the .grad of a parameter marked by st.sparse_grad as
+coalesced COO; csr inputs get csr value gradients), torch optimizers on those gradients
+against dense references, gradcheck over the ops' own samples, second order. The dense
+default (no mark: a dense gradient) is tested in test_torch_habits.py."""
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -22,7 +23,7 @@ def _bags(n_bags=5, vocab=12, seed=0):
 
 def test_row_sparse_gradient_lands_in_param_grad_as_coalesced_coo():
     m = _bags()
-    w = torch.nn.Parameter(torch.randn(12, 4, dtype=torch.float64))
+    w = st.sparse_grad(torch.nn.Parameter(torch.randn(12, 4, dtype=torch.float64)))
     out = st.ops.embedding_bag(st.to_torch(so.csr_matrix(m)), w)
     np.testing.assert_allclose(out.detach().numpy(), m @ w.detach().numpy(), rtol=1e-12)
     out.pow(2).sum().backward()
@@ -38,14 +39,14 @@ def test_row_sparse_gradient_lands_in_param_grad_as_coalesced_coo():
 def test_row_sparse_gradient_of_an_intermediate_flows_on_dense(dtype):
     """dot(csr, x @ w): the op's gradient for its dense operand is row_sparse, but that operand
     is torch's own product, whose backward takes strided gradients only: it gets a dense one,
-    while a leaf operand in the same graph keeps its sparse .grad."""
+    while a marked leaf operand in the same graph keeps its sparse .grad."""
     m = sp.random(30, 20, density=0.1, format="csr", dtype=np.float64, random_state=3)
     m[:, 5] = 0  # a column no stored value uses: a row of zeros in the row_sparse gradient
     m.eliminate_zeros()
     a = st.to_torch(so.csr_matrix(m.astype(str(dtype).split(".")[1])))
     x = torch.randn(20, 6, dtype=dtype, generator=torch.Generator().manual_seed(0))
     w = torch.randn(6, 4, dtype=dtype, requires_grad=True)
-    leaf = torch.randn(20, 4, dtype=dtype, requires_grad=True)
+    leaf = st.sparse_grad(torch.randn(20, 4, dtype=dtype, requires_grad=True))
     out = st.ops.dot(a, x @ w) + st.ops.dot(a, leaf)
     out.square().sum().backward()
     g = 2 * out.detach().numpy().astype(np.float64)
@@ -103,7 +104,7 @@ def test_torch_optimizers_take_the_sparse_gradient(make_opt):
     m = _bags(seed=4)
     bags = st.to_torch(so.csr_matrix(m))
     init = torch.randn(12, 4, dtype=torch.float64)
-    w = torch.nn.Parameter(init.clone())
+    w = st.sparse_grad(torch.nn.Parameter(init.clone()))
     ref_bag = torch.nn.EmbeddingBag(12, 4, mode="sum", sparse=True).double()
     with torch.no_grad():
         ref_bag.weight.copy_(init)
@@ -164,18 +165,6 @@ def test_dense_gradients_stay_dense_and_match_torch():
     torch.testing.assert_close(b.grad, b2.grad)
 
 
-class _DenseGrad(torch.autograd.Function):
-    """Identity whose backward densifies: gradcheck compares strided Jacobians."""
-
-    @staticmethod
-    def forward(ctx, x):
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        return g.to_dense() if g.layout != torch.strided else g
-
-
 def _samples_for_gradcheck():
     """(op name, sample) per differentiable op (built-in or cookbook) whose samples have a
     dense or csr-values input: the first such sample of each op."""
@@ -197,6 +186,8 @@ GRADCHECK_SAMPLES = _samples_for_gradcheck()
 
 @pytest.mark.parametrize("name, xs, params", GRADCHECK_SAMPLES, ids=[s[0] for s in GRADCHECK_SAMPLES])
 def test_gradcheck_on_every_sample(name, xs, params):
+    """gradcheck with the dense inputs as its leaves, as they are: their gradients are dense by
+    default (torch's rule), so no wrapper densifies them."""
     opdef = registry.get_op(name)
     skip = getattr(opdef.cls, "opcheck_skip", {}) or {}
     args, diff = [], []
@@ -216,7 +207,7 @@ def test_gradcheck_on_every_sample(name, xs, params):
     def f(*vs):
         a = list(args)
         for i, v in zip(diff, vs):
-            a[i] = a[i]._replace(values=v) if isinstance(a[i], CSRParts) else _DenseGrad.apply(v)
+            a[i] = a[i]._replace(values=v) if isinstance(a[i], CSRParts) else v
         r = st.op(name)(*a, **params)
         r = r if isinstance(r, tuple) else (r,)
         return tuple(t.to_dense() if t.layout != torch.strided else t for t in r)

@@ -8,9 +8,10 @@ autograd, their sparse gradients handed to ``torch.optim``.
   stored positions of the scores ``csr_sddmm(A_hat, q, k)`` (a csr whose stored
   values get gradients through both ops and ``csr_spmm``).
 - ``FactorizationMachine``: the click-log model, ``embedding_bag(x, w) + fm_interaction(x,
-  V) + b`` on a csr batch; the gradients of ``w`` and ``V`` arrive as sparse COO tensors
-  with one row per feature in the batch, so ``torch.optim.Adagrad`` (``adagrad``) or
-  ``SparseAdam`` update only those rows.
+  V) + b`` on a csr batch; ``w`` and ``V`` are marked by ``sparse_ops.torch.sparse_grad``, so
+  their gradients arrive as sparse COO tensors with one row per feature in the batch (eagerly
+  and compiled) and ``torch.optim.Adagrad`` (``adagrad``) or ``SparseAdam`` update only
+  those rows.
 
 Each model also takes its csr operand as the bridge's ``CSRParts`` (``csr_parts``), the
 form ``torch.compile(fullgraph=True)`` traces: Dynamo has no sparse tensors, so the csr
@@ -107,8 +108,10 @@ class FactorizationMachine(nn.Module):
     def __init__(self, n_features: int, k: int = 8, seed: int = 0, init_scale: float = 0.01) -> None:
         super().__init__()
         rng = np.random.default_rng(seed)
-        self.w = nn.Parameter(torch.zeros(n_features, 1))
-        self.v = nn.Parameter(torch.from_numpy((init_scale * rng.standard_normal((n_features, k))).astype(np.float32)))
+        # sparse gradients, as nn.Embedding(sparse=True) asks for them: only the batch's rows
+        self.w = sot.sparse_grad(nn.Parameter(torch.zeros(n_features, 1)))
+        self.v = sot.sparse_grad(nn.Parameter(
+            torch.from_numpy((init_scale * rng.standard_normal((n_features, k))).astype(np.float32))))
         self.b = nn.Parameter(torch.zeros(1))
 
     @classmethod

@@ -5,9 +5,17 @@ A bridged op takes torch tensors (strided, ``sparse_csr``, COO with ``sparse_dim
 them into component tensors and calls the op's ``torch.ops.sparse_ops`` overload
 (``library.py``): eager and compiled code run the same registered operator, and torch's
 autograd records it (a repeated all-dense host call runs that operator's implementation
-and autograd formula without the dispatcher: ``BridgedOp._direct``). Results come back in the op's inferred storage types (a tuple for
-several outputs); inside ``torch.compile`` sparse results come back as ``CSRParts`` /
-``RowSparseParts``, since Dynamo has no sparse tensors.
+and autograd formula without the dispatcher: ``BridgedOp._direct``; a call under a
+``torch.func`` transform runs them through ``library.TransformAutograd``, the form
+transforms take). Results come back in the op's inferred storage types (a tuple for
+several outputs); inside ``torch.compile`` and ``torch.func`` transforms sparse results come
+back as ``CSRParts`` / ``RowSparseParts``, since they have no sparse tensors.
+
+Besides the op's parameters a call takes ``training=`` (the op's training flag, True unless
+given, as ``torch.nn.functional.dropout``'s). Inside ``torch.compile`` the call decides, from
+the leaves it receives, which dense inputs get sparse COO gradients (``library.sparse_grad``)
+and says so in the parameter string. ``explain`` says how a call runs; ``opcheck`` runs
+``torch.library.opcheck`` on the overload it uses.
 
 Inputs an op updates in place (its ``mutate``) are the caller's tensors, updated and their
 version counters bumped as by torch's in-place ops. Caches keyed by parameter values are
@@ -30,9 +38,10 @@ from ..bridging import BoundedCache, BridgedTable, arg_names, param_key
 from ..dispatch import _infer
 from ..errors import OperatorError
 from ..ndarray import STYPES
-from .convert import TorchBridgeError, coalesced, components, numpy_dtype
+from .convert import TorchBridgeError, coalesced, components, numpy_dtype, torch_wording
 from .convert import _VALUE_TORCH_DTYPES as _VALUE_DTYPES
-from .library import BridgeError, EagerAutograd, Overload, _instance, encode_params, forget, overload_for, run_dense
+from .library import (SPARSE_GRAD, TRAINING, BridgeError, EagerAutograd, Overload, TransformAutograd, _functorch_active,
+                      _instance, call_options, encode_params, forget, is_sparse_grad, overload_for, run_dense)
 from .structure import CSRParts, RowSparseParts, assemble_csr, assemble_rows, rows_values
 
 _PLAIN = torch.Tensor
@@ -88,7 +97,11 @@ class BridgedOp:
 
     # ---- the common call: dense tensors -------------------------------------------------------------
     def __call__(self, *args: Any, **params: Any) -> Any:
-        if _compiling():  # traced calls take the one general path
+        """The op on ``args`` (tensors, ``CSRParts``, ``RowSparseParts``) with the op's
+        parameters by keyword, and ``training`` (a bool, True unless given: the op's training
+        flag, which Dropout follows as ``torch.nn.functional.dropout`` does; an op that
+        declares a ``training`` parameter of its own gets the value as that)."""
+        if _compiling() or _functorch_active():  # traced and transformed calls take the one general path
             return self._call(args, params, None)
         try:  # parameters by type and value: True, 1 and 1.0 are three calls
             key: tuple | None = (param_key(params) if params else (), len(args))
@@ -108,41 +121,55 @@ class BridgedOp:
                 if cpu and not _modes() and all(a.is_cpu for a in args):
                     grad = grad and _grad_enabled()
                     if not grad or ov.backward is not None:
-                        return self._direct(ov, inst, nvis, args, ptext if grad else None)
+                        return self._direct(ov, inst, nvis, args, ptext, grad)
                 res = self._run(ov.torch_op, args, ptext, args)
                 if ov.nparts_out == 1:
                     return res
                 return res[0] if nvis == 1 else tuple(res[:nvis])
         return self._call(args, params, key)
 
-    def _run(self, torch_op: Any, parts: Any, ptext: str, args: tuple) -> Any:
+    def _run(self, torch_op: Any, parts: Any, ptext: str, args: tuple, ov: Overload | None = None) -> Any:
         """``torch_op(*parts, ptext)``, its failures as BridgeErrors naming the op (and, for
-        torch's own errors, the arguments ``args``), the original kept as the cause."""
+        torch's own errors, the arguments ``args``) in torch's words (``torch_wording``),
+        the original kept as the cause. With ``ov`` (a call under a ``torch.func``
+        transform), through ``library.TransformAutograd``, the autograd function transforms take."""
         try:
+            if ov is not None:
+                return TransformAutograd.apply(*parts, ptext, ov, _instance(self.opdef, ptext))
             return torch_op(*parts, ptext)
-        except BridgeError:
-            raise
+        except BridgeError as exc:
+            raise self._spoken(exc) from exc.__cause__
         except OperatorError as exc:
-            raise BridgeError(f"sparse_ops.torch.ops.{self.opdef.name}: {exc}") from exc
+            raise BridgeError(f"sparse_ops.torch.ops.{self.opdef.name}: {torch_wording(str(exc))}") from exc
         except (TypeError, ValueError, RuntimeError) as exc:
             raise self._error(exc, args) from exc
 
-    def _direct(self, ov: Overload, inst: registry.Op, nvis: int, args: tuple, ptext: str | None) -> Any:
-        """The all-dense host call, minus torch's dispatcher: without grad the registered
+    def _spoken(self, exc: BridgeError) -> BridgeError:
+        """``exc`` itself when its message already names this function and speaks torch, else
+        a BridgeError that does (one the operator raised, ``operator 'x': ...``, gets the
+        ``sparse_ops.torch.ops.<name>:`` prefix)."""
+        text = torch_wording(str(exc))
+        prefix = f"sparse_ops.torch.ops.{self.opdef.name}"
+        if not text.startswith(prefix):
+            text = f"{prefix}: {text}"
+        return exc if text == str(exc) else BridgeError(text)
+
+    def _direct(self, ov: Overload, inst: registry.Op, nvis: int, args: tuple, ptext: str, grad: bool) -> Any:
+        """The all-dense host call, minus torch's dispatcher: without ``grad`` the registered
         implementation's own steps (``library.run_dense``; the dispatcher would add nothing
-        here: no autograd, no mode, no tracing); with grad (``ptext``, the parameter
-        string, given) those steps recorded with the registered autograd formula
-        (``library.EagerAutograd``)."""
+        here: no autograd, no mode, no tracing); with it those steps recorded with the
+        registered autograd formula (``library.EagerAutograd``). ``ptext``: the parameter
+        string (the bridge's options in it: the training flag)."""
         try:
-            if ptext is None:
-                res = run_dense(ov, inst, args)
+            if not grad:
+                res = run_dense(ov, inst, args, call_options(ptext).training)
             else:
                 res = EagerAutograd.apply(*args, ptext, ov, inst)
                 res = res if isinstance(res, tuple) else (res,)
-        except BridgeError:
-            raise
+        except BridgeError as exc:
+            raise self._spoken(exc) from exc.__cause__
         except OperatorError as exc:
-            raise BridgeError(f"sparse_ops.torch.ops.{self.opdef.name}: {exc}") from exc
+            raise BridgeError(f"sparse_ops.torch.ops.{self.opdef.name}: {torch_wording(str(exc))}") from exc
         except (TypeError, ValueError) as exc:
             raise self._error(exc, args) from exc
         if ov.mutated:  # updated in place without torch's dispatcher: bump their versions as it would
@@ -158,7 +185,7 @@ class BridgedOp:
                               if isinstance(a, torch.Tensor))
             return BridgeError(f"sparse_ops.torch.ops.{self.opdef.name}: inputs on different devices ({names}); "
                                "move them to one device")
-        return BridgeError(f"sparse_ops.torch.ops.{self.opdef.name}: {type(exc).__name__}: {exc}")
+        return BridgeError(f"sparse_ops.torch.ops.{self.opdef.name}: {type(exc).__name__}: {torch_wording(str(exc))}")
 
     def _names(self, n: int) -> list[str]:
         return arg_names(self.opdef, n)
@@ -171,6 +198,7 @@ class BridgedOp:
             raise BridgeError(f"sparse_ops.torch.ops.{opdef.name} takes {len(opdef.arguments)} tensor input(s) "
                               f"({', '.join(opdef.arguments)}), got {len(args)}; parameters go by keyword")
         compiling = _compiling()
+        params = _bridge_options(opdef, params)
         # rules that run on concrete sizes only (a C library's callbacks) never see traced sizes:
         # those are specialized to their values here (torch guards them: another size recompiles)
         concrete = compiling and not getattr(opdef.cls, "symbolic_shapes", True)
@@ -195,6 +223,9 @@ class BridgedOp:
                 flat.append(list(shape))
         if compiling:  # parameters travel as one string: symbolic scalars are specialized (guarded)
             params = {k: _concrete_param(v) for k, v in params.items()}
+            rows = _sparse_grad_inputs(opdef, params, stypes, args)
+            if rows:  # decided now, from the marks Dynamo reads (and guards): the compiled backward follows it
+                params[SPARSE_GRAD] = rows
         items = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in params.items()))
         shapes = tuple(shapes)  # traced shapes may be symbolic: no constants, unless specialized
         ov_name, out_stypes, out_shapes, nvis, ptext = plan_call(opdef.name, tuple(stypes),
@@ -210,10 +241,12 @@ class BridgedOp:
         else:
             ov = overload_for(opdef, tuple(stypes), out_stypes)
             torch_op = ov.torch_op
-        res = self._run(torch_op, flat, ptext, args)
+        # torch.func transforms take autograd functions with setup_context only: ours
+        transformed = not compiling and ov.setup is not None and _functorch_active()
+        res = self._run(torch_op, flat, ptext, args, ov if transformed else None)
         res = (res,) if not isinstance(res, tuple) else res
-        if compiling:
-            return _assemble(out_stypes, res, out_shapes, nvis)
+        if compiling or transformed:
+            return _assemble(out_stypes, res, out_shapes, nvis, parts=True)
         inst = _instance(opdef, ptext)
         if key is not None and all(s == "default" for s in stypes) and all(s == "default" for s in out_stypes) \
                 and all(a.__class__ is _PLAIN for a in args):
@@ -295,27 +328,182 @@ def _split(a: Any, updated: bool = False) -> tuple[str, list, tuple]:
     return st, list(parts), shape
 
 
-def _assemble(out_stypes: tuple, res: tuple, shapes: tuple, nvis: int) -> Any:
+def _assemble(out_stypes: tuple, res: tuple, shapes: tuple, nvis: int, parts: bool = False) -> Any:
+    """The visible results from the operator's component tensors ``res``: dense tensors, and
+    sparse ones as torch sparse tensors, or as ``CSRParts`` / ``RowSparseParts`` with
+    ``parts`` (inside torch.compile and torch.func transforms, which have no sparse tensors)."""
     out, k = [], 0
-    compiling = torch.compiler.is_compiling()
     for st, shape in zip(out_stypes[:nvis], shapes):
         if st == "default":
             out.append(res[k])
             k += 1
         elif st == "csr":
             v, i, p = res[k:k + 3]
-            out.append(CSRParts(v, i, p, shape) if compiling else assemble_csr(v, i, p, shape))
+            out.append(CSRParts(v, i, p, shape) if parts else assemble_csr(v, i, p, shape))
             k += 3
         else:
             v, i = res[k:k + 2]
-            out.append(RowSparseParts(v, i, shape) if compiling else assemble_rows(v, i, shape))
+            out.append(RowSparseParts(v, i, shape) if parts else assemble_rows(v, i, shape))
             k += 2
     return out[0] if nvis == 1 else tuple(out)
+
+
+def _bridge_options(opdef: registry.OpDef, params: dict) -> dict:
+    """``params`` with the bridge's keyword ``training`` turned into its option in the
+    parameter string (``@training``, written only when False: True is the default), unless
+    the op declares a ``training`` parameter of its own, which then gets the value."""
+    if "training" not in params or "training" in opdef.params:
+        return params
+    params = dict(params)
+    training = params.pop("training")
+    if not isinstance(training, bool):
+        raise BridgeError(f"sparse_ops.torch.ops.{opdef.name}: training must be a bool (as in "
+                          f"torch.nn.functional.dropout), got {training!r}")
+    if not training:
+        params[TRAINING] = False
+    return params
+
+
+def _sparse_grad_inputs(opdef: registry.OpDef, params: dict, stypes: list, args: tuple) -> tuple[int, ...]:
+    """Inside torch.compile, the positions of the dense inputs whose gradient the compiled
+    backward makes sparse COO: leaves that need a gradient, with a dimension, marked by
+    ``sparse_grad`` or asked for by the op's own ``sparse_grad=True`` (what an eager
+    backward decides from the saved leaf, decided here where Dynamo still sees the
+    tensors and guards what it reads)."""
+    if not opdef.differentiable or opdef.mutate or not torch.is_grad_enabled():
+        return ()
+    asks = "sparse_grad" in opdef.params and params.get("sparse_grad") is True
+    return tuple(i for i, (st, a) in enumerate(zip(stypes, args))
+                 if st == "default" and a.requires_grad and a.is_leaf and a.dim() >= 1
+                 and (asks or is_sparse_grad(a)))
 
 
 # ---- the namespace ------------------------------------------------------------------------------------
 _TABLE = BridgedTable("sparse_ops.torch.ops", BridgedOp, forget)
 op, lookup = _TABLE.op, _TABLE.lookup
+
+
+# ---- how a call runs, and torch's operator check of it -----------------------------------------------
+def _operator_call(name: str, args: tuple, params: dict, copies: bool = False) -> tuple[Overload, list, str, tuple,
+                                                                                          tuple]:
+    """(overload, component arguments, parameter string, input storage types, output shapes)
+    of the call ``sparse_ops.torch.ops.<name>(*args, **params)`` would make, eagerly. With
+    ``copies``, a torch sparse tensor's components are copies (leaves; the values require
+    grad where the tensor does), not views of it."""
+    opdef = registry.get_op(name)
+    params = _bridge_options(opdef, params)
+    stypes, flat, shapes = [], [], []
+    for argname, a in zip(arg_names(opdef, len(args)), args):
+        try:
+            st, parts, shape = _split(a, updated=argname in opdef.mutate)
+        except (TypeError, ValueError) as exc:
+            raise BridgeError(f"sparse_ops.torch.ops.{name}: argument {argname!r}: {exc}") from exc
+        if copies and isinstance(a, torch.Tensor) and a.layout != _STRIDED:
+            parts = [p.detach().clone() for p in parts]
+            parts[0].requires_grad_(a.requires_grad and parts[0].is_floating_point())
+        stypes.append(st)
+        shapes.append(shape)
+        flat += parts
+        if st != "default":
+            flat.append(list(shape))
+    items = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in params.items()))
+    _, out_stypes, out_shapes, _, ptext = plan_call(name, tuple(stypes), tuple(shapes), items)
+    return overload_for(opdef, tuple(stypes), out_stypes), flat, ptext, tuple(stypes), out_shapes
+
+
+def opcheck(name: str, *args: Any, test_utils: Any = None, raise_exception: bool = True, **params: Any) -> dict:
+    """``torch.library.opcheck`` of the operator the call ``sparse_ops.torch.ops.<name>(*args,
+    **params)`` runs: its ``torch.ops.sparse_ops`` overload (``default`` for dense inputs
+    of a fixed-arity op; storage codes otherwise, ``dot.cd_d`` for csr @ dense) on the
+    call's component tensors and parameter string. torch's checks: the schema, the autograd
+    registration, the fake implementation against the real one, and the compiled
+    (AOTAutograd) forward and backward against the eager ones. Inputs that require grad
+    have their gradients checked; a sparse tensor's components are passed as copies (leaves
+    that require grad as its values did). ``test_utils`` and ``raise_exception`` are
+    opcheck's; returns its dict of results.
+
+    Called directly: ``torch.library.opcheck(torch.ops.sparse_ops.relu.default, (x,))``,
+    ``torch.library.opcheck(torch.ops.sparse_ops.dot.cd_d, (values, indices, indptr, [n, k],
+    w, ""))``; ``explain`` prints that call for any arguments."""
+    ov, flat, ptext, _, _ = _operator_call(name, args, dict(params), copies=True)
+    kwargs = {} if test_utils is None else {"test_utils": test_utils}
+    return torch.library.opcheck(ov.torch_op, tuple(flat) + (ptext,), raise_exception=raise_exception, **kwargs)
+
+
+def explain(name: str, *args: Any, **params: Any) -> dict[str, Any]:
+    """How ``sparse_ops.torch.ops.<name>(*args, **params)`` runs, without running it: the
+    storage types and shapes, the ``torch.ops.sparse_ops`` overload and how to opcheck it,
+    which inputs get sparse gradients, what ``torch.func`` transforms and ``torch.compile``
+    use, and which faces serve the op (``"yes"`` or the reason)."""
+    from .. import faces
+
+    opdef = registry.get_op(name)
+    ov, flat, ptext, stypes, out_shapes = _operator_call(name, args, dict(params))
+    inst = _instance(opdef, ptext)
+    nvis = inst.visible_output_count()
+    qual = f"torch.ops.sparse_ops.{name}.{ov.name}"
+    shown = ", ".join(f"<{n}>" for n in _component_names(ov)) + (f", {ptext!r}" if ptext else "")
+    asks = "sparse_grad" in opdef.params and bool(getattr(inst, "sparse_grad", False))
+    grads = {}
+    for argname, st, a in zip(arg_names(opdef, len(args)), stypes, args):
+        if st != "default":
+            layout = "sparse_csr" if st == "csr" else "sparse COO"
+            grads[argname] = f"{st}: the gradient of each stored value ({layout})"
+        elif asks or is_sparse_grad(a):
+            grads[argname] = ("sparse COO (row_sparse) when a leaf: " +
+                              ("the op's sparse_grad=True asks" if asks else "marked by sparse_ops.torch.sparse_grad"))
+        else:
+            grads[argname] = "dense (sparse_ops.torch.sparse_grad(t) marks a leaf for a sparse COO gradient)"
+    if not opdef.differentiable or opdef.mutate:
+        grads = {k: "none" for k in grads}
+    sparse_out = [s for s in ov.out_stypes if s != "default"]
+    if ov.mutated:
+        vmap = "none: the op updates inputs in place"
+    elif sparse_out:
+        vmap = "refused: its results are sparse (each example stores its own count of values)"
+    else:
+        vmap = ("a loop over the batch: one call per example, results stacked (TransformAutograd.vmap for "
+                f"sparse_ops.torch.ops.{name}, a registered vmap rule for {qual})"
+                + ("; random: needs vmap(..., randomness='different')" if "random" in opdef.resources else ""))
+    if ov.setup is not None and opdef.differentiable:
+        func = ("grad, vjp, jacrev: library.TransformAutograd (setup_context; its backward runs the "
+                f"{ov.name}_backward operator); jvp, jacfwd: not supported (reverse-mode rules only)")
+    else:
+        func = "values only: " + ("the op updates inputs in place" if ov.mutated else "the op declares no gradient")
+    compiled = f"{qual} in the graph (fake implementation from the op's rules); "
+    if ov.backward_op is None:
+        compiled += "no backward"
+    else:
+        compiled += f"backward: {ov.name}_backward" + (
+            f", or {ov.name}_backward_rows for sparse COO gradients" if ov.backward_rows_op is not None else "")
+    return {
+        "op": name,
+        "in_stypes": list(stypes),
+        "out_stypes": list(ov.out_stypes[:nvis]),
+        "out_shapes": [list(s) for s in out_shapes[:nvis]],
+        "overload": qual,
+        "schema": str(ov.torch_op._schema),
+        "opcheck": f"torch.library.opcheck({qual}, ({shown})), or sparse_ops.torch.opcheck({name!r}, ...)",
+        "training": call_options(ptext).training,
+        "gradients": grads,
+        "torch.func": func,
+        "vmap": vmap,
+        "torch.compile": compiled,
+        "faces": faces.support(opdef, inst, [tuple(s) for s in _shapes_of(args)], list(stypes)),
+    }
+
+
+def _component_names(ov: Overload) -> list[str]:
+    """The operator's component argument names (``a_values, a_indices, a_indptr, a_shape, w``)."""
+    names = []
+    for name, st in zip(ov.names, ov.in_stypes):
+        names += [name] if st == "default" else [f"{name}_values", f"{name}_indices"] + \
+            ([f"{name}_indptr"] if st == "csr" else []) + [f"{name}_shape"]
+    return names
+
+
+def _shapes_of(args: tuple) -> list[tuple]:
+    return [tuple(a.shape) for a in args]
 
 
 class _TorchNamespace(torch._ops._OpNamespace):

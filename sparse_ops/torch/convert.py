@@ -34,6 +34,7 @@ operator as tensors are validated fully on the way in.
 """
 from __future__ import annotations
 
+import re
 import warnings
 from typing import Any
 
@@ -68,7 +69,35 @@ def numpy_dtype(dtype: torch.dtype) -> np.dtype:
     try:
         return _FROM_TORCH_DTYPE[dtype]
     except KeyError:
-        raise TorchBridgeError(f"{not_held(dtype)}; convert it first, e.g. with .to(torch.float32)") from None
+        raise TorchBridgeError(torch_wording(f"{not_held(dtype)}; convert it first, e.g. with .to(torch.float32)")) \
+            from None
+
+
+# ---- messages in torch's words ------------------------------------------------------------------
+# The library words dtype errors once for every face (``dtypes.not_held``,
+# ``dtypes.require_one_dtype``): NumPy's dtype names and NumPy's ``.astype()``. Errors the
+# torch bridge raises go through ``torch_wording``, which names dtypes as torch does
+# (``torch.float32``) and converts with ``.to(...)``.
+_DTYPE_NAMES = ("bfloat16", "float16", "float32", "float64", "complex64", "complex128",
+                "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+_DTYPE_WORD = re.compile(r"(?<![\w.])(" + "|".join(_DTYPE_NAMES) + r")(?!\w)")
+_DTYPE_BOOL = re.compile(r"(?<=dtype )bool(?!\w)")  # "bool" alone is a dtype only after "dtype"
+_ASTYPE = re.compile(r"\.astype\(\)")
+_TARGET = re.compile(r"but [^;]*? is (" + "|".join(_DTYPE_NAMES) + r");")  # require_one_dtype's wording
+
+
+def torch_wording(message: str) -> str:
+    """``message`` as a torch user reads it: NumPy dtype names become torch's
+    (``float32`` -> ``torch.float32``; names already prefixed are kept) and a conversion
+    with ``.astype()`` becomes one with ``.to(...)``, naming the dtype the message asks for
+    when it says one (``input 1 is float64 but input 0 is float32; ...`` ->
+    ``.to(torch.float32)``)."""
+    if ".astype()" in message:
+        target = _TARGET.search(message)
+        to = f".to(torch.{target.group(1)})" if target else ".to(dtype)"
+        message = _ASTYPE.sub(lambda _: to, message)
+    message = _DTYPE_WORD.sub(r"torch.\1", message)
+    return _DTYPE_BOOL.sub("torch.bool", message)
 
 
 # ---- one array <-> one tensor -------------------------------------------------------------------

@@ -6,29 +6,38 @@ tensors**, one overload per tuple of input and output storage types:
 - a dense input is one tensor; a csr input is ``<arg>_values, <arg>_indices, <arg>_indptr,
   <arg>_shape``; a row_sparse input ``<arg>_values, <arg>_indices, <arg>_shape``;
 - the parameters travel as one string (``params``, our canonical encoding; empty for the
-  defaults), so every parameter type of the table crosses unchanged;
+  defaults), so every parameter type of the table crosses unchanged; keys starting with
+  ``@`` are the bridge's options of the call, not the op's (``@training``: the training
+  flag Dropout reads, True when absent; ``@sparse_grad``: inputs whose compiled gradient is
+  sparse COO);
 - the outputs are the components of every output (visible and hidden: backward reads
   hidden ones such as Dropout's mask) by their inferred storage types; indices of sparse
   outputs are int64 and never alias an input (torch's rule for custom ops: a shared index
   array is copied).
 
-The overload named ``default`` is the all-dense one (fixed arity, dense outputs), so
-``torch.ops.sparse_ops.relu(x)`` works as written; the others are named by storage codes
-(``d`` dense, ``c`` csr, ``r`` row_sparse), inputs then outputs: ``dot.cd_r`` is
-``dot(csr, dense) -> row_sparse``.
+The overload named ``default`` is the all-dense one (fixed arity, its declared outputs, all
+dense: ``Dropout.default`` returns the result and its mask), so ``torch.ops.sparse_ops.relu(x)``
+works as written and ``torch.library.opcheck`` takes ``torch.ops.sparse_ops.<name>.default``;
+the others are named by storage codes (``d`` dense, ``c`` csr, ``r`` row_sparse), inputs then
+outputs: ``dot.cd_r`` is ``dot(csr, dense) -> row_sparse``.
 
 Each overload has a real implementation (our invoke path on zero-copy NumPy/CuPy views;
 on cuda on ``torch.cuda.current_stream()``), a fake implementation from the op's
 ``infer_shape`` / ``infer_type`` / ``infer_storage_type`` (sparse outputs get dynamic nnz
-sizes) and an autograd formula that runs the op's own gradient rule. Registration is lazy:
+sizes), an autograd formula that runs the op's own gradient rule (a dense input's gradient
+dense unless the user asked for sparse COO: ``sparse_grad``), a vmap rule (a loop over the
+batch) and, for tracing and ``torch.func``, the gradient as operators: ``<overload>_backward``
+and ``<overload>_backward_rows`` (sparse COO gradients in compiled code). Errors its
+implementations raise name dtypes as torch does (``convert.torch_wording``). Registration is lazy:
 an op is defined in torch the first time it is used (through ``sparse_ops.torch.ops``,
 ``op(name)`` or ``torch.ops.sparse_ops.<name>``), so importing the bridge registers nothing.
 """
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 import torch
@@ -45,7 +54,8 @@ from ..errors import OperatorError
 from ..boundary import FULL, OURS, admit
 from ..ndarray import NDArray
 from ..tape import _scope, _state
-from .convert import _VALUE_TORCH_DTYPES, array_of, device_of, numpy_dtype, sparse_rows, tensor_of, torch_device, torch_dtype
+from .convert import (_VALUE_TORCH_DTYPES, array_of, device_of, numpy_dtype, sparse_rows, tensor_of, torch_device,
+                      torch_dtype, torch_wording)
 
 NAMESPACE = "sparse_ops"
 CODES = {"default": "d", "csr": "c", "row_sparse": "r"}
@@ -80,15 +90,70 @@ def decode_params(text: str) -> dict[str, Any]:
     return d
 
 
+# ---- the bridge's own options in the parameter string -----------------------------------------------
+# Besides the op's parameters, the string may carry options of the bridge, under keys starting
+# with "@" (no op parameter can be named so): they say how the torch face runs the call, not
+# what the op computes, so they never reach the op's instance.
+TRAINING = "@training"        # bool: the op's training flag (what Dropout reads); True when absent
+SPARSE_GRAD = "@sparse_grad"  # tuple of input positions: dense leaves whose gradient is sparse COO
+
+
+class CallOptions(NamedTuple):
+    """The bridge's options of one call (``TRAINING``, ``SPARSE_GRAD`` in its parameter string)."""
+
+    training: bool = True
+    sparse_grad: tuple[int, ...] = ()
+
+
+_DEFAULT_OPTIONS = CallOptions()
+_SPLIT: BoundedCache = BoundedCache(MAX_DECODED)  # parameter string -> (op parameters, CallOptions)
+
+
+def split_params(text: str) -> tuple[dict[str, Any], CallOptions]:
+    """(the op's parameters, the bridge's options) of a parameter string; cached per string.
+    A BridgeError names an unknown ``@`` option or a value of the wrong type."""
+    hit = _SPLIT.get(text)
+    if hit is not None:
+        return hit
+    d = decode_params(text)
+    if not any(k.startswith("@") for k in d):
+        return _SPLIT.put(text, (d, _DEFAULT_OPTIONS))
+    params = {k: v for k, v in d.items() if not k.startswith("@")}
+    unknown = sorted(k for k in d if k.startswith("@") and k not in (TRAINING, SPARSE_GRAD))
+    if unknown:
+        raise BridgeError(f"unknown bridge option(s) {', '.join(unknown)} in the parameter string (options: "
+                          f"{TRAINING} = a bool, {SPARSE_GRAD} = a tuple of input positions)")
+    training = d.get(TRAINING, True)
+    rows = d.get(SPARSE_GRAD, ())
+    if not isinstance(training, bool):
+        raise BridgeError(f"{TRAINING} must be a bool, got {training!r}")
+    if not isinstance(rows, tuple) or not all(type(i) is int and i >= 0 for i in rows):
+        raise BridgeError(f"{SPARSE_GRAD} must be a tuple of input positions, got {rows!r}")
+    return _SPLIT.put(text, (params, CallOptions(training, rows)))
+
+
+def call_options(text: str) -> CallOptions:
+    """The bridge's options of a parameter string (the defaults for "")."""
+    return split_params(text)[1] if text else _DEFAULT_OPTIONS
+
+
 def _instance(opdef: registry.OpDef, params: str) -> registry.Op:
-    return opdef.instance(decode_params(params)) if params else (opdef._default_instance or opdef.instance({}))
+    """The op's instance for a parameter string (its ``@`` options left out)."""
+    if not params:
+        return opdef._default_instance or opdef.instance({})
+    return opdef.instance(split_params(params)[0])
 
 
 # ---- overloads -------------------------------------------------------------------------------------
 def overload_name(opdef: registry.OpDef, in_stypes: Sequence[str], out_stypes: Sequence[str]) -> str:
-    """``default`` for the all-dense call of a fixed-arity op with one dense output, else the
-    storage codes of the inputs and the outputs: ``cd_r``."""
-    if (not opdef.variadic and all(s == "default" for s in in_stypes) and list(out_stypes) == ["default"]):
+    """``default`` for the all-dense call of a fixed-arity op with its declared outputs
+    (dense inputs, every output dense, hidden ones included: ``Dropout.default`` returns the
+    output and its mask), else the storage codes of the inputs and the outputs: ``cd_r``.
+    A variadic op's all-dense calls are named by their arity (``add_n.ddd_d``), and so are
+    the all-dense calls of an op whose parameters change its number of outputs
+    (``split(num_outputs=3)`` is ``split.d_ddd``): one schema per name."""
+    if (not opdef.variadic and len(out_stypes) == len(opdef.outputs)
+            and all(s == "default" for s in (*in_stypes, *out_stypes))):
         return "default"
     return "".join(CODES[s] for s in in_stypes) + "_" + "".join(CODES[s] for s in out_stypes) if in_stypes \
         else "n_" + "".join(CODES[s] for s in out_stypes)
@@ -105,8 +170,10 @@ class Overload:
         self.nparts_out = sum(PARTS[s] for s in out_stypes)
         self.nparts_in = sum(PARTS[s] + (s != "default") for s in in_stypes)  # + the shape argument
         self.qualname = f"{NAMESPACE}::{opdef.name}" + ("" if self.name == "default" else f".{self.name}")
+        self.dense = all(s == "default" for s in (*in_stypes, *out_stypes))
         self.torch_op: Any = None
-        self.backward_op: Any = None
+        self.backward_op: Any = None       # <overload>_backward: the gradient under tracing
+        self.backward_rows_op: Any = None  # <overload>_backward_rows: the same, some as (values, rows)
         self.setup: Callable | None = None     # the autograd formula registered for it (None:
         self.backward: Callable | None = None  # it updates an input, so torch sees a constant)
         self.mutated = [i for i, n in enumerate(self.names) if n in opdef.mutate]
@@ -130,11 +197,15 @@ class Overload:
         ret = rets[0] if len(rets) == 1 else "(" + ", ".join(rets) + ")"
         return f"{self.opdef.name}{'' if self.name == 'default' else '.' + self.name}({', '.join(args)}) -> {ret}"
 
-    def backward_schema(self) -> str:
+    def backward_schema(self, rows: bool = False) -> str:
         """Component tensors of the inputs, then of every output, then one gradient tensor
         per output (dense, or the values of a sparse output), which inputs want a gradient,
         the parameters; returns one gradient tensor per input (dense, or the values of a
-        sparse input; an empty tensor where none was asked for)."""
+        sparse input; an empty tensor where none was asked for). With ``rows``, the
+        ``<overload>_backward_rows`` operator: a list in which each dense input the
+        parameters' ``@sparse_grad`` names has two tensors, the stored rows' values and
+        their int64 row indices (its gradient as row_sparse: what torch.compile turns into
+        a sparse COO gradient)."""
         fwd = self.schema()
         inner = fwd[fwd.index("(") + 1:fwd.rindex(") ->")].replace('str params=""', "").rstrip(", ")
         inner = inner.replace("(a!)", "").replace("(b!)", "").replace("(c!)", "")
@@ -143,8 +214,8 @@ class Overload:
             outs += [f"Tensor out{j}_{k}" for k in range(PARTS[st])]
         grads = [f"Tensor? grad{j}" for j in range(len(self.out_stypes))]
         rets = ", ".join(["Tensor"] * len(self.in_stypes))
-        ret = rets if len(self.in_stypes) == 1 else f"({rets})"
-        name = self.opdef.name + "." + self.name + "_backward"
+        ret = "Tensor[]" if rows else rets if len(self.in_stypes) == 1 else f"({rets})"
+        name = self.opdef.name + "." + self.name + ("_backward_rows" if rows else "_backward")
         return f"{name}({', '.join([inner] + outs + grads + ['bool[] needs', 'str params'])}) -> {ret}"
 
 
@@ -213,6 +284,8 @@ def _define(ov: Overload) -> None:
         torch.library.register_autograd(qual, ov.backward, setup_context=ov.setup, lib=lib)
     packet = getattr(torch.ops.sparse_ops, name)
     ov.torch_op = getattr(packet, ov.name)
+    if not ov.mutated:  # torch.func.vmap (and torch.vmap) of the operator: a loop over the batch
+        torch.library.register_vmap(qual, _make_vmap(ov, ov.torch_op, forward=True), lib=lib)
     bschema = ov.backward_schema()
     # torch schemas take at most 64 arguments: a call with that many inputs keeps its eager
     # backward, and a traced one says there is no backward operator
@@ -222,6 +295,24 @@ def _define(ov: Overload) -> None:
         lib.impl(f"{name}.{bname}", _make_backward_impl(ov), "CompositeExplicitAutograd")
         torch.library.register_fake(f"{NAMESPACE}::{name}.{bname}", _make_backward_fake(ov), lib=lib)
         ov.backward_op = getattr(packet, bname)
+        torch.library.register_vmap(f"{NAMESPACE}::{name}.{bname}", _make_vmap(ov, ov.backward_op), lib=lib)
+        if "default" in ov.in_stypes:  # a dense input may want its gradient as sparse COO (compiled code)
+            lib.define(ov.backward_schema(rows=True))
+            rname = ov.name + "_backward_rows"
+            lib.impl(f"{name}.{rname}", _make_backward_impl(ov, rows=True), "CompositeExplicitAutograd")
+            torch.library.register_fake(f"{NAMESPACE}::{name}.{rname}", _make_backward_fake(ov, rows=True), lib=lib)
+            ov.backward_rows_op = getattr(packet, rname)
+
+
+def _make_vmap(ov: Overload, torch_op: Any, forward: bool = False) -> Callable:
+    """The vmap rule of ``torch_op`` (the overload, or its backward): the per-example loop
+    (``_stacked``); the forward first refuses what the loop cannot serve (``check_vmap``)."""
+    def vmap_rule(info: Any, in_dims: tuple, *args: Any) -> tuple[Any, Any]:
+        if forward:
+            check_vmap(ov, info.randomness)
+        return _stacked(info.batch_size, in_dims, args, torch_op)
+
+    return vmap_rule
 
 
 # ---- from component tensors to containers and back -------------------------------------------
@@ -314,39 +405,75 @@ def _tensors(parts: Sequence[Any]) -> Any:
 _CPU = Device("cpu", 0)
 
 
-def run_dense(ov: Overload, inst: registry.Op, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+def run_dense(ov: Overload, inst: registry.Op, tensors: Sequence[torch.Tensor],
+              training: bool = True) -> list[torch.Tensor]:
     """The implementation for all-dense host tensors (contiguous, of our dtypes): zero-copy
-    views, the plan, the kernel, fresh outputs as tensors. The registered implementation
-    calls it for such inputs, and eager calls without autograd reach it directly."""
+    views, the plan, the kernel (its context's training flag ``training``: what Dropout
+    reads), fresh outputs as tensors. The registered implementation calls it for such
+    inputs, and eager calls reach it directly."""
     arrays = [NDArray(t.numpy(force=True), _CPU) for t in tensors]
     plan = plan_for(ov.opdef, inst, arrays)
-    if plan.nvis == plan.nout and not _state.recording:
-        res = plan.call(arrays)
-        results = [res] if plan.nout == 1 else list(res)
-    else:
-        with _scope(False, None):
+    state = _state
+    saved = state.recording, state.training
+    state.recording, state.training = False, training  # torch's call: our tape never records it
+    try:
+        if plan.nvis == plan.nout:
+            res = plan.call(arrays)
+            results = [res] if plan.nout == 1 else list(res)
+        else:
             results = plan.execute(arrays)
+    finally:
+        state.recording, state.training = saved
     if plan.mode == "fcompute":  # the dense kernel wrote into outputs allocated for it
         return [tensor_of(r._data) for r in results]
     return [tensor_of(p) for p in output_parts(results, arrays, False)]
 
 
-class EagerAutograd(torch.autograd.Function):
-    """An eager all-dense call on host tensors that autograd records, without torch's
-    dispatcher: ``apply(*tensors, params, ov, inst)`` runs what the registered operator runs
-    for it (``run_dense``, then the setup and, later, the backward registered for ``ov``).
+_functorch_active = torch._C._are_functorch_transforms_active  # a torch.func transform (grad, vjp, vmap) runs
 
-    Torch's autograd layer of a registered operator is such an autograd function too,
-    wrapped in Python that this call does not need (schema defaults, dispatch key sets, a
-    redispatch to the implementation), a fifth of a small op's forward and backward."""
+
+def _plain_host(tensors: Sequence[Any]) -> bool:
+    """Whether these are plain contiguous host tensors (``run_dense`` reads their memory)."""
+    return all(t.__class__ is torch.Tensor and t.is_cpu and t.is_contiguous() for t in tensors)
+
+
+def _run_call(args: tuple) -> Any:
+    """The forward of ``TransformAutograd``: ``args`` is the operator's component arguments
+    and parameter string, then the overload and the op instance."""
+    ov, inst, inputs = args[-2], args[-1], args[:-2]
+    tensors = inputs[:-1]
+    if ov.dense and _plain_host(tensors):
+        res = run_dense(ov, inst, tensors, call_options(inputs[-1]).training)
+        return res[0] if len(res) == 1 else tuple(res)
+    return ov.torch_op(*inputs)  # grad is off in a forward: the operator's implementation
+
+
+def _setup_call(ctx: Any, args: tuple, output: Any) -> None:
+    """What the overload's registered setup saves, for ``_run_call``'s ``args``."""
+    ov = args[-2]
+    ov.setup(ctx, args[:-2], output)
+    ctx.overload = ov
+
+
+class EagerAutograd(torch.autograd.Function):
+    """A repeated all-dense host call (``BridgedOp._direct``) that torch's autograd records:
+    ``apply(*args, params, ov, inst)`` runs what the registered operator ``ov`` runs for it
+    (``run_dense``), then its registered setup, and later its registered backward, minus
+    torch's dispatcher. Torch's autograd layer of a registered operator is such an autograd
+    function too, wrapped in Python this call does not need (schema defaults, dispatch key
+    sets, a redispatch): a fifth of a small op's forward and backward.
+
+    Written with ``ctx`` in ``forward`` (the older form) on purpose: for a function with
+    ``setup_context`` torch binds default arguments through ``inspect`` on every ``apply``,
+    which doubles a small op's forward. ``torch.func`` transforms take only that form, so
+    calls under a transform use ``TransformAutograd`` instead."""
 
     @staticmethod
     def forward(ctx: Any, *args: Any) -> Any:
-        ov, inst, inputs = args[-2], args[-1], args[:-2]  # inputs: the operator's (tensors, params)
-        res = run_dense(ov, inst, inputs[:-1])
+        ov, inst = args[-2], args[-1]  # the caller checked: dense, plain, contiguous host tensors
+        res = run_dense(ov, inst, args[:-3], call_options(args[-3]).training)
         out = res[0] if len(res) == 1 else tuple(res)
-        ov.setup(ctx, inputs, out)
-        ctx.overload = ov
+        _setup_call(ctx, args, out)
         return out
 
     @staticmethod
@@ -354,14 +481,101 @@ class EagerAutograd(torch.autograd.Function):
         return (*ctx.overload.backward(ctx, *grads), None, None)
 
 
+class TransformAutograd(torch.autograd.Function):
+    """A call under a ``torch.func`` transform (grad, vjp, jacrev, vmap): the same call as
+    ``EagerAutograd`` (``apply(*args, params, ov, inst)``, the registered setup and backward
+    of ``ov``), in the form transforms take, with ``setup_context`` (torch's generated
+    autograd function of a registered operator has none). Under a transform the backward
+    sees wrapped tensors and runs the ``<overload>_backward`` operator.
+
+    ``vmap`` is a loop over the batch, one ``apply`` per example (so transforms below it, as
+    in ``grad(vmap(f))``, see each call), results stacked; the backward operator's
+    registered vmap rule is the same loop (``jacrev`` maps it over cotangents). Forward mode
+    (``jvp``) is refused: gradient rules are vector-Jacobian products."""
+
+    generate_vmap_rule = False  # the loop below: our kernels read memory, not traced torch code
+
+    @staticmethod
+    def forward(*args: Any) -> Any:
+        return _run_call(args)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
+        _setup_call(ctx, inputs, output)
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Any) -> Any:
+        return (*ctx.overload.backward(ctx, *grads), None, None)
+
+    @staticmethod
+    def jvp(ctx: Any, *tangents: Any) -> Any:
+        raise BridgeError(f"{ctx.overload.opdef.label}: forward-mode derivatives (torch.func.jvp, jacfwd, "
+                          "torch.autograd.forward_ad) are not supported through the torch bridge: an op's gradient "
+                          "rule is a vector-Jacobian product; use reverse mode (torch.func.grad, vjp, jacrev)")
+
+    @staticmethod
+    def vmap(info: Any, in_dims: tuple, *args: Any) -> tuple[Any, Any]:
+        check_vmap(args[-2], info.randomness)
+        return _stacked(info.batch_size, in_dims, args, TransformAutograd.apply)
+
+
+def check_vmap(ov: Overload, randomness: str) -> None:
+    """Refuse, with the way out, a vmap the per-example loop cannot serve: sparse results
+    (each example stores its own count of values: nothing to stack) and random draws unless
+    vmap was told ``randomness="different"`` (each example draws its own numbers, as
+    torch's random ops do under it; "error", vmap's default, refuses random ops as torch's
+    own do, and "same" is not supported)."""
+    label = ov.opdef.label
+    if any(s != "default" for s in ov.out_stypes):
+        raise BridgeError(f"{label}: torch.func.vmap over a call with sparse results ({', '.join(ov.out_stypes)}) is "
+                          "not supported: each example stores its own number of values, so they cannot be stacked; "
+                          "call the op per example")
+    if "random" in ov.opdef.resources and randomness != "different":
+        raise BridgeError(f"{label}: draws random numbers, and torch.func.vmap was called with randomness="
+                          f"{randomness!r}; pass randomness='different' (each example draws its own numbers)")
+
+
+def _stacked(n: int, in_dims: tuple, args: tuple, call: Callable) -> tuple[Any, Any]:
+    """vmap as a loop: ``call`` on example ``b`` of each batched tensor argument (``in_dims``:
+    its batch dimension; None, or a list of them for a list argument, for the others) for
+    every b < ``n``, each result stacked along a new dimension 0; returns (results,
+    out_dims) as a vmap rule does."""
+    if n == 0:
+        raise BridgeError("torch.func.vmap over an empty batch: the per-example loop has nothing to stack")
+    per = []
+    for b in range(n):
+        out = call(*[a.select(d, b) if isinstance(d, int) and isinstance(a, torch.Tensor) else a
+                     for a, d in zip(args, in_dims)])
+        per.append(tuple(out) if isinstance(out, (tuple, list)) else (out,))
+    stacked = tuple(torch.stack(col) for col in zip(*per))
+    return (stacked[0], 0) if len(stacked) == 1 else (stacked, (0,) * len(stacked))
+
+
+def _speaking_torch(fn: Callable) -> Callable:
+    """``fn`` (an operator's implementation or fake) whose OperatorErrors are worded for torch
+    users (``torch_wording``: torch's dtype names, ``.to(...)``), the original kept as the
+    cause: ``torch.ops.sparse_ops.<name>`` callers read what ``sparse_ops.torch.ops`` ones do."""
+    @functools.wraps(fn)
+    def speaking(*args: Any) -> Any:
+        try:
+            return fn(*args)
+        except OperatorError as exc:
+            text = torch_wording(str(exc))
+            if text == str(exc):
+                raise
+            raise BridgeError(text) from exc
+
+    return speaking
+
+
 def _make_impl(ov: Overload) -> Callable:
-    opdef, expected = ov.opdef, list(ov.out_stypes)
-    dense = all(s == "default" for s in (*ov.in_stypes, *ov.out_stypes))
+    opdef, expected, dense = ov.opdef, list(ov.out_stypes), ov.dense
 
     def impl(*args: Any) -> Any:
         params = args[ov.nparts_in] if len(args) > ov.nparts_in else ""
+        training = call_options(params).training
         if dense and all(t.is_cpu and t.is_contiguous() for t in args[:ov.nparts_in]):
-            got = run_dense(ov, _instance(opdef, params), args[:ov.nparts_in])
+            got = run_dense(ov, _instance(opdef, params), args[:ov.nparts_in], training)
             return got[0] if len(got) == 1 else tuple(got)
         inst = _instance(opdef, params)
         first = args[0] if args else None
@@ -372,14 +586,14 @@ def _make_impl(ov: Overload) -> Callable:
             if list(plan.out_stypes) != expected:
                 raise BridgeError(f"{opdef.label}: inferred output storage types {list(plan.out_stypes)}, but "
                                   f"overload {ov.name} returns {expected}")
-            with _scope(False, None):
+            with _scope(False, training):
                 results = plan.execute(arrays)
             if ov.mutated:
                 _write_back(ov, args, arrays)
             parts = output_parts(results, arrays, plan.mode != "fcompute_ex")
             return _tensors(parts)
 
-    return impl
+    return _speaking_torch(impl)
 
 
 def _make_inplace_or_view(ov: Overload) -> Callable:
@@ -455,7 +669,7 @@ def _make_fake(ov: Overload) -> Callable:
                         torch.empty((nnz,), dtype=torch.int64, device=dev)]
         return out[0] if len(out) == 1 else tuple(out)
 
-    return fake
+    return _speaking_torch(fake)
 
 
 # ---- autograd ------------------------------------------------------------------------------------------
@@ -518,6 +732,71 @@ def _make_setup(ov: Overload) -> Callable:
     return setup_context
 
 
+# ---- which dense inputs get sparse gradients ---------------------------------------------------------
+# torch's rule: a dense parameter gets a dense gradient unless its user asked for a sparse one
+# (nn.Embedding(sparse=True), F.embedding(sparse=True)). So does the bridge: a gradient rule's
+# row_sparse gradient of a dense input is densified, unless the input is a leaf marked by
+# ``sparse_grad(t)`` or the call's op parameter ``sparse_grad=True`` asks (Embedding's, the
+# cookbook's csr_spmm's); then it is torch's coalesced sparse COO gradient, which SGD,
+# SparseAdam and Adagrad take. Inside torch.compile the bridged call names such inputs in
+# the parameter string (``@sparse_grad``), decided when Dynamo traces it.
+_MARK = "_sparse_ops_sparse_grad"
+
+
+def sparse_grad(tensor: torch.Tensor, enabled: bool = True) -> torch.Tensor:
+    """Mark ``tensor`` (a dense leaf: a parameter) so that every bridged op gives it its
+    gradient as a coalesced sparse COO tensor (row_sparse: the rows the gradient stores,
+    ``sparse_dim=1``), the per-tensor switch that ``nn.Embedding(sparse=True)`` is for torch's
+    embedding; ``enabled=False`` removes the mark. Returns ``tensor``, so
+    ``self.w = st.sparse_grad(nn.Parameter(...))`` reads as a declaration.
+
+    Unmarked dense tensors get dense gradients, as torch's own ops give them. A gradient
+    rule that makes a dense gradient for a marked tensor has it stored as row_sparse too (the
+    rows with a nonzero). Intermediate results are never given sparse gradients: the torch
+    ops before them take strided gradients only. Works eagerly and inside ``torch.compile``
+    (fullgraph included: Dynamo reads the mark, guards it, and the compiled backward builds
+    the sparse gradient); ``torch.func`` transforms give dense gradients (they have no
+    sparse tensors)."""
+    if not isinstance(tensor, torch.Tensor) or tensor.layout != torch.strided:
+        raise TypeError(f"sparse_grad marks a dense (strided) torch.Tensor, got "
+                        f"{type(tensor).__name__ if not isinstance(tensor, torch.Tensor) else tensor.layout}")
+    if tensor.dim() < 1:
+        raise ValueError("sparse_grad: a 0-d tensor has no rows to store sparsely")
+    if enabled:
+        setattr(tensor, _MARK, True)
+        if tensor.is_leaf and tensor.requires_grad:  # compiled backwards too: their .grad keeps the flag
+            keep_coalesced_flag(tensor)
+    elif hasattr(tensor, _MARK):
+        delattr(tensor, _MARK)
+    return tensor
+
+
+def is_sparse_grad(tensor: Any) -> bool:
+    """Whether ``tensor`` is marked by ``sparse_grad``."""
+    return bool(getattr(tensor, _MARK, False))
+
+
+def op_asks_sparse_grad(opdef: registry.OpDef, inst: registry.Op) -> bool:
+    """Whether the call's own op parameter ``sparse_grad`` is set (Embedding, csr_spmm):
+    the per-call way to ask for sparse gradients of its dense inputs."""
+    return "sparse_grad" in opdef.params and bool(getattr(inst, "sparse_grad", False))
+
+
+def wants_sparse(ov: Overload, inst: registry.Op, options: CallOptions, args: Sequence[Any],
+                 slots: Sequence[int], needs: Sequence[bool]) -> list[bool]:
+    """For each input of an eager call, whether its gradient goes to torch as sparse COO: a
+    dense leaf with a dimension that ``needs`` one, marked (``sparse_grad``), named by
+    ``@sparse_grad`` or asked for by the op's ``sparse_grad`` parameter."""
+    asks = op_asks_sparse_grad(ov.opdef, inst)
+    out = [False] * len(slots)
+    for i, (st, s) in enumerate(zip(ov.in_stypes, slots)):
+        if needs[i] and st == "default":
+            a = args[s]
+            out[i] = bool((asks or i in options.sparse_grad or getattr(a, _MARK, False))
+                          and a.is_leaf and a.dim() >= 1)
+    return out
+
+
 def _mark_coalesced(p: torch.Tensor) -> None:
     g = p.grad
     if g is not None and g.layout == torch.sparse_coo and g.sparse_dim() == 1 and not g.is_coalesced():
@@ -539,9 +818,10 @@ def keep_coalesced_flag(param: torch.Tensor) -> None:
 
 
 def _tracing(tensors: Sequence[Any]) -> bool:
-    """Whether these tensors are being traced (torch.compile, make_fx): then the backward is
-    itself an operator (``<overload>_backward``) rather than Python on their memory."""
-    if torch.compiler.is_compiling():
+    """Whether these tensors are being traced (torch.compile, make_fx) or a ``torch.func``
+    transform runs (its tensors are wrapped): then the backward is itself an operator
+    (``<overload>_backward``) rather than Python on their memory."""
+    if torch.compiler.is_compiling() or _functorch_active():
         return True
     for t in tensors:
         if t is not None and type(t) is not torch.Tensor and not isinstance(t, torch.nn.Parameter):
@@ -555,24 +835,23 @@ def _host(t: torch.Tensor) -> NDArray:
 
 
 def _host_dense_gradient(ov: Overload, args: list, outs: list, grads: Sequence[Any],
-                         needs: list[bool]) -> tuple[list[NDArray], list]:
-    """(the inputs as containers, their gradients): the gradient rule of an all-dense call
-    on host tensors, on zero-copy views of them; what the general path does for it, minus
-    what only sparse or gpu calls need (shape inference for sparse outputs, device
-    look-ups, streams)."""
+                         needs: list[bool]) -> tuple[registry.Op, list[NDArray], list]:
+    """(the op instance, the inputs as containers, their gradients): the gradient rule of an
+    all-dense call on host tensors, on zero-copy views of them; what the general path does
+    for it, minus what only sparse or gpu calls need (shape inference for sparse outputs,
+    device look-ups, streams)."""
     n = len(ov.in_stypes)
     inputs = [_host(a) for a in args[:n]]
     out_arrays = [_host(o) for o in outs]
     out_grads = [_host(g if g.layout == torch.strided else g.to_dense()) if g is not None else
                  _grad_array(ov, j, None, o) for j, (g, o) in enumerate(zip(grads, out_arrays))]
     inst = _instance(ov.opdef, args[n] if len(args) > n else "")
-    return inputs, run_gradient(ov, inst, inputs, out_arrays, out_grads, needs)
+    return inst, inputs, run_gradient(ov, inst, inputs, out_arrays, out_grads, needs)
 
 
 def _make_backward(ov: Overload) -> Callable:
     slots = _arg_slots(ov)
     nparts = ov.nparts_in
-    dense = all(s == "default" for s in (*ov.in_stypes, *ov.out_stypes))
 
     def backward(ctx: Any, *grads: Any) -> Any:
         result: list[Any] = [None] * (nparts + 1)
@@ -583,57 +862,88 @@ def _make_backward(ov: Overload) -> Callable:
         it = iter(saved[:ctx.ntensors])
         args = [next(it) if a is None else a for a in ctx.args]
         outs = list(saved[ctx.ntensors:])
+        params = args[nparts] if len(args) > nparts else ""
         if _tracing([*saved, *grads]):
-            if ov.backward_op is None:
-                raise BridgeError(f"{ov.opdef.label}: no gradient to trace (declares none, or updates inputs in place)")
-            gparts = []
-            k = 0
-            for j, st in enumerate(ov.out_stypes):
-                gparts.append(grads[k])
-                k += PARTS[st]
-            got = ov.backward_op(*args[:nparts], *outs, *gparts, needs, args[nparts] if len(args) > nparts else "")
-            got = (got,) if len(ov.in_stypes) == 1 else got
-            for i, (s, g) in enumerate(zip(slots, got)):
-                if needs[i]:
-                    result[s] = g
-            return tuple(result)
+            return _traced_gradients(ov, args, outs, grads, needs, params, result, slots)
         if torch.is_grad_enabled():
             return create_graph_backward(ov, args, outs, grads, needs, result, slots)
-        if dense and all(t.is_cpu for t in saved):
-            inputs, gs = _host_dense_gradient(ov, args, outs, grads, needs)
-            return _torch_gradients(gs, inputs, args, slots, needs, result)
-        with _streams(saved[0]) if saved else contextlib.nullcontext():
-            inputs, _ = inputs_of(ov, args, check=False)
-            inst, shapes, _, _ = infer_meta(ov, args)
-            out_arrays = _out_arrays(ov, outs, shapes)
-            gk, out_grads = 0, []
-            for j, (st, o) in enumerate(zip(ov.out_stypes, out_arrays)):
-                out_grads.append(_grad_array(ov, j, grads[gk], o))
-                gk += PARTS[st]
-            gs = run_gradient(ov, inst, inputs, out_arrays, out_grads, needs)
-            return _torch_gradients(gs, inputs, args, slots, needs, result)
+        if ov.dense and all(t.is_cpu for t in saved):
+            inst, inputs, gs = _host_dense_gradient(ov, args, outs, grads, needs)
+        else:
+            with _streams(saved[0]) if saved else contextlib.nullcontext():
+                inputs, _ = inputs_of(ov, args, check=False)
+                inst, shapes, _, _ = infer_meta(ov, args)
+                out_arrays = _out_arrays(ov, outs, shapes)
+                gk, out_grads = 0, []
+                for j, (st, o) in enumerate(zip(ov.out_stypes, out_arrays)):
+                    out_grads.append(_grad_array(ov, j, grads[gk], o))
+                    gk += PARTS[st]
+                gs = run_gradient(ov, inst, inputs, out_arrays, out_grads, needs)
+        sparse = wants_sparse(ov, inst, call_options(params), args, slots, needs)
+        return _torch_gradients(gs, inputs, args, slots, needs, sparse, result)
 
     return backward
 
 
+def _traced_gradients(ov: Overload, args: list, outs: list, grads: Sequence[Any], needs: list[bool], params: str,
+                      result: list, slots: list[int]) -> tuple:
+    """The backward of a traced call (torch.compile, make_fx, torch.func): the
+    ``<overload>_backward`` operator, or ``<overload>_backward_rows`` where the parameter
+    string names dense inputs for sparse gradients (``@sparse_grad``, put there when Dynamo
+    traced the call): those come back as (values, row indices), assembled here into the
+    coalesced sparse COO gradient the compiled backward hands to ``.grad``."""
+    if ov.backward_op is None:
+        raise BridgeError(f"{ov.opdef.label}: no gradient to trace (declares none, or updates inputs in place)")
+    nparts = ov.nparts_in
+    gparts, k = [], 0
+    for st in ov.out_stypes:
+        gparts.append(grads[k])
+        k += PARTS[st]
+    rows = [i in call_options(params).sparse_grad and st == "default" and needs[i]
+            for i, st in enumerate(ov.in_stypes)]
+    if any(rows) and ov.backward_rows_op is not None:
+        got = ov.backward_rows_op(*args[:nparts], *outs, *gparts, needs, params)
+        k = 0
+        for i, s in enumerate(slots):
+            if rows[i]:
+                result[s] = sparse_rows(got[k], got[k + 1], tuple(args[s].shape))
+                k += 2
+            else:
+                if needs[i]:
+                    result[s] = got[k]
+                k += 1
+        return tuple(result)
+    got = ov.backward_op(*args[:nparts], *outs, *gparts, needs, params)
+    got = (got,) if len(ov.in_stypes) == 1 else got
+    for i, (s, g) in enumerate(zip(slots, got)):
+        if needs[i]:
+            result[s] = g
+    return tuple(result)
+
+
+def _as_rows(g: NDArray) -> NDArray:
+    """A gradient of a dense input as row_sparse (a dense or csr one keeps its rows with a nonzero)."""
+    return g if g.stype == "row_sparse" else g.tostype("row_sparse")
+
+
 def _torch_gradients(gs: list, inputs: list[NDArray], args: list, slots: list[int], needs: list[bool],
-                     result: list) -> tuple:
+                     sparse: list[bool], result: list) -> tuple:
     """The gradients ``gs`` of ``inputs`` as torch wants them, at the inputs' argument
-    positions ``slots`` of ``result``: dense for a dense input (a row_sparse one as torch's
-    coalesced sparse COO gradient where the input is a leaf, whose ``.grad`` holds it; an
-    intermediate's gradient flows on into torch ops, which take strided gradients only), the
-    gradient of each stored value for a sparse input."""
+    positions ``slots`` of ``result``: dense for a dense input, except where ``sparse`` says
+    the user asked for a sparse one (``wants_sparse``): torch's coalesced sparse COO gradient
+    of its rows, which the leaf's ``.grad`` holds; the gradient of each stored value for a
+    sparse input."""
     for i, (s, g, x) in enumerate(zip(slots, gs, inputs)):
         if not needs[i]:
             continue
         if g is None:  # asked for, but the rule gives this input none: zero by design
             result[s] = torch.zeros_like(args[s])
             continue
-        if x.stype == "default" and g.stype == "row_sparse" and args[s].is_leaf:
-            # a row_sparse gradient of a dense leaf: torch's sparse gradient (what
-            # nn.Embedding(sparse=True) gives; SGD, SparseAdam, Adagrad take it)
-            values = tensor_of(g._data.astype(x.dtype, copy=False))
-            result[s] = sparse_rows(values, tensor_of(g._indices), x.shape)
+        if sparse[i]:
+            # what nn.Embedding(sparse=True) gives; SGD, SparseAdam and Adagrad take it
+            r = _as_rows(g)
+            values = tensor_of(r._data.astype(x.dtype, copy=False))
+            result[s] = sparse_rows(values, tensor_of(r._indices), x.shape)
             keep_coalesced_flag(args[s])  # the saved leaf itself: its .grad will hold this gradient
         else:
             a = aligned(g, x)
@@ -641,7 +951,10 @@ def _torch_gradients(gs: list, inputs: list[NDArray], args: list, slots: list[in
     return tuple(result)
 
 
-def _make_backward_impl(ov: Overload) -> Callable:
+def _make_backward_impl(ov: Overload, rows: bool = False) -> Callable:
+    """The implementation of ``<overload>_backward`` (one gradient tensor per input) or, with
+    ``rows``, of ``<overload>_backward_rows`` (a list; the dense inputs that the parameters'
+    ``@sparse_grad`` names get two tensors: their gradient's stored rows and row indices)."""
     nparts = ov.nparts_in
     nout = sum(PARTS[s] for s in ov.out_stypes)
 
@@ -650,44 +963,66 @@ def _make_backward_impl(ov: Overload) -> Callable:
         outs = list(args[nparts:nparts + nout])
         grads = list(args[nparts + nout:nparts + nout + len(ov.out_stypes)])
         needs, params = args[-2], args[-1]
+        as_rows = call_options(params).sparse_grad if rows else ()
         with _streams(args[0]):
             inputs, _ = inputs_of(ov, fargs)
             inst, shapes, _, _ = infer_meta(ov, fargs + [params])
             out_arrays = _out_arrays(ov, outs, shapes)
             out_grads = [_grad_array(ov, j, g, o) for j, (g, o) in enumerate(zip(grads, out_arrays))]
             gs = run_gradient(ov, inst, inputs, out_arrays, out_grads, list(needs))
+            taken = _all_parts(inputs, out_arrays)
             res = []
-            for g, x, n in zip(gs, inputs, needs):
+            for i, (g, x, n) in enumerate(zip(gs, inputs, needs)):
+                xp = x.device.xp
                 if g is None and n:  # asked for, but the rule gives this input none: zero by design
                     g = x._with_values(x._data * 0, copy_aux=False) if x.stype != "default" else NDArray(
                         x._data * 0, x.device)
-                if g is None or not n:
-                    res.append(tensor_of(np.empty(0, x.dtype)) if x.device.xp is np else
+                if n and i in as_rows and x.stype == "default":
+                    r = _as_rows(g)
+                    res += [_fresh(r._data.astype(x.dtype, copy=False), xp, taken),
+                            _fresh(r._indices.astype(np.int64, copy=False), xp, taken)]
+                elif g is None or not n:
+                    res.append(tensor_of(np.empty(0, x.dtype)) if xp is np else
                                torch.empty(0, dtype=torch_dtype(x.dtype), device=torch_device(x.device)))
                 else:
-                    a = aligned(g, x)
                     # the fake gives a fresh contiguous tensor: so must this (a sum's gradient
                     # is a zero-stride broadcast view; torch's checks compare strides)
-                    a = x.device.xp.ascontiguousarray(a.astype(x.dtype, copy=False))
-                    res.append(tensor_of(a.copy() if any(_overlaps(a, q) for q in _all_parts(inputs, out_arrays))
-                                         else a))
+                    res.append(_fresh(aligned(g, x).astype(x.dtype, copy=False), xp, taken))
+        if rows:
+            return res
         return res[0] if len(res) == 1 else tuple(res)
 
     return backward_impl
+
+
+def _fresh(a: Any, xp: Any, taken: Sequence[Any]) -> torch.Tensor:
+    """``a`` (of array module ``xp``) as a contiguous tensor sharing no memory with ``taken``
+    (an operator's results never alias its arguments: copied where it would)."""
+    a = xp.ascontiguousarray(a)
+    return tensor_of(a.copy() if any(_overlaps(a, q) for q in taken) else a)
 
 
 def _all_parts(*groups: Sequence[NDArray]) -> list:
     return [a for g in groups for x in g for a in (x._data, *getattr(x, "_aux", lambda: ())())]
 
 
-def _make_backward_fake(ov: Overload) -> Callable:
+def _make_backward_fake(ov: Overload, rows: bool = False) -> Callable:
+    """The fake of ``<overload>_backward`` (or ``_backward_rows``: a row_sparse gradient's
+    values and row indices have a dynamic number of rows)."""
     def backward_fake(*args: Any) -> Any:
-        needs = args[-2]
+        needs, params = args[-2], args[-1]
+        as_rows = call_options(params).sparse_grad if rows else ()
         res, k = [], 0
-        for st, n in zip(ov.in_stypes, needs):
+        for i, (st, n) in enumerate(zip(ov.in_stypes, needs)):
             v = args[k]
-            res.append(torch.empty_like(v) if n else v.new_empty((0,)))
+            if n and i in as_rows and st == "default":
+                nnz = torch.library.get_ctx().new_dynamic_size()
+                res += [v.new_empty((nnz, *v.shape[1:])), v.new_empty((nnz,), dtype=torch.int64)]
+            else:
+                res.append(torch.empty_like(v) if n else v.new_empty((0,)))
             k += 1 if st == "default" else PARTS[st] + 1
+        if rows:
+            return res
         return res[0] if len(res) == 1 else tuple(res)
 
     return backward_fake
