@@ -56,8 +56,8 @@ CASES = {
                             "(1, 3), check_invariants=False)", "duplicate index 1 after 1 in row 0"),
     "nested tensor": ("torch.nested.nested_tensor([torch.ones(2), torch.ones(3)])",
                       "nested tensors have no sparse-ops storage type"),
-    "bool values": ("torch.tensor([True, False])", "arrays of dtype bool are not supported"),
-    "complex values": ("torch.ones(2, dtype=torch.complex64)", "arrays of dtype complex64 are not supported"),
+    "bool values": ("torch.tensor([True, False])", "arrays of dtype torch.bool are not supported"),
+    "complex values": ("torch.ones(2, dtype=torch.complex64)", "arrays of dtype torch.complex64 are not supported"),
     "csc layout": ("torch.eye(3).to_sparse_csc()", "layout sparse_csc has no sparse-ops storage type"),
 }
 
