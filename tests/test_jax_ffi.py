@@ -31,6 +31,14 @@ _FIELDS = {
     "frame.rets.rets": "offsetof(XLA_FFI_CallFrame, rets) + offsetof(XLA_FFI_Rets, rets)",
     "buffer.data": "offsetof(XLA_FFI_Buffer, data)",
     "buffer.dims": "offsetof(XLA_FFI_Buffer, dims)",
+    # what the Python handler reads by address (ffi.Frame, ffi.BufferSpec)
+    "buffer.dtype": "offsetof(XLA_FFI_Buffer, dtype)",
+    "buffer.rank": "offsetof(XLA_FFI_Buffer, rank)",
+    "frame.attrs.size": "offsetof(XLA_FFI_CallFrame, attrs) + offsetof(XLA_FFI_Attrs, size)",
+    "frame.attrs.types": "offsetof(XLA_FFI_CallFrame, attrs) + offsetof(XLA_FFI_Attrs, types)",
+    "frame.attrs.attrs": "offsetof(XLA_FFI_CallFrame, attrs) + offsetof(XLA_FFI_Attrs, attrs)",
+    "scalar.dtype": "offsetof(XLA_FFI_Scalar, dtype)",
+    "scalar.value": "offsetof(XLA_FFI_Scalar, value)",
 }
 _SIZES = {
     "XLA_FFI_CallFrame": ffi.CallFrame, "XLA_FFI_Buffer": ffi.Buffer, "XLA_FFI_Attrs": ffi.Attrs,
@@ -89,9 +97,10 @@ def test_csr_times_dense_takes_the_native_cfunc(dtype, index_dtype):
         assert got.dtype == dtype
         np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-5 if dtype == np.float32 else 1e-12)
         assert e["ffi_target"] in str(jax.jit(lambda a, x: soj.op(name)(a, x, **kw)).lower(a, x).as_text())
-    # other calls take the Python handler
+    # other calls with sparse storage take the Python handler (dense built-ins are lowered to jnp)
     assert soj.explain("dot", a, jnp.ones((6, 20), dtype), transpose_b=True)["handler"].startswith("python")
-    assert soj.explain("relu", jnp.ones(3))["handler"].startswith("python")
+    assert soj.explain("relu", a)["handler"].startswith("python")
+    assert soj.explain("relu", jnp.ones(3))["handler"].startswith("lowered")
 
 
 def test_the_native_path_hands_bad_structure_to_the_python_handler():
@@ -101,9 +110,12 @@ def test_the_native_path_hands_bad_structure_to_the_python_handler():
     bad_ptr = BCSR((a.data, a.indices, a.indptr.at[3].set(10 ** 6)), shape=a.shape)
     row = int(np.argmax(np.diff(m.indptr) >= 2))  # a row of two or more values
     first = int(m.indptr[row])
+    # declared sorted and unique (BCSR's flags) but not: refused (undeclared ones are sorted and
+    # summed on the way in, tests/test_jax_habits.py)
+    declared = {"shape": a.shape, "indices_sorted": True, "unique_indices": True}
     swapped = BCSR((a.data, a.indices.at[first].set(a.indices[first + 1]).at[first + 1].set(a.indices[first]),
-                    a.indptr), shape=a.shape)
-    repeated = BCSR((a.data, a.indices.at[first + 1].set(a.indices[first]), a.indptr), shape=a.shape)
+                    a.indptr), **declared)
+    repeated = BCSR((a.data, a.indices.at[first + 1].set(a.indices[first]), a.indptr), **declared)
     for bad, what in ((bad_col, "out of range"), (bad_ptr, "indptr"), (swapped, "sorted and unique"),
                       (repeated, "sorted and unique")):
         with pytest.raises(Exception, match=rf"sparse_ops.jax.ops.csr_spmm: .*argument 'A' \(csr\).*{what}"):

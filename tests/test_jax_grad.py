@@ -1,6 +1,7 @@
-"""jax.grad through bridged ops: the op's own gradient rule behind a custom_vjp (a second FFI
-call), csr values getting gradients with their structure, row_sparse values with their
-rows, check_grads on float64 samples of the cookbook ops, vmap of gradients, errors."""
+"""jax.grad through bridged ops: the op's own gradient rule (the transpose of the call's
+linear tangent, a second FFI call), csr values getting gradients with their structure,
+row_sparse values with their rows, check_grads on float64 samples of the cookbook ops,
+vmap of gradients, second derivatives, errors."""
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -157,18 +158,27 @@ def test_float32_gradients():
     np.testing.assert_allclose(np.asarray(gd), (np.ones((6, 2)) @ x.T)[rows, m.indices], rtol=1e-6)
 
 
-def test_second_derivatives_are_refused_naming_the_op_and_first_order_still_works():
+def test_second_derivatives_run_the_rule_through_our_engine_and_a_third_is_refused():
+    """grad of grad and jax.hessian differentiate the op's gradient rule with our engine
+    (derivatives.py); a derivative of the forward-mode derivative is refused naming the op."""
     m = rand_csr(6, 5, 0.4, 3)
     a = BCSR(parts(m), shape=m.shape)
     x = np.random.default_rng(4).standard_normal((5, 3))
+    dense = jnp.asarray(m.toarray())
 
     def f(x):
         return jnp.sum(soj.ops.csr_spmm(a, x) ** 3)
 
-    with pytest.raises(JaxBridgeError, match=r"sparse_ops\.jax\.ops\.csr_spmm: second derivatives .* not supported"):
-        jax.grad(lambda x: jnp.sum(jax.grad(f)(x)))(x)
-    with pytest.raises(TypeError, match="forward-mode"):  # JAX's own refusal of jvp over a custom_vjp
-        jax.hessian(f)(x)
+    def ref(x):
+        return jnp.sum((dense @ x) ** 3)
+
+    np.testing.assert_allclose(np.asarray(jax.grad(lambda x: jnp.sum(jax.grad(f)(x)))(x)),
+                               np.asarray(jax.grad(lambda x: jnp.sum(jax.grad(ref)(x)))(x)), rtol=1e-10)
+    np.testing.assert_allclose(np.asarray(jax.jit(jax.hessian(f))(x)), np.asarray(jax.hessian(ref)(x)),
+                               rtol=1e-10, atol=1e-12)
+    with pytest.raises(JaxBridgeError, match=r"sparse_ops\.jax\.ops\.csr_spmm: a derivative of its forward-mode "
+                                             r"derivative .* not supported"):
+        jax.jacfwd(jax.jacfwd(f))(x)
     y = m @ x
     np.testing.assert_allclose(np.asarray(jax.grad(f)(x)), m.T @ (3 * y ** 2), rtol=1e-12)
     np.testing.assert_allclose(np.asarray(jax.jit(jax.grad(f))(x)), m.T @ (3 * y ** 2), rtol=1e-12)

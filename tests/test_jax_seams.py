@@ -32,13 +32,15 @@ def test_unheld_dtypes_are_refused_at_trace_time_with_the_shared_wording(dtype):
 
 
 def test_the_refusal_reads_the_same_natively_and_through_torch():
-    """The core of the message is one function's, whichever face refuses."""
+    """The core of the message is one function's, whichever face refuses (the torch face
+    names dtypes in torch's words)."""
     with pytest.raises(TypeError, match="^" + re.escape(not_held(np.dtype("int16")))):
         so.array(np.ones(3, np.int16))
     torch = pytest.importorskip("torch")
     import sparse_ops.torch as st
+    from sparse_ops.torch.convert import torch_wording
 
-    with pytest.raises(st.BridgeError, match=re.escape(f"argument 'data': {not_held(torch.int16)}")):
+    with pytest.raises(st.BridgeError, match=re.escape(f"argument 'data': {torch_wording(not_held(torch.int16))}")):
         st.ops.sum(torch.ones(3, dtype=torch.int16))
 
 

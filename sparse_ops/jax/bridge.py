@@ -4,8 +4,10 @@ A bridged op takes ``jax.Array``s (dense), ``jax.experimental.sparse.BCSR`` or a
 ``(data, indices, indptr, shape)`` (csr) and ``RowSparse`` or a tuple ``(values, indices,
 shape)`` (row_sparse), plus keyword parameters (static), and returns dense arrays, ``BCSR``
 and ``RowSparse`` by the op's inferred storage types. At trace time it makes the call's
-``CallSpec`` (``spec.py``) and emits one ``jax.ffi.ffi_call`` of the op's FFI target; XLA
-calls our handler (``handlers.py``, or a numba cfunc from ``native.py``) when it runs.
+``CallSpec`` (``spec.py``). A dense call of a built-in op ``lowering.py`` knows is traced as
+that op's ``jnp`` expression (XLA fuses it; JAX differentiates and batches it); every other
+call emits one ``jax.ffi.ffi_call`` of the op's FFI target, and XLA calls our handler
+(``handlers.py``, or a numba cfunc from ``native.py``) when it runs.
 
 - **Sparse outputs** have a static capacity: the bound the op's capacity rule gives from
   the inputs' static stored counts (``Op.capacity``: ``nnz(data)`` for ``square``,
@@ -15,11 +17,19 @@ calls our handler (``handlers.py``, or a numba cfunc from ``native.py``) when it
   naming the op and the output. The true count is ``nnz(result)`` (``indptr[-1]`` of a
   ``BCSR``, the indices below ``shape[0]`` of a ``RowSparse``); padding reads back as
   zeros, and such results can be passed to bridged ops again.
-- **Gradients**: a ``jax.custom_vjp`` whose backward is a second FFI call running the op's
-  own ``gradient`` rule; only inputs JAX perturbs get one (``symbolic_zeros``), csr values
-  get a gradient aligned with their indices (the same structure), row_sparse values one
-  aligned with their rows. The backward is not differentiable again (first order only):
-  ``grad`` of ``grad`` raises ``JaxBridgeError`` naming the op.
+- **Derivatives** of an FFI call: a ``jax.custom_jvp`` whose tangent is one linear call
+  (``derivatives.py``); JAX transposes it into a second FFI call running the op's own
+  ``gradient`` rule for ``jax.grad``, only for the inputs JAX perturbs (``symbolic_zeros``);
+  csr values get a gradient aligned with their indices (the same structure), row_sparse
+  values one aligned with their rows. ``jax.jvp`` / ``jacfwd`` run the rule's transpose,
+  ``jax.hessian`` and ``grad`` of ``grad`` the rule differentiated by our engine;
+  ``jacfwd`` of ``jacfwd`` is refused naming the op.
+- **csr inputs** may have unsorted or repeated columns (JAX's ``BCSR`` default declares
+  neither order nor uniqueness): the handler sorts and sums them on the way in when they
+  need it; a ``BCSR`` declaring ``indices_sorted`` and ``unique_indices`` that is not is
+  refused. Results are canonical and say so.
+- **RowSparse** results convert where JAX expects an array (``jnp.asarray(r)``,
+  ``__jax_array__``); ``r * s`` and ``r / s`` scale them, ``r + s`` asks for a conversion.
 - **dtypes**: the one dtype policy of every face (``dtypes.held_dtype``): float16/32/64,
   int32/64 values, int32/64 indices; anything else (bool, uint8, int16, complex,
   bfloat16, ...) is refused at trace time naming the op and the argument.
@@ -27,14 +37,13 @@ calls our handler (``handlers.py``, or a numba cfunc from ``native.py``) when it
   are immutable, so the op returns their new values after its visible outputs
   (``adam_update(w, g, m, v, lr=0.1)`` returns ``(new_w, new_m, new_v)``); the arrays
   passed in are never written (XLA's argument buffers are read-only to every kernel).
-- **vmap**: the FFI call's ``vmap_method="sequential"``, a loop over the batch inside the
-  compiled program (no better rule is known for a generic op; ``explain`` says so).
+- **vmap**: of an FFI call, its ``vmap_method="sequential"``, a loop over the batch inside
+  the compiled program (no better rule is known for a generic op; ``explain`` says so).
 - **jit**: specs are memoised by signature, so tracing again (a new ``jax.jit``) gives the
   same program and a jitted model compiles once per input shape.
 """
 from __future__ import annotations
 
-import threading
 from typing import Any, Sequence
 
 import jax
@@ -46,11 +55,12 @@ from .. import registry
 from ..dtypes import held_dtype
 from ..gradients import require_gradient
 from ..sdk.capacity import NO_RULE
-from . import handlers
+from . import derivatives, lowering
+from .handlers import target  # noqa: F401  (re-exported: the FFI target of an op and kind)
 from ..bridging import PARTS, BridgedTable, arg_names
 from .spec import INT32_MAX, X64, ArgLayout, CallSpec, JaxBridgeError, addressed, forget, spec_for
 
-TRACES = [0]  # bridged calls traced so far (a counter for tests of compile counts)
+TRACES = [0]  # bridged calls traced so far, lowered or FFI (a counter for tests of compile counts)
 
 
 @jax.tree_util.register_pytree_node_class
@@ -76,13 +86,80 @@ class RowSparse:
     def dtype(self) -> Any:
         return self.values.dtype
 
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
     def todense(self) -> jax.Array:
         """The dense array (padding rows dropped)."""
         out = jnp.zeros(self.shape, self.values.dtype)
         return out.at[self.indices].add(self.values, mode="drop")
 
+    # ---- where JAX code expects an array ----
+    def __jax_array__(self) -> jax.Array:
+        """``jnp.asarray(r)`` / ``jnp.array(r)``: the dense array. (Other ``jnp`` functions
+        take it once converted: JAX no longer converts objects inside them.)"""
+        return self.todense()
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        """``np.asarray(r)`` outside ``jit``: the dense array on the host."""
+        out = np.asarray(self.todense())
+        return out if dtype is None else out.astype(dtype)
+
+    def __mul__(self, other: Any) -> Any:
+        """``r * s`` for a scalar ``s``: a RowSparse (the stored rows scaled); an array operand
+        is left to its own operator, which converts ``r`` to dense (``__jax_array__``)."""
+        if not _is_scalar(other):
+            return NotImplemented
+        return RowSparse(self.values * other, self.indices, self.shape)
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, other: Any) -> Any:
+        """``r / s`` for a scalar ``s``: a RowSparse (the stored rows divided)."""
+        if not _is_scalar(other):
+            return NotImplemented
+        return RowSparse(self.values / other, self.indices, self.shape)
+
+    def __neg__(self) -> "RowSparse":
+        return RowSparse(-self.values, self.indices, self.shape)
+
+    def _refuse(self, what: str) -> Any:
+        def operator(other: Any) -> Any:
+            if not _is_scalar(other):
+                return NotImplemented  # an array's own operator converts r (__jax_array__)
+            raise TypeError(f"{what} of a RowSparse and a scalar would change the rows it does not store; "
+                            "convert it first with r.todense() or jnp.asarray(r), or ask the op for a dense "
+                            "result (e.g. dot(..., forward_stype='default'))")
+        return operator
+
+    def __add__(self, other: Any) -> Any:
+        return self._refuse("r + s")(other)
+
+    def __radd__(self, other: Any) -> Any:
+        return self._refuse("s + r")(other)
+
+    def __sub__(self, other: Any) -> Any:
+        return self._refuse("r - s")(other)
+
+    def __rsub__(self, other: Any) -> Any:
+        return self._refuse("s - r")(other)
+
+    def __rtruediv__(self, other: Any) -> Any:
+        return self._refuse("s / r")(other)
+
+    def __pow__(self, other: Any) -> Any:
+        return self._refuse("r ** s")(other)
+
     def __repr__(self) -> str:
         return f"RowSparse(shape={self.shape}, nse={self.nse}, dtype={self.values.dtype})"
+
+
+def _is_scalar(x: Any) -> bool:
+    """A Python number, a NumPy scalar or a 0-d array (traced ones included)."""
+    if isinstance(x, (bool, int, float, np.generic)):
+        return True
+    return (isinstance(x, (jax.Array, np.ndarray)) or hasattr(x, "aval")) and np.ndim(x) == 0
 
 
 def nnz(x: Any) -> jax.Array:
@@ -138,7 +215,14 @@ def _index_part(a: Any, what: str) -> Any:
     return jnp.asarray(a)
 
 
-def _layout(stype: str, parts: list, shape: tuple[int, ...]) -> ArgLayout:
+def declares_canonical(a: Any) -> bool:
+    """Whether a csr argument declares its columns sorted and unique in each row: a ``BCSR``
+    with ``indices_sorted`` and ``unique_indices`` (ours are); not JAX's default, nor a
+    components tuple. The handler sorts and sums the others when they need it."""
+    return bool(isinstance(a, BCSR) and a.indices_sorted and a.unique_indices)
+
+
+def _layout(stype: str, parts: list, shape: tuple[int, ...], canonical: bool = True) -> ArgLayout:
     """The argument's layout, refusing dtypes sparse-ops does not hold (the one dtype policy,
     ``dtypes.held_dtype``) here at trace time, before XLA ever hands the handler a buffer."""
     v = parts[0]
@@ -167,46 +251,15 @@ def _layout(stype: str, parts: list, shape: tuple[int, ...]) -> ArgLayout:
         if v.shape[1:] != shape[1:] or parts[1].shape != v.shape[:1]:
             raise TypeError(f"row_sparse components of shapes values {v.shape}, indices {parts[1].shape} do not "
                             f"fit shape {shape}")
-    return ArgLayout(stype, shape, dtype, idx, int(v.shape[0]))
+    return ArgLayout(stype, shape, dtype, idx, int(v.shape[0]), canonical or stype != "csr")
 
 
-# ---- FFI targets ----------------------------------------------------------------------------------
-_TARGETS: set[tuple[str, str]] = set()
-_TLOCK = threading.Lock()
-
-
-def _platforms() -> list[str]:
-    plats = ["cpu"]
-    try:
-        if any(d.platform == "gpu" for d in jax.devices()):  # pragma: no cover - needs a gpu
-            plats.append("CUDA")
-    except RuntimeError:  # pragma: no cover
-        pass
-    return plats
-
-
-def target(name: str, grad: bool = False) -> str:
-    """The FFI target of op ``name`` (its backward with ``grad``), registered on first use
-    for cpu (and CUDA where jax sees a gpu)."""
-    tname = f"sparse_ops_{name}" + ("_grad" if grad else "")
-    for plat in _platforms():
-        if (tname, plat) in _TARGETS:
-            continue
-        with _TLOCK:
-            if (tname, plat) in _TARGETS:
-                continue
-            kind = ("cpu" if plat == "cpu" else "gpu") + ("_grad" if grad else "")
-            jax.ffi.register_ffi_target(tname, jax.ffi.pycapsule(handlers.address(kind)), platform=plat)
-            _TARGETS.add((tname, plat))
-    return tname
-
-
+# ---- FFI calls ------------------------------------------------------------------------------------
 def _result_types(layouts: Sequence[ArgLayout]) -> list[jax.ShapeDtypeStruct]:
     return [jax.ShapeDtypeStruct(s, d) for lay in layouts for s, d in lay.part_shapes()]
 
 
 def _forward_call(spec: CallSpec, flat: Sequence[Any]) -> list:
-    TRACES[0] += 1
     from . import native
 
     tname = native.target_for(spec) or target(spec.name)
@@ -214,10 +267,10 @@ def _forward_call(spec: CallSpec, flat: Sequence[Any]) -> list:
     return list(call(*flat, call=np.int64(spec.id)))
 
 
-# ---- differentiation: custom_vjp over the component arrays --------------------------------------
+# ---- differentiation: a custom_jvp whose tangent is one linear call (derivatives.py) --------------
 @jax.tree_util.register_pytree_node_class
 class _Static:
-    """Static facts carried through custom_vjp residuals (pytree structure, no leaves)."""
+    """Static facts carried through custom_jvp arguments (pytree structure, no leaves)."""
 
     def __init__(self, value: Any) -> None:
         self.value = value
@@ -234,77 +287,38 @@ def _differentiable(lay: ArgLayout) -> bool:
     return np.issubdtype(lay.dtype, np.floating) or np.issubdtype(lay.dtype, np.complexfloating)
 
 
-def _value_slots(layouts: Sequence[ArgLayout]) -> list[int]:
-    """For each array, the position of its dense array / values among the components."""
-    slots, k = [], 0
-    for lay in layouts:
-        slots.append(k)
-        k += PARTS[lay.stype]
-    return slots
-
-
-@jax.custom_vjp
+@jax.custom_jvp
 def _apply(spec_box: _Static, *flat: Any) -> tuple:
     return tuple(_forward_call(spec_box.value, flat))
 
 
-def _apply_fwd(spec_box: Any, *flat: Any) -> tuple:
+def _apply_jvp(primals: tuple, tangents: tuple) -> tuple:
+    """The call's outputs and their tangents: ``J t`` by the ``jvp`` linear call, for the
+    inputs JAX perturbs (a floating values component with a tangent that is not a symbolic
+    zero). JAX transposes that call into the gradient rule for ``jax.grad``."""
+    spec_box, *flat = primals
     spec: CallSpec = spec_box.value
-    values = [f.value for f in flat]
-    slots = _value_slots(spec.ins)
-    needs = tuple(bool(flat[s].perturbed) and _differentiable(lay) for s, lay in zip(slots, spec.ins))
-    outs = list(_apply(spec_box, *values))  # through the custom_vjp again: a derivative of this one meets its rule
-    return tuple(outs), (_Static((spec, needs)), values, outs)
-
-
-def _apply_bwd(res: tuple, cots: tuple) -> tuple:
-    static, values, outs = res
-    spec, needs = static.value
-    n = len(values)
-    result: list[Any] = [None] * (n + 1)  # + the static spec argument
-    if not any(needs) or spec.opdef.constant:  # nothing asked for, or outputs declared constant
-        return tuple(result)
+    tans = tangents[1:]
+    outs = _apply(spec_box, *flat)
+    out_tangents = [jax.custom_derivatives.SymbolicZero(jax.typeof(o).to_tangent_aval()) for o in outs]
+    perturbed = tuple(not isinstance(tans[s], jax.custom_derivatives.SymbolicZero) and _differentiable(lay)
+                      for s, lay in zip(derivatives.value_slots(spec.ins), spec.ins))
+    if not any(perturbed) or spec.opdef.constant:  # nothing moves, or outputs declared constant
+        return outs, tuple(out_tangents)
     if spec.mutated:
         raise JaxBridgeError(f"{spec.label}: {spec.opdef.label} updates its input(s) {', '.join(spec.opdef.mutate)} "
                              "in place (returned as new states here), so JAX cannot differentiate through it")
-    require_gradient(spec.inst, needs, face="JAX", prefix=f"{spec.label}: ", error=JaxBridgeError)
-    cot_values = []
-    for slot, lay in zip(_value_slots(spec.outs), spec.outs):
-        c = cots[slot]
-        shape, dt = lay.part_shapes()[0]
-        if isinstance(c, jax.custom_derivatives.SymbolicZero) or c is None:
-            c = jnp.zeros(shape, dt)
-        cot_values.append(c)
-    gspec = spec.grad_spec(needs)
-    types = [jax.ShapeDtypeStruct(*lay.part_shapes()[0]) for lay, need in zip(spec.ins, needs) if need]
-    call = jax.ffi.ffi_call(target(spec.name, grad=True), types, vmap_method="sequential")
-    got = list(_first_order(spec.label, call, np.int64(gspec.id))(*values, *outs, *cot_values))
-    it = iter(got)
-    for slot, need in zip(_value_slots(spec.ins), needs):
-        if need:
-            result[1 + slot] = next(it)
-    return tuple(result)
+    require_gradient(spec.inst, perturbed, face="JAX", prefix=f"{spec.label}: ", error=JaxBridgeError)
+    lin = [tans[s] for s, p in zip(derivatives.value_slots(spec.ins), perturbed) if p]
+    residuals = [*flat, *outs[:spec.n_out_parts]]
+    got = derivatives.apply_linear(derivatives.linear(derivatives.JVP, spec, perturbed=perturbed), residuals, lin)
+    slots = derivatives.value_slots(spec.outs)
+    for j, t in zip(spec.tangent_outs, got):
+        out_tangents[slots[j]] = t
+    return outs, tuple(out_tangents)
 
 
-_apply.defvjp(_apply_fwd, _apply_bwd, symbolic_zeros=True)
-
-
-def _first_order(label: str, call: Any, call_id: np.int64) -> Any:
-    """The backward FFI call as a function whose own derivative is refused naming the op:
-    a second derivative in reverse mode (``grad`` of ``grad``) would need the derivative of
-    the op's gradient rule, which the bridge does not have (the rule runs inside one FFI
-    call). Forward mode (``jax.jvp``, ``jax.hessian``) JAX itself refuses on a custom_vjp."""
-    @jax.custom_jvp
-    def gradient(*args: Any) -> tuple:
-        return tuple(call(*args, call=call_id))
-
-    @gradient.defjvp
-    def _refuse(primals: tuple, tangents: tuple) -> tuple:
-        raise JaxBridgeError(f"{label}: second derivatives (grad of grad, a vjp of a vjp) are not "
-                             "supported: the bridge differentiates an op once, through its "
-                             "gradient rule")
-
-    return gradient
+_apply.defjvp(_apply_jvp, symbolic_zeros=True)
 
 
 # ---- the bridged op -------------------------------------------------------------------------------
@@ -332,7 +346,7 @@ class BridgedOp:
         for name, a in zip(arg_names(self.opdef, len(args)), args):
             try:
                 st, parts, shape = split(a)
-                layouts.append(_layout(st, parts, shape))
+                layouts.append(_layout(st, parts, shape, declares_canonical(a)))
             except (TypeError, ValueError) as exc:
                 raise JaxBridgeError(f"{label}: argument {name!r}: {exc}") from exc
             flat += parts
@@ -347,6 +361,10 @@ class BridgedOp:
 
     def __call__(self, *args: Any, **params: Any) -> Any:
         spec, flat = self.prepare(args, params)
+        TRACES[0] += 1
+        lowered = lowering.lowering_for(spec)
+        if lowered is not None:  # a dense built-in: its jnp expression, no FFI call
+            return lowering.apply(spec, lowered, flat)
         outs = _apply(_Static(spec), *flat)
         return assemble(spec, outs)
 
@@ -363,7 +381,8 @@ def assemble(spec: CallSpec, outs: Sequence[Any]) -> Any:
         if lay.stype == "default":
             res.append(outs[k])
         elif lay.stype == "csr":
-            res.append(BCSR((outs[k], outs[k + 1], outs[k + 2]), shape=lay.shape))
+            res.append(BCSR((outs[k], outs[k + 1], outs[k + 2]), shape=lay.shape, indices_sorted=True,
+                            unique_indices=True))  # our results are canonical
         else:
             res.append(RowSparse(outs[k], outs[k + 1], lay.shape))
         k += PARTS[lay.stype]
@@ -376,15 +395,15 @@ op, lookup = _TABLE.op, _TABLE.lookup
 
 
 def explain(name: str, *args: Any, **params: Any) -> dict[str, Any]:
-    """How a bridged call would run: storage types, capacities, the FFI target and handler
-    path, the gradient and the batching rule. Traces nothing, runs nothing."""
+    """How a bridged call would run: storage types, capacities, whether it is lowered to
+    ``jnp`` or which FFI target and handler run it, how csr inputs' column order is taken,
+    the gradient, forward mode and the batching rule. Traces nothing, runs nothing."""
     from . import native
 
     f = op(name)
     spec, _ = f.prepare(args, dict(params), need_capacity=False)
-    nat = native.describe(spec)
     visible = list(zip(spec.outs[:spec.nvis], spec.capacities[:spec.nvis]))
-    return {
+    described = {
         "op": name,
         "in_stypes": [a.stype for a in spec.ins],
         "out_stypes": [a.stype for a in spec.outs[:spec.nvis]],
@@ -393,10 +412,39 @@ def explain(name: str, *args: Any, **params: Any) -> dict[str, Any]:
         "out_capacity": [c.value if c is not None else None for _, c in visible],
         "capacity_from": [None if a.stype == "default" else (c.source if c is not None else NO_RULE)
                           for a, c in visible],
+        "csr_order": [None if a.stype != "csr" else (
+            "declared sorted and unique (BCSR indices_sorted and unique_indices): checked, refused if not"
+            if a.canonical else "may be unsorted or repeat columns (JAX's BCSR default, or a components tuple): "
+            "checked, and sorted and summed on the way in where it does (gradients go back to each stored value)")
+            for a in spec.ins],
+    }
+    lowered = lowering.describe(spec)
+    if lowered is not None:
+        described.update({
+            "ffi_target": None,
+            "handler": lowered,
+            "gradient": ("JAX's derivative of the jnp expression (equal to the op's gradient rule; "
+                         + ("constant: the op is declared differentiable = False)" if spec.opdef.constant
+                            else "any order)")),
+            "forward_mode": "JAX's own (jax.jvp, jacfwd, hessian: any order)",
+            "batching": "JAX's own (vmap of the jnp expression)",
+        })
+        return described
+    nat = native.describe(spec)
+    differentiable = spec.opdef.differentiable
+    described.update({
         "ffi_target": nat["target"] if nat else f"sparse_ops_{name}",
         "handler": nat["handler"] if nat else ("python: ctypes FFI handler (GIL taken), NumPy views of XLA's "
                                                "buffers, the sparse-ops invoke path"),
-        "gradient": (f"custom_vjp: FFI target sparse_ops_{name}_grad runs {spec.opdef.name}'s gradient rule"
-                     if spec.opdef.differentiable else "none (the op declares no gradient)"),
+        "gradient": (f"custom_jvp whose tangent JAX transposes: FFI target sparse_ops_{name}_grad runs "
+                     f"{spec.opdef.name}'s gradient rule; second order (grad of grad, jax.hessian) through "
+                     f"sparse_ops_{name}_hvp: our engine differentiating the rule"
+                     if differentiable else
+                     "none: constant outputs (declared differentiable = False)" if spec.opdef.constant else
+                     "none (the op declares no gradient)"),
+        "forward_mode": (f"FFI target sparse_ops_{name}_jvp: J t as the transpose of the gradient rule (our engine "
+                         "differentiates the rule in its head gradient); jacfwd of jacfwd is refused"
+                         if differentiable else "none (no gradient rule)"),
         "batching": "vmap_method='sequential': a loop over the batch in the compiled program",
-    }
+    })
+    return described

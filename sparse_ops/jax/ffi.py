@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ctypes
 from ctypes import POINTER, c_char_p, c_int32, c_int64, c_size_t, c_uint32, c_void_p
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -125,6 +125,13 @@ OFFSETS = {
     "frame.rets.rets": CallFrame.rets.offset + Args.args.offset,
     "buffer.data": Buffer.data.offset,
     "buffer.dims": Buffer.dims.offset,
+    "buffer.dtype": Buffer.dtype.offset,
+    "buffer.rank": Buffer.rank.offset,
+    "frame.attrs.size": CallFrame.attrs.offset + Attrs.size.offset,
+    "frame.attrs.types": CallFrame.attrs.offset + Attrs.types.offset,
+    "frame.attrs.attrs": CallFrame.attrs.offset + Attrs.attrs.offset,
+    "scalar.dtype": Scalar.dtype.offset,
+    "scalar.value": Scalar.value.offset,
 }
 
 
@@ -203,6 +210,146 @@ def int_attr(frame: CallFrame, name: str) -> int:
             return int(ctypes.cast(s.value, POINTER(c_int64)).contents.value if s.dtype == 5 else
                        ctypes.cast(s.value, POINTER(c_int32)).contents.value)
     raise KeyError(f"the call has no attribute {name!r}")
+
+
+# ---- the frame read by address: what the Python handler does on every call -------------------------
+# ctypes' struct views cost a microsecond or more per field read through them; the handler
+# reads a handful of words per call at the offsets above instead (``Frame``).
+_void_at, _i32_at, _i64_at = c_void_p.from_address, c_int32.from_address, c_int64.from_address
+_O = OFFSETS
+_DTYPE_INT64 = DTYPE_CODES[np.dtype(np.int64)]
+
+
+# the frame's fields the handler reads, as 64-bit words (all are 8-byte aligned: sizes,
+# pointers, and the stage, an int32 in a word's low half)
+_FRAME_KEYS = ("frame.extension_start", "frame.stage", "frame.args.size", "frame.args.args", "frame.rets.size",
+               "frame.rets.rets", "frame.attrs.size", "frame.attrs.types", "frame.attrs.attrs")
+_FRAME_WORDS = c_int64 * (max(_O[k] for k in _FRAME_KEYS) // 8 + 1)
+_F = {k: _O[k] // 8 for k in _FRAME_KEYS}
+_TABLES: dict[int, type] = {}  # n -> c_int64 * n: a call's table of n buffer pointers
+
+
+class Frame:
+    """One call frame read by address (``p``: the ``XLA_FFI_CallFrame*``; its words read once):
+    the call's id attribute and its buffers, checked against the shapes and dtypes the caller
+    expects."""
+
+    __slots__ = ("p", "w")
+
+    def __init__(self, p: int) -> None:
+        self.p, self.w = p, _FRAME_WORDS.from_address(p)
+
+    def metadata_or_other_stage(self) -> bool:
+        """Whether XLA is asking for the handler's metadata (answered here) or calling at a
+        stage other than EXECUTE: either way the handler has nothing to run."""
+        w = self.w
+        if w[_F["frame.extension_start"]] and answer_metadata(self.struct()):
+            return True
+        return w[_F["frame.stage"]] & 0xFFFFFFFF != STAGE_EXECUTE
+
+    def struct(self) -> CallFrame:
+        """The frame as the ctypes struct (slow; for errors and the rare paths)."""
+        return CallFrame.from_address(self.p)
+
+    def call_id(self) -> int:
+        """The value of the call's integer attribute ``call`` (its only one, as the bridge
+        emits it; a frame with other attributes is read by name)."""
+        w = self.w
+        if w[_F["frame.attrs.size"]] != 1 or _i32_at(w[_F["frame.attrs.types"]]).value != ATTR_SCALAR:
+            return int_attr(self.struct(), "call")
+        scalar = _void_at(w[_F["frame.attrs.attrs"]]).value
+        value = _void_at(scalar + _O["scalar.value"]).value
+        if _i32_at(scalar + _O["scalar.dtype"]).value == _DTYPE_INT64:
+            return _i64_at(value).value
+        return _i32_at(value).value
+
+    def arrays(self, rets: bool, expected: "Sequence[BufferSpec]") -> list[np.ndarray]:
+        """NumPy arrays over the call's argument (or result) buffers, zero-copy, each checked
+        to have the dtype, rank and dimensions of its ``expected`` entry."""
+        w = self.w
+        size = w[_F["frame.rets.size" if rets else "frame.args.size"]]
+        n = len(expected)
+        if size != n:
+            raise TypeError(f"the call has {size} {'results' if rets else 'arguments'}, {n} expected")
+        if not n:
+            return []
+        table = _TABLES.get(n)
+        if table is None:
+            table = _TABLES[n] = c_int64 * n
+        pointers = table.from_address(w[_F["frame.rets.rets" if rets else "frame.args.args"]])
+        return [want.view(b) for want, b in zip(expected, pointers)]
+
+
+# an XLA_FFI_Buffer as 64-bit words: the dtype code (an int32: the word's low half), the
+# data pointer, the rank and the dims pointer, at the header's offsets
+_BUFFER_WORDS = c_int64 * (max(_O["buffer.data"], _O["buffer.dims"], _O["buffer.dtype"], _O["buffer.rank"]) // 8 + 1)
+_W_DTYPE, _W_DATA, _W_RANK, _W_DIMS = (_O[k] // 8 for k in
+                                      ("buffer.dtype", "buffer.data", "buffer.rank", "buffer.dims"))
+
+
+class BufferSpec:
+    """What one buffer of a call must be (dtype, shape), and how to view it without a copy."""
+
+    __slots__ = ("shape", "dtype", "code", "rank", "nbytes", "raw", "dims", "writeable", "last")
+
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype, writeable: bool) -> None:
+        self.shape, self.dtype, self.writeable = tuple(int(d) for d in shape), np.dtype(dtype), writeable
+        self.code, self.rank = DTYPE_CODES[self.dtype], len(self.shape)
+        self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        self.raw = ctypes.c_char * self.nbytes  # the ctypes array type NumPy views
+        self.dims = np.asarray(self.shape, np.int64).tobytes()  # the dims as XLA writes them
+        self.last: tuple[int, np.ndarray] | None = None  # (data pointer, its view): XLA reuses addresses
+
+    def view(self, b: int) -> np.ndarray:
+        """The array over ``XLA_FFI_Buffer*`` ``b`` (read-only unless ``writeable``)."""
+        w = _BUFFER_WORDS.from_address(b)
+        if w[_W_DTYPE] & 0xFFFFFFFF != self.code or w[_W_RANK] != self.rank or \
+                (self.rank and ctypes.string_at(w[_W_DIMS], 8 * self.rank) != self.dims):
+            got = Buffer.from_address(b)
+            raise TypeError(f"a buffer of XLA dtype code {got.dtype}, shape "
+                            f"{tuple(got.dims[i] for i in range(got.rank))}; expected {self.dtype} {self.shape}")
+        data = w[_W_DATA]
+        last = self.last
+        if last is not None and last[0] == data:
+            return last[1]  # a view of the same memory, of the same shape and dtype: the same array
+        if not self.nbytes or not data:
+            return np.empty(self.shape, self.dtype)
+        a = np.ndarray(self.shape, self.dtype, self.raw.from_address(data))
+        if not self.writeable:
+            a.flags.writeable = False
+        self.last = (data, a)
+        return a
+
+
+RAW_HANDLER = ctypes.CFUNCTYPE(c_void_p, c_void_p)
+
+
+def raw_handler(run: Callable[[Frame], None], label: Callable[[Frame], str]) -> tuple[object, int]:
+    """As ``handler``, reading the frame by address (``Frame``): the C handler (keep the
+    returned ctypes object alive) and its address. ``run(frame)`` runs at the EXECUTE
+    stage; any Python exception becomes an FFI error whose message starts with
+    ``label(frame)``."""
+
+    def entry(p):  # the GIL is taken by ctypes for the call
+        try:
+            frame = Frame(p)
+            if frame.metadata_or_other_stage():
+                return None
+        except BaseException:  # pragma: no cover - a frame XLA would never send
+            return None
+        try:
+            run(frame)
+            return None
+        except BaseException as exc:  # noqa: BLE001 - every failure goes back to XLA, none escapes into C
+            try:
+                where = label(frame)
+            except BaseException:  # noqa: BLE001
+                where = "sparse_ops.jax"
+            return make_error(frame.struct(), f"{where}: {type(exc).__name__}: {exc}"
+                              if not str(exc).startswith(where) else str(exc))
+
+    fn = RAW_HANDLER(entry)
+    return fn, ctypes.cast(fn, c_void_p).value
 
 
 def handler(run: Callable[[CallFrame], None], label: Callable[[CallFrame], str]) -> tuple[object, int]:

@@ -1,20 +1,27 @@
 """The FFI handlers that run bridged calls: buffers in, our invoke path, buffers out.
 
-``forward`` runs the op of the call's spec, ``backward`` its gradient rule; both are the
-same C handler for every op (``ffi.handler``: a ctypes callback, entered with the GIL
-taken), registered under one FFI target name per op (``sparse_ops_<name>``,
-``sparse_ops_<name>_grad``) so that HLO dumps and profiles name the op.
+Four kinds of call, one C handler each for every op, registered under one FFI target name
+per op and kind so that HLO dumps and profiles name the op: ``run_forward`` runs the op
+(``sparse_ops_<name>``), ``run_backward`` its gradient rule (``_grad``), ``run_jvp`` the
+forward-mode derivative (``_jvp``) and ``run_hvp`` the second derivative (``_hvp``); the
+last two differentiate the gradient rule with our engine (``derivatives.py`` says when
+JAX asks for each).
 
-On cpu the buffers are wrapped as NumPy arrays without a copy and become our containers
-(csr and row_sparse inputs are validated as every container is: a malformed structure is
-an FFI error naming the op, never a crash). Dense outputs are written by the kernel
-straight into XLA's result buffers; sparse outputs are copied into their capacity-sized
-buffers and padded (``spec.py``). On gpu (``gpu_forward`` / ``gpu_backward``) XLA's
-device pointers are wrapped as CuPy arrays and the kernels run on XLA's stream, fetched
-through ``XLA_FFI_Stream_Get``: nothing crosses to the host.
+On cpu the handler is a ctypes callback (entered with the GIL taken) reading the frame by
+address (``ffi.Frame``): the call's id, then each buffer checked against the layout the
+call's spec gives (dtype, shape) and viewed as a NumPy array without a copy (arguments
+read-only). Buffers become our containers (csr and row_sparse inputs are validated as every
+container is: a malformed structure is an FFI error naming the op, never a crash; a csr
+input that may hold unsorted or repeated columns is sorted and summed first). An all-dense
+call with one result runs its plan's ``call`` and copies a small result into XLA's buffer,
+or writes a large one there directly; sparse outputs are copied into their capacity-sized
+buffers and padded (``spec.py``). On gpu (``_gpu_*``) XLA's device pointers are wrapped as
+CuPy arrays and the kernels run on XLA's stream, fetched through ``XLA_FFI_Stream_Get``:
+nothing crosses to the host.
 """
 from __future__ import annotations
 
+import threading
 from typing import Any, Sequence
 
 import numpy as np
@@ -23,16 +30,19 @@ from ..boundary import FULL, OURS, admit
 from ..bridging import PARTS, aligned, arg_names, framework_gradient
 from ..device import Device
 from ..dispatch import plan_for
-from ..errors import OperatorError
+from ..errors import OperatorError, SparseFormatError
+from ..gradients import call_gradient
 from ..ndarray import NDArray
 from ..tape import _scope
+from ..tape import _state as tape_state
+from ..validation import UNORDERED, csr_violation
 from . import ffi
-from .spec import ArgLayout, CallSpec, GradSpec, JaxBridgeError, lookup
+from .spec import ArgLayout, CallSpec, GradSpec, HvpSpec, JaxBridgeError, JvpSpec, lookup
 
 CPU = Device("cpu", 0)
 
 
-def _label(frame: ffi.CallFrame) -> str:
+def _struct_label(frame: ffi.CallFrame) -> str:
     try:
         return lookup(ffi.int_attr(frame, "call")).label
     except Exception:  # noqa: BLE001 - the error message still says where it came from
@@ -41,13 +51,18 @@ def _label(frame: ffi.CallFrame) -> str:
 
 # ---- containers over buffers ------------------------------------------------------------------
 def containers(layouts: Sequence[ArgLayout], parts: Sequence[Any], device: Device, check: bool = True,
-               names: Sequence[str] = ()) -> list:
+               names: Sequence[str] = (), maps: list | None = None) -> list:
     """Our containers over component arrays laid out as ``layouts`` (capacity padding
-    trimmed), through the boundary's full check unless ``check`` is False (our own outputs)."""
+    trimmed), through the boundary's full check unless ``check`` is False (our own outputs).
+    A csr input that may hold unsorted or repeated columns (``ArgLayout.canonical`` False:
+    JAX's BCSR default) and does is sorted and summed first (``sorted_and_summed``); then
+    ``maps`` (when given) gets, per input, the position of each stored value in the summed
+    structure (None for the others)."""
     out, k = [], 0
     for i, lay in enumerate(layouts):
         name = names[i] if i < len(names) else f"input {i}"
         n = PARTS[lay.stype]
+        mapping = None
         try:
             p = list(parts[k:k + n])
             if lay.stype == "csr":
@@ -58,11 +73,62 @@ def containers(layouts: Sequence[ArgLayout], parts: Sequence[Any], device: Devic
             elif lay.stype == "row_sparse":
                 nnz = int((p[1] < lay.shape[0]).sum())  # padding rows carry the index shape[0]
                 p[0], p[1] = p[0][:nnz], p[1][:nnz]
-            out.append(admit(lay.stype, p, lay.shape, device, FULL if check else OURS))
+            try:
+                x = admit(lay.stype, p, lay.shape, device, FULL if check else OURS)
+            except SparseFormatError:
+                if not (check and lay.stype == "csr" and not lay.canonical
+                        and csr_violation(p[1], p[2], lay.shape[1]) == UNORDERED):
+                    raise
+                p, mapping = sorted_and_summed(device.xp, p, lay.shape[0])
+                x = admit("csr", p, lay.shape, device, FULL)
+            out.append(x)
         except (OperatorError, TypeError, ValueError) as exc:
             raise JaxBridgeError(f"argument {name!r} ({lay.stype}): {exc}") from exc
+        if maps is not None:
+            maps.append(mapping)
         k += n
     return out
+
+
+def sorted_and_summed(xp: Any, parts: Sequence[Any], rows: int) -> tuple[list, Any]:
+    """A csr's ``(values, indices, indptr)`` with the columns of each row sorted and repeated
+    columns summed (the structure otherwise valid), and the position of each original stored
+    value in the result (how gradients go back to the caller's layout)."""
+    values, indices, indptr = parts
+    row = xp.repeat(xp.arange(rows, dtype=indptr.dtype), xp.diff(indptr))
+    order = xp.lexsort(xp.stack([indices, row]))
+    r, c = row[order], indices[order]
+    first = xp.ones(order.shape[0], dtype=bool)
+    first[1:] = (r[1:] != r[:-1]) | (c[1:] != c[:-1])
+    segment = xp.cumsum(first) - 1
+    starts = xp.flatnonzero(first)
+    summed = _segment_sum(xp, values[order], segment, starts.shape[0])
+    indptr_out = xp.zeros(rows + 1, dtype=indptr.dtype)
+    xp.cumsum(xp.bincount(r[starts], minlength=rows), out=indptr_out[1:])
+    mapping = xp.empty(order.shape[0], dtype=xp.intp)
+    mapping[order] = segment
+    return [summed, c[starts].astype(indices.dtype), indptr_out], mapping
+
+
+def _segment_sum(xp: Any, values: Any, segment: Any, n: int) -> Any:
+    """Sums of ``values`` by ``segment`` (n segments), in ``values``' dtype."""
+    out = xp.zeros((n,) + values.shape[1:], dtype=values.dtype)
+    if xp is np:
+        np.add.at(out, segment, values)
+    else:  # pragma: no cover - needs a gpu
+        import cupyx
+
+        cupyx.scatter_add(out, segment, values)
+    return out
+
+
+def _to_canonical(t: Any, mapping: Any) -> Any:
+    """A tangent laid out like a csr input as JAX passed it, moved onto its sorted and summed
+    structure (``mapping``: see ``sorted_and_summed``); as it is when nothing moved."""
+    if mapping is None:
+        return t
+    xp = np if isinstance(t, np.ndarray) else __import__("cupy")
+    return _segment_sum(xp, t[:mapping.shape[0]], mapping, int(mapping.max()) + 1 if mapping.shape[0] else 0)
 
 
 def write(result: Any, lay: ArgLayout, parts: Sequence[Any], what: str, source: str = "") -> None:
@@ -104,6 +170,8 @@ def run_forward(spec: CallSpec, args: Sequence[Any], rets: Sequence[Any], device
     outputs' components, then the new values of the inputs the op updates in place. XLA's
     argument buffers are never written: such an input is updated in a copy (a dense one in
     its result buffer itself)."""
+    if spec.all_dense and not spec.mutated and len(rets) == 1 and device.xp is np:
+        return _run_dense(spec, args, rets[0], device)
     inputs = containers(spec.ins, args, device, names=_arg_names(spec))
     states = rets[spec.n_out_parts:]
     if spec.mutated:
@@ -127,6 +195,25 @@ def run_forward(spec: CallSpec, args: Sequence[Any], rets: Sequence[Any], device
         k += n
 
 
+_COPY_BELOW = 1 << 15  # bytes: a dense result this small is run by the plan's call and copied
+
+
+def _run_dense(spec: CallSpec, args: Sequence[Any], ret: Any, device: Device) -> None:
+    """``run_forward`` of an all-dense call with one result on the host: small results by the
+    plan's ``call`` (its closure for a dense kernel: a few hundred nanoseconds) and one copy
+    into XLA's buffer, large ones by ``execute`` writing there directly (no copy)."""
+    # dtypes: held_dtype at trace time, and the buffers checked against them (ffi.BufferSpec)
+    inputs = [NDArray(a, device) for a in args]
+    plan = plan_for(spec.opdef, spec.inst, inputs)
+    if tape_state.recording:  # a handler run inside the caller's autograd.record(): not ours to record
+        with _scope(False, None):
+            return _run_dense(spec, args, ret, device)
+    if ret.nbytes <= _COPY_BELOW:
+        ret[...] = plan.call(inputs)._data
+    else:
+        plan.execute(inputs, NDArray(ret, device))
+
+
 def _updatable(spec: CallSpec, inputs: list, states: Sequence[Any], device: Device) -> list:
     """``inputs`` with each one the op updates in place replaced by a copy it may write: a
     dense one's result buffer holding its values, a sparse one's container copy."""
@@ -142,39 +229,174 @@ def _updatable(spec: CallSpec, inputs: list, states: Sequence[Any], device: Devi
     return inputs
 
 
+def _on_structure(x: NDArray, values: Any, device: Device) -> NDArray:
+    """A container of ``x``'s shape and structure holding ``values`` (aligned with ``x``'s
+    values component, capacity padding included): a cotangent or tangent of ``x``."""
+    if x.stype == "default":
+        return NDArray(values if values.dtype == x.dtype else values.astype(x.dtype), device)
+    return x._with_values(values[:x._data.shape[0]].astype(x.dtype, copy=True), copy_aux=False)
+
+
+def _zero_on_structure(x: NDArray, device: Device) -> NDArray:
+    """Zeros with ``x``'s shape and structure (a cotangent nobody gave)."""
+    return _on_structure(x, device.xp.zeros(x._data.shape, x.dtype), device)
+
+
+def _write_aligned(dst: Any, g: NDArray | None, x: NDArray, mapping: Any = None) -> None:
+    """Gradient (or tangent) ``g`` of ``x`` into ``dst``, laid out like ``x``'s values
+    component as JAX passed it: dense, or one value per stored value with zeros past the
+    true count; for a csr input sorted and summed on the way in (``mapping``), each value
+    the one of the entry it was summed into."""
+    if g is None:
+        dst[...] = 0
+        return
+    a = aligned(g, x)
+    if x.stype == "default":
+        dst[...] = a
+        return
+    if mapping is not None:
+        a = a[mapping]
+    n = a.shape[0]
+    dst[:n] = a
+    dst[n:] = 0
+
+
+def _cotangents(spec: CallSpec, outputs: list, given: Sequence[Any], device: Device) -> list:
+    """One head gradient per output: the given cotangent of each tangent output (aligned with
+    its values), zeros for the others (integer results)."""
+    heads = [None] * len(outputs)
+    for j, c in zip(spec.tangent_outs, given):
+        heads[j] = _on_structure(outputs[j], c, device)
+    return [h if h is not None else _zero_on_structure(o, device) for h, o in zip(heads, outputs)]
+
+
 def run_backward(gspec: GradSpec, args: Sequence[Any], rets: Sequence[Any], device: Device) -> None:
     """The op's gradient rule: ``args`` are the inputs' components, the outputs' components
-    and one cotangent per output (dense, or aligned with a sparse output's values);
+    and one cotangent per tangent output (dense, or aligned with a sparse output's values);
     ``rets`` one gradient per input that needs one (aligned with its values component)."""
     spec = gspec.fwd
     ni, no = spec.n_in_parts, spec.n_out_parts
-    inputs = containers(spec.ins, args[:ni], device, names=_arg_names(spec))
+    maps: list = []
+    inputs = containers(spec.ins, args[:ni], device, names=_arg_names(spec), maps=maps)
     outputs = containers(spec.outs, args[ni:ni + no], device, check=False)
-    cots = args[ni + no:]
-    out_grads = []
-    for o, c in zip(outputs, cots):
-        if o.stype == "default":
-            out_grads.append(NDArray(c, device))
-        else:
-            out_grads.append(o._with_values(c[:o._data.shape[0]].astype(o.dtype, copy=False), copy_aux=False))
+    out_grads = _cotangents(spec, outputs, args[ni + no:], device)
     grads = framework_gradient(spec.inst, out_grads, inputs, outputs, list(gspec.needs), face="JAX",
                                prefix=f"{spec.label}: ", error=JaxBridgeError)
-    k = 0
-    for g, x, lay, need in zip(grads, inputs, spec.ins, gspec.needs):
-        if not need:
-            continue
-        dst = rets[k]
-        k += 1
-        if g is None:
-            dst[...] = 0
-            continue
-        a = aligned(g, x)
-        n = a.shape[0] if x.stype != "default" else None
-        if n is None:
-            dst[...] = a
-        else:
-            dst[:n] = a
-            dst[n:] = 0
+    dsts = iter(rets)
+    for g, x, need, mapping in zip(grads, inputs, gspec.needs, maps):
+        if need:
+            _write_aligned(next(dsts), g, x, mapping)
+
+
+# ---- forward mode and second order, by our engine ---------------------------------------------------
+def _in_graph(g: Any) -> bool:
+    info = getattr(g, "_ag", None)
+    return info is not None and info.needs_grad()
+
+
+def _engine_error(s: Any, what: str, exc: Exception) -> JaxBridgeError:
+    """The error of derivative call ``s`` (a ``JvpSpec`` or ``HvpSpec``) whose engine run failed."""
+    return JaxBridgeError(f"{s.label}: {what} differentiates {s.fwd.opdef.label}'s gradient rule with the "
+                          f"sparse-ops engine, which failed: {exc}")
+
+
+def _pushed(s: Any, what: str, heads: list, variables: list, head_grads: list) -> list:
+    """``autograd.grad`` of ``heads`` (those in the recorded graph) for ``variables`` with
+    ``head_grads``; None for each variable when no head is in the graph. A head made by an
+    op declared ``differentiable = False`` is refused naming it: the engine cannot see
+    through it, and a zero would be a wrong answer, not a derivative."""
+    from ..autograd import grad
+
+    for h in heads:
+        info = getattr(h, "_ag", None)
+        if h is not None and info is not None and info.constant_of is not None:
+            raise JaxBridgeError(
+                f"{s.label}: {what} differentiates {s.fwd.opdef.label}'s gradient rule with the sparse-ops "
+                f"engine, and the rule's result comes from operator {info.constant_of!r}, declared "
+                "differentiable = False; give that operator a gradient to make this derivative available")
+    kept = [(h, t) for h, t in zip(heads, head_grads) if h is not None and _in_graph(h)]
+    if not kept:
+        return [None] * len(variables)
+    hs = [h for h, _ in kept]
+    ts = [t if t.stype == h.stype or h.stype != "default" else t.tostype("default") for h, t in kept]
+    return grad(hs, variables, head_grads=ts)
+
+
+def run_jvp(jspec: JvpSpec, args: Sequence[Any], rets: Sequence[Any], device: Device) -> None:
+    """The forward-mode derivative ``J t``: ``args`` are the inputs' and outputs' components
+    and one tangent per perturbed input; ``rets`` one tangent per tangent output. The
+    gradient rule ``u -> J^T u`` is linear in its head gradient ``u``; recorded by our
+    engine on a zero ``u`` and differentiated in ``u`` against ``t``, it gives ``J t``."""
+    spec = jspec.fwd
+    ni, no = spec.n_in_parts, spec.n_out_parts
+    maps: list = []
+    inputs = containers(spec.ins, args[:ni], device, names=_arg_names(spec), maps=maps)
+    outputs = containers(spec.outs, args[ni:ni + no], device, check=False)
+    given = iter(args[ni + no:])
+    tangents = [_on_structure(x, _to_canonical(next(given), m), device) if p else None
+                for x, p, m in zip(inputs, jspec.perturbed, maps)]
+    heads = [_zero_on_structure(o, device) for o in outputs]  # u: zero, and a variable where it moves
+    us = [heads[j] for j in spec.tangent_outs]
+    for u in us:
+        u.attach_grad()
+    try:
+        with _scope(True, None):
+            grads = call_gradient(spec.inst, heads, inputs, outputs, list(jspec.perturbed), face="JAX",
+                                  prefix=f"{spec.label}: ", error=JaxBridgeError)
+        got = _pushed(jspec, "forward mode (jax.jvp)", [g if t is not None else None for g, t in zip(grads, tangents)],
+                      us, tangents)
+    except JaxBridgeError:
+        raise
+    except OperatorError as exc:
+        raise _engine_error(jspec, "forward mode (jax.jvp)", exc) from exc
+    for dst, g, j in zip(rets, got, spec.tangent_outs):
+        _write_aligned(dst, g, outputs[j])
+
+
+def run_hvp(hspec: HvpSpec, args: Sequence[Any], rets: Sequence[Any], device: Device) -> None:
+    """The second derivative of ``<op(x), c>`` applied to the tangents ``t`` of the perturbed
+    inputs, for the inputs in ``needs``: ``args`` are the inputs' and outputs' components,
+    one cotangent ``c`` per tangent output and one tangent per perturbed input. Our engine
+    records the op again, takes its gradient against ``c`` with ``create_graph``, and
+    differentiates that against ``t`` (the matrix of second derivatives is symmetric)."""
+    from ..autograd import grad
+
+    spec = hspec.fwd
+    if "random" in spec.opdef.resources:
+        raise JaxBridgeError(f"{hspec.label}: {spec.opdef.label} draws random numbers, so running it again for "
+                             "its second derivative would not reproduce this call; no second derivative")
+    ni, no, nc = spec.n_in_parts, spec.n_out_parts, len(spec.tangent_outs)
+    maps: list = []
+    inputs = containers(spec.ins, args[:ni], device, names=_arg_names(spec), maps=maps)
+    given_outputs = containers(spec.outs, args[ni:ni + no], device, check=False)
+    cots = args[ni + no:ni + no + nc]
+    given = iter(args[ni + no + nc:])
+    tangents = [_on_structure(x, _to_canonical(next(given), m), device) if p else None
+                for x, p, m in zip(inputs, hspec.perturbed, maps)]
+    variables = inputs
+    for x, p, n in zip(inputs, hspec.perturbed, hspec.needs):
+        if p or n:
+            x.attach_grad()
+    try:
+        with _scope(True, None):
+            plan = plan_for(spec.opdef, spec.inst, variables)
+            outs = plan.call(variables)
+            outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+            if len(outs) != len(given_outputs):
+                raise JaxBridgeError(f"{hspec.label}: {spec.opdef.label} has hidden outputs; no second derivative")
+            heads = [outs[j] for j in spec.tangent_outs]
+            head_grads = [_on_structure(given_outputs[j], c, device) for j, c in zip(spec.tangent_outs, cots)]
+            moved = [i for i, p in enumerate(hspec.perturbed) if p]
+            firsts = grad(heads, [variables[i] for i in moved], head_grads=head_grads, create_graph=True)
+        needed = [i for i, n in enumerate(hspec.needs) if n]
+        got = _pushed(hspec, "the second derivative (jax.hessian, grad of grad)", list(firsts),
+                      [variables[i] for i in needed], [tangents[i] for i in moved])
+    except JaxBridgeError:
+        raise
+    except OperatorError as exc:
+        raise _engine_error(hspec, "the second derivative (jax.hessian, grad of grad)", exc) from exc
+    for dst, g, i in zip(rets, got, needed):
+        _write_aligned(dst, g, inputs[i], maps[i])
 
 
 def _host_buffers(frame: ffi.CallFrame) -> tuple[list, list]:
@@ -186,16 +408,61 @@ def _host_buffers(frame: ffi.CallFrame) -> tuple[list, list]:
     return args, rets
 
 
-def _cpu_forward(frame: ffi.CallFrame) -> None:
-    spec = lookup(ffi.int_attr(frame, "call"))
-    args, rets = _host_buffers(frame)
-    run_forward(spec, args, rets, CPU)
+# ---- cpu: the frame read by address, buffers laid out by the spec --------------------------------------
+def _values(layouts: Sequence[ArgLayout], mask: Sequence[bool] | None = None) -> list[tuple]:
+    """(shape, dtype) of the values component of each layout (``mask`` marks which)."""
+    return [lay.part_shapes()[0] for i, lay in enumerate(layouts) if mask is None or mask[i]]
 
 
-def _cpu_backward(frame: ffi.CallFrame) -> None:
-    gspec = lookup(ffi.int_attr(frame, "call"))
-    args, rets = _host_buffers(frame)
-    run_backward(gspec, args, rets, CPU)
+def _parts(layouts: Sequence[ArgLayout]) -> list[tuple]:
+    return [p for lay in layouts for p in lay.part_shapes()]
+
+
+def buffer_layout(s: Any) -> tuple[list, list]:
+    """(argument, result) buffers of the FFI call of spec ``s`` as ``ffi.BufferSpec``s (made
+    once per spec): what the handler checks each call's buffers against before viewing them."""
+    hit = getattr(s, "buffers", None)
+    if hit is not None:
+        return hit
+    import jax
+
+    if isinstance(s, CallSpec):
+        args, rets = _parts(s.ins), _parts(s.outs) + _parts(s.states)
+    else:
+        f = s.fwd
+        cots = [_values(f.outs)[j] for j in f.tangent_outs]
+        fixed = _parts(f.ins) + _parts(f.outs)
+        if isinstance(s, GradSpec):
+            args, rets = fixed + cots, _values(f.ins, s.needs)
+        elif isinstance(s, JvpSpec):
+            args, rets = fixed + _values(f.ins, s.perturbed), cots
+        else:
+            args, rets = fixed + cots + _values(f.ins, s.perturbed), _values(f.ins, s.needs)
+    # the dtypes XLA holds them in (float64 is float32 with x64 off)
+    make = [[ffi.BufferSpec(shape, jax.dtypes.canonicalize_dtype(dt), writeable) for shape, dt in group]
+            for group, writeable in ((args, False), (rets, True))]
+    s.buffers = (make[0], make[1])
+    return s.buffers
+
+
+def _label(frame: ffi.Frame) -> str:
+    try:
+        return lookup(frame.call_id()).label
+    except Exception:  # noqa: BLE001 - the error message still says where it came from
+        return "sparse_ops.jax"
+
+
+def _cpu(run: Any, kind: type) -> Any:
+    """The cpu handler body for specs of class ``kind``: the spec by the call's id, NumPy
+    views of XLA's buffers (checked against the spec's layout; arguments read-only: JAX
+    arrays are immutable, so no kernel may write them), then ``run``."""
+    def go(frame: ffi.Frame) -> None:
+        s = lookup(frame.call_id())
+        if not isinstance(s, kind):
+            raise JaxBridgeError(f"{s.label}: called through a target for {kind.__name__}s")
+        arg_specs, ret_specs = buffer_layout(s)
+        run(s, frame.arrays(False, arg_specs), frame.arrays(True, ret_specs), CPU)
+    return go
 
 
 # ---- gpu: XLA's device buffers as CuPy arrays, on XLA's stream ----------------------------------
@@ -234,14 +501,70 @@ def _gpu_backward(frame: ffi.CallFrame) -> None:  # pragma: no cover - needs a g
         run_backward(gspec, args, rets, _gpu_device())
 
 
-# the C handlers (kept alive here) and their addresses
+def _gpu_jvp(frame: ffi.CallFrame) -> None:  # pragma: no cover - needs a gpu
+    jspec = lookup(ffi.int_attr(frame, "call"))
+    args, rets, stream = _device_arrays(frame)
+    with stream:
+        run_jvp(jspec, args, rets, _gpu_device())
+
+
+def _gpu_hvp(frame: ffi.CallFrame) -> None:  # pragma: no cover - needs a gpu
+    hspec = lookup(ffi.int_attr(frame, "call"))
+    args, rets, stream = _device_arrays(frame)
+    with stream:
+        run_hvp(hspec, args, rets, _gpu_device())
+
+
+# the C handlers (kept alive here) and their addresses, and the FFI targets registered with them
 _HANDLERS: dict[str, tuple[object, int]] = {}
+_TARGETS: set[tuple[str, str]] = set()
+_TLOCK = threading.Lock()
+
+
+def _platforms() -> list[str]:
+    import jax
+
+    plats = ["cpu"]
+    try:
+        if any(d.platform == "gpu" for d in jax.devices()):  # pragma: no cover - needs a gpu
+            plats.append("CUDA")
+    except RuntimeError:  # pragma: no cover
+        pass
+    return plats
+
+
+def target(name: str, kind: str = "") -> str:
+    """The FFI target of op ``name``: its forward call (``kind`` empty), gradient rule
+    (``"grad"``), forward-mode derivative (``"jvp"``) or second derivative (``"hvp"``),
+    registered on first use for cpu (and CUDA where jax sees a gpu) with this module's
+    handler of that kind."""
+    import jax
+
+    suffix = f"_{kind}" if kind else ""
+    tname = f"sparse_ops_{name}{suffix}"
+    for plat in _platforms():
+        if (tname, plat) in _TARGETS:
+            continue
+        with _TLOCK:
+            if (tname, plat) in _TARGETS:
+                continue
+            handler = ("cpu" if plat == "cpu" else "gpu") + suffix
+            jax.ffi.register_ffi_target(tname, jax.ffi.pycapsule(address(handler)), platform=plat)
+            _TARGETS.add((tname, plat))
+    return tname
 
 
 def address(kind: str) -> int:
-    """The C address of handler ``kind``: ``cpu``, ``cpu_grad``, ``gpu``, ``gpu_grad``."""
+    """The C address of handler ``kind``: ``cpu`` or ``gpu``, optionally followed by
+    ``_grad`` (the gradient rule), ``_jvp`` (forward mode) or ``_hvp`` (second order)."""
     hit = _HANDLERS.get(kind)
     if hit is None:
-        run = {"cpu": _cpu_forward, "cpu_grad": _cpu_backward, "gpu": _gpu_forward, "gpu_grad": _gpu_backward}[kind]
-        hit = _HANDLERS[kind] = ffi.handler(run, _label)
+        cpu = {"cpu": (run_forward, CallSpec), "cpu_grad": (run_backward, GradSpec), "cpu_jvp": (run_jvp, JvpSpec),
+               "cpu_hvp": (run_hvp, HvpSpec)}
+        if kind in cpu:
+            hit = ffi.raw_handler(_cpu(*cpu[kind]), _label)
+        else:
+            run = {"gpu": _gpu_forward, "gpu_grad": _gpu_backward, "gpu_jvp": _gpu_jvp, "gpu_hvp": _gpu_hvp}[kind]
+            hit = ffi.handler(run, _struct_label)
+        _HANDLERS[kind] = hit
     return hit[1]

@@ -45,13 +45,17 @@ class JaxBridgeError(OperatorError, ValueError):
 @dataclass(frozen=True)
 class ArgLayout:
     """One input or output of a bridged call: storage type, logical shape, value dtype, index
-    dtype (sparse only) and stored-value count (capacity, for outputs)."""
+    dtype (sparse only), stored-value count (capacity, for outputs) and, for a csr input,
+    whether it declares its columns sorted and unique in each row (``canonical``: a
+    ``BCSR`` with ``indices_sorted`` and ``unique_indices``, and every result of ours);
+    one that does not (JAX's default) is sorted and summed by the handler when needed."""
 
     stype: str
     shape: tuple[int, ...]
     dtype: np.dtype
     index_dtype: np.dtype | None = None
     nse: int = 0
+    canonical: bool = True
 
     def part_shapes(self) -> list[tuple[tuple[int, ...], np.dtype]]:
         if self.stype == "default":
@@ -81,8 +85,13 @@ class CallSpec:
         self.n_in_parts = sum(PARTS[a.stype] for a in ins)
         self.n_out_parts = sum(PARTS[a.stype] for a in outs)
         self.all_dense = all(a.stype == "default" for a in (*ins, *outs))
+        # the outputs that carry tangents and cotangents (floating values; index arrays and
+        # integer results carry none): what derivative calls pass per output
+        self.tangent_outs = tuple(j for j, a in enumerate(outs) if np.dtype(a.dtype).kind == "f")
         self.grads: dict[tuple[bool, ...], GradSpec] = {}
+        self.derivs: dict[tuple, Any] = {}  # (kind, masks) -> JvpSpec / HvpSpec
         self.native: Any = None  # native.py's cfunc handler, when one serves this signature
+        self.lowered: Any = None  # lowering.py's jnp expression serving this call, once decided
 
     @property
     def name(self) -> str:
@@ -99,12 +108,30 @@ class CallSpec:
             _SPECS[g.id] = g
         return g
 
+    def jvp_spec(self, perturbed: tuple[bool, ...]) -> "JvpSpec":
+        """The forward-mode call taking tangents of the inputs ``perturbed`` marks."""
+        return self._deriv(("jvp", perturbed), lambda sid: JvpSpec(sid, self, perturbed))
+
+    def hvp_spec(self, perturbed: tuple[bool, ...], needs: tuple[bool, ...]) -> "HvpSpec":
+        """The second-order call: tangents of the inputs ``perturbed`` marks, results for
+        the inputs ``needs`` marks."""
+        return self._deriv(("hvp", perturbed, needs), lambda sid: HvpSpec(sid, self, perturbed, needs))
+
+    def _deriv(self, key: tuple, make: Any) -> Any:
+        d = self.derivs.get(key)
+        if d is None:
+            d = self.derivs[key] = make(_new_id())
+            _SPECS[d.id] = d
+        return d
+
     def __repr__(self) -> str:
         return f"<CallSpec {self.id} {self.opdef.name} {[a.stype for a in self.ins]} -> {[a.stype for a in self.outs]}>"
 
 
 class GradSpec:
-    """The backward call of a ``CallSpec``: which inputs get a gradient (``needs``)."""
+    """The backward call of a ``CallSpec``: which inputs get a gradient (``needs``). Its FFI
+    call takes the inputs' and outputs' components and one cotangent per tangent output
+    (``CallSpec.tangent_outs``), and gives one gradient per input in ``needs``."""
 
     def __init__(self, sid: int, fwd: CallSpec, needs: tuple[bool, ...]) -> None:
         self.id, self.fwd, self.needs = sid, fwd, needs
@@ -112,6 +139,33 @@ class GradSpec:
     @property
     def label(self) -> str:
         return f"sparse_ops.jax.ops.{self.fwd.opdef.name} (gradient)"
+
+
+class JvpSpec:
+    """The forward-mode call of a ``CallSpec`` (``jax.jvp``): the inputs' and outputs'
+    components and one tangent per input in ``perturbed`` in, one tangent per tangent
+    output out (the transpose of the gradient rule, ``handlers.run_jvp``)."""
+
+    def __init__(self, sid: int, fwd: CallSpec, perturbed: tuple[bool, ...]) -> None:
+        self.id, self.fwd, self.perturbed = sid, fwd, perturbed
+
+    @property
+    def label(self) -> str:
+        return f"sparse_ops.jax.ops.{self.fwd.opdef.name} (forward-mode derivative)"
+
+
+class HvpSpec:
+    """The second-order call of a ``CallSpec`` (what ``jax.hessian`` needs): the inputs' and
+    outputs' components, one cotangent per tangent output and one tangent per input in
+    ``perturbed`` in, one result per input in ``needs`` out: the second derivative of
+    ``<op(x), cotangent>`` applied to the tangents (``handlers.run_hvp``)."""
+
+    def __init__(self, sid: int, fwd: CallSpec, perturbed: tuple[bool, ...], needs: tuple[bool, ...]) -> None:
+        self.id, self.fwd, self.perturbed, self.needs = sid, fwd, perturbed, needs
+
+    @property
+    def label(self) -> str:
+        return f"sparse_ops.jax.ops.{self.fwd.opdef.name} (second derivative)"
 
 
 _LOCK = threading.Lock()
@@ -235,5 +289,5 @@ def forget(name: str) -> None:
     with _LOCK:
         for key in [k for k, s in _BY_KEY.items() if s.opdef.name == name]:
             del _BY_KEY[key]
-        for sid in [i for i, s in _SPECS.items() if (s.fwd if isinstance(s, GradSpec) else s).opdef.name == name]:
+        for sid in [i for i, s in _SPECS.items() if getattr(s, "fwd", s).opdef.name == name]:
             del _SPECS[sid]
