@@ -11,7 +11,9 @@ component arrays, SciPy matrices, files,   the constructors        everything, a
 DLPack (``creation``, ``io``)                                      (``check=False``: at first use)
 torch tensors converted (``from_torch``)   ``admit(DEFERRED)``     O(1) now, the rest at first use
 torch tensors entering a bridged op; JAX   ``admit(FULL)``         everything, before the kernel
-buffers (Python handler)
+sparse buffers (Python handler)
+JAX dense buffers (Python handler)         ``jax.handlers``        dtype, rank and shape against the
+                                                                   call's layout (all a dense array has)
 our own outputs back through a framework  ``admit(OURS)``         nothing (a bridge's saved outputs)
 JAX buffers (native handler)               ``validation``          the same check, compiled
 COO indices a library sorts or sums        ``coo_rows``            their range, before it reads them
