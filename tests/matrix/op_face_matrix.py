@@ -10,7 +10,7 @@ a sparse input), ``None`` for inputs that get none. A cell is ``pass``, ``declar
 (``sparse_ops.faces``: what ``explain`` shows) or ``FAIL: what``.
 
 The torch.compile face compiles the op once (``dynamic=True``) and calls it at the sample's
-size and at a smaller one (``second_size``): ``SECOND_SIZE`` records how each op went there
+size and at a second one (``second_size``: twice the rows of a row-partitioned op, else a smaller sample): ``SECOND_SIZE`` records how each op went there
 and the summary (``two_sizes``) lists the ops without one and why.
 """
 from __future__ import annotations
@@ -288,7 +288,7 @@ ROWS_RULE = "twice the rows in the inputs it partitions by rows"
 
 
 def second_size(opdef: registry.OpDef, xs: list, params: dict) -> tuple[list | None, str, Result | None]:
-    """(a smaller sample, how it was made, native's result on it or None), or (None, why there
+    """(a sample of another size, how it was made, native's result on it or None), or (None, why there
     is none, None): the rows an op partitions into row blocks (Dask's rule) first, then the
     first of ``smaller_variants`` the native op accepts."""
     small = other_batch(opdef, xs, params)
@@ -330,7 +330,7 @@ def _shape_slip(opdef, xs, params, first: Result, ref: Result, got: Result) -> s
 class SecondSize:
     """How an op's torch.compile cell went at a second size."""
     ran: bool  # compiled once, called at both sizes, agreed with native at both
-    how: str  # how the smaller sample was made, or why there is none / what failed
+    how: str  # how the second sample was made, or why there is none / what failed
     recompiled: bool = False  # the second call compiled a new graph (a guard specialised a size)
 
 
@@ -339,7 +339,7 @@ SECOND_SIZE: dict[str, SecondSize] = {}  # op -> its torch.compile cell's second
 
 def torch_compiled(opdef, xs, params) -> Result:
     """``torch.compile(fullgraph=True, dynamic=True)`` of the bridged op, compiled once and run
-    on the sample and on a smaller one (``second_size``), each compared with the native call
+    on the sample and at a second size (``second_size``), each compared with the native call
     (random ops: their outputs' storage types and shapes only)."""
     import torch
     import sparse_ops.torch as st
@@ -676,7 +676,7 @@ def two_sizes() -> tuple[str, list[tuple[str, str]]]:
         else:
             others.append((o, second.how if second is not None else "not run"))
     head = (f"{len(ran)} of {len(ops)} ops ran torch.compile at two sizes: compiled once (`dynamic=True`), called "
-            f"on the sample and on a smaller one, each compared with the native call (random ops: storage types "
+            f"on the sample and at a second size, each compared with the native call (random ops: storage types "
             f"and shapes). The second sample: {by_rows} with twice the rows in the inputs the op partitions by rows "
             f"(Dask's rule; a second graph there fails the cell), {len(ran) - by_rows} with the first generic smaller variant the native op accepts "
             f"(one row, or one index along the last or every axis, fewer in all or some inputs); {recompiled} of "
@@ -694,7 +694,7 @@ def table() -> str:
              "compared with the native call's values, storage types, updated inputs and gradients. "
              "`yes`: ran and agreed; a number: not served, for the reason in that note (the op's declaration, "
              "as `sparse_ops.explain` shows it); `-`: not run in this table's passes. torch.compile runs at two "
-             "sizes where the op takes a smaller sample: see the section after the notes.", "",
+             "sizes where the op takes a second sample: see the section after the notes.", "",
              "| op | " + " | ".join(face_list) + " |", "|---|" + "---|" * len(face_list)]
     for op in sorted({k[0] for k in CELLS}):
         row = []
