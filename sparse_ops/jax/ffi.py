@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ctypes
 from ctypes import POINTER, c_char_p, c_int32, c_int64, c_size_t, c_uint32, c_void_p
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -324,6 +324,22 @@ class BufferSpec:
 RAW_HANDLER = ctypes.CFUNCTYPE(c_void_p, c_void_p)
 
 
+def _run_reporting(run: Callable, frame: Any, label: Callable, struct: Callable[[], Any]) -> Any:
+    """``run(frame)``; None, or the FFI error (on the call frame ``struct()``) of the exception it
+    raised, its message opened with ``label(frame)``: every failure goes back to XLA, none
+    escapes into C."""
+    try:
+        run(frame)
+        return None
+    except BaseException as exc:  # noqa: BLE001
+        try:
+            where = label(frame)
+        except BaseException:  # noqa: BLE001
+            where = "sparse_ops.jax"
+        text = str(exc) if str(exc).startswith(where) else f"{where}: {type(exc).__name__}: {exc}"
+        return make_error(struct(), text)
+
+
 def raw_handler(run: Callable[[Frame], None], label: Callable[[Frame], str]) -> tuple[object, int]:
     """As ``handler``, reading the frame by address (``Frame``): the C handler (keep the
     returned ctypes object alive) and its address. ``run(frame)`` runs at the EXECUTE
@@ -337,16 +353,7 @@ def raw_handler(run: Callable[[Frame], None], label: Callable[[Frame], str]) -> 
                 return None
         except BaseException:  # pragma: no cover - a frame XLA would never send
             return None
-        try:
-            run(frame)
-            return None
-        except BaseException as exc:  # noqa: BLE001 - every failure goes back to XLA, none escapes into C
-            try:
-                where = label(frame)
-            except BaseException:  # noqa: BLE001
-                where = "sparse_ops.jax"
-            return make_error(frame.struct(), f"{where}: {type(exc).__name__}: {exc}"
-                              if not str(exc).startswith(where) else str(exc))
+        return _run_reporting(run, frame, label, frame.struct)
 
     fn = RAW_HANDLER(entry)
     return fn, ctypes.cast(fn, c_void_p).value
@@ -364,16 +371,7 @@ def handler(run: Callable[[CallFrame], None], label: Callable[[CallFrame], str])
                 return None
         except BaseException:  # pragma: no cover - a frame XLA would never send
             return None
-        try:
-            run(frame)
-            return None
-        except BaseException as exc:  # noqa: BLE001 - every failure goes back to XLA, none escapes into C
-            try:
-                where = label(frame)
-            except BaseException:  # noqa: BLE001
-                where = "sparse_ops.jax"
-            return make_error(frame, f"{where}: {type(exc).__name__}: {exc}" if not str(exc).startswith(where)
-                              else str(exc))
+        return _run_reporting(run, frame, label, lambda: frame)
 
     fn = HANDLER(entry)
     return fn, ctypes.cast(fn, c_void_p).value
