@@ -23,6 +23,16 @@ per-round ratios (below 1: the bridge is faster).
 (d) **Conversions**: ``to_torch`` / ``from_torch`` of dense, csr and row_sparse arrays at
     two sizes 100x apart: the time per call stays flat (O(1)) and the result shares the
     source's memory (no copy; checked on every component).
+(e) **Per-call cost** of ``sparse_ops.torch.ops.relu(x)`` on 4x4 float32 against
+    ``torch.relu(x)``, forward and forward + backward (issue 38 item 4). Target: forward
+    <= 2 us (set where ``torch.relu`` takes ~0.9 us; the ratio is reported beside it).
+(f) **Recommender step**: a plugin author's embedding-bag op (``bench_bag_sum``, defined
+    here as sdk/README.md shows: a kernel-first op, row kernels forward and backward, a
+    row_sparse table gradient) on csr bags of ~20 zipf(1.2) ids, the table marked
+    ``sparse_grad``, feeding an MLP with a binary cross-entropy loss (or the pooled rows'
+    sum as the loss); ``SparseAdam`` for the table, ``Adam`` for the MLP. Reference:
+    ``nn.EmbeddingBag(mode="sum", sparse=True)``, the same MLP and optimizers. Targets:
+    <= 1.0x at batch 64 (100,000 x 32 table), <= 0.8x at batch 4,096 (1,000,000 x 64).
 
 Each case first checks that ours and the references compute the same (outputs and
 gradients, or updated weights) from the same inputs. PyTorch runs with its faster thread
@@ -369,6 +379,286 @@ def run_overhead(scale: int = 1) -> list[OverheadRow]:
     return rows
 
 
+# ---- (e) per-call cost of a small all-dense op: relu on 4x4 --------------------------------------------
+PERCALL_TARGET_US = 2.0  # bridged relu forward on 4x4 float32 (issue 38 item 4; torch.relu: ~0.9 us there)
+
+
+@dataclass
+class PerCallRow:
+    case: str
+    ours_us: float
+    torch_us: float
+    same: bool
+
+    @property
+    def ratio(self) -> float:
+        return self.ours_us / self.torch_us
+
+
+def run_percall(scale: int = 1) -> list[PerCallRow]:
+    """``sparse_ops.torch.ops.relu(x)`` (written out in each call, as a user writes it) against
+    ``torch.relu(x)`` on a 4x4 float32 tensor, one thread, in alternation: forward, and forward
+    + backward (``.backward(ones)``, the input's ``.grad`` reset each time)."""
+    import torch
+
+    import sparse_ops.torch as sot
+
+    from .bench_overhead import paired_us
+
+    n = max(20000 // scale, 16)
+    x, xg, ones = torch.rand(4, 4) - 0.5, (torch.rand(4, 4) - 0.5).requires_grad_(True), torch.ones(4, 4)
+    previous = torch_threads(1)
+    rows = []
+    try:
+        same = torch.equal(sot.ops.relu(x), torch.relu(x))
+        ours, ref = paired_us(lambda: sot.ops.relu(x), lambda: torch.relu(x), n)
+        rows.append(PerCallRow("forward, 4x4 float32", ours, ref, same))
+
+        def fb(fn: Callable[[Any], Any]) -> Callable[[], Any]:
+            def step() -> Any:
+                xg.grad = None
+                fn(xg).backward(ones)
+                return xg.grad
+            return step
+
+        same = torch.equal(fb(lambda t: sot.ops.relu(t))(), fb(torch.relu)())
+        ours, ref = paired_us(fb(lambda t: sot.ops.relu(t)), fb(torch.relu), n // 4)
+        rows.append(PerCallRow("forward + backward, 4x4 float32", ours, ref, same))
+    finally:
+        torch_threads(previous)
+    return rows
+
+
+# ---- (f) a recommender step: a plugin author's embedding bag, an MLP, SparseAdam ---------------------
+# The op below is written as sdk/README.md shows a plugin author: a kernel-first Op, its forward a
+# row kernel over the bags, its backward declared on the op (a row kernel over the ids present,
+# giving the table a row_sparse gradient). It is registered when the case runs (bag_sum_op), not
+# when this module is imported, so importing the benchmarks adds nothing to the table.
+from sparse_ops.sdk import jit  # noqa: E402
+from sparse_ops.sdk.rowkernel import row_kernel  # noqa: E402
+
+
+@row_kernel
+def _bag_sum_row(r, indptr, ids, weights, table, out):
+    """out[r] = the sum over bag r's stored entries j of weights[j] * table[ids[j]]."""
+    for f in range(out.shape[1]):
+        out[r, f] = 0.0
+    for j in range(indptr[r], indptr[r + 1]):
+        w = weights[j]
+        i = ids[j]
+        for f in range(out.shape[1]):
+            out[r, f] += w * table[i, f]
+
+
+@row_kernel
+def _id_grad_row(u, starts, entries, bag_of, weights, out_grad, grad):
+    """grad[u] = the sum over the stored entries k of the u-th id present (entries[starts[u]]
+    .. entries[starts[u + 1] - 1], in the order they are stored) of weights[k] * out_grad[bag_of[k]]."""
+    for f in range(grad.shape[1]):
+        grad[u, f] = 0.0
+    for p in range(starts[u], starts[u + 1]):
+        k = entries[p]
+        w = weights[k]
+        b = bag_of[k]
+        for f in range(grad.shape[1]):
+            grad[u, f] += w * out_grad[b, f]
+
+
+@jit()
+def _group_by_id(ids):
+    """(the distinct ids sorted, where each one's stored entries start in the third array
+    (and where the last ends), the stored entries ordered by id, then by position): a stable
+    radix sort of the positions by id, one byte of the id a pass (as many passes as the
+    largest id has bytes: O(nnz) each, no comparison sort)."""
+    nnz = ids.shape[0]
+    order = np.arange(nnz)
+    spare = np.empty(nnz, np.int64)
+    count = np.empty(257, np.int64)
+    largest = 0
+    for k in range(nnz):
+        largest = max(largest, np.int64(ids[k]))
+    shift = 0
+    while shift == 0 or (largest >> shift) > 0:
+        count[:] = 0
+        for k in range(nnz):
+            count[((np.int64(ids[order[k]]) >> shift) & 255) + 1] += 1
+        for d in range(256):
+            count[d + 1] += count[d]
+        for k in range(nnz):
+            d = (np.int64(ids[order[k]]) >> shift) & 255
+            spare[count[d]] = order[k]
+            count[d] += 1
+        order, spare = spare, order
+        shift += 8
+    distinct = np.empty(nnz, np.int64)
+    starts = np.empty(nnz + 1, np.int64)
+    n = 0
+    for p in range(nnz):
+        i = np.int64(ids[order[p]])
+        if n == 0 or i != distinct[n - 1]:
+            distinct[n] = i
+            starts[n] = p
+            n += 1
+    starts[n] = nnz
+    return distinct[:n], starts[:n + 1], order
+
+
+BAG_OP = "bench_bag_sum"
+
+
+def bag_sum_op() -> str:
+    """Register (once) and return the name of the benchmark's own embedding-bag op."""
+    if BAG_OP in so.list_ops():
+        return BAG_OP
+
+    from sparse_ops.sdk.csr import row_ids
+
+    @so.register(BAG_OP)
+    class BagSum(so.Op):
+        """out[b] = sum over the ids i of bag b of w_i * table[i]: ``bags`` a csr (n_bags,
+        vocab) of per-id weights, ``table`` (vocab, dim) dense, float32 or float64. The
+        table's gradient is row_sparse, one row per id present in the bags; the bags get none."""
+
+        arguments = ("bags", "table")
+        backward_needs_inputs = ("bags", "table")  # the table for its gradient's shape
+        backward_grads = ("table",)
+
+        def infer_shape(self, bags, table):
+            if len(bags) != 2 or len(table) != 2 or bags[1] != table[0]:
+                raise ValueError(f"bags (n_bags, vocab) and table (vocab, dim) do not match: {bags}, {table}")
+            return [(bags[0], table[1])]
+
+        def infer_type(self, bags, table):
+            if table not in (np.float32, np.float64) or bags != table:
+                raise TypeError(f"bags and table must share a float32 or float64 dtype, got {bags}, {table}")
+            return [table]
+
+        @so.kernel(device="cpu", stypes=("csr", "default"))
+        def forward(self, ctx, bags, table, out):
+            _bag_sum_row(ctx, bags.shape[0], bags.indptr, bags.indices, bags.data, table.data, out.data,
+                         work=bags.indices.shape[0] * table.shape[1])
+
+        def backward_storage_type(self, output_grad, bags, table):
+            return ["row_sparse"]
+
+        @so.backward_kernel(device="cpu", stypes=("default", "csr", "default"))
+        def backward(self, ctx, output_grad, bags, table, table_grad):
+            ids, starts, entries = _group_by_id(bags.indices)
+            values, rows = ctx.alloc_row_sparse(table_grad, ids.shape[0])
+            rows[:] = ids
+            _id_grad_row(ctx, ids.shape[0], starts, entries, row_ids(ctx, bags.indptr), bags.data, output_grad.data,
+                         values, work=bags.indices.shape[0] * values.shape[1])
+
+    return BAG_OP
+
+
+RECOMMENDER_TARGETS = {64: 1.0, 4096: 0.8}  # ours / torch per batch size (issue 38 item 4)
+RECOMMENDER_SIZES = {64: (100_000, 32), 4096: (1_000_000, 64)}  # batch -> (table rows, dim)
+
+
+@dataclass
+class RecommenderResult:
+    batch: int
+    size: str
+    head: str
+    ours_s: float
+    torch_s: float
+    ratio: float
+    same: bool
+
+
+def recommender_contenders(b: Bags, head: str) -> dict[str, dict[str, Any]]:
+    """name -> {"step", "table", "mlp"}: one training step of a recommender, ours (the bags
+    as a csr into the plugin op, the table marked ``sparse_grad``) and PyTorch's
+    (``nn.EmbeddingBag(mode="sum", sparse=True)`` on flat ids and offsets), from the same
+    table and MLP. ``head``: "mlp" (Linear(dim, 32), ReLU, Linear(32, 1), a binary
+    cross-entropy loss on fixed labels) or "sum" (the pooled embeddings' sum as the loss).
+    The table trains with ``SparseAdam``, the MLP with ``Adam``, on both sides."""
+    import torch
+
+    import sparse_ops.torch as sot
+
+    op = getattr(sot.ops, bag_sum_op())
+    with _quiet():
+        bags = sot.to_torch(so.csr_matrix(b.csr))
+    ids, offsets = torch.from_numpy(b.ids), torch.from_numpy(b.offsets)
+    labels = torch.from_numpy((np.arange(len(b.offsets)) % 3 == 0).astype(np.float32))
+    torch.manual_seed(0)
+    mlp0 = torch.nn.Sequential(torch.nn.Linear(b.dim, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
+    bce = torch.nn.functional.binary_cross_entropy_with_logits
+
+    def make(pool: Callable[[Any], Any], table: Any, sparse_opt: Any) -> dict[str, Any]:
+        mlp = __import__("copy").deepcopy(mlp0)
+        dense_opt = torch.optim.Adam(mlp.parameters(), lr=1e-3)
+
+        def step() -> Any:
+            sparse_opt.zero_grad(set_to_none=True)
+            dense_opt.zero_grad(set_to_none=True)
+            with _quiet():
+                h = pool(table)
+                loss = bce(mlp(h).squeeze(1), labels) if head == "mlp" else h.sum()
+                loss.backward()
+                sparse_opt.step()
+                dense_opt.step()
+            return loss
+        return {"step": step, "table": table, "mlp": mlp}
+
+    table = sot.sparse_grad(torch.nn.Parameter(torch.from_numpy(b.weight.copy())))
+    ours = make(lambda t: op(bags, t), table, torch.optim.SparseAdam([table], lr=1e-3))
+    emb = torch.nn.EmbeddingBag(b.rows, b.dim, mode="sum", sparse=True)
+    with torch.no_grad():
+        emb.weight.copy_(torch.from_numpy(b.weight))
+    ref = make(lambda t: emb(ids, offsets), emb.weight, torch.optim.SparseAdam(emb.parameters(), lr=1e-3))
+    return {"ours": ours, "nn.EmbeddingBag": ref}
+
+
+def recommender_same(b: Bags, head: str) -> bool:
+    """Two steps of each from the same table and MLP: losses, updated tables (touched rows
+    close, untouched rows unchanged) and MLP weights agree; ours's table gradient is a
+    coalesced sparse COO gradient with one row per distinct id."""
+    import torch
+
+    c = recommender_contenders(b, head)
+    losses = {k: [float(v["step"]().detach()) for _ in range(2)] for k, v in c.items()}
+    ours, ref = (v["table"].detach().numpy() for v in c.values())
+    grad = c["ours"]["table"].grad
+    touched = np.unique(b.ids)
+    untouched = np.ones(b.rows, dtype=bool)
+    untouched[touched] = False
+    ok = (grad is not None and grad.layout == torch.sparse_coo and grad.is_coalesced()
+          and np.array_equal(grad._indices()[0].numpy(), touched)
+          and np.allclose(losses["ours"], losses["nn.EmbeddingBag"], rtol=1e-4, atol=1e-5)
+          and _close(ours[touched], ref[touched], rtol=1e-4, atol=1e-5)
+          and np.array_equal(ours[untouched], b.weight[untouched]) and np.array_equal(ref[untouched], ours[untouched]))
+    for p, q in zip(c["ours"]["mlp"].parameters(), c["nn.EmbeddingBag"]["mlp"].parameters()):
+        ok = ok and _close(p.detach(), q.detach(), rtol=1e-4, atol=1e-5)
+    return bool(ok)
+
+
+def run_recommender(scale: int = 1, rounds: int = 15) -> list[RecommenderResult]:
+    """The recommender step at batch 64 (a 100,000 x 32 table) and 4,096 (1,000,000 x 64),
+    ~20 zipf(1.2) ids a bag, each with the MLP head and with the sum loss; PyTorch with one
+    thread (or numba's count, whichever is faster), ours / torch the median of paired rounds."""
+    import numba
+
+    out = []
+    for batch, (rows, dim) in RECOMMENDER_SIZES.items():
+        b = make_bags(rows=max(rows // scale, 1000), dim=dim, bags=max(batch // scale, 8))
+        for head in ("mlp", "sum"):
+            same = recommender_same(b, head)
+            c = recommender_contenders(b, head)
+            torch_best_threads(c["nn.EmbeddingBag"]["step"], (1, numba.get_num_threads()))
+            calls = max(1, (200 if batch <= 64 else 5) // scale)
+            t = alternating({k: v["step"] for k, v in c.items()}, rounds=rounds, calls=calls)
+            size = (f"batch {len(b.offsets):,}, {b.rows:,} x {b.dim} float32 table, ~{len(b.ids) // len(b.offsets)} "
+                    f"ids a bag ({len(np.unique(b.ids)):,} distinct)")
+            out.append(RecommenderResult(batch, size, head, statistics.median(t["ours"]),
+                                         statistics.median(t["nn.EmbeddingBag"]),
+                                         paired_ratio(t["ours"], t["nn.EmbeddingBag"]), same))
+            del c
+    return out
+
+
 # ---- (d) to_torch / from_torch -------------------------------------------------------------------------
 @dataclass
 class ConversionRow:
@@ -466,6 +756,8 @@ class Result:
     embedding: list[EmbeddingResult] = field(default_factory=list)
     overhead: list[OverheadRow] = field(default_factory=list)
     conversions: list[ConversionRow] = field(default_factory=list)
+    percall: list[PerCallRow] = field(default_factory=list)
+    recommender: list[RecommenderResult] = field(default_factory=list)
     skipped: str | None = None
     scale: int = 1
 
@@ -482,7 +774,9 @@ def run(quick: bool = False, scale: int | None = None) -> Result:
         small = scale > 1
         return Result(gcn=run_gcn(scale, rounds=3 if small else 5),
                       embedding=run_embedding(scale, rounds=3 if small else 20, calls=1 if small else 5),
-                      overhead=run_overhead(scale), conversions=run_conversions(scale), scale=scale)
+                      overhead=run_overhead(scale), conversions=run_conversions(scale),
+                      percall=run_percall(scale), recommender=run_recommender(scale, rounds=3 if small else 15),
+                      scale=scale)
     finally:
         torch_threads(previous)
 
@@ -509,6 +803,17 @@ def targets(result: Result) -> list[list[str]]:
     for o in result.overhead:
         rows.append([f"bridged `elemwise_mul` {o.case}", f"<= {TARGETS['overhead']}x `torch.library.custom_op`",
                      f"{o.ratio:.2f}x", _verdict(o.ratio, TARGETS["overhead"])])
+    for p in result.percall:
+        if p.case.startswith("forward,"):
+            rows.append([f"bridged `relu` {p.case} (written `st.ops.relu(x)`)", f"<= {PERCALL_TARGET_US:g} us",
+                         f"{p.ours_us:.2f} us ({p.ratio:.1f}x `torch.relu`)", _verdict(p.ours_us, PERCALL_TARGET_US)])
+        else:  # no number set: reported beside torch.relu's
+            rows.append([f"bridged `relu` {p.case}", "as low as it goes (reported)",
+                         f"{p.ours_us:.1f} us ({p.ratio:.1f}x `torch.relu`)", "reported"])
+    for r in result.recommender:
+        rows.append([f"recommender step, batch {r.batch} ({r.head} loss; plugin op + `SparseAdam`)",
+                     f"<= {RECOMMENDER_TARGETS[r.batch]}x `nn.EmbeddingBag`", f"{r.ratio:.2f}x",
+                     _verdict(r.ratio, RECOMMENDER_TARGETS[r.batch])])
     for direction in ("to_torch", "from_torch"):
         calls = [c for c in result.conversions if c.case.startswith(direction + "(")]
         worst = max(calls, key=lambda c: c.growth)
@@ -547,7 +852,24 @@ def report(result: Result) -> str:
               "the result shares the source's memory (data pointers compared).", "",
               markdown_table(["call", "small", "large", "small (us)", "large (us)", "large / small", "no copy"],
                              [[c.case, c.small, c.large, f"{c.small_us:.2f}", f"{c.large_us:.2f}", f"{c.growth:.2f}",
-                               _yes(c.shared)] for c in result.conversions])]
+                               _yes(c.shared)] for c in result.conversions]), "",
+              "**(e) Per-call cost of a small all-dense op**: `sparse_ops.torch.ops.relu(x)` (the attribute "
+              "looked up in each call, as written) against `torch.relu(x)` on 4x4 float32, one thread, measured in "
+              "alternation (median of 9 runs of many calls); forward + backward is `.backward(ones)` with `.grad` "
+              "reset each time.", "",
+              markdown_table(["case", "bridged `relu` (us)", "`torch.relu` (us)", "ours / torch", "same result"],
+                             [[p.case, f"{p.ours_us:.2f}", f"{p.torch_us:.2f}", f"{p.ratio:.2f}", _yes(p.same)]
+                              for p in result.percall]), "",
+              "**(f) Recommender training step**: a plugin author's embedding-bag op (`bench_bag_sum`, this file: "
+              "a kernel-first op whose forward is a row kernel over the bags and whose backward, declared on the op, "
+              "a row kernel over the ids present) on the bags as a csr, the table marked `sparse_grad`, feeding an "
+              "MLP (Linear(dim, 32), ReLU, Linear(32, 1), binary cross-entropy) or the sum of the pooled rows as the "
+              "loss; the table trained with `SparseAdam`, the MLP with `Adam`. Reference: `nn.EmbeddingBag(mode="
+              "\"sum\", sparse=True)` on flat ids and offsets, the same MLP, loss and optimizers. Same result: two "
+              "steps give the same losses, tables and MLP weights.", "",
+              markdown_table(["size", "loss", "ours (ms)", "nn.EmbeddingBag (ms)", "ours / PyTorch", "same result"],
+                             [[r.size, r.head, f"{r.ours_s * 1e3:.3f}", f"{r.torch_s * 1e3:.3f}", f"{r.ratio:.2f}",
+                               _yes(r.same)] for r in result.recommender])]
     return "\n".join(parts)
 
 

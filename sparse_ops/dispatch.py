@@ -46,12 +46,15 @@ class Plan:
     autograd records, return the visible outputs. For a dense kernel on host memory with one
     output (the most common call of all) ``call`` is a short closure built once per plan,
     which skips what that signature makes unnecessary (``out``, sparse outputs, checks of
-    trusted dense results) and nothing else.
+    trusted dense results) and nothing else. Such a plan also has ``arrays(xs, training)``,
+    the same kernel on plain NumPy arrays, returning the output array and recording nothing:
+    for faces that hold arrays and record calls in their own autograd (the torch bridge's
+    repeated all-dense calls); None on every other plan.
     """
 
     __slots__ = ("opdef", "inst", "device", "in_stypes", "out_shapes", "out_dtypes", "out_stypes",
                  "mode", "kernel", "contexts", "nout", "nvis", "kernel_stypes", "uses_workspace",
-                 "trusted", "debug", "check", "kept", "mutated", "call")
+                 "trusted", "debug", "check", "kept", "mutated", "call", "arrays")
 
     def describe(self) -> dict[str, Any]:
         fn = self.kernel
@@ -300,10 +303,12 @@ def make_plan(opdef: OpDef, inst: Op, inputs: Sequence[NDArray]) -> Plan:
     plan.kept = inst.kept_for_backward() if opdef.differentiable else ((), ())
     host_dense = (plan.mode == "fcompute" and device.xp is np and not plan.uses_workspace
                   and not plan.debug and plan.nout == 1 and not plan.mutated)
-    if host_dense and getattr(plan.kernel, "applies_ufunc", False) and _ufunc_gives_plan(plan, inputs):
+    ufunc = host_dense and getattr(plan.kernel, "applies_ufunc", False) and _ufunc_gives_plan(plan, inputs)
+    if ufunc:
         plan.call = _host_ufunc_call(plan)
     else:
         plan.call = _host_dense_call(plan) if host_dense else plan.call_any
+    plan.arrays = _host_arrays_call(plan, ufunc) if host_dense else None
     if any(x.__class__._kernel_class is not None for x in inputs):
         plan.call = _kernel_form_call(plan)
     return plan
@@ -358,6 +363,42 @@ def _host_ufunc_call(plan: Plan) -> Any:
         return result
 
     return call
+
+
+def _host_arrays_call(plan: Plan, ufunc: bool) -> Any:
+    """``plan.arrays(xs, training)`` of a host dense plan: what its short ``call`` runs (the
+    ufunc, or allocate and run the kernel with the context of the training flag ``training``,
+    then the check of what an untrusted kernel returned), on the NumPy arrays ``xs`` rather
+    than containers; returns the output array and records nothing."""
+    kernel, inst, contexts, trusted = plan.kernel, plan.inst, plan.contexts, plan.trusted
+    if ufunc:
+        apply = inst.ufunc
+
+        def ufunc_arrays(xs: Sequence[Any], training: bool) -> Any:
+            try:
+                a = apply(*xs)
+            except Exception as exc:
+                raise _kernel_error(plan, exc) from exc
+            return a if a.flags.c_contiguous else np.ascontiguousarray(a)  # outputs are row-major
+
+        return ufunc_arrays
+    shape, dtype = plan.out_shapes[0], plan.out_dtypes[0]
+    empty = alloc.empty if alloc.wants_alignment(shape, dtype) else np.empty
+
+    def kernel_arrays(xs: Sequence[Any], training: bool) -> Any:
+        try:
+            a = empty(shape, dtype)
+        except (ValueError, MemoryError) as exc:
+            raise _allocation_error(plan, 0, exc) from None
+        try:
+            ret = kernel(inst, contexts[training], *xs, a)
+        except Exception as exc:
+            raise _kernel_error(plan, exc) from exc
+        if ret is not None and not trusted:
+            _check_returned(plan, ret, [NDArray(a, plan.device)])
+        return a
+
+    return kernel_arrays
 
 
 def plan_key(inst: Op, inputs: Sequence[NDArray]) -> tuple:

@@ -90,7 +90,8 @@ def test_every_benchmark_case_runs_once(tmp_path):
     assert "Skipped" not in report, "csr_spmm needs the cookbook, the bridge PyTorch: CI installs both"
     bridge = (tmp_path / "torch-smoke.md").read_text()  # benchmarks/bench_torch.py, also written alone
     assert "Skipped" not in bridge and "**NO**" not in bridge
-    assert bridge.count("| yes |") == 13  # same result: 3 GCN layers, 2 embedding steps, 2 overheads, 6 conversions
+    assert bridge.count("| yes |") == 19  # same result: 3 GCN layers, 2 embedding steps, 2 overheads, 6 conversions,
+    # 2 relu calls, 4 recommender steps
     clib = (tmp_path / "clib-smoke.md").read_text()  # benchmarks/bench_clib.py: C op vs numba, ABI vs ctypes
     assert "skipped" not in clib and clib.count("| yes |") == 2, clib
     hashed = (tmp_path / "hashed-smoke.md").read_text()  # benchmarks/bench_hashed.py: 3 widths, 2 dtypes

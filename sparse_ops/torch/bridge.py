@@ -4,12 +4,17 @@ A bridged op takes torch tensors (strided, ``sparse_csr``, COO with ``sparse_dim
 ``CSRParts`` / ``RowSparseParts`` of component tensors) and keyword parameters, splits
 them into component tensors and calls the op's ``torch.ops.sparse_ops`` overload
 (``library.py``): eager and compiled code run the same registered operator, and torch's
-autograd records it (a repeated all-dense host call runs that operator's implementation
-and autograd formula without the dispatcher: ``BridgedOp._direct``; a call under a
-``torch.func`` transform runs them through ``library.TransformAutograd``, the form
-transforms take). Results come back in the op's inferred storage types (a tuple for
-several outputs); inside ``torch.compile`` and ``torch.func`` transforms sparse results come
-back as ``CSRParts`` / ``RowSparseParts``, since they have no sparse tensors.
+autograd records it. A call under a ``torch.func`` transform runs it through
+``library.TransformAutograd``, the form transforms take. Eager host calls like one made
+before run its steps without torch's dispatcher: a repeated all-dense call whose plan has
+an array form (``dispatch.Plan.arrays``) runs the kernel on NumPy views of the tensors
+(``BridgedOp.__call__``; with gradients, ``library.EagerAutograd``), other all-dense ones
+the implementation (``BridgedOp._direct``), and calls with sparse inputs or outputs
+``library.host_call`` (with gradients, ``library.HostAutograd``), each with the
+registered autograd formula's backward (``library.gradients``). Results come back in the
+op's inferred storage types (a tuple for several outputs); inside ``torch.compile`` and
+``torch.func`` transforms sparse results come back as ``CSRParts`` / ``RowSparseParts``,
+since they have no sparse tensors.
 
 Besides the op's parameters a call takes ``training=`` (the op's training flag, True unless
 given, as ``torch.nn.functional.dropout``'s). Inside ``torch.compile`` the call decides, from
@@ -29,7 +34,8 @@ from __future__ import annotations
 
 import itertools
 import operator
-from typing import Any
+import sys
+from typing import Any, NamedTuple
 
 import torch
 
@@ -38,13 +44,17 @@ from ..bridging import BoundedCache, BridgedTable, arg_names, param_key
 from ..dispatch import _infer
 from ..errors import OperatorError
 from ..ndarray import STYPES
+from ..tape import _state as _tape_state
 from .convert import TorchBridgeError, coalesced, components, numpy_dtype, torch_wording
 from .convert import _VALUE_TORCH_DTYPES as _VALUE_DTYPES
-from .library import (SPARSE_GRAD, TRAINING, BridgeError, EagerAutograd, Overload, TransformAutograd, _functorch_active,
-                      _instance, call_options, encode_params, forget, is_sparse_grad, overload_for, run_dense)
+from .library import (SPARSE_GRAD, TRAINING, BridgeError, DenseAutograd, HostCall, Overload, TransformAutograd,
+                      _functorch_active, _instance, call_options, encode_params, forget, host_call,
+                      eager_apply, host_plan_key, is_sparse_grad, overload_for, run_dense)
 from .structure import CSRParts, RowSparseParts, assemble_csr, assemble_rows, rows_values
 
 _PLAIN = torch.Tensor
+_PARAMETER = torch.nn.Parameter
+_PLAIN_CLASSES = frozenset((_PLAIN, _PARAMETER))  # tensors whose memory the bridge reads as it is
 _STRIDED = torch.strided
 _grad_enabled = torch.is_grad_enabled
 _compiling = torch.compiler.is_compiling
@@ -81,6 +91,19 @@ def _concrete_param(v: Any) -> Any:
         return v
 
 
+class _Seen(NamedTuple):
+    """What an eager call of a bridged op decided once for its parameters and its inputs'
+    storage types and shapes (``BridgedOp._seen``): the overload, the op instance, the
+    parameter string, the visible outputs' count, storage types and shapes."""
+
+    ov: Overload
+    inst: registry.Op
+    nvis: int
+    ptext: str
+    out_stypes: tuple
+    out_shapes: tuple
+
+
 class BridgedOp:
     """One op of the table as a function of torch tensors: ``f(*tensors, **params)``."""
 
@@ -88,9 +111,12 @@ class BridgedOp:
         self.opdef = opdef
         self.__name__ = self.__qualname__ = opdef.name
         self.__doc__ = opdef.describe()
-        # (parameter key, n) -> (overload, nvis, instance, parameter string, on cpu): the repeated
-        # all-dense calls; bounded, so a changing scalar parameter cannot grow it
+        # (parameter key, n) -> library.HostCall: the repeated all-dense calls; bounded, so a
+        # changing scalar parameter cannot grow it
         self._dense: BoundedCache = BoundedCache(MAX_DENSE_CALLS)
+        # (parameter key, n, input storage types, input shapes) -> _Seen: what an eager call
+        # decided (its overload, instance, parameter string, output storage types and shapes)
+        self._seen: BoundedCache = BoundedCache(MAX_DENSE_CALLS)
 
     def __repr__(self) -> str:
         return f"<sparse_ops.torch op {self.opdef.name}>"
@@ -100,7 +126,14 @@ class BridgedOp:
         """The op on ``args`` (tensors, ``CSRParts``, ``RowSparseParts``) with the op's
         parameters by keyword, and ``training`` (a bool, True unless given: the op's training
         flag, which Dropout follows as ``torch.nn.functional.dropout`` does; an op that
-        declares a ``training`` parameter of its own gets the value as that)."""
+        declares a ``training`` parameter of its own gets the value as that).
+
+        A call whose parameters and number of inputs were seen before with dense inputs
+        (``_dense``) first tries the shortest path: for plain contiguous host tensors of our
+        dtypes whose plan is already made and has an array form (``Plan.arrays``: one dense
+        output), the plan's kernel on NumPy views of them, recorded, when they need a
+        gradient, by ``library.EagerAutograd``. Anything else it leaves to ``_dense_call``
+        or the general ``_call``, which make the plans and say what is wrong."""
         if _compiling() or _functorch_active():  # traced and transformed calls take the one general path
             return self._call(args, params, None)
         try:  # parameters by type and value: True, 1 and 1.0 are three calls
@@ -108,24 +141,55 @@ class BridgedOp:
         except TypeError:  # a value with no key: the general path, uncached
             key = None
         fast = None if key is None else self._dense.get(key)
-        if fast is not None:
-            grad = False
-            first = args[0].device if args and args[0].__class__ is _PLAIN else None
-            for a in args:  # mixed devices leave too: the general path names the argument
-                if a.__class__ is not _PLAIN or a.layout is not _STRIDED or not a.is_contiguous() \
-                        or a.dtype not in _VALUE_DTYPES or a.device != first:
-                    break
-                grad = grad or a.requires_grad
-            else:
-                ov, nvis, inst, ptext, cpu = fast
-                if cpu and not _modes() and all(a.is_cpu for a in args):
-                    grad = grad and _grad_enabled()
-                    if not grad or ov.backward is not None:
-                        return self._direct(ov, inst, nvis, args, ptext, grad)
-                res = self._run(ov.torch_op, args, ptext, args)
-                if ov.nparts_out == 1:
-                    return res
-                return res[0] if nvis == 1 else tuple(res[:nvis])
+        if fast is None:
+            return self._call(args, params, key)
+        # (our own tape recording: run_dense, by _dense_call, keeps the kernel's own op calls off it)
+        if fast.cpu and args and not _modes() and not _tape_state.recording:
+            plan, arrays, grad = None, [], False
+            try:  # a sparse layout raises in is_contiguous(), a tensor off the host in numpy()
+                for a in args:
+                    if a.__class__ not in _PLAIN_CLASSES or a.dtype not in _VALUE_DTYPES or not a.is_contiguous():
+                        break
+                    if a.requires_grad:
+                        grad = True
+                        arrays.append(a.detach().numpy())
+                    else:
+                        arrays.append(a.numpy())
+                else:
+                    plan = fast.plans.get(host_plan_key(fast.inst, arrays))
+            except (TypeError, RuntimeError):
+                plan = None
+            if plan is not None and plan.arrays is not None:
+                try:
+                    if grad and _grad_enabled():
+                        return eager_apply(fast, plan, arrays, *args)
+                    return torch.from_numpy(plan.arrays(arrays, fast.training))
+                except (OperatorError, TypeError, ValueError) as exc:
+                    raise self._refusal(exc, args) from _cause(exc)
+        return self._dense_call(fast, args, params, key)
+
+    def _dense_call(self, fast: HostCall, args: tuple, params: dict, key: tuple) -> Any:
+        """A repeated all-dense call the shortest path did not take: plain contiguous tensors
+        on one device run the registered operator, on the host without torch's dispatcher
+        (``_direct``: a plan to make, several outputs, an input updated in place); anything
+        else takes the general path."""
+        grad = False
+        first = args[0].device if args and args[0].__class__ in _PLAIN_CLASSES else None
+        for a in args:  # mixed devices leave too: the general path names the argument
+            if a.__class__ not in _PLAIN_CLASSES or a.layout is not _STRIDED or not a.is_contiguous() \
+                    or a.dtype not in _VALUE_DTYPES or a.device != first:
+                break
+            grad = grad or a.requires_grad
+        else:
+            ov, nvis, ptext = fast.ov, fast.nvis, fast.ptext
+            if fast.cpu and not _modes() and all(a.is_cpu for a in args):
+                grad = grad and _grad_enabled()
+                if not grad or ov.backward is not None:
+                    return self._direct(ov, fast.inst, nvis, args, ptext, grad)
+            res = self._run(ov.torch_op, args, ptext, args)
+            if ov.nparts_out == 1:
+                return res
+            return res[0] if nvis == 1 else tuple(res[:nvis])
         return self._call(args, params, key)
 
     def _run(self, torch_op: Any, parts: Any, ptext: str, args: tuple, ov: Overload | None = None) -> Any:
@@ -155,28 +219,41 @@ class BridgedOp:
         return exc if text == str(exc) else BridgeError(text)
 
     def _direct(self, ov: Overload, inst: registry.Op, nvis: int, args: tuple, ptext: str, grad: bool) -> Any:
-        """The all-dense host call, minus torch's dispatcher: without ``grad`` the registered
-        implementation's own steps (``library.run_dense``; the dispatcher would add nothing
-        here: no autograd, no mode, no tracing); with it those steps recorded with the
-        registered autograd formula (``library.EagerAutograd``). ``ptext``: the parameter
-        string (the bridge's options in it: the training flag)."""
-        try:
-            if not grad:
-                res = run_dense(ov, inst, args, call_options(ptext).training)
-            else:
-                res = EagerAutograd.apply(*args, ptext, ov, inst)
-                res = res if isinstance(res, tuple) else (res,)
-        except BridgeError as exc:
-            raise self._spoken(exc) from exc.__cause__
-        except OperatorError as exc:
-            raise BridgeError(f"sparse_ops.torch.ops.{self.opdef.name}: {torch_wording(str(exc))}") from exc
-        except (TypeError, ValueError) as exc:
-            raise self._error(exc, args) from exc
-        if ov.mutated:  # updated in place without torch's dispatcher: bump their versions as it would
-            increment_version([args[i] for i in ov.mutated])
+        """The all-dense host call, minus torch's dispatcher (``_eager``), its visible results."""
+        res = self._eager(ov, inst, args, ptext, grad)
         if len(res) == 1:
             return res[0]
         return res[0] if nvis == 1 else tuple(res[:nvis])
+
+    def _eager(self, ov: Overload, inst: registry.Op, parts: Any, ptext: str, grad: bool) -> tuple:
+        """A host call of the registered operator ``ov`` on its component arguments ``parts``
+        (plain contiguous host tensors, and sparse arguments' shapes), minus torch's
+        dispatcher: without ``grad`` what its implementation computes (the dispatcher would
+        add nothing here: no autograd, no mode, no tracing); with it the same recorded with
+        the registered autograd formula (``library.DenseAutograd`` for dense inputs and
+        outputs, ``library.HostAutograd`` for others). ``ptext``: the parameter string (the
+        bridge's options in it: the training flag). Returns every output's component tensors."""
+        try:
+            if not ov.dense:
+                res = host_call(ov, inst, parts, ptext, grad)
+            elif not grad:
+                res = run_dense(ov, inst, parts, call_options(ptext).training)
+            else:
+                res = DenseAutograd.apply(*parts, ptext, ov, inst)
+        except (OperatorError, TypeError, ValueError) as exc:
+            raise self._refusal(exc, parts) from _cause(exc)
+        if ov.mutated:  # updated in place without torch's dispatcher: bump their versions as it would
+            increment_version([parts[ov.slots[i]] for i in ov.mutated])
+        return tuple(res) if isinstance(res, (tuple, list)) else (res,)
+
+    def _refusal(self, exc: Exception, args: Any) -> BridgeError:
+        """The BridgeError for what a call raised, in torch's words, naming this function
+        (``_spoken``), or the arguments for torch's own errors (``_error``)."""
+        if isinstance(exc, BridgeError):
+            return self._spoken(exc)
+        if isinstance(exc, OperatorError):
+            return BridgeError(f"sparse_ops.torch.ops.{self.opdef.name}: {torch_wording(str(exc))}")
+        return self._error(exc, args)
 
     def _error(self, exc: Exception, args: tuple) -> BridgeError:
         devices = {a.device for a in args if isinstance(a, torch.Tensor)}
@@ -226,8 +303,12 @@ class BridgedOp:
             rows = _sparse_grad_inputs(opdef, params, stypes, args)
             if rows:  # decided now, from the marks Dynamo reads (and guards): the compiled backward follows it
                 params[SPARSE_GRAD] = rows
-        items = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in params.items()))
         shapes = tuple(shapes)  # traced shapes may be symbolic: no constants, unless specialized
+        if not compiling and key is not None:  # an eager call like one before: decided then
+            seen = self._seen.get((key, tuple(stypes), shapes))
+            if seen is not None:
+                return self._eager_call(seen, args, flat)
+        items = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in params.items()))
         ov_name, out_stypes, out_shapes, nvis, ptext = plan_call(opdef.name, tuple(stypes),
                                                                  None if compiling and not concrete else shapes, items)
         if compiling:  # the torch op by name: Dynamo follows torch.ops, not our objects
@@ -242,16 +323,35 @@ class BridgedOp:
             ov = overload_for(opdef, tuple(stypes), out_stypes)
             torch_op = ov.torch_op
         # torch.func transforms take autograd functions with setup_context only: ours
-        transformed = not compiling and ov.setup is not None and _functorch_active()
-        res = self._run(torch_op, flat, ptext, args, ov if transformed else None)
-        res = (res,) if not isinstance(res, tuple) else res
-        if compiling or transformed:
-            return _assemble(out_stypes, res, out_shapes, nvis, parts=True)
-        inst = _instance(opdef, ptext)
-        if key is not None and all(s == "default" for s in stypes) and all(s == "default" for s in out_stypes) \
-                and all(a.__class__ is _PLAIN for a in args):
-            self._dense.put(key, (ov, nvis, inst, ptext, all(a.is_cpu for a in args)))
-        return _assemble(out_stypes, res, out_shapes, nvis)
+        if compiling or (ov.setup is not None and _functorch_active()):
+            res = self._run(torch_op, flat, ptext, args, None if compiling else ov)
+            return _assemble(out_stypes, (res,) if not isinstance(res, tuple) else res, out_shapes, nvis, parts=True)
+        # a first eager call: the registered operator itself; later ones like it may skip the
+        # dispatcher (_eager_call), or, all dense, take the shortest path (__call__)
+        res = self._run(torch_op, flat, ptext, args)
+        seen = _Seen(ov, _instance(opdef, ptext), nvis, ptext, out_stypes, out_shapes)
+        if key is not None:
+            self._seen.put((key, tuple(stypes), shapes), seen)
+            if all(s == "default" for s in stypes) and all(s == "default" for s in out_stypes) \
+                    and all(a.__class__ in _PLAIN_CLASSES for a in args):
+                self._dense.put(key, HostCall(ov, seen.inst, nvis, ptext, call_options(ptext).training,
+                                              all(a.is_cpu for a in args), opdef.plans))
+        return _assemble(out_stypes, (res,) if not isinstance(res, tuple) else res, out_shapes, nvis)
+
+    def _eager_call(self, seen: "_Seen", args: tuple, flat: list) -> Any:
+        """An eager call like one before (``seen``: its overload and parameters decided), on
+        the component arguments ``flat`` of ``args``: on plain host tensors the registered
+        operator's steps without torch's dispatcher (``_eager``), else the operator itself."""
+        ov, ptext = seen.ov, seen.ptext
+        res = None
+        if not _modes() and not _functorch_active() and _host_parts(flat):
+            grad = _grad_enabled() and any(p.requires_grad for p in flat if p.__class__ is not list)
+            if not grad or ov.backward is not None:
+                res = self._eager(ov, seen.inst, flat, ptext, grad)
+        if res is None:
+            res = self._run(ov.torch_op, flat, ptext, args)
+            res = (res,) if not isinstance(res, tuple) else res
+        return _assemble(seen.out_stypes, res, seen.out_shapes, seen.nvis)
 
 
 _PLANS: BoundedCache = BoundedCache(MAX_PLANS)  # (name, stypes, shapes, parameter key) -> (opdef, plan, instance)
@@ -303,6 +403,22 @@ def _traced_shapes(opdef: registry.OpDef, ptext: str, shapes: tuple) -> tuple:
     rule run on them (torch guards what it compares), for the shapes of sparse results."""
     inst = _INSTANCES[(opdef.name, ptext)]  # made by plan_call: parsing parameters is not traced
     return tuple(tuple(s) for s in _infer(opdef, inst, "shape", list(shapes), inst.output_count()))
+
+
+def _host_parts(parts: list) -> bool:
+    """Whether an operator's component arguments are plain contiguous host tensors (and the
+    shapes of sparse arguments, lists): what ``BridgedOp._eager`` runs without torch's
+    dispatcher."""
+    for p in parts:
+        if p.__class__ is not list and (p.__class__ not in _PLAIN_CLASSES or not p.is_cpu or not p.is_contiguous()):
+            return False
+    return True
+
+
+def _cause(exc: BaseException) -> BaseException | None:
+    """What a refusal of ``exc`` keeps as its cause: a BridgeError's own cause (it already
+    speaks for the call), else ``exc``."""
+    return exc.__cause__ if isinstance(exc, BridgeError) else exc
 
 
 def _split(a: Any, updated: bool = False) -> tuple[str, list, tuple]:
@@ -379,7 +495,17 @@ def _sparse_grad_inputs(opdef: registry.OpDef, params: dict, stypes: list, args:
 
 
 # ---- the namespace ------------------------------------------------------------------------------------
-_TABLE = BridgedTable("sparse_ops.torch.ops", BridgedOp, forget)
+def forget_bridged(name: str) -> None:
+    """Drop what the bridge holds for op ``name`` (its record was replaced or removed): its
+    torch registrations (``library.forget``) and the function ``sparse_ops.torch.ops`` kept
+    (that module, above this one, is found loaded rather than imported)."""
+    forget(name)
+    namespace = sys.modules.get(f"{__package__}.ops")
+    if namespace is not None:
+        namespace.__dict__.pop(name, None)
+
+
+_TABLE = BridgedTable("sparse_ops.torch.ops", BridgedOp, forget_bridged)
 op, lookup = _TABLE.op, _TABLE.lookup
 
 

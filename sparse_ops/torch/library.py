@@ -31,6 +31,13 @@ and ``<overload>_backward_rows`` (sparse COO gradients in compiled code). Errors
 implementations raise name dtypes as torch does (``convert.torch_wording``). Registration is lazy:
 an op is defined in torch the first time it is used (through ``sparse_ops.torch.ops``,
 ``op(name)`` or ``torch.ops.sparse_ops.<name>``), so importing the bridge registers nothing.
+
+Eager host calls like one made before skip torch's dispatcher and run the same steps here,
+recorded by autograd functions with the registered backward's work (``gradients``):
+``EagerAutograd`` for all-dense calls whose plan has an array form (the kernel on NumPy
+views, ``dispatch.Plan.arrays``), ``DenseAutograd`` for other all-dense ones, ``host_call`` /
+``HostAutograd`` for sparse inputs or outputs (the containers made once, in the forward, and
+kept for the backward).
 """
 from __future__ import annotations
 
@@ -174,9 +181,11 @@ class Overload:
         self.torch_op: Any = None
         self.backward_op: Any = None       # <overload>_backward: the gradient under tracing
         self.backward_rows_op: Any = None  # <overload>_backward_rows: the same, some as (values, rows)
+        self.impl: Callable | None = None      # the registered implementation
         self.setup: Callable | None = None     # the autograd formula registered for it (None:
         self.backward: Callable | None = None  # it updates an input, so torch sees a constant)
         self.mutated = [i for i, n in enumerate(self.names) if n in opdef.mutate]
+        self.slots = _arg_slots(self)  # each input's first component among the operator's arguments
 
     def schema(self) -> str:
         args, letters = [], iter("abcdefghijklmnopqrstuvwxyz")
@@ -275,7 +284,8 @@ def _define(ov: Overload) -> None:
                           "operator arguments; torch takes at most 64 (pass fewer inputs per call)")
     lib.define(schema)
     qual = ov.qualname
-    lib.impl(qual.split("::")[1], _make_impl(ov), "CompositeExplicitAutograd")
+    ov.impl = _make_impl(ov)
+    lib.impl(qual.split("::")[1], ov.impl, "CompositeExplicitAutograd")
     if ov.mutated:  # torch's in-place ops bump the versions of what they update: so do ours
         lib.impl(qual.split("::")[1], _make_inplace_or_view(ov), "ADInplaceOrView", with_keyset=True)
     torch.library.register_fake(qual, _make_fake(ov), lib=lib)
@@ -455,8 +465,9 @@ def _setup_call(ctx: Any, args: tuple, output: Any) -> None:
     ctx.overload = ov
 
 
-class EagerAutograd(torch.autograd.Function):
-    """A repeated all-dense host call (``BridgedOp._direct``) that torch's autograd records:
+class DenseAutograd(torch.autograd.Function):
+    """A repeated all-dense host call whose plan has no array form (several outputs, such as
+    Dropout's mask; ``BridgedOp._direct``) that torch's autograd records:
     ``apply(*args, params, ov, inst)`` runs what the registered operator ``ov`` runs for it
     (``run_dense``), then its registered setup, and later its registered backward, minus
     torch's dispatcher. Torch's autograd layer of a registered operator is such an autograd
@@ -481,9 +492,184 @@ class EagerAutograd(torch.autograd.Function):
         return (*ctx.overload.backward(ctx, *grads), None, None)
 
 
+# ---- the shortest eager call: all-dense host tensors whose plan runs on arrays -----------------------
+class HostCall(NamedTuple):
+    """What a repeated eager call of a bridged op (one set of parameters, one number of
+    inputs, all dense) needs to run again without being planned: the overload, the op
+    instance, how many outputs are visible, the parameter string and its training flag,
+    whether the first call was on the host, and the op's memoised plans (``OpDef.plans``,
+    looked up by ``host_plan_key``)."""
+
+    ov: Overload
+    inst: registry.Op
+    nvis: int
+    ptext: str
+    training: bool
+    cpu: bool
+    plans: dict
+
+
+def host_plan_key(inst: registry.Op, arrays: Sequence[Any]) -> tuple:
+    """``dispatch.plan_key(inst, [NDArray(a, cpu) for a in arrays])`` for one or more
+    NumPy arrays, without making the containers: the key of the plan ``run_dense`` makes for
+    these inputs (``tests/test_torch_percall.py`` checks the two agree)."""
+    if len(arrays) == 1:
+        a = arrays[0]
+        return (inst, NDArray, _CPU, a.dtype, a.shape)
+    if len(arrays) == 2:
+        a, b = arrays
+        return (inst, NDArray, _CPU, a.dtype, a.shape, NDArray, _CPU, b.dtype, b.shape)
+    key: list = [inst]
+    for a in arrays:
+        key += (NDArray, _CPU, a.dtype, a.shape)
+    return tuple(key)
+
+
+class EagerAutograd(torch.autograd.Function):
+    """A repeated all-dense host call whose plan has an array form (``Plan.arrays``: one
+    dense output, computed by a trusted or checked dense kernel), recorded by torch's autograd:
+    ``eager_apply(call, plan, arrays, *tensors)``, with ``call`` the ``HostCall``,
+    ``plan`` the op's plan for these inputs and ``arrays`` NumPy views of ``tensors``.
+
+    The forward is the plan's kernel on those views and the output as a tensor over the
+    kernel's array; it saves the inputs and the output (torch checks, when the backward
+    unpacks them, that nothing changed them in place since) and keeps the NumPy views for
+    the backward, which runs ``gradients`` as the registered operator's backward does.
+    Compared with ``DenseAutograd`` nothing is wrapped in containers on the way in or
+    planned again, and ``apply`` is torch's own (below), so a small op's forward and
+    backward cost little more than its kernels and gradient rule."""
+
+    @staticmethod
+    def forward(ctx: Any, call: HostCall, plan: Any, arrays: list, *tensors: torch.Tensor) -> torch.Tensor:
+        y = plan.arrays(arrays, call.training)
+        out = torch.from_numpy(y)
+        ctx.call, ctx.arrays = call, (*arrays, y)
+        ctx.save_for_backward(*tensors, out)
+        if call.ov.opdef.constant:
+            ctx.mark_non_differentiable(out)
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> Any:
+        call = ctx.call
+        saved = ctx.saved_tensors  # raises if an input or the output was changed in place
+        n = len(saved) - 1
+        needs = list(ctx.needs_input_grad[3:])
+        result: list[Any] = [None] * (n + 1)
+        if any(needs):
+            arrays = ctx.arrays
+            kept = (call.inst, [NDArray(a, _CPU) for a in arrays[:n]], [NDArray(arrays[n], _CPU)])
+            gradients(call.ov, [*saved[:n], call.ptext], [saved[n]], (grad,), needs, range(n), result, kept)
+        return (None, None, None, *result[:n])
+
+
+# ---- eager host calls with sparse inputs or outputs ---------------------------------------------------
+def host_inputs(ov: Overload, parts: Sequence[Any]) -> list[NDArray]:
+    """Our containers over the component arguments ``parts`` of a host call of ``ov`` (plain
+    contiguous cpu tensors, whose values' dtypes the caller checked, and each sparse
+    argument's shape as a list): zero-copy NumPy views, sparse ones validated by the
+    boundary's full check (``admit(FULL)``), as the registered implementation's
+    ``inputs_of`` does for any device, minus its device look-ups."""
+    arrays, k = [], 0
+    for st, name in zip(ov.in_stypes, ov.names):
+        if st == "default":
+            t = parts[k]
+            arrays.append(NDArray(t.detach().numpy() if t.requires_grad else t.numpy(), _CPU))
+            k += 1
+            continue
+        n = PARTS[st]
+        try:
+            views = [t.detach().numpy() if t.requires_grad else t.numpy() for t in parts[k:k + n]]
+            arrays.append(admit(st, views, tuple(parts[k + n]), _CPU, FULL))
+        except (TypeError, ValueError) as exc:
+            raise BridgeError(f"{ov.opdef.label}: argument {name!r} ({st}): {exc}") from exc
+        k += n + 1
+    return arrays
+
+
+def host_plan(ov: Overload, inst: registry.Op, arrays: Sequence[NDArray]) -> Any:
+    """The plan of a host call of ``ov`` on ``arrays``; a BridgeError when the op infers other
+    output storage types than the overload returns."""
+    plan = plan_for(ov.opdef, inst, arrays)
+    if tuple(plan.out_stypes) != ov.out_stypes:
+        raise BridgeError(f"{ov.opdef.label}: inferred output storage types {list(plan.out_stypes)}, but "
+                          f"overload {ov.name} returns {list(ov.out_stypes)}")
+    return plan
+
+
+def run_host(plan: Any, arrays: Sequence[NDArray], training: bool) -> tuple[list[NDArray], tuple]:
+    """(the output containers, the outputs' component tensors as the operator returns them)
+    of ``plan`` on ``arrays``, never recorded on our tape, with the training flag ``training``."""
+    with _scope(False, training):
+        results = plan.execute(arrays)
+    return results, tuple(tensor_of(p) for p in output_parts(results, arrays, plan.mode != "fcompute_ex"))
+
+
+def host_call(ov: Overload, inst: registry.Op, parts: Sequence[Any], ptext: str, grad: bool) -> tuple:
+    """An eager host call of the registered operator ``ov`` on its component arguments
+    ``parts`` (what ``host_inputs`` takes), without torch's dispatcher: what its
+    implementation computes (every output's component tensors), and with ``grad`` recorded
+    by torch's autograd with its autograd formula (``HostAutograd``)."""
+    arrays = host_inputs(ov, parts)
+    plan = host_plan(ov, inst, arrays)
+    training = call_options(ptext).training
+    if grad:
+        res = host_apply(ov, inst, plan, arrays, training, ptext, *parts)
+        return res if isinstance(res, tuple) else (res,)
+    return run_host(plan, arrays, training)[1]
+
+
+class HostAutograd(torch.autograd.Function):
+    """An eager host call of an overload with sparse inputs or outputs, recorded by torch's
+    autograd: ``apply(ov, inst, plan, arrays, training, ptext, *parts)`` runs ``plan`` on the
+    containers ``arrays`` over the component arguments ``parts`` (``host_call``), saves what
+    the registered setup saves, keeps the containers, and its backward is the registered
+    backward's (``gradients``) on them. What the registered operator does for such a call,
+    minus torch's dispatcher, its autograd wrapper and making the containers again."""
+
+    @staticmethod
+    def forward(ctx: Any, ov: Overload, inst: registry.Op, plan: Any, arrays: list, training: bool, ptext: str,
+                *parts: Any) -> Any:
+        results, out = run_host(plan, arrays, training)
+        output = out[0] if len(out) == 1 else out
+        ov.setup(ctx, (*parts, ptext), output)
+        ctx.overload, ctx.kept = ov, (inst, arrays, results)
+        return output
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Any) -> Any:
+        ov = ctx.overload
+        slots = ov.slots
+        result: list[Any] = [None] * (ov.nparts_in + 1)
+        asked = ctx.needs_input_grad  # (a tuple torch builds on each read)
+        needs = [bool(asked[6 + s]) for s in slots]
+        if any(needs):
+            saved = ctx.saved_tensors
+            it = iter(saved[:ctx.ntensors])
+            args = [next(it) if a is None else a for a in ctx.args]
+            gradients(ov, args, list(saved[ctx.ntensors:]), grads, needs, slots, result, ctx.kept)
+        return (None,) * 6 + tuple(result[:ov.nparts_in])
+
+
+def _function_apply(cls: type) -> Callable:
+    """``cls.apply`` without ``torch.autograd.Function.apply``'s Python wrapper: its work
+    (binding default arguments for a ``setup_context`` form, unwrapping dead ``torch.func``
+    wrappers, redirecting under transforms) is none of a plain eager call's, which the
+    caller has checked it is; torch's C ``apply`` records the function as the wrapper
+    would. Falls back to ``cls.apply`` where torch lays ``_FunctionBase`` out otherwise."""
+    try:
+        return torch._C._FunctionBase.__dict__["apply"].__get__(None, cls)
+    except (AttributeError, KeyError, TypeError):
+        return cls.apply
+
+
+eager_apply = _function_apply(EagerAutograd)
+host_apply = _function_apply(HostAutograd)
+
+
 class TransformAutograd(torch.autograd.Function):
     """A call under a ``torch.func`` transform (grad, vjp, jacrev, vmap): the same call as
-    ``EagerAutograd`` (``apply(*args, params, ov, inst)``, the registered setup and backward
+    ``DenseAutograd`` (``apply(*args, params, ov, inst)``, the registered setup and backward
     of ``ov``), in the form transforms take, with ``setup_context`` (torch's generated
     autograd function of a registered operator has none). Under a transform the backward
     sees wrapped tensors and runs the ``<overload>_backward`` operator.
@@ -801,7 +987,12 @@ def _mark_coalesced(p: torch.Tensor) -> None:
     g = p.grad
     if g is not None and g.layout == torch.sparse_coo and g.sparse_dim() == 1 and not g.is_coalesced():
         idx = g._indices()[0]
-        if idx.numel() < 2 or bool((idx[1:] > idx[:-1]).all()):
+        if idx.is_cpu:  # on the host, NumPy on a view: a third of torch's time for a few thousand rows
+            rows = idx.numpy()
+            ordered = rows.shape[0] < 2 or bool((rows[1:] > rows[:-1]).all())
+        else:
+            ordered = idx.numel() < 2 or bool((idx[1:] > idx[:-1]).all())
+        if ordered:
             g._coalesced_(True)
 
 
@@ -831,58 +1022,70 @@ def _tracing(tensors: Sequence[Any]) -> bool:
 
 def _host(t: torch.Tensor) -> NDArray:
     """A dense container over a cpu tensor's memory (a contiguous copy if it has to)."""
-    return NDArray((t if t.is_contiguous() else t.contiguous()).numpy(force=True), _CPU)
-
-
-def _host_dense_gradient(ov: Overload, args: list, outs: list, grads: Sequence[Any],
-                         needs: list[bool]) -> tuple[registry.Op, list[NDArray], list]:
-    """(the op instance, the inputs as containers, their gradients): the gradient rule of an
-    all-dense call on host tensors, on zero-copy views of them; what the general path does
-    for it, minus what only sparse or gpu calls need (shape inference for sparse outputs,
-    device look-ups, streams)."""
-    n = len(ov.in_stypes)
-    inputs = [_host(a) for a in args[:n]]
-    out_arrays = [_host(o) for o in outs]
-    out_grads = [_host(g if g.layout == torch.strided else g.to_dense()) if g is not None else
-                 _grad_array(ov, j, None, o) for j, (g, o) in enumerate(zip(grads, out_arrays))]
-    inst = _instance(ov.opdef, args[n] if len(args) > n else "")
-    return inst, inputs, run_gradient(ov, inst, inputs, out_arrays, out_grads, needs)
+    if not t.is_contiguous():
+        t = t.contiguous()
+    return NDArray(t.numpy(force=True) if t.requires_grad else t.numpy(), _CPU)
 
 
 def _make_backward(ov: Overload) -> Callable:
+    """The registered autograd formula's backward: the saved component tensors back in
+    their argument positions, then ``gradients``."""
     slots = _arg_slots(ov)
     nparts = ov.nparts_in
 
     def backward(ctx: Any, *grads: Any) -> Any:
         result: list[Any] = [None] * (nparts + 1)
-        needs = [bool(ctx.needs_input_grad[s]) for s in slots]
+        asked = ctx.needs_input_grad  # (a tuple torch builds on each read)
+        needs = [bool(asked[s]) for s in slots]
         if not any(needs):
             return tuple(result)
         saved = ctx.saved_tensors
         it = iter(saved[:ctx.ntensors])
         args = [next(it) if a is None else a for a in ctx.args]
-        outs = list(saved[ctx.ntensors:])
-        params = args[nparts] if len(args) > nparts else ""
-        if _tracing([*saved, *grads]):
-            return _traced_gradients(ov, args, outs, grads, needs, params, result, slots)
-        if torch.is_grad_enabled():
-            return create_graph_backward(ov, args, outs, grads, needs, result, slots)
-        if ov.dense and all(t.is_cpu for t in saved):
-            inst, inputs, gs = _host_dense_gradient(ov, args, outs, grads, needs)
-        else:
-            with _streams(saved[0]) if saved else contextlib.nullcontext():
-                inputs, _ = inputs_of(ov, args, check=False)
-                inst, shapes, _, _ = infer_meta(ov, args)
-                out_arrays = _out_arrays(ov, outs, shapes)
-                gk, out_grads = 0, []
-                for j, (st, o) in enumerate(zip(ov.out_stypes, out_arrays)):
-                    out_grads.append(_grad_array(ov, j, grads[gk], o))
-                    gk += PARTS[st]
-                gs = run_gradient(ov, inst, inputs, out_arrays, out_grads, needs)
-        sparse = wants_sparse(ov, inst, call_options(params), args, slots, needs)
-        return _torch_gradients(gs, inputs, args, slots, needs, sparse, result)
+        return gradients(ov, args, list(saved[ctx.ntensors:]), grads, needs, slots, result)
 
     return backward
+
+
+def gradients(ov: Overload, args: list, outs: list, grads: Sequence[Any], needs: list[bool], slots: Sequence[int],
+              result: list, kept: tuple | None = None) -> tuple:
+    """The gradients of a call of ``ov`` (its component arguments ``args``, parameter string
+    included, and outputs ``outs``; ``grads`` the outputs' gradients), written into
+    ``result`` at the inputs' argument positions ``slots`` where ``needs`` says: the
+    ``<overload>_backward`` operator when traced, our engine's derivative of the rule under
+    ``create_graph=True``, else the op's gradient rule on zero-copy views of the tensors.
+    ``kept``: (op instance, input containers, output containers) of a host call that kept
+    them from its forward (``EagerAutograd``, ``HostAutograd``), so they are not made
+    again."""
+    nparts = ov.nparts_in
+    params = args[nparts] if len(args) > nparts else ""
+    saved = [a for a in args[:nparts] if isinstance(a, torch.Tensor)] + list(outs)
+    if _tracing([*saved, *grads]):
+        return _traced_gradients(ov, args, outs, grads, needs, params, result, slots)
+    if torch.is_grad_enabled():
+        return create_graph_backward(ov, args, outs, grads, needs, result, slots)
+    if kept is None and ov.dense and all(t.is_cpu for t in saved):
+        kept = (_instance(ov.opdef, params), [_host(a) for a in args[:nparts]], [_host(o) for o in outs])
+    with _streams(saved[0]) if saved and kept is None else contextlib.nullcontext():
+        if kept is not None:
+            inst, inputs, out_arrays = kept
+        else:
+            inputs, _ = inputs_of(ov, args, check=False)
+            if all(s == "default" for s in ov.out_stypes):  # the outputs' tensors have their shapes
+                inst, shapes = _instance(ov.opdef, params), [tuple(o.shape) for o in outs]
+            else:  # sparse outputs' shapes: the op's rule
+                inst, shapes, _, _ = infer_meta(ov, args)
+            out_arrays = _out_arrays(ov, outs, shapes)
+        gk, out_grads = 0, []
+        for j, (st, o) in enumerate(zip(ov.out_stypes, out_arrays)):
+            g = grads[gk]
+            # a dense gradient of a dense host output: a view of it (what _grad_array does, shorter)
+            out_grads.append(_host(g) if st == "default" and g is not None and g.__class__ is torch.Tensor
+                             and g.layout is torch.strided and g.is_cpu else _grad_array(ov, j, g, o))
+            gk += PARTS[st]
+        gs = run_gradient(ov, inst, inputs, out_arrays, out_grads, needs)
+    sparse = wants_sparse(ov, inst, call_options(params), args, slots, needs)
+    return _torch_gradients(gs, inputs, args, slots, needs, sparse, result)
 
 
 def _traced_gradients(ov: Overload, args: list, outs: list, grads: Sequence[Any], needs: list[bool], params: str,
@@ -946,7 +1149,7 @@ def _torch_gradients(gs: list, inputs: list[NDArray], args: list, slots: list[in
             result[s] = sparse_rows(values, tensor_of(r._indices), x.shape)
             keep_coalesced_flag(args[s])  # the saved leaf itself: its .grad will hold this gradient
         else:
-            a = aligned(g, x)
+            a = g._data if g.__class__ is NDArray and x.__class__ is NDArray else aligned(g, x)  # dense: as it is
             result[s] = tensor_of(a.astype(x.dtype, copy=False) if a.dtype != x.dtype else a)
     return tuple(result)
 
