@@ -88,6 +88,17 @@ def isolated(monkeypatch, tmp_path_factory):
 
 
 @pytest.fixture
+def kernels():
+    """The torch bridge runs dense built-ins' kernels, not their torch lowering
+    (``sparse_ops.torch.lowering``): for tests of the paths and rules behind the lowering."""
+    from sparse_ops.torch import lowering
+
+    lowering.disabled(True)
+    yield
+    lowering.disabled(False)
+
+
+@pytest.fixture
 def rng():
     return np.random.default_rng(1234)
 

@@ -228,12 +228,12 @@ def test_gradcheck_covers_every_cookbook_op_and_most_built_ins():
     ("elemwise_mul", lambda: [torch.randn(3, 4, dtype=torch.float64), torch.randn(3, 4, dtype=torch.float64)]),
     ("dot", lambda: [torch.randn(3, 4, dtype=torch.float64), torch.randn(4, 2, dtype=torch.float64)]),
 ])
-def test_second_order_through_our_own_gradient_rules(name, make):
+def test_second_order_through_our_own_gradient_rules(name, make, kernels):
     xs = [x.requires_grad_(True) for x in make()]
     assert torch.autograd.gradgradcheck(lambda *v: st.op(name)(*v), xs)
 
 
-def test_second_order_value_and_the_limits_said_clearly():
+def test_second_order_value_and_the_limits_said_clearly(kernels):
     x = torch.randn(5, dtype=torch.float64, requires_grad=True)
     (g,) = torch.autograd.grad(st.ops.sigmoid(x).sum(), x, create_graph=True)
     (gg,) = torch.autograd.grad(g.sum(), x, create_graph=True)

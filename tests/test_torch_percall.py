@@ -23,6 +23,11 @@ from sparse_ops.torch import bridge, library  # noqa: E402
 from sparse_ops.torch.library import BridgeError  # noqa: E402
 
 
+# dense built-ins run their kernels here (conftest's ``kernels``): their torch lowering
+# (tests/test_torch_lowering.py) would otherwise serve these calls before the paths checked
+pytestmark = pytest.mark.usefixtures("kernels")
+
+
 def _values(seed: int, shape=(4, 4), dtype=torch.float32) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     return (torch.rand(shape, generator=g, dtype=torch.float64) * 4 - 2).to(dtype)

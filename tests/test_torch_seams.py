@@ -146,7 +146,7 @@ def _cache_sizes(name: str) -> dict[str, int]:
             "parsed parameters": len(registry.get_op(name)._instances)}
 
 
-def test_distinct_scalars_keep_every_cache_bounded():
+def test_distinct_scalars_keep_every_cache_bounded(kernels):
     """10,000 calls with distinct scalars: right values, every cache within its cap, and no
     memory growth once the caches are full (tracemalloc, which sees NumPy's and Python's
     allocations: before the caps, +78 MB after 40,000 calls)."""

@@ -5,8 +5,11 @@ A bridged op takes torch tensors (strided, ``sparse_csr``, COO with ``sparse_dim
 them into component tensors and calls the op's ``torch.ops.sparse_ops`` overload
 (``library.py``): eager and compiled code run the same registered operator, and torch's
 autograd records it. A call under a ``torch.func`` transform runs it through
-``library.TransformAutograd``, the form transforms take. Eager host calls like one made
-before run its steps without torch's dispatcher: a repeated all-dense call whose plan has
+``library.TransformAutograd``, the form transforms take. Eager calls of a dense built-in
+with a torch lowering (``lowering.py``: elementwise, scalar and broadcast arithmetic,
+comparisons) on plain strided tensors run torch's own operations (``LoweredOp``), recorded
+by torch's autograd. Eager host calls like one made before run its steps without torch's
+dispatcher: a repeated all-dense call whose plan has
 an array form (``dispatch.Plan.arrays``) runs the kernel on NumPy views of the tensors
 (``BridgedOp.__call__``; with gradients, ``library.EagerAutograd``), other all-dense ones
 the implementation (``BridgedOp._direct``), and calls with sparse inputs or outputs
@@ -47,6 +50,8 @@ from ..ndarray import STYPES
 from ..tape import _state as _tape_state
 from .convert import TorchBridgeError, coalesced, components, numpy_dtype, torch_wording
 from .convert import _VALUE_TORCH_DTYPES as _VALUE_DTYPES
+from . import lowering
+from .lowering import _DISABLED
 from .library import (SPARSE_GRAD, TRAINING, BridgeError, DenseAutograd, HostCall, Overload, TransformAutograd,
                       _functorch_active, _instance, call_options, encode_params, forget, host_call,
                       eager_apply, host_plan_key, is_sparse_grad, overload_for, run_dense)
@@ -494,6 +499,78 @@ def _sparse_grad_inputs(opdef: registry.OpDef, params: dict, stypes: list, args:
                  and (asks or is_sparse_grad(a)))
 
 
+class LoweredOp(BridgedOp):
+    """A bridged dense built-in with a torch lowering (``lowering.py``): its eager calls on
+    plain strided tensors run torch's own operations for the op, recorded by torch's
+    autograd; every other call is ``BridgedOp``'s."""
+
+    def __init__(self, opdef: registry.OpDef) -> None:
+        super().__init__(opdef)
+        # (parameter key, then each input's dtype, and its shape where there are several)
+        # -> (the tensors' function, result dtype, first result's shape), or None where the
+        # op's rules refuse the signature
+        self._signatures: BoundedCache = BoundedCache(MAX_DENSE_CALLS)
+        self._no_gradient = lowering.gives_no_gradient(opdef.name)
+
+    def __call__(self, *args: Any, **params: Any) -> Any:
+        """The call as the torch expression of the op, unless the call is traced or
+        transformed, runs in a dispatch mode or on our own tape, or an input is not a plain
+        strided tensor, is on another device than the first, is marked ``sparse_grad`` or
+        needs a gradient that the lowering would not give (``lowering.gives_no_gradient``),
+        or the op's rules refuse the signature: ``BridgedOp.__call__`` then runs it (and
+        says what is wrong)."""
+        if args and not (_DISABLED[0] or _compiling() or _functorch_active() or _modes() or _tape_state.recording):
+            try:
+                pkey = param_key(params) if params else ()
+                if len(args) == 1:  # the table's one-input ops are elementwise: any shape serves
+                    a = args[0]
+                    ok = a.__class__ in _PLAIN_CLASSES and a.layout is _STRIDED \
+                        and not (a.requires_grad and (self._no_gradient or is_sparse_grad(a)))
+                    key: Any = (pkey, a.dtype)
+                else:
+                    ok, key, first = True, [pkey], args[0].device
+                    for a in args:
+                        if a.__class__ not in _PLAIN_CLASSES or a.layout is not _STRIDED or a.device != first \
+                                or (a.requires_grad and (self._no_gradient or is_sparse_grad(a))):
+                            ok = False
+                            break
+                        key += (a.dtype, a.shape)
+                    key = tuple(key)
+            except (TypeError, AttributeError):  # a parameter with no key, an argument not a tensor
+                ok = False
+            if ok:
+                fn = self._signatures.get(key, False)
+                if fn is False:
+                    return self._first(key, params, args)
+                if fn is not None:
+                    return fn(*args)
+        return BridgedOp.__call__(self, *args, **params)
+
+    def _first(self, key: tuple, params: dict, args: tuple) -> Any:
+        """A new signature's first call: the op's rules decide whether the lowering serves it
+        (``lowering.signature``); the result's shape is checked against the op's rule, and the
+        function kept for the signature gives the op's dtype (and, for an op declared not
+        differentiable, a result that needs no gradient)."""
+        sig = lowering.signature(self.opdef, params, args)
+        if sig is None:
+            self._signatures.put(key, None)
+            return BridgedOp.__call__(self, *args, **params)
+        fn, dtype, shape = sig
+        out = fn(*args)
+        if tuple(out.shape) != shape:
+            raise BridgeError(f"sparse_ops.torch.ops.{self.opdef.name}: its torch lowering gave shape "
+                              f"{tuple(out.shape)} but the op's infer_shape says {shape}; "
+                              "sparse_ops.torch.lowering.disabled() runs its kernels instead")
+        if out.dtype is not dtype:
+            fn = (lambda f: lambda *xs: f(*xs).to(dtype))(fn)
+            out = out.to(dtype)
+        if not self.opdef.differentiable:
+            fn = (lambda f: lambda *xs: f(*xs).detach())(fn)
+            out = out.detach()
+        self._signatures.put(key, fn)
+        return out
+
+
 # ---- the namespace ------------------------------------------------------------------------------------
 def forget_bridged(name: str) -> None:
     """Drop what the bridge holds for op ``name`` (its record was replaced or removed): its
@@ -505,7 +582,11 @@ def forget_bridged(name: str) -> None:
         namespace.__dict__.pop(name, None)
 
 
-_TABLE = BridgedTable("sparse_ops.torch.ops", BridgedOp, forget_bridged)
+def _bridged(opdef: registry.OpDef) -> BridgedOp:
+    return (BridgedOp if lowering.lowering_for(opdef) is None else LoweredOp)(opdef)
+
+
+_TABLE = BridgedTable("sparse_ops.torch.ops", _bridged, forget_bridged)
 op, lookup = _TABLE.op, _TABLE.lookup
 
 
@@ -602,6 +683,8 @@ def explain(name: str, *args: Any, **params: Any) -> dict[str, Any]:
     else:
         compiled += f"backward: {ov.name}_backward" + (
             f", or {ov.name}_backward_rows for sparse COO gradients" if ov.backward_rows_op is not None else "")
+    eager = (lowering.describe(name) if all(st == "default" for st in stypes) else None) or \
+        f"the op's kernels through {qual} (repeated host calls skip torch's dispatcher)"
     return {
         "op": name,
         "in_stypes": list(stypes),
@@ -611,6 +694,7 @@ def explain(name: str, *args: Any, **params: Any) -> dict[str, Any]:
         "schema": str(ov.torch_op._schema),
         "opcheck": f"torch.library.opcheck({qual}, ({shown})), or sparse_ops.torch.opcheck({name!r}, ...)",
         "training": call_options(ptext).training,
+        "eager": eager,
         "gradients": grads,
         "torch.func": func,
         "vmap": vmap,
