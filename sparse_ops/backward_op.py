@@ -40,7 +40,6 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .errors import OperatorError
 from .registry import KernelSpec, Op, OpDef
 
 
@@ -55,27 +54,13 @@ def _wrap(fn: Callable, spec: KernelSpec) -> Callable:
     return run
 
 
-def _declaration_error(opdef: OpDef, message: str) -> OperatorError:
-    return OperatorError(f"{opdef.label}: backward kernels: {message}")
-
-
 def backward_class(opdef: OpDef) -> type:
     """The Op class of ``opdef``'s declared backward (see the module docstring)."""
     fwd = opdef.cls
-    if opdef.variadic:
-        raise _declaration_error(opdef, "a variadic op cannot declare them; write gradient() instead")
     nvis = opdef.num_visible_outputs
     kept_in = list(range(len(opdef.arguments))) if opdef.backward_inputs is None else list(opdef.backward_inputs)
-    kept_out = list(opdef.backward_outputs)
     grads_of = list(opdef.backward_grads)
-    missing = [opdef.arguments[i] for i in grads_of if i not in kept_in]
-    if missing:
-        raise _declaration_error(opdef, f"the inputs {missing} get gradients but are not kept for the backward "
-                                        f"(backward_needs_inputs); keep them: a gradient takes its input's shape")
-    arguments = (tuple(f"{o}_grad" for o in opdef.outputs[:nvis]) + tuple(opdef.arguments[i] for i in kept_in)
-                 + tuple(opdef.outputs[j] for j in kept_out))
-    if len(set(arguments)) != len(arguments):
-        raise _declaration_error(opdef, f"its arguments {arguments} repeat a name; rename an input or output")
+    arguments = opdef.backward_argument_names  # checked at registration
     position = {i: len(opdef.outputs[:nvis]) + k for k, i in enumerate(kept_in)}  # input -> backward argument
     rule: Callable | None = getattr(fwd, "backward_storage_type", None)
 

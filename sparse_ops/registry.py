@@ -457,6 +457,8 @@ class OpDef:
         # positions the tape keeps for the backward pass; None keeps every input
         self.backward_inputs = None if needs_in is None else tuple(self.arguments.index(a) for a in needs_in)
         self.backward_outputs = tuple(self.outputs.index(o) for o in needs_out)
+        # the declared backward's argument names (sparse_ops.backward_op), checked here
+        self.backward_argument_names = self._backward_argument_names() if self.backward_kernels else ()
         # kernels: dense ones by device type, storage-aware ones by (device type, input stypes)
         self.fcompute: dict[str, Callable] = {}
         self.fcompute_ex: dict[tuple[str, tuple[str, ...]], Callable] = {}
@@ -483,6 +485,28 @@ class OpDef:
                 self._default_instance = self._make_instance({})
             except (OperatorError, TypeError, ValueError):
                 self._default_instance = None  # built per call, so the caller sees the error
+
+    def _backward_argument_names(self) -> tuple[str, ...]:
+        """The argument names of the backward that backward kernels declare (the visible
+        outputs' gradients, the kept inputs, the kept outputs); refuses, at registration,
+        a declaration whose backward operator cannot be built (``backward_op``): a variadic
+        op, gradients of inputs not kept for the backward, arguments that repeat a name."""
+        name, nvis = self.name, self.num_visible_outputs
+        if self.variadic:
+            raise ValueError(f"operator {name!r}: a variadic op cannot declare backward kernels; write gradient() "
+                             "instead")
+        kept_in = range(len(self.arguments)) if self.backward_inputs is None else self.backward_inputs
+        missing = [self.arguments[i] for i in self.backward_grads if i not in kept_in]
+        if missing:
+            raise ValueError(f"operator {name!r}: backward kernels: the inputs {missing} get gradients but are not "
+                             "kept for the backward (backward_needs_inputs); keep them: a gradient takes its "
+                             "input's shape")
+        arguments = (tuple(f"{o}_grad" for o in self.outputs[:nvis]) + tuple(self.arguments[i] for i in kept_in)
+                     + tuple(self.outputs[j] for j in self.backward_outputs))
+        if len(set(arguments)) != len(arguments):
+            raise ValueError(f"operator {name!r}: backward kernels: their arguments {arguments} repeat a name; "
+                             "rename an input or output")
+        return arguments
 
     # ---- parameters ---------------------------------------------------------------------------
     def instance(self, kwargs: dict[str, Any]) -> Op:
