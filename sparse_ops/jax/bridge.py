@@ -41,6 +41,12 @@ call emits one ``jax.ffi.ffi_call`` of the op's FFI target, and XLA calls our ha
   the compiled program (no better rule is known for a generic op; ``explain`` says so).
 - **jit**: specs are memoised by signature, so tracing again (a new ``jax.jit``) gives the
   same program and a jitted model compiles once per input shape.
+- **Symbolic sizes** (``jax.export`` shape polymorphism): dimensions and stored counts may
+  be JAX symbolic dimensions, never forced to ints here; a csr components tuple may give
+  its rows as ``indptr.shape[0] - 1``. Lowered calls are ``jnp`` on them; an FFI call
+  carries their values as one more argument and its handler runs the spec of those
+  concrete sizes (``spec.py``). What cannot be symbolic is a ``SymbolicShapeError`` at
+  trace time naming the op.
 """
 from __future__ import annotations
 
@@ -58,7 +64,8 @@ from ..sdk.capacity import NO_RULE
 from . import derivatives, lowering
 from .handlers import target  # noqa: F401  (re-exported: the FFI target of an op and kind)
 from ..bridging import PARTS, BridgedTable, arg_names
-from .spec import INT32_MAX, X64, ArgLayout, CallSpec, JaxBridgeError, addressed, forget, spec_for
+from .spec import (INT32_MAX, X64, ArgLayout, CallSpec, JaxBridgeError, addressed, as_dim, dims_operand, forget,
+                   spec_for, surely_over)
 
 TRACES = [0]  # bridged calls traced so far, lowered or FFI (a counter for tests of compile counts)
 
@@ -69,7 +76,7 @@ class RowSparse:
     sorted; rows past the true count carry the index ``shape[0]`` (padding)."""
 
     def __init__(self, values: Any, indices: Any, shape: Sequence[int]) -> None:
-        self.values, self.indices, self.shape = values, indices, tuple(int(s) for s in shape)
+        self.values, self.indices, self.shape = values, indices, tuple(as_dim(s) for s in shape)
 
     def tree_flatten(self) -> tuple:
         return (self.values, self.indices), self.shape
@@ -80,7 +87,7 @@ class RowSparse:
 
     @property
     def nse(self) -> int:
-        return int(self.indices.shape[0])
+        return as_dim(self.indices.shape[0])
 
     @property
     def dtype(self) -> Any:
@@ -174,10 +181,13 @@ def nnz(x: Any) -> jax.Array:
 
 # ---- splitting arguments into components ------------------------------------------------------
 def _static_shape(shape: Any, what: str) -> tuple[int, ...]:
+    """A components tuple's shape as ints, or symbolic dimensions (``jax.export`` shape
+    polymorphism: ``indptr.shape[0] - 1``); never a traced value."""
     try:
-        return tuple(int(s) for s in shape)
+        return tuple(as_dim(s) for s in shape)
     except (TypeError, jax.errors.ConcretizationTypeError) as exc:
-        raise TypeError(f"the shape of a {what} must be static ints, got {shape!r}") from exc
+        raise TypeError(f"the shape of a {what} must be static ints (or jax.export symbolic dimensions), "
+                        f"got {shape!r}") from exc
 
 
 def split(a: Any) -> tuple[str, list, tuple[int, ...]]:
@@ -236,7 +246,7 @@ def _layout(stype: str, parts: list, shape: tuple[int, ...], canonical: bool = T
             raise TypeError(f"{what}: {exc}") from None
     idx = np.dtype(parts[1].dtype)
     count = addressed(stype, shape)
-    if idx == np.dtype(np.int32) and count > INT32_MAX:
+    if idx == np.dtype(np.int32) and surely_over(count, INT32_MAX):
         raise TypeError(f"{'columns' if stype == 'csr' else 'rows'} up to {count - 1} need int64 indices, "
                         f"these are int32; {X64}")
     if stype == "csr":
@@ -251,7 +261,7 @@ def _layout(stype: str, parts: list, shape: tuple[int, ...], canonical: bool = T
         if v.shape[1:] != shape[1:] or parts[1].shape != v.shape[:1]:
             raise TypeError(f"row_sparse components of shapes values {v.shape}, indices {parts[1].shape} do not "
                             f"fit shape {shape}")
-    return ArgLayout(stype, shape, dtype, idx, int(v.shape[0]), canonical or stype != "csr")
+    return ArgLayout(stype, shape, dtype, idx, as_dim(v.shape[0]), canonical or stype != "csr")
 
 
 # ---- FFI calls ------------------------------------------------------------------------------------
@@ -264,7 +274,8 @@ def _forward_call(spec: CallSpec, flat: Sequence[Any]) -> list:
 
     tname = native.target_for(spec) or target(spec.name)
     call = jax.ffi.ffi_call(tname, _result_types(spec.outs + spec.states), vmap_method="sequential")
-    return list(call(*flat, call=np.int64(spec.id)))
+    extra = [dims_operand(spec)] if spec.symbolic else []  # the sizes a symbolic spec runs at
+    return list(call(*flat, *extra, call=np.int64(spec.id)))
 
 
 # ---- differentiation: a custom_jvp whose tangent is one linear call (derivatives.py) --------------

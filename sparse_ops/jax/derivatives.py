@@ -44,7 +44,7 @@ from jax.interpreters import ad, batching, mlir
 
 from ..bridging import PARTS
 from .handlers import target
-from .spec import CallSpec, JaxBridgeError
+from .spec import CallSpec, JaxBridgeError, dims_operand
 
 JVP, VJP, HVP = "jvp", "vjp", "hvp"
 
@@ -160,7 +160,8 @@ def _emit(*args: Any, call: Linear) -> list:
     types = call.result_avals()
     if not types:
         return []
-    return list(jax.ffi.ffi_call(name, types, vmap_method="sequential")(*args, call=np.int64(cid)))
+    extra = [dims_operand(call.spec)] if call.spec.symbolic else []  # the sizes a symbolic spec runs at
+    return list(jax.ffi.ffi_call(name, types, vmap_method="sequential")(*args, *extra, call=np.int64(cid)))
 
 
 def _aval(a: jax.ShapeDtypeStruct) -> Any:

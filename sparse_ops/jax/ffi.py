@@ -279,6 +279,16 @@ class Frame:
         pointers = table.from_address(w[_F["frame.rets.rets" if rets else "frame.args.args"]])
         return [want.view(b) for want, b in zip(expected, pointers)]
 
+    def last_argument(self, expected: "BufferSpec") -> np.ndarray:
+        """The call's last argument buffer (checked against ``expected``), read-only: a call
+        with symbolic sizes carries their values there (``spec.dims_operand``), which say
+        what the other buffers must be."""
+        w = self.w
+        size = w[_F["frame.args.size"]]
+        if size < 1:
+            raise TypeError("the call has no arguments; a call with symbolic sizes carries them last")
+        return expected.view(c_int64.from_address(w[_F["frame.args.args"]] + 8 * (size - 1)).value)
+
 
 # an XLA_FFI_Buffer as 64-bit words: the dtype code (an int32: the word's low half), the
 # data pointer, the rank and the dims pointer, at the header's offsets

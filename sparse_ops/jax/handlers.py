@@ -37,7 +37,7 @@ from ..tape import _scope
 from ..tape import _state as tape_state
 from ..validation import UNORDERED, csr_violation
 from . import ffi
-from .spec import ArgLayout, CallSpec, GradSpec, HvpSpec, JaxBridgeError, JvpSpec, lookup
+from .spec import ArgLayout, CallSpec, GradSpec, HvpSpec, JaxBridgeError, JvpSpec, dims_dtype, lookup, resolve
 
 CPU = Device("cpu", 0)
 
@@ -460,9 +460,28 @@ def _cpu(run: Any, kind: type) -> Any:
         s = lookup(frame.call_id())
         if not isinstance(s, kind):
             raise JaxBridgeError(f"{s.label}: called through a target for {kind.__name__}s")
-        arg_specs, ret_specs = buffer_layout(s)
-        run(s, frame.arrays(False, arg_specs), frame.arrays(True, ret_specs), CPU)
+        fwd = getattr(s, "fwd", s)
+        if fwd.symbolic:  # exported for every size: the sizes it runs at come last
+            sizes = dims_buffer(fwd)
+            s = resolve(s, frame.last_argument(sizes).tolist())
+            arg_specs, ret_specs = buffer_layout(s)
+            args = frame.arrays(False, [*arg_specs, sizes])[:-1]
+        else:
+            arg_specs, ret_specs = buffer_layout(s)
+            args = frame.arrays(False, arg_specs)
+        run(s, args, frame.arrays(True, ret_specs), CPU)
     return go
+
+
+def dims_buffer(spec: CallSpec) -> ffi.BufferSpec:
+    """The buffer of the sizes a call with symbolic sizes carries last (``spec.dims_operand``),
+    made once per spec."""
+    hit = getattr(spec, "dims_spec", None)
+    if hit is None:
+        import jax
+
+        hit = spec.dims_spec = ffi.BufferSpec((len(spec.dims),), jax.dtypes.canonicalize_dtype(dims_dtype()), False)
+    return hit
 
 
 # ---- gpu: XLA's device buffers as CuPy arrays, on XLA's stream ----------------------------------
@@ -481,6 +500,14 @@ def _device_arrays(frame: ffi.CallFrame) -> tuple[list, list, Any]:  # pragma: n
     return [wrap(*x) for x in a], [wrap(*x) for x in r], stream
 
 
+def _gpu_sizes(s: Any, args: list) -> tuple[Any, list]:  # pragma: no cover - needs a gpu
+    """A call with symbolic sizes: the spec at the sizes it carries last (a few integers
+    copied to the host), and the other arguments; as they are otherwise."""
+    if not getattr(s, "fwd", s).symbolic:
+        return s, args
+    return resolve(s, args[-1].get().tolist()), args[:-1]
+
+
 def _gpu_device() -> Device:  # pragma: no cover - needs a gpu
     from ..device import as_device
 
@@ -490,6 +517,7 @@ def _gpu_device() -> Device:  # pragma: no cover - needs a gpu
 def _gpu_forward(frame: ffi.CallFrame) -> None:  # pragma: no cover - needs a gpu
     spec = lookup(ffi.int_attr(frame, "call"))
     args, rets, stream = _device_arrays(frame)
+    spec, args = _gpu_sizes(spec, args)
     with stream:
         run_forward(spec, args, rets, _gpu_device())
 
@@ -497,6 +525,7 @@ def _gpu_forward(frame: ffi.CallFrame) -> None:  # pragma: no cover - needs a gp
 def _gpu_backward(frame: ffi.CallFrame) -> None:  # pragma: no cover - needs a gpu
     gspec = lookup(ffi.int_attr(frame, "call"))
     args, rets, stream = _device_arrays(frame)
+    gspec, args = _gpu_sizes(gspec, args)
     with stream:
         run_backward(gspec, args, rets, _gpu_device())
 
@@ -504,6 +533,7 @@ def _gpu_backward(frame: ffi.CallFrame) -> None:  # pragma: no cover - needs a g
 def _gpu_jvp(frame: ffi.CallFrame) -> None:  # pragma: no cover - needs a gpu
     jspec = lookup(ffi.int_attr(frame, "call"))
     args, rets, stream = _device_arrays(frame)
+    jspec, args = _gpu_sizes(jspec, args)
     with stream:
         run_jvp(jspec, args, rets, _gpu_device())
 
@@ -511,6 +541,7 @@ def _gpu_jvp(frame: ffi.CallFrame) -> None:  # pragma: no cover - needs a gpu
 def _gpu_hvp(frame: ffi.CallFrame) -> None:  # pragma: no cover - needs a gpu
     hspec = lookup(ffi.int_attr(frame, "call"))
     args, rets, stream = _device_arrays(frame)
+    hspec, args = _gpu_sizes(hspec, args)
     with stream:
         run_hvp(hspec, args, rets, _gpu_device())
 

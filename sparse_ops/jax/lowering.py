@@ -27,6 +27,7 @@ lowered op's gradient with its rule's on the op's samples. Ops declared
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any, Callable
 
 import jax
@@ -34,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from .spec import CallSpec, JaxBridgeError
+from .spec import CallSpec, JaxBridgeError, is_symbolic
 
 Lowering = Callable[..., Any]  # (op instance, spec, *dense arrays) -> one array
 _TABLE: dict[str, Lowering] = {}
@@ -108,6 +109,12 @@ def apply(spec: CallSpec, fn: Lowering, flat: list) -> Any:
 # ---- helpers ---------------------------------------------------------------------------------------
 def _out_dtype(spec: CallSpec) -> Any:
     return jax.dtypes.canonicalize_dtype(spec.outs[0].dtype)
+
+
+def _size(dims: Any) -> Any:
+    """The product of ``dims``: an int, or a JAX symbolic dimension expression where one is
+    symbolic (``jax.export`` shape polymorphism; ``int()`` of a symbol raises)."""
+    return math.prod(dims) if any(is_symbolic(d) for d in dims) else int(np.prod(dims, dtype=np.int64))
 
 
 def _is_int(dtype: Any) -> bool:
@@ -387,10 +394,11 @@ def _sum(inst: Any, spec: CallSpec, x: Any) -> Any:
     total = jnp.sum(v * v if spec.name == "square_sum" else v, axis=axes, keepdims=inst.keepdims, dtype=acc)
     if spec.name != "mean":
         return total
-    count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
-    if count == 0 and _is_int(x.dtype):
+    count = _size([x.shape[a] for a in axes])
+    if count == 0 and _is_int(x.dtype):  # a symbolic count is never 0 (JAX takes its symbols >= 1)
         return jnp.zeros_like(total)
-    return total.astype(_float_for(total.dtype)) / count
+    wide = total.astype(_float_for(total.dtype))
+    return wide / (jnp.asarray(count).astype(wide.dtype) if is_symbolic(count) else count)
 
 
 def _l2(axes: tuple[int, ...], keepdims: bool) -> Callable[[Any], Any]:
@@ -501,8 +509,10 @@ def _leaky_relu(inst: Any, spec: CallSpec, x: Any) -> Any:
 @lowers("dot")
 def _dot(inst: Any, spec: CallSpec, a: Any, b: Any) -> Any:
     a, b = _promoted(spec, a, b)
-    shape_a, shape_b, shape_out = inst._matrix_shapes(a.shape, b.shape)
-    a, b = a.reshape(shape_a), b.reshape(shape_b)
+    out_l, k, out_r = inst._split(a.shape, b.shape)  # the op's own alignment rule and its error
+    m, n = _size(out_l), _size(out_r)  # (not its _matrix_shapes: those are ints, and sizes may be symbolic)
+    a = a.reshape((k, m) if inst.transpose_a else (m, k))
+    b = b.reshape((n, k) if inst.transpose_b else (k, n))
     product = jnp.matmul(a.T if inst.transpose_a else a, b.T if inst.transpose_b else b)
     return product.reshape(spec.outs[0].shape)
 
@@ -511,7 +521,7 @@ def _dot(inst: Any, spec: CallSpec, a: Any, b: Any) -> Any:
 def _fully_connected(inst: Any, spec: CallSpec, data: Any, weight: Any, *bias: Any) -> Any:
     data, weight, *bias = _promoted(spec, data, weight, *bias)
     out_shape = spec.outs[0].shape
-    batch = int(np.prod(out_shape[:-1], dtype=np.int64))
+    batch = _size(out_shape[:-1])
     y = jnp.matmul(data.reshape(batch, weight.shape[1]), weight.T)
     if bias:
         y = y + bias[0].reshape(inst.num_hidden)

@@ -31,7 +31,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .spec import CallSpec
+from .spec import CallSpec, is_symbolic
 
 _LOCK = threading.Lock()
 _BUILT: dict[tuple, tuple[Any, int]] = {}    # (value dtype, index dtype, parallel, mean) -> (cfunc, address)
@@ -78,10 +78,14 @@ def _on_cpu() -> bool:
 
 
 def _parallel(spec: CallSpec) -> bool:
-    from ..sdk.rowkernel import parallel_worth
+    """The driver the cfunc runs: the project's size policy on the static work, or, where
+    the work is a symbolic size (one program exported for every size), the parallel driver
+    whenever numba has threads (rows are independent: the serial driver's bits on any size)."""
+    from ..sdk.rowkernel import PARALLEL_MIN_WORK, parallel_worth
 
     a, x = spec.ins
-    return bool(parallel_worth(a.nse * x.shape[1]))
+    work = a.nse * x.shape[1]
+    return bool(parallel_worth(PARALLEL_MIN_WORK if is_symbolic(work) else work))
 
 
 def _build(vdtype: np.dtype, idtype: np.dtype, parallel: bool, mean: bool) -> tuple[Any, int]:

@@ -20,12 +20,26 @@ The capacity is the call's ``max_nnz=`` when given, else the op's capacity rule
 result with neither is recorded in ``CallSpec.missing``, and the call is refused naming the
 op and the output (``BridgedOp.prepare``): reserving the dense size silently would ask XLA
 for rows x columns values.
+
+**Symbolic sizes** (``jax.export`` shape polymorphism: ``symbolic_shape("b, 8")``): a
+layout's dimensions and stored count may be JAX symbolic dimensions. The op's
+``infer_shape`` then runs on them as they are (JAX's dimension expressions add, multiply
+and compare where the answer holds for every size), so the results' shapes are expressions
+in the same symbols and one exported program serves every size. A spec with symbolic sizes
+(``CallSpec.symbolic``) is a template: its FFI call carries one more argument, the values
+of its symbolic dimensions (``CallSpec.dims``, computed by XLA from the actual shapes,
+``dims_operand``), and the handler makes the spec of those concrete sizes
+(``CallSpec.concrete``, memoised per size) and runs that, so plans are made and cached by
+concrete shapes. What cannot be symbolic is refused at trace time naming the op
+(``SymbolicShapeError``): a shape inference that needs a concrete size, a csr result whose
+capacity rule reads a symbolic count (pass a static ``max_nnz=``; a row_sparse result falls
+back to its static rows, ``_symbolic_capacity``).
 """
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -33,13 +47,39 @@ from .. import registry
 from ..bridging import PARTS, param_key, result_capacity
 from ..dispatch import _infer
 from ..errors import OperatorError
-from ..sdk.capacity import Capacity, Stored, slot_names
+from ..sdk.capacity import Capacity, Stored, rule_for, slot_names
 
 
 
 class JaxBridgeError(OperatorError, ValueError):
     """An op called through the JAX bridge refused its arguments (the message names the op
     and the argument)."""
+
+
+class SymbolicShapeError(JaxBridgeError):
+    """A bridged call traced with symbolic sizes (``jax.export`` shape polymorphism) that the
+    op cannot take with symbols (the message names the op and what to do)."""
+
+
+def is_symbolic(d: Any) -> bool:
+    """Whether ``d`` (a dimension or stored count) is a JAX symbolic dimension expression."""
+    if isinstance(d, (int, np.integer)):
+        return False
+    from jax import export
+
+    return export.is_symbolic_dim(d)
+
+
+def as_dim(d: Any) -> Any:
+    """A dimension as an int, or as the symbolic expression it is (never forced to an int:
+    ``int()`` of a symbol raises)."""
+    return d if is_symbolic(d) else int(d)
+
+
+def surely_over(n: Any, limit: int) -> bool:
+    """Whether ``n`` is surely above ``limit``: a symbolic ``n`` may or may not be, and the
+    concrete spec the handler makes at run time checks it again."""
+    return not is_symbolic(n) and n > limit
 
 
 @dataclass(frozen=True)
@@ -57,6 +97,15 @@ class ArgLayout:
     nse: int = 0
     canonical: bool = True
 
+    @property
+    def symbolic(self) -> bool:
+        """Whether a dimension or the stored count is a JAX symbolic dimension."""
+        return any(is_symbolic(d) for d in (*self.shape, self.nse))
+
+    def symbols(self) -> list[Any]:
+        """The symbolic dimension expressions of the shape and stored count, in order."""
+        return [d for d in (*self.shape, self.nse) if is_symbolic(d)]
+
     def part_shapes(self) -> list[tuple[tuple[int, ...], np.dtype]]:
         if self.stype == "default":
             return [(self.shape, self.dtype)]
@@ -72,8 +121,10 @@ class CallSpec:
     def __init__(self, sid: int, opdef: registry.OpDef, inst: registry.Op, params: dict,
                  ins: tuple[ArgLayout, ...], outs: tuple[ArgLayout, ...], nvis: int,
                  mutated: tuple[int, ...] = (), states: tuple[ArgLayout, ...] = (),
-                 capacities: tuple[Capacity | None, ...] = (), missing: tuple[str, ...] = ()) -> None:
+                 capacities: tuple[Capacity | None, ...] = (), missing: tuple[str, ...] = (),
+                 max_nnz: int | None = None) -> None:
         self.id, self.opdef, self.inst, self.params = sid, opdef, inst, params
+        self.max_nnz = max_nnz
         self.ins, self.outs, self.nvis = ins, outs, nvis
         # inputs the op updates in place (its ``mutate``): JAX arrays are immutable, so the
         # call returns their new values as extra results laid out as ``states``, after ``outs``
@@ -92,6 +143,11 @@ class CallSpec:
         self.derivs: dict[tuple, Any] = {}  # (kind, masks) -> JvpSpec / HvpSpec
         self.native: Any = None  # native.py's cfunc handler, when one serves this signature
         self.lowered: Any = None  # lowering.py's jnp expression serving this call, once decided
+        # symbolic sizes (jax.export shape polymorphism): the inputs' distinct symbolic
+        # dimensions, whose values the FFI call carries as its last argument (dims_operand)
+        self.dims: tuple[Any, ...] = tuple(dict.fromkeys(d for a in ins for d in a.symbols()))
+        self.symbolic = bool(self.dims) or any(a.symbolic for a in (*outs, *states))
+        self._concrete: dict[tuple[int, ...], CallSpec] = {}
 
     @property
     def name(self) -> str:
@@ -100,6 +156,42 @@ class CallSpec:
     @property
     def label(self) -> str:
         return f"sparse_ops.jax.ops.{self.opdef.name}"
+
+    def concrete(self, values: Sequence[int]) -> "CallSpec":
+        """The spec of this call at the sizes ``values`` (one per ``dims``, what the FFI call
+        carries): the inputs' layouts with each symbol replaced by its value, through
+        ``spec_for`` (the op's own inference, capacity rule and checks at those sizes),
+        memoised per sizes. A sparse result keeps the capacity this symbolic spec reserved
+        (the exported program's buffers are that size: a static ``max_nnz=``, not capped by
+        a dense size only known now)."""
+        key = tuple(int(v) for v in values)
+        hit = self._concrete.get(key)
+        if hit is not None:
+            return hit
+        if len(key) != len(self.dims) or any(v < 0 for v in key):
+            raise JaxBridgeError(f"{self.label}: the call carries sizes {key} for its symbolic dimensions "
+                                 f"{tuple(str(d) for d in self.dims)}")
+        env = dict(zip(self.dims, key))
+
+        def sub(d: Any) -> int:
+            return env[d] if is_symbolic(d) else int(d)
+
+        ins = tuple(replace(a, shape=tuple(sub(d) for d in a.shape), nse=sub(a.nse)) for a in self.ins)
+        spec = spec_for(self.opdef, self.params, ins, self.max_nnz)
+        reserved = (*self.outs, *self.states)
+        got = (*spec.outs, *spec.states)
+        if any(r.stype != "default" and not is_symbolic(r.nse) and g.nse != r.nse for r, g in zip(reserved, got)):
+            kept = [replace(g, nse=r.nse) if r.stype != "default" and not is_symbolic(r.nse) else g
+                    for r, g in zip(reserved, got)]
+            spec = CallSpec(_new_id(), spec.opdef, spec.inst, spec.params, spec.ins, tuple(kept[:len(spec.outs)]),
+                            spec.nvis, spec.mutated, tuple(kept[len(spec.outs):]), spec.capacities, spec.missing,
+                            spec.max_nnz)
+            with _LOCK:
+                _SPECS[spec.id] = spec
+        if len(self._concrete) > 256:  # one per size met: bounded as the spec table is
+            self._concrete.clear()
+        self._concrete[key] = spec
+        return spec
 
     def grad_spec(self, needs: tuple[bool, ...]) -> "GradSpec":
         g = self.grads.get(needs)
@@ -217,7 +309,7 @@ def _result_layout(stype: str, shape: tuple[int, ...], dtype: np.dtype, nse: int
     if stype == "default":
         return ArgLayout("default", shape, dtype)
     index = _index_dtype()
-    if index == np.dtype(np.int32) and addressed(stype, shape) > INT32_MAX:
+    if index == np.dtype(np.int32) and surely_over(addressed(stype, shape), INT32_MAX):
         raise OperatorError(f"a {stype} output of shape {shape} needs int64 indices; {X64}")
     return ArgLayout(stype, shape, dtype, index, nse)
 
@@ -232,12 +324,70 @@ def _results(inst: registry.Op, kinds: list[tuple[str, str, tuple[int, ...], np.
     for slot, st, shape, dt in kinds:
         c = None
         if st != "default":
-            c = result_capacity(inst, slot, Stored(shape, st, None, dt), facts, max_nnz)
+            out = Stored(shape, st, None, dt)
+            symbolic = any(is_symbolic(d) for d in shape) or any(
+                a.symbolic for a in ins if a.stype != "default")
+            c = (_symbolic_capacity(inst, slot, out, facts, max_nnz) if symbolic
+                 else result_capacity(inst, slot, out, facts, max_nnz))
             if c is None:
                 missing.append(f"{slot!r} ({st})")
         layouts.append(_result_layout(st, shape, dt, c.value if c is not None else 0))
         capacities.append(c)
     return layouts, capacities, missing
+
+
+def _symbolic_capacity(inst: registry.Op, slot: str, out: Stored, facts: list[Stored],
+                       max_nnz: int | None) -> Capacity | None:
+    """The capacity of sparse result ``slot`` of a call with symbolic sizes: it sizes a buffer
+    of the exported program, so it is one static number for every size. In order:
+
+    - ``max_nnz=N`` (capped by the dense size only where that is static);
+    - the op's rule, where it reads no symbolic size;
+    - for a row_sparse result (at most its rows, however it is bounded): the rule with each
+      symbolic stored count replaced by its input's static dense size (an upper bound too:
+      an input may hold padding up to its dense size, and the rule bounds the result for
+      any count), else, its shape static, its rows (the rows a dense result has);
+
+    else the call is refused naming the op, the result and the rule, asking for
+    ``max_nnz=``: a csr result's fallback would be a dense size, rows x columns values,
+    never reserved silently. None: no rule and no ``max_nnz=`` (refused by
+    ``BridgedOp.prepare``)."""
+    if max_nnz is not None:
+        if any(is_symbolic(d) for d in out.shape):
+            return Capacity(int(max_nnz), "max_nnz=")
+        return result_capacity(inst, slot, out, facts, max_nnz)
+    rule = rule_for(inst._opdef.capacity, slot)
+    if rule is None:
+        return None
+    static_counts = [replace(f, nnz=f.dense_count()) if is_symbolic(f.nnz) and not any(
+        is_symbolic(d) for d in f.shape) else f for f in facts]
+    tries = [(facts, None)]
+    if out.stype == "row_sparse":
+        tries.append((static_counts, " (symbolic stored counts taken at their inputs' dense size)"))
+    for tried, source in tries:
+        c = _static_rule(inst, slot, out, tried)
+        if c is not None:
+            return c if source is None else Capacity(c.value, c.source + source)
+    if out.stype == "row_sparse" and not any(is_symbolic(d) for d in out.shape):
+        return Capacity(out.rows, f"rows (the rule {rule.text!r} reads a symbolic size)")
+    raise SymbolicShapeError(
+        f"the capacity of its sparse result {slot!r} ({out.stype}) comes from the rule {rule.text!r}, which "
+        "reads a symbolic size (jax.export shape polymorphism), so it cannot size the buffer of a program "
+        "exported for every size; pass max_nnz=N (a static upper bound of its stored "
+        f"{'rows' if out.stype == 'row_sparse' else 'values'} at every size the program will run at), or "
+        "export with static sizes for this call's sparse inputs")
+
+
+def _static_rule(inst: registry.Op, slot: str, out: Stored, facts: list[Stored]) -> Capacity | None:
+    """The op's capacity rule on ``facts`` when it gives a static int, else None (it read a
+    symbolic size: JAX refuses ``int()`` and undecidable comparisons of symbols)."""
+    import jax
+
+    try:
+        c = result_capacity(inst, slot, out, facts, None)
+    except (jax.errors.InconclusiveDimensionOperation, OperatorError, TypeError, ValueError, ArithmeticError):
+        return None
+    return c if c is not None and not is_symbolic(c.value) else None
 
 
 def spec_for(opdef: registry.OpDef, params: dict, ins: tuple[ArgLayout, ...], max_nnz: int | None) -> CallSpec:
@@ -251,29 +401,39 @@ def spec_for(opdef: registry.OpDef, params: dict, ins: tuple[ArgLayout, ...], ma
         if hit is not None:
             return hit
     label = f"sparse_ops.jax.ops.{opdef.name}"
+    symbols = [str(d) for a in ins for d in a.symbols()]
     try:
         inst = opdef.instance(params) if params else (opdef._default_instance or opdef.instance({}))
         nout = inst.output_count()
         shapes = _infer(opdef, inst, "shape", [a.shape for a in ins], nout)
+        if symbols:
+            shapes = [tuple(as_dim(d) for d in shape) for shape in shapes]
         dtypes = _infer(opdef, inst, "type", [a.dtype for a in ins], nout)
         stypes = _infer(opdef, inst, "storage_type", [a.stype for a in ins], nout)
     except OperatorError as exc:
+        if symbols:
+            raise _needs_concrete(label, opdef, symbols, exc) from exc
         raise JaxBridgeError(f"{label}: {exc}") from exc
+    except Exception as exc:  # noqa: BLE001 - JAX's InconclusiveDimensionOperation, or a rule's int() of a symbol
+        if not symbols:
+            raise
+        raise _needs_concrete(label, opdef, symbols, exc) from exc
     if not opdef.variadic and len(ins) != len(opdef.arguments):
         raise JaxBridgeError(f"{label} takes {len(opdef.arguments)} input(s) ({', '.join(opdef.arguments)}), "
                              f"got {len(ins)}")
     mutated = tuple(opdef.arguments.index(m) for m in opdef.mutate) if not opdef.variadic else ()
     slots = slot_names(inst, nout)
-    kinds = [(slot, st, tuple(int(s) for s in shape), np.dtype(dt))
+    kinds = [(slot, st, tuple(as_dim(s) for s in shape), np.dtype(dt))
              for slot, st, shape, dt in zip(slots, stypes, shapes, dtypes)]
     kinds += [(opdef.arguments[i], ins[i].stype, ins[i].shape, ins[i].dtype) for i in mutated]
     try:
         layouts, capacities, missing = _results(inst, kinds, ins, max_nnz)
     except OperatorError as exc:
-        raise JaxBridgeError(f"{label}: {exc}") from None
+        raise (SymbolicShapeError if isinstance(exc, SymbolicShapeError) else JaxBridgeError)(
+            f"{label}: {exc}") from None
     outs, states = layouts[:nout], tuple(layouts[nout:])
     spec = CallSpec(_new_id(), opdef, inst, dict(params), tuple(ins), tuple(outs), inst.visible_output_count(),
-                    mutated, states, tuple(capacities), tuple(missing))
+                    mutated, states, tuple(capacities), tuple(missing), max_nnz)
     with _LOCK:
         _SPECS[spec.id] = spec
         if key is not None:
@@ -281,6 +441,46 @@ def spec_for(opdef: registry.OpDef, params: dict, ins: tuple[ArgLayout, ...], ma
                 _BY_KEY.clear()
             _BY_KEY[key] = spec
     return spec
+
+
+def _needs_concrete(label: str, opdef: registry.OpDef, symbols: list[str], exc: Exception) -> SymbolicShapeError:
+    """The error of a call whose shape inference failed on symbolic sizes."""
+    names = ", ".join(dict.fromkeys(symbols))
+    why = (str(exc).splitlines() or [type(exc).__name__])[0]  # JAX's own text goes on to a docs link
+    return SymbolicShapeError(
+        f"{label}: {opdef.label}'s shape inference needs concrete sizes, and this call's input dimension(s) "
+        f"{names} are symbolic (jax.export shape polymorphism): {why}. Export it with static sizes for this "
+        "op's inputs (jax.ShapeDtypeStruct with ints), or compute this step with jax.numpy, which takes "
+        "symbolic sizes")
+
+
+def resolve(s: Any, values: Sequence[int]) -> Any:
+    """The spec of call ``s`` (a ``CallSpec`` or one of its derivative specs) at the sizes
+    ``values`` of its forward call's symbolic dimensions (``CallSpec.concrete``)."""
+    fwd = getattr(s, "fwd", s)
+    c = fwd.concrete(values)
+    if isinstance(s, GradSpec):
+        return c.grad_spec(s.needs)
+    if isinstance(s, JvpSpec):
+        return c.jvp_spec(s.perturbed)
+    if isinstance(s, HvpSpec):
+        return c.hvp_spec(s.perturbed, s.needs)
+    return c
+
+
+def dims_dtype() -> np.dtype:
+    """The dtype of the sizes operand of a call with symbolic sizes (``dims_operand``)."""
+    return _index_dtype()
+
+
+def dims_operand(spec: CallSpec) -> Any:
+    """The extra (last) argument of the FFI call of a spec with symbolic sizes: the values of
+    its symbolic dimensions (``spec.dims``) at run time, computed by XLA from the shapes it
+    runs at; what the handler makes the concrete spec from (``resolve``)."""
+    import jax.numpy as jnp
+
+    dt = dims_dtype()
+    return jnp.stack([jnp.asarray(d).astype(dt) for d in spec.dims]) if spec.dims else jnp.zeros((0,), dt)
 
 
 def forget(name: str) -> None:
