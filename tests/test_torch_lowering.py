@@ -111,6 +111,34 @@ def test_what_the_ops_rules_refuse_gets_the_ops_error_not_torchs_broadcast():
     torch.testing.assert_close(y, torch.tensor([0.0, 2.0]))
 
 
+def test_reductions_and_products_follow_the_ops_shape_rules_at_every_shape():
+    x = torch.arange(24, dtype=torch.float64).reshape(2, 3, 4)
+    cases = [("sum", [x], {"axis": (0, 2), "keepdims": True}), ("sum", [x], {"axis": 1, "exclude": True}),
+             ("sum", [x], {"axis": ()}), ("mean", [x.to(torch.int32)], {"axis": 2}),
+             ("mean", [torch.ones(0, 3, dtype=torch.int64)], {"axis": 0}), ("square_sum", [x.half()], {}),
+             ("softmin", [x], {"axis": 1, "temperature": 0.5}), ("log_softmax", [x.float()], {"axis": 0}),
+             ("dot", [x, torch.ones(4, 5, dtype=torch.float64)], {}),
+             ("dot", [x, torch.ones(5, 2, dtype=torch.float64)], {"transpose_a": True, "transpose_b": True}),
+             ("dot", [torch.ones(3, dtype=torch.int32), torch.ones(3, dtype=torch.float32)], {})]
+    for name, inputs, params in cases:
+        f = st.op(name)
+        f._signatures.clear()
+        got, want = f(*inputs, **params), _kernels(f, *inputs, **params)
+        assert _was_lowered(name), (name, params)
+        assert got.dtype == want.dtype and got.shape == want.shape, (name, params, got.shape, want.shape)
+        np.testing.assert_allclose(got.double().numpy(), want.double().numpy(), rtol=1e-3 if want.dtype == torch.float16
+                                   else 1e-6, err_msg=f"{name} {params}")
+    for name, inputs, params in [("sum", [x], {"axis": 3}), ("dot", [x, torch.ones(5, 2)], {}),
+                                 ("softmax", [x], {"axis": 3})]:
+        with pytest.raises(BridgeError) as lowered:
+            st.op(name)(*inputs, **params)
+        with pytest.raises(BridgeError) as kernels:
+            _kernels(st.op(name), *inputs, **params)
+        assert str(lowered.value) == str(kernels.value), name
+    y = st.ops.sum(torch.ones(5, 2), axis=0)  # a new shape: its own signature
+    torch.testing.assert_close(y, torch.full((2,), 5.0))
+
+
 def test_sparse_inputs_and_sparse_grad_leaves_keep_the_kernels():
     a = torch.tensor([[0.0, -2.0], [3.0, 0.0]]).to_sparse_csr()
     y = st.ops.relu(a)  # relu keeps csr: the op's sparse kernel, not torch.relu

@@ -506,11 +506,12 @@ class LoweredOp(BridgedOp):
 
     def __init__(self, opdef: registry.OpDef) -> None:
         super().__init__(opdef)
-        # (parameter key, then each input's dtype, and its shape where there are several)
+        # (parameter key, then each input's dtype, and its shape unless the op is elementwise)
         # -> (the tensors' function, result dtype, first result's shape), or None where the
         # op's rules refuse the signature
         self._signatures: BoundedCache = BoundedCache(MAX_DENSE_CALLS)
         self._no_gradient = lowering.gives_no_gradient(opdef.name)
+        self._any_shape = lowering.elementwise(opdef.name)
 
     def __call__(self, *args: Any, **params: Any) -> Any:
         """The call as the torch expression of the op, unless the call is traced or
@@ -522,11 +523,12 @@ class LoweredOp(BridgedOp):
         if args and not (_DISABLED[0] or _compiling() or _functorch_active() or _modes() or _tape_state.recording):
             try:
                 pkey = param_key(params) if params else ()
-                if len(args) == 1:  # the table's one-input ops are elementwise: any shape serves
+                if len(args) == 1:
                     a = args[0]
                     ok = a.__class__ in _PLAIN_CLASSES and a.layout is _STRIDED \
                         and not (a.requires_grad and (self._no_gradient or is_sparse_grad(a)))
-                    key: Any = (pkey, a.dtype)
+                    # an elementwise op serves any shape; the others' rules read it
+                    key: Any = (pkey, a.dtype) if self._any_shape else (pkey, a.dtype, a.shape)
                 else:
                     ok, key, first = True, [pkey], args[0].device
                     for a in args:
@@ -536,8 +538,8 @@ class LoweredOp(BridgedOp):
                             break
                         key += (a.dtype, a.shape)
                     key = tuple(key)
-            except (TypeError, AttributeError):  # a parameter with no key, an argument not a tensor
-                ok = False
+            except (TypeError, AttributeError, RuntimeError):  # a parameter with no key, an argument not a
+                ok = False                                        # tensor, a tensor with no sizes (nested)
             if ok:
                 fn = self._signatures.get(key, False)
                 if fn is False:

@@ -31,11 +31,13 @@ one, where the op's rule gives zero gradients (``gives_no_gradient``). Ops decla
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any, Callable
 
 import torch
 
 from .. import registry
+from ..ops.reduce import acc_dtype
 from ..ops.unary import _scalar_as
 from .convert import numpy_dtype, torch_dtype
 
@@ -86,6 +88,12 @@ def gives_no_gradient(name: str) -> bool:
     """Whether op ``name``'s lowering gives results torch records no gradient for (its
     comparisons), so that calls with inputs needing a gradient keep the kernels."""
     return name in _NO_GRADIENT
+
+
+def elementwise(name: str) -> bool:
+    """Whether op ``name``'s lowering is elementwise (its result has its one input's shape,
+    for every shape), so that its one-input signatures need no shape."""
+    return name not in _NOT_ELEMENTWISE
 
 
 def describe(name: str) -> str | None:
@@ -223,6 +231,53 @@ for _name in ("elemwise_div", "broadcast_div"):
     _TABLE[_name] = _binary(torch.div, in_float=True)
 _TABLE["broadcast_power"] = _binary(torch.pow, in_float=True)
 
+
+
+# ---- reductions, softmax, products: their results' shapes depend on the input's ------------------------
+@lowers("sum", "mean", "square_sum")
+def _sum(inst: Any, dtype: torch.dtype, in_dtypes: tuple) -> Callable[..., torch.Tensor]:
+    name, keep = inst._opdef.name, inst.keepdims
+    acc = torch_dtype(acc_dtype(numpy_dtype(in_dtypes[0])))  # float16 in float32, integers in int64
+
+    def lower(x: torch.Tensor) -> torch.Tensor:
+        axes = inst.axes(x.dim())
+        v = x.to(acc)
+        if name == "square_sum":
+            v = v * v
+        total = torch.sum(v, dim=axes, keepdim=keep) if axes else v.clone()  # dim=() would sum everything
+        if name != "mean":
+            return total
+        count = math.prod(x.shape[a] for a in axes)
+        if count == 0 and acc in _INTEGERS:
+            return torch.zeros_like(total)
+        return total.to(_FLOAT64) / count if acc in _INTEGERS else total / count
+    return lower
+
+
+@lowers("softmax", "log_softmax", "softmin")
+def _softmax(inst: Any, dtype: torch.dtype, in_dtypes: tuple) -> Callable[..., torch.Tensor]:
+    fn, scale = (torch.log_softmax if inst._opdef.name == "log_softmax" else torch.softmax), inst._scale()
+
+    def lower(x: torch.Tensor) -> torch.Tensor:
+        z = x.float() if x.dtype == torch.float16 else x
+        return fn(z if scale == 1.0 else z * scale, dim=inst.axis)
+    return lower
+
+
+@lowers("dot")
+def _dot(inst: Any, dtype: torch.dtype, in_dtypes: tuple) -> Callable[..., torch.Tensor]:
+    def lower(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        a, b = a.to(dtype), b.to(dtype)
+        out_l, k, out_r = inst._split(tuple(a.shape), tuple(b.shape))
+        m, n = math.prod(out_l), math.prod(out_r)
+        a = a.reshape((k, m) if inst.transpose_a else (m, k))
+        b = b.reshape((n, k) if inst.transpose_b else (k, n))
+        product = torch.matmul(a.T if inst.transpose_a else a, b.T if inst.transpose_b else b)
+        return product.reshape(out_l + out_r if out_l or out_r else (1,))
+    return lower
+
+
+_NOT_ELEMENTWISE = frozenset(("sum", "mean", "square_sum", "softmax", "log_softmax", "softmin", "dot"))
 _NO_GRADIENT = frozenset((
     "_equal_scalar", "_not_equal_scalar", "_greater_scalar", "_greater_equal_scalar", "_lesser_scalar",
     "_lesser_equal_scalar", "broadcast_equal", "broadcast_not_equal", "broadcast_greater",
