@@ -15,9 +15,9 @@ container is: a malformed structure is an FFI error naming the op, never a crash
 input that may hold unsorted or repeated columns is sorted and summed first). An all-dense
 call with one result runs its plan's ``call`` and copies a small result into XLA's buffer,
 or writes a large one there directly; sparse outputs are copied into their capacity-sized
-buffers and padded (``spec.py``). On gpu (``_gpu_*``) XLA's device pointers are wrapped as
+buffers and padded (``spec.py``). On gpu (``_gpu``) XLA's device pointers are wrapped as
 CuPy arrays and the kernels run on XLA's stream, fetched through ``XLA_FFI_Stream_Get``:
-nothing crosses to the host.
+nothing crosses to the host but the few sizes a call with symbolic sizes carries.
 """
 from __future__ import annotations
 
@@ -514,36 +514,17 @@ def _gpu_device() -> Device:  # pragma: no cover - needs a gpu
     return as_device("gpu")
 
 
-def _gpu_forward(frame: ffi.CallFrame) -> None:  # pragma: no cover - needs a gpu
-    spec = lookup(ffi.int_attr(frame, "call"))
-    args, rets, stream = _device_arrays(frame)
-    spec, args = _gpu_sizes(spec, args)
-    with stream:
-        run_forward(spec, args, rets, _gpu_device())
-
-
-def _gpu_backward(frame: ffi.CallFrame) -> None:  # pragma: no cover - needs a gpu
-    gspec = lookup(ffi.int_attr(frame, "call"))
-    args, rets, stream = _device_arrays(frame)
-    gspec, args = _gpu_sizes(gspec, args)
-    with stream:
-        run_backward(gspec, args, rets, _gpu_device())
-
-
-def _gpu_jvp(frame: ffi.CallFrame) -> None:  # pragma: no cover - needs a gpu
-    jspec = lookup(ffi.int_attr(frame, "call"))
-    args, rets, stream = _device_arrays(frame)
-    jspec, args = _gpu_sizes(jspec, args)
-    with stream:
-        run_jvp(jspec, args, rets, _gpu_device())
-
-
-def _gpu_hvp(frame: ffi.CallFrame) -> None:  # pragma: no cover - needs a gpu
-    hspec = lookup(ffi.int_attr(frame, "call"))
-    args, rets, stream = _device_arrays(frame)
-    hspec, args = _gpu_sizes(hspec, args)
-    with stream:
-        run_hvp(hspec, args, rets, _gpu_device())
+def _gpu(run: Any) -> Any:  # pragma: no cover - needs a gpu
+    """The gpu handler body running ``run`` (``run_forward``, ``run_backward``, ``run_jvp``,
+    ``run_hvp``): the spec by the call's id, CuPy views of XLA's device buffers, at the sizes
+    a call with symbolic sizes carries, on XLA's stream."""
+    def go(frame: ffi.CallFrame) -> None:
+        spec = lookup(ffi.int_attr(frame, "call"))
+        args, rets, stream = _device_arrays(frame)
+        spec, args = _gpu_sizes(spec, args)
+        with stream:
+            run(spec, args, rets, _gpu_device())
+    return go
 
 
 # the C handlers (kept alive here) and their addresses, and the FFI targets registered with them
@@ -590,12 +571,12 @@ def address(kind: str) -> int:
     ``_grad`` (the gradient rule), ``_jvp`` (forward mode) or ``_hvp`` (second order)."""
     hit = _HANDLERS.get(kind)
     if hit is None:
-        cpu = {"cpu": (run_forward, CallSpec), "cpu_grad": (run_backward, GradSpec), "cpu_jvp": (run_jvp, JvpSpec),
-               "cpu_hvp": (run_hvp, HvpSpec)}
-        if kind in cpu:
-            hit = ffi.raw_handler(_cpu(*cpu[kind]), _label)
+        device, _, rule = kind.partition("_")
+        run, spec_class = {"": (run_forward, CallSpec), "grad": (run_backward, GradSpec), "jvp": (run_jvp, JvpSpec),
+                           "hvp": (run_hvp, HvpSpec)}[rule]
+        if device == "cpu":
+            hit = ffi.raw_handler(_cpu(run, spec_class), _label)
         else:
-            run = {"gpu": _gpu_forward, "gpu_grad": _gpu_backward, "gpu_jvp": _gpu_jvp, "gpu_hvp": _gpu_hvp}[kind]
-            hit = ffi.handler(run, _struct_label)
+            hit = ffi.handler(_gpu(run), _struct_label)
         _HANDLERS[kind] = hit
     return hit[1]

@@ -7,7 +7,7 @@ them into component tensors and calls the op's ``torch.ops.sparse_ops`` overload
 autograd records it. A call under a ``torch.func`` transform runs it through
 ``library.TransformAutograd``, the form transforms take. Eager calls of a dense built-in
 with a torch lowering (``lowering.py``: elementwise, scalar and broadcast arithmetic,
-comparisons) on plain strided tensors run torch's own operations (``LoweredOp``), recorded
+comparisons, sums and means, softmaxes, dense ``dot``) on plain strided tensors run torch's own operations (``LoweredOp``), recorded
 by torch's autograd. Eager host calls like one made before run its steps without torch's
 dispatcher: a repeated all-dense call whose plan has
 an array form (``dispatch.Plan.arrays``) runs the kernel on NumPy views of the tensors
