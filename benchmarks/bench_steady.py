@@ -15,7 +15,11 @@ loss ``sum(e * e)``, backward (row_sparse gradient), lazy ``sgd_update``; native
 (``native``), through the MXNet face (``mxnet``), and in PyTorch (``torch``:
 ``nn.Embedding(sparse=True)``, ``optim.SGD``); and the cookbook's factorization-machine
 step (``fm``: a 4,096-row csr batch of a generated click log over 2**20 features,
-``embedding_bag`` + ``fm_interaction``, logistic loss, lazy Adagrad), natively.
+``embedding_bag`` + ``fm_interaction``, logistic loss, lazy Adagrad), natively; and the
+torch-bridged recommender step of ``bench_torch`` (``bridge``: a plugin's embedding-bag op on
+4,096 csr bags of ~20 ids into the same table marked ``sparse_grad``, the pooled sum as the
+loss, ``SparseAdam``) beside ``nn.EmbeddingBag(mode="sum", sparse=True)`` doing the same
+(``torch_bag``).
 
 Run: ``python -m benchmarks.bench_steady [--processes 10] [--steps 40]``.
 """
@@ -26,9 +30,11 @@ import json
 import statistics
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 ROWS, WIDTH, BATCH, LR = 1_000_000, 64, 4096, 1e-5  # a small rate keeps the values finite and normal
+ROOT = Path(__file__).resolve().parent.parent  # the children import benchmarks.bench_torch from here
 
 CHILD = r'''
 import json, sys, time
@@ -87,6 +93,12 @@ elif kind == "fm":
         x, y = batches[turn[0] % len(batches)]
         turn[0] += 1
         model.step(x, y)
+elif kind in ("bridge", "torch_bag"):
+    import torch
+    from benchmarks import bench_torch
+    bags = bench_torch.make_bags(rows={rows}, dim={width}, bags={batch})
+    contenders = bench_torch.recommender_contenders(bags, "sum")
+    step = contenders["ours" if kind == "bridge" else "nn.EmbeddingBag"]["step"]
 for _ in range(10):
     step()
 times = []
@@ -100,7 +112,7 @@ print(json.dumps(times))
 
 def run_process(kind: str, steps: int) -> list[float]:
     out = subprocess.run([sys.executable, "-c", CHILD, kind, str(steps)], capture_output=True, text=True,
-                         check=True)
+                         check=True, cwd=ROOT)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -115,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--processes", type=int, default=10)
     parser.add_argument("--steps", type=int, default=40)
-    parser.add_argument("--kinds", nargs="+", default=["native", "mxnet", "torch", "fm"])
+    parser.add_argument("--kinds", nargs="+", default=["native", "mxnet", "torch", "fm", "bridge", "torch_bag"])
     args = parser.parse_args(argv)
     runs: dict[str, list[list[float]]] = {k: [] for k in args.kinds}
     for _ in range(args.processes):  # the kinds take turns, so machine noise falls on all of them
@@ -129,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
         for k in args.kinds:
             if k in ("native", "mxnet"):  # the same step as torch's (fm is another model)
                 print(f"{k} / torch: {results[k]['median_ms'] / results['torch']['median_ms']:.2f}x")
+    if "bridge" in results and "torch_bag" in results:
+        print(f"bridge / torch_bag: {results['bridge']['median_ms'] / results['torch_bag']['median_ms']:.2f}x")
     return 0
 
 
