@@ -216,6 +216,41 @@ class BoundedCache(dict):
         return value
 
 
+# ---- a framework's expressions of the dense built-ins ------------------------------------------------
+class LoweringTable(dict):
+    """op name -> the function expressing that built-in op in a framework's own operations
+    (``sparse_ops.torch.lowering``, ``sparse_ops.jax.lowering``), with the switch that sends
+    every call back to the op's kernels (``off``), for comparisons."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.off = False
+
+    def lowers(self, *names: str) -> Callable[[Callable], Callable]:
+        """Register the decorated function as the lowering of the built-in ops ``names``."""
+        def register(fn: Callable) -> Callable:
+            for name in names:
+                self[name] = fn
+            return fn
+        return register
+
+    def names(self) -> list[str]:
+        """The ops this table can lower (when their record is the built-in one)."""
+        return sorted(self)
+
+    def disabled(self, flag: bool = True) -> None:
+        """Send every call to the op's kernels (``True``) or lower the dense built-ins again
+        (``False``)."""
+        self.off = bool(flag)
+
+    def serves(self, opdef: OpDef) -> bool:
+        """Whether ``opdef`` is a built-in op of this table: its record's class is defined in
+        ``sparse_ops.ops`` (a plugin or user code may register its own class under a
+        built-in's name; that one keeps its kernels)."""
+        return opdef.name in self and opdef.plugin is None and \
+            (opdef.cls.__module__ or "").startswith("sparse_ops.ops.")
+
+
 # ---- the bridged functions of a framework ---------------------------------------------------------
 class BridgedTable:
     """The bridged function of each op a framework was asked for (``sparse_ops.torch.ops.<name>``,

@@ -35,53 +35,27 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ..bridging import LoweringTable
 from .spec import CallSpec, JaxBridgeError, is_symbolic
 
+
 Lowering = Callable[..., Any]  # (op instance, spec, *dense arrays) -> one array
-_TABLE: dict[str, Lowering] = {}
-_DISABLED = [False]
+_TABLE = LoweringTable()
+lowers, names, disabled = _TABLE.lowers, _TABLE.names, _TABLE.disabled
 _NONE = object()  # "no lowering" cached on a spec
-
-
-def lowers(*names: str) -> Callable[[Lowering], Lowering]:
-    """Register the decorated function as the lowering of the built-in ops ``names``."""
-    def register(fn: Lowering) -> Lowering:
-        for name in names:
-            _TABLE[name] = fn
-        return fn
-    return register
-
-
-def names() -> list[str]:
-    """The ops this module can lower (when their record is the built-in one)."""
-    return sorted(_TABLE)
-
-
-def disabled(flag: bool = True) -> None:
-    """Send every call to its FFI target (``True``) or lower the dense built-ins again
-    (``False``); for comparisons. Takes effect at the next trace."""
-    _DISABLED[0] = bool(flag)
-
-
-def _builtin(spec: CallSpec) -> bool:
-    """Whether the op's record is the built-in class (a plugin or user code may register
-    its own class under a built-in's name; that one keeps its FFI call)."""
-    cls = spec.opdef.cls
-    return spec.opdef.plugin is None and (cls.__module__ or "").startswith("sparse_ops.ops.")
 
 
 def lowering_for(spec: CallSpec) -> Lowering | None:
     """The ``jnp`` lowering serving ``spec``'s call, or None (the call keeps its FFI target):
     every input and output dense, no input updated in place, one output, a built-in op of
     the table, lowering not disabled."""
-    if _DISABLED[0]:
+    if _TABLE.off:
         return None
     hit = getattr(spec, "lowered", None)
     if hit is None:
-        fn = _TABLE.get(spec.name)
-        ok = (fn is not None and spec.all_dense and not spec.mutated and len(spec.outs) == 1
-              and spec.nvis == 1 and _builtin(spec))
-        hit = spec.lowered = fn if ok else _NONE
+        ok = (_TABLE.serves(spec.opdef) and spec.all_dense and not spec.mutated and len(spec.outs) == 1
+              and spec.nvis == 1)
+        hit = spec.lowered = _TABLE[spec.name] if ok else _NONE
     return None if hit is _NONE else hit
 
 

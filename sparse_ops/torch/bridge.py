@@ -51,7 +51,7 @@ from ..tape import _state as _tape_state
 from .convert import TorchBridgeError, coalesced, components, numpy_dtype, torch_wording
 from .convert import _VALUE_TORCH_DTYPES as _VALUE_DTYPES
 from . import lowering
-from .lowering import _DISABLED
+from .lowering import _TABLE as _LOWERINGS
 from .library import (SPARSE_GRAD, TRAINING, BridgeError, DenseAutograd, HostCall, Overload, TransformAutograd,
                       _functorch_active, _instance, call_options, encode_params, forget, host_call,
                       eager_apply, host_plan_key, is_sparse_grad, overload_for, run_dense)
@@ -520,7 +520,7 @@ class LoweredOp(BridgedOp):
         needs a gradient that the lowering would not give (``lowering.gives_no_gradient``),
         or the op's rules refuse the signature: ``BridgedOp.__call__`` then runs it (and
         says what is wrong)."""
-        if args and not (_DISABLED[0] or _compiling() or _functorch_active() or _modes() or _tape_state.recording):
+        if args and not (_LOWERINGS.off or _compiling() or _functorch_active() or _modes() or _tape_state.recording):
             try:
                 pkey = param_key(params) if params else ()
                 if len(args) == 1:

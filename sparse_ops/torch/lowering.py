@@ -37,6 +37,7 @@ from typing import Any, Callable
 import torch
 
 from .. import registry
+from ..bridging import LoweringTable
 from ..ops.reduce import acc_dtype
 from ..ops.unary import _scalar_as
 from .convert import numpy_dtype, torch_dtype
@@ -45,43 +46,17 @@ from .convert import numpy_dtype, torch_dtype
 # function of the tensors that computes the op for that signature (made once per signature,
 # so a repeated call runs just the torch operations)
 Lowering = Callable[[Any, torch.dtype, tuple], Callable[..., torch.Tensor]]
-_TABLE: dict[str, Lowering] = {}
-_DISABLED = [False]
+_TABLE = LoweringTable()
+lowers, names, disabled = _TABLE.lowers, _TABLE.names, _TABLE.disabled
 _FLOAT64 = torch.float64
 _INTEGERS = frozenset((torch.int32, torch.int64))
-
-
-def lowers(*names: str) -> Callable[[Lowering], Lowering]:
-    """Register the decorated function as the lowering of the built-in ops ``names``."""
-    def register(fn: Lowering) -> Lowering:
-        for name in names:
-            _TABLE[name] = fn
-        return fn
-    return register
-
-
-def names() -> list[str]:
-    """The ops this module can lower (when their record is the built-in one)."""
-    return sorted(_TABLE)
-
-
-def disabled(flag: bool = True) -> None:
-    """Send every eager call to the op's kernel (``True``) or lower the dense built-ins
-    again (``False``); for comparisons. Takes effect at the next call."""
-    _DISABLED[0] = bool(flag)
-
-
-def is_disabled() -> bool:
-    return _DISABLED[0]
 
 
 def lowering_for(opdef: registry.OpDef) -> Lowering | None:
     """The torch lowering of ``opdef``'s all-dense calls, or None: a built-in op of the
     table (a class registered under a built-in's name by a plugin or user code keeps its
     kernel) with one output and no input updated in place."""
-    fn = _TABLE.get(opdef.name)
-    builtin = opdef.plugin is None and (opdef.cls.__module__ or "").startswith("sparse_ops.ops.")
-    return fn if fn is not None and builtin and not opdef.mutate else None
+    return _TABLE[opdef.name] if _TABLE.serves(opdef) and not opdef.mutate else None
 
 
 def gives_no_gradient(name: str) -> bool:
@@ -99,7 +74,7 @@ def elementwise(name: str) -> bool:
 def describe(name: str) -> str | None:
     """``explain``'s line for an op whose eager all-dense calls are lowered, or None."""
     opdef = registry.get_op(name)
-    if lowering_for(opdef) is None or _DISABLED[0]:
+    if lowering_for(opdef) is None or _TABLE.off:
         return None
     return (f"eager all-dense calls run torch's own operations for {name} (sparse_ops.torch.lowering; "
             "torch's autograd derives them); other calls run the op's kernels")
