@@ -127,10 +127,11 @@ def test_canonical_output_and_cancellation():
 @pytest.mark.parametrize("dtype", ["float64", "int64"])
 def test_wide_rows_every_ordering_path(dtype):
     """Each output row leaves the accumulator in increasing column order by one of three
-    paths (kernels/spgemm.py): the bitmap walk (rows dense in their column range), insertion
-    sort (up to 32 columns spread wide), a full sort (more). B here has 400,000 columns, so
-    rows of one to a few dozen values span ranges far wider than their length; the small
-    integer values cancel to zero in some sums, which must be dropped on every path."""
+    paths (kernels/spgemm.py): the bitmap walk (rows of much work for their column range),
+    collected again and insertion-sorted (up to 32 columns spread wide), or fully sorted
+    (more). B here has 400,000 columns, so rows of one to a few dozen values span ranges far
+    wider than their length; the small integer values cancel to zero in some sums, which
+    must be dropped on every path."""
     rng = np.random.default_rng(4)
     lengths = np.concatenate([np.full(300, 1), np.full(200, 3), np.full(100, 40), np.full(10, 900)])
     rows = np.repeat(np.arange(lengths.shape[0]), lengths)
@@ -146,6 +147,128 @@ def test_wide_rows_every_ordering_path(dtype):
     widths = np.diff(want.indptr)
     assert widths.min() <= 32 < widths.max()
     assert_same_csr(so.dot(ours(a), ours(b)), want)
+
+
+def _row_paths(a: sp.csr_matrix, b: sp.csr_matrix) -> np.ndarray:
+    """Per row of A @ B: 0 empty (no products), 1 bitmap walk, 2 collected and insertion-sorted
+    (up to 32 distinct columns), 3 collected and fully sorted: the kernel's choice, from the
+    rows' work and column range (``walks``)."""
+    from sparse_ops.kernels.spgemm import walks
+
+    paths = np.zeros(a.shape[0], dtype=np.int64)
+    lengths = np.diff(b.indptr)
+    for i in range(a.shape[0]):
+        sel = a.indices[a.indptr[i]:a.indptr[i + 1]]
+        sel = sel[lengths[sel] > 0]
+        work = int(lengths[sel].sum())
+        if work:
+            first, last = int(b.indices[b.indptr[sel]].min()), int(b.indices[b.indptr[sel + 1] - 1].max())
+            distinct = np.unique(np.concatenate([b.indices[b.indptr[r]:b.indptr[r + 1]] for r in sel])).shape[0]
+            paths[i] = 1 if walks(first, last, work) else (2 if distinct <= 32 else 3)
+    return paths
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64"])
+@pytest.mark.parametrize("parallel", [False, True])
+def test_each_row_path_with_empty_and_cancelling_rows(dtype, parallel):
+    """One product whose rows take every path of the numeric pass (kernels/spgemm.py): empty
+    (no products, or all of them summing to zero), the bitmap walk, collected again and
+    insertion-sorted, collected and fully sorted; a row of each whose products all cancel
+    (A's row [1, -1] over two equal rows of B) and rows with some cancelled sums. The result
+    equals SciPy's, bit for bit, in one chunk and in parallel chunks taken in turn."""
+    from sparse_ops.kernels import spgemm as kernels
+
+    rng = np.random.default_rng(11)
+    width = 1_000_000  # a narrow row of B spans 1 word of the second level, a wide one up to ~240
+    narrow = [np.sort(rng.choice(4096, k, replace=False)) for k in (5, 30, 200)]
+    wide = [np.sort(rng.choice(width, k, replace=False)) for k in (3, 20, 40)]
+    b_rows = narrow + wide + [np.zeros(0, np.int64)]  # row 6 of B is empty
+    b_rows = b_rows + b_rows  # rows 7..13 repeat rows 0..6: A's [1, -1] over a pair cancels
+    # a row A never selects, long enough that B's columns are not renumbered (rows stay wide)
+    b_rows.append(np.sort(rng.choice(width, width // kernels.SPARSE_COLUMNS, replace=False)))
+    lengths = [len(r) for r in b_rows]
+    b = sp.csr_matrix((rng.integers(1, 4, sum(lengths)).astype(dtype) * rng.choice([-1, 1], sum(lengths)).astype(dtype),
+                       np.concatenate(b_rows), np.concatenate([[0], np.cumsum(lengths)])), shape=(len(b_rows), width))
+    half = sum(lengths[:7])
+    b.data[half:2 * half] = b.data[:half]  # the pairs are equal
+    a_rows: list[tuple[list[int], list[int]]] = [([], [])]  # an empty row
+    for r in range(7):
+        a_rows.append(([r], [2]))  # one row of B: walk (narrow), insertion sort / full sort (wide), empty
+        a_rows.append(([r, r + 7], [1, -1]))  # the same row twice, cancelling: an empty output row
+    a_rows.append(([0, 1, 2], [1, -1, 2]))  # narrow rows overlapping, some sums cancel
+    a_rows.append(([3, 4, 5, 10], [1, 2, -1, -1]))  # wide rows: 3 and 10 (equal rows) cancel each other
+    a_rows.append(([5, 12], [-1, 1]))  # 40 wide columns, all cancelling
+    a_rows.append(([0, 2, 3, 5], [1, 1, 1, 1]))  # narrow and wide together: the walk over a wide range
+    a_rows = a_rows * 40  # enough rows for several chunks
+    a = sp.csr_matrix((np.concatenate([np.array(v, dtype=dtype) for _, v in a_rows]),
+                       np.concatenate([np.array(c, dtype=np.int64) for c, _ in a_rows]),
+                       np.concatenate([[0], np.cumsum([len(c) for c, _ in a_rows])])), shape=(len(a_rows), b.shape[0]))
+    a.sort_indices()
+    want = expected(a, b)
+    want.eliminate_zeros()
+    paths = _row_paths(a, b)
+    assert set(paths) == {0, 1, 2, 3}
+    widths = np.diff(want.indptr)
+    for path in (1, 2, 3):  # each path meets a row that cancels to nothing and rows that keep entries
+        assert (widths[paths == path] == 0).any() and (widths[paths == path] > 0).any(), path
+    assert (widths[paths == 0] == 0).all()
+    parts = (a.indptr.astype(np.int64), a.indices.astype(np.int64), a.data)
+    bparts = (b.indptr.astype(np.int64), b.indices.astype(np.int64), b.data)
+    for threads in ((2, 3) if parallel else (1,)):
+        ptr, idx, val = kernels.spgemm(parts, bparts, width, np.int64, parallel=parallel, threads=threads)
+        np.testing.assert_array_equal(ptr, want.indptr)
+        np.testing.assert_array_equal(idx, want.indices)
+        np.testing.assert_array_equal(val, want.data)
+        assert val.dtype == np.dtype(dtype)
+    assert_same_csr(so.dot(ours(a), ours(b)), want)
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_closing_the_rooms_in_parallel(workers):
+    """``close_gaps_parallel`` (tails copied aside, then every chunk moved at once) gives what
+    moving the chunks one by one gives, with rooms of every kind: full, empty, chunks
+    shorter than their shift, longer than it, of no entries."""
+    from sparse_ops.kernels.spgemm import close_gaps_parallel
+
+    rng = np.random.default_rng(12)
+    for _ in range(200):
+        k = int(rng.integers(1, 12))
+        lengths = rng.integers(0, 20, k) * (rng.random(k) < 0.8)
+        rooms = lengths + rng.integers(0, 25, k) * (rng.random(k) < 0.7)
+        bases = np.concatenate([[0], np.cumsum(rooms)]).astype(np.int64)
+        starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        shifts = bases[:-1] - starts[:-1]  # chunk t moves down by the gaps before it
+        tails = np.concatenate([[0], np.cumsum(np.minimum(shifts, lengths))]).astype(np.int64)
+        idx = rng.integers(0, 1000, bases[-1]).astype(np.int32)
+        val = rng.standard_normal(bases[-1])
+        want_idx = np.concatenate([idx[b:b + n] for b, n in zip(bases[:-1], lengths)])
+        want_val = np.concatenate([val[b:b + n] for b, n in zip(bases[:-1], lengths)])
+        close_gaps_parallel(idx, val, bases, starts, tails, workers)
+        np.testing.assert_array_equal(idx[:starts[-1]], want_idx)
+        np.testing.assert_array_equal(val[:starts[-1]], want_val)
+
+
+@pytest.mark.parametrize("tails_at_most", [0, 10**9], ids=["closed in parallel", "closed in order"])
+def test_either_way_of_closing_the_rooms_gives_the_product(monkeypatch, tails_at_most):
+    """The driver closes the rooms in parallel or chunk by chunk (``TAILS_AT_MOST``): the
+    same product either way, on a power-law square whose chunks shift by more than their
+    length (the whole chunk is a tail) and a uniform product whose shifts are small."""
+    from sparse_ops.kernels import spgemm as kernels
+
+    monkeypatch.setattr(kernels, "TAILS_AT_MOST", tails_at_most)
+    rng = np.random.default_rng(13)
+    g = power_law_csr(rng, 4000, 30000)
+    u = random_csr(rng, (3000, 3000), 0.004), random_csr(rng, (3000, 3000), 0.004)
+    for a, b in ((g, g), u):
+        want = expected(a, b)
+        want.eliminate_zeros()
+        parts = [(m.indptr.astype(np.int32), m.indices.astype(np.int32), m.data) for m in (a, b)]
+        t: dict = {}
+        ptr, idx, val = kernels.spgemm(*parts, b.shape[1], np.int32, parallel=True, threads=2, timings=t)
+        assert t["moved"] > 0  # the rooms had gaps
+        np.testing.assert_array_equal(ptr, want.indptr)
+        np.testing.assert_array_equal(idx, want.indices)
+        np.testing.assert_array_equal(val, want.data)
 
 
 @pytest.mark.parametrize("one_pass_bytes", [0, 1 << 40], ids=["counted rows", "rooms by work"])

@@ -2,13 +2,21 @@
 product of two operands sampled at a csr matrix's stored entries (SDDMM).
 
 SpGEMM is Gustavson's row-by-row product over row chunks of about equal work
-(multiply-adds), run in parallel; each chunk owns its accumulator and its output rows, so
-there are no atomics. A numeric pass accumulates each row into a dense accumulator, writes
-its columns in increasing order (read off a two-level bitmap of the columns met) and drops
-the entries that summed to exactly zero (SciPy's ``A @ B`` drops them too). Its room comes
-from the rows' work, an upper bound on their lengths, when that bound is small enough;
-otherwise a symbolic pass first counts each row's distinct columns, so the output is
-allocated once, exactly. Either way the chunks' rows are closed up after.
+(multiply-adds), run in parallel: one worker a thread, each with its own accumulator,
+taking the next chunk left from an atomic counter (``fetch_add``), so a thread slowed by
+other work on a shared machine takes fewer chunks instead of holding up the rest; each
+chunk owns its output rows, so there are no other atomics. A numeric pass adds each row's
+products into a dense accumulator and marks their columns in a two-level bitmap without a
+branch, then writes the row's columns in increasing order, read off the bitmap (or, for a
+few products spread over a wide range, collected again and sorted), dropping the entries
+that summed to exactly zero (SciPy's ``A @ B`` drops them too; the sums are SciPy's: the
+same order, in the value dtype). Its room comes from the rows' work, an upper bound on
+their lengths, when that bound is small enough; otherwise a symbolic pass first counts
+each row's distinct columns, so the output is allocated once, exactly. Either way the
+chunks' rows are closed up after: in parallel where the chunks' shifts are small next to
+their lengths (``close_gaps_parallel``), one ``memmove`` a chunk in order otherwise (the
+shifts add up, so a chunk's new place overlaps the old places of the chunks before it).
+The rows' work is counted in parallel too.
 
 Both passes jump to a row of B for each stored value of A; they prefetch the row pointer
 PTR_AHEAD values ahead and the row ROW_AHEAD values ahead (``prefetch``: the lines of its
@@ -20,12 +28,15 @@ to float32, float64 or int64 and share one dtype.
 """
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numba
 import numpy as np
-from numba import prange
+from numba import prange, types
+from numba.core import cgutils
 from numba.cpython.unsafe.numbers import trailing_zeros
+from numba.extending import intrinsic
 
 from ..sdk.rowkernel import parallel_worth, row_kernel
 from . import jit
@@ -33,7 +44,27 @@ from .memmove import move
 from .prefetch import prefetch
 
 
-PTR_AHEAD, ROW_AHEAD = 8, 4  # prefetch distances in stored values of A (the row's must have arrived)
+@intrinsic
+def fetch_add(typingctx: Any, array: Any, i: Any, v: Any) -> Any:
+    """``array[i] += v`` as one atomic step (LLVM's ``atomicrmw add``, sequentially
+    consistent), returning the value before: a counter threads share without a lock."""
+    if not (isinstance(array, types.Array) and array.ndim == 1 and isinstance(array.dtype, types.Integer)
+            and isinstance(i, types.Integer) and isinstance(v, types.Integer)):
+        return None
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        aryty, ity, vty = signature.args
+        ary = context.make_array(aryty)(context, builder, args[0])
+        index = context.cast(builder, args[1], ity, types.intp)
+        ptr = cgutils.get_item_pointer2(context, builder, data=ary.data, shape=cgutils.unpack_tuple(builder, ary.shape),
+                                        strides=cgutils.unpack_tuple(builder, ary.strides), layout=aryty.layout,
+                                        inds=[index], wraparound=False, boundscheck=False)
+        return builder.atomic_rmw("add", ptr, context.cast(builder, args[2], vty, aryty.dtype), "seq_cst")
+
+    return array.dtype(array, i, v), codegen
+
+
+PTR_AHEAD, ROW_AHEAD = 16, 8  # prefetch distances in stored values of A (the row's must have arrived)
 
 
 @jit()
@@ -58,136 +89,217 @@ def row_work(a_ptr, a_idx, b_ptr, work):
 
 
 @jit()
-def spgemm_count_rows(a_ptr, a_idx, b_ptr, b_idx, n_cols, lo, hi, counts):
+def row_work_worker(a_ptr, a_idx, b_ptr, work, bounds, taken):
+    """``row_work`` for the row blocks ``bounds[t]:bounds[t+1]``, taking the next untaken t
+    (``taken[0]``, an atomic counter) until none is left."""
+    t = fetch_add(taken, 0, 1)
+    while t < bounds.shape[0] - 1:
+        for i in range(bounds[t], bounds[t + 1]):
+            s = 0
+            for j in range(a_ptr[i], a_ptr[i + 1]):
+                c = a_idx[j]
+                s += b_ptr[c + 1] - b_ptr[c]
+            work[i] = s
+        t = fetch_add(taken, 0, 1)
+
+
+@jit(parallel=True)
+def row_work_parallel(a_ptr, a_idx, b_ptr, work, bounds, workers):
+    """``row_work`` on ``workers`` threads, taking the row blocks ``bounds[t]:bounds[t+1]`` in turn."""
+    taken = np.zeros(1, dtype=np.int64)
+    for _ in prange(workers):
+        row_work_worker(a_ptr, a_idx, b_ptr, work, bounds, taken)
+
+
+@jit()
+def spgemm_count_rows(a_ptr, a_idx, b_ptr, b_idx, n_cols, lo, hi, counts, mark):
     """counts[i] = distinct columns of row i of A @ B for lo <= i < hi, with a marker array
-    (the last row that met each column)."""
+    ``mark`` of n_cols entries (the last row that met each column; -1 or rows before lo)."""
+    stored = a_idx.shape[0]
+    for i in range(lo, hi):
+        c = 0
+        for j in range(a_ptr[i], a_ptr[i + 1]):
+            if j + PTR_AHEAD < stored:  # the rows of B that A's next values select: a jump per value
+                prefetch(b_ptr, a_idx[j + PTR_AHEAD])
+            if j + ROW_AHEAD < stored:
+                ahead = a_idx[j + ROW_AHEAD]
+                _prefetch_ends(b_idx, b_ptr[ahead], b_ptr[ahead + 1])
+            r = np.uint64(a_idx[j])
+            for q in range(np.uint64(b_ptr[r]), np.uint64(b_ptr[r + np.uint64(1)])):
+                col = np.uint64(b_idx[q])
+                new = mark[col] != i
+                mark[col] = i
+                c += new
+        counts[i] = c
+
+
+@jit()
+def spgemm_count_worker(a_ptr, a_idx, b_ptr, b_idx, n_cols, bounds, counts, taken):
+    """``spgemm_count_rows`` for the row chunks ``bounds[t]:bounds[t+1]``, taking the next
+    untaken t (``taken[0]``, an atomic counter) until none is left, with one marker array."""
+    mark = np.full(n_cols, -1, dtype=np.int64)
+    t = fetch_add(taken, 0, 1)
+    while t < bounds.shape[0] - 1:
+        spgemm_count_rows(a_ptr, a_idx, b_ptr, b_idx, n_cols, bounds[t], bounds[t + 1], counts, mark)
+        t = fetch_add(taken, 0, 1)
+
+
+@jit(parallel=True)
+def spgemm_count(a_ptr, a_idx, b_ptr, b_idx, n_cols, bounds, counts, workers):
+    """``spgemm_count_rows`` for the row chunks ``bounds[t]:bounds[t+1]``, in parallel on
+    ``workers`` threads taking chunks in turn (as ``spgemm_fill``)."""
+    taken = np.zeros(1, dtype=np.int64)
+    for _ in prange(workers):
+        spgemm_count_worker(a_ptr, a_idx, b_ptr, b_idx, n_cols, bounds, counts, taken)
+
+
+@jit()
+def _insertion_sort(a, lo, hi):
+    """Sort a[lo:hi] in place (for a few values)."""
+    for k in range(lo + 1, hi):
+        c = a[k]
+        s = k - 1
+        while s >= lo and a[s] > c:
+            a[s + 1] = a[s]
+            s -= 1
+        a[s + 1] = c
+
+
+@jit()
+def walks(first, last, work):
+    """Whether a row of ``work`` products, its columns within [first, last], leaves the
+    accumulator by the bitmap walk (its range spans at most 2 * work + 8 words of the
+    bitmap's second level, 4,096 columns each) rather than collected again and sorted."""
+    return (last >> 12) - (first >> 12) <= 2 * work + 8
+
+
+@jit()
+def fill_workspace(n_cols, dtype):
+    """The accumulator of ``spgemm_fill_rows``, zero: (bitmap, its second level, values)."""
+    words = (n_cols + 63) >> 6
+    return np.zeros(words, dtype=np.uint64), np.zeros((words + 63) >> 6, dtype=np.uint64), np.zeros(n_cols, dtype=dtype)
+
+
+@jit()
+def spgemm_fill_rows(a_ptr, a_idx, a_val, b_ptr, b_idx, b_val, n_cols, lo, hi, base, out_idx, out_val, kept,
+                     bits, top, acc):
+    """Rows lo <= i < hi of A @ B, one after another from out[base]: columns increasing,
+    values summed in the accumulator, entries summing to zero dropped; kept[i] is row i's
+    length. The region must hold the rows' distinct columns before the drop (their counts,
+    or their work as an upper bound).
+
+    Each product is added into a dense accumulator (zero between rows) and its column
+    marked in a bitmap (one bit a column, 8 KiB per 65,536 columns: it stays in the L1
+    cache) with a second level marking its nonzero words, without a branch: the inner loop
+    is a few instructions a multiply-add (indices unsigned, so numba adds no wraparound of
+    negative ones). A row's columns then come out in increasing order by walking the words
+    of its column range that the second level marks, taking each value and zeroing it
+    (clearing the bitmap for the next row). A row whose range spans many more words of the
+    second level than its work (a few products spread wide: the walk would cost more than
+    the row) collects its columns instead by reading its rows of B again (in the cache now),
+    clearing each bit as it is met, and sorts them (insertion sort up to 32 values).
+    Zeros are dropped by not advancing the write position (no branch on the value). The
+    accumulator (``fill_workspace``) arrives zero and is left zero."""
     if hi > lo:
-        mark = np.full(n_cols, -1, dtype=np.int64)
+        zero, one, six, low = np.uint64(0), np.uint64(1), np.uint64(6), np.uint64(63)
         stored = a_idx.shape[0]
+        o = np.uint64(base)
         for i in range(lo, hi):
-            c = 0
+            start = o
+            work = 0
+            first, last = n_cols, -1
             for j in range(a_ptr[i], a_ptr[i + 1]):
                 if j + PTR_AHEAD < stored:  # the rows of B that A's next values select: a jump per value
                     prefetch(b_ptr, a_idx[j + PTR_AHEAD])
                 if j + ROW_AHEAD < stored:
                     ahead = a_idx[j + ROW_AHEAD]
                     _prefetch_ends(b_idx, b_ptr[ahead], b_ptr[ahead + 1])
-                r = a_idx[j]
-                for q in range(b_ptr[r], b_ptr[r + 1]):
-                    col = b_idx[q]
-                    if mark[col] != i:
-                        mark[col] = i
-                        c += 1
-            counts[i] = c
-
-
-@jit(parallel=True)
-def spgemm_count(a_ptr, a_idx, b_ptr, b_idx, n_cols, bounds, counts):
-    """``spgemm_count_rows`` for the row chunks ``bounds[t]:bounds[t+1]``, in parallel."""
-    for t in prange(bounds.shape[0] - 1):
-        spgemm_count_rows(a_ptr, a_idx, b_ptr, b_idx, n_cols, bounds[t], bounds[t + 1], counts)
-
-
-@jit()
-def _bit(k):
-    """The uint64 word with bit ``k % 64`` set."""
-    return np.uint64(1) << np.uint64(k & 63)
-
-
-@jit()
-def spgemm_fill_rows(a_ptr, a_idx, a_val, b_ptr, b_idx, b_val, n_cols, lo, hi, base, out_idx, out_val, kept):
-    """Rows lo <= i < hi of A @ B, one after another from out[base]: columns increasing,
-    values summed in the accumulator, entries summing to zero dropped; kept[i] is row i's
-    length. The region must hold the rows' distinct columns before the drop (their counts,
-    or their work as an upper bound).
-
-    The columns a row has met are bits of a bitmap (one bit a column, 8 KiB per 65,536
-    columns: it stays in the L1 cache where a marker per column did not) with a second level
-    marking its nonzero words. A row's columns come out in increasing order by walking the
-    words of its column range that the second level marks (clearing them for the next row);
-    a short row spread over a wide range is sorted instead (insertion sort up to 32 values)."""
-    if hi > lo:
-        words = (n_cols + 63) >> 6
-        bits = np.zeros(words, dtype=np.uint64)
-        top = np.zeros((words + 63) >> 6, dtype=np.uint64)
-        acc = np.zeros(n_cols, dtype=out_val.dtype)
-        zero, one = np.uint64(0), np.uint64(1)
-        stored = a_idx.shape[0]
-        start = base
-        for i in range(lo, hi):
-            p = start
-            first, last = n_cols, -1
-            for j in range(a_ptr[i], a_ptr[i + 1]):
-                if j + PTR_AHEAD < stored:
-                    prefetch(b_ptr, a_idx[j + PTR_AHEAD])
-                if j + ROW_AHEAD < stored:
-                    ahead = a_idx[j + ROW_AHEAD]
-                    _prefetch_ends(b_idx, b_ptr[ahead], b_ptr[ahead + 1])
                     _prefetch_ends(b_val, b_ptr[ahead], b_ptr[ahead + 1])
-                r = a_idx[j]
+                r = np.uint64(a_idx[j])
                 v = a_val[j]
-                for q in range(b_ptr[r], b_ptr[r + 1]):
-                    col = np.int64(b_idx[q])
-                    w = col >> 6
-                    m = _bit(col)
-                    if bits[w] & m == zero:
-                        bits[w] |= m
-                        top[w >> 6] |= _bit(w)
-                        acc[col] = v * b_val[q]
-                        out_idx[p] = col
-                        p += 1
-                        first = min(first, col)
-                        last = max(last, col)
-                    else:
-                        acc[col] += v * b_val[q]
-            o = start
-            if p > start and (last >> 12) - (first >> 12) <= 2 * (p - start):
-                for tw in range(first >> 12, (last >> 12) + 1):
+                q0, q1 = np.uint64(b_ptr[r]), np.uint64(b_ptr[r + one])
+                if q1 > q0:
+                    work += np.int64(q1 - q0)
+                    first = min(first, np.int64(b_idx[q0]))
+                    last = max(last, np.int64(b_idx[q1 - one]))
+                for q in range(q0, q1):
+                    col = np.uint64(b_idx[q])
+                    w = col >> six
+                    bits[w] |= one << (col & low)
+                    top[w >> six] |= one << (w & low)
+                    acc[col] += v * b_val[q]
+            if work == 0:
+                kept[i] = 0
+                continue
+            if walks(first, last, work):  # walk the marked words in order
+                for tw in range(np.uint64(first >> 12), np.uint64((last >> 12) + 1)):
                     t = top[tw]
                     top[tw] = zero
                     while t != zero:
-                        w = tw * 64 + trailing_zeros(t)
+                        w = (tw << six) + np.uint64(trailing_zeros(t))
                         t &= t - one
                         word = bits[w]
                         bits[w] = zero
                         while word != zero:
-                            col = w * 64 + trailing_zeros(word)
+                            col = (w << six) + np.uint64(trailing_zeros(word))
                             word &= word - one
                             x = acc[col]
-                            if x != 0:
-                                out_idx[o] = col
-                                out_val[o] = x
-                                o += 1
-            elif p > start:
-                if p - start <= 32:
-                    for k in range(start + 1, p):
-                        c = out_idx[k]
-                        s = k - 1
-                        while s >= start and out_idx[s] > c:
-                            out_idx[s + 1] = out_idx[s]
-                            s -= 1
-                        out_idx[s + 1] = c
+                            acc[col] = 0
+                            out_idx[o] = col
+                            out_val[o] = x
+                            o += np.uint64(x != 0)
+            else:  # few columns spread wide: collect them again, then sort
+                p = start
+                for j in range(a_ptr[i], a_ptr[i + 1]):
+                    r = np.uint64(a_idx[j])
+                    for q in range(np.uint64(b_ptr[r]), np.uint64(b_ptr[r + one])):
+                        col = np.uint64(b_idx[q])
+                        w = col >> six
+                        m = one << (col & low)
+                        if bits[w] & m != zero:  # first meeting of the column: clear it
+                            bits[w] ^= m
+                            top[w >> six] = zero  # all of the row's bits end cleared
+                            out_idx[p] = col
+                            p += one
+                ks, kp = np.int64(start), np.int64(p)
+                if kp - ks <= 32:
+                    _insertion_sort(out_idx, ks, kp)
                 else:
-                    out_idx[start:p].sort()
+                    out_idx[ks:kp].sort()
                 for s in range(start, p):
-                    col = np.int64(out_idx[s])
-                    bits[col >> 6] = zero  # every bit of the word is this row's
-                    top[col >> 12] = zero
+                    col = np.uint64(out_idx[s])
                     x = acc[col]
-                    if x != 0:
-                        out_idx[o] = col
-                        out_val[o] = x
-                        o += 1
-            kept[i] = o - start
-            start = o
+                    acc[col] = 0
+                    out_idx[o] = col
+                    out_val[o] = x
+                    o += np.uint64(x != 0)
+            kept[i] = np.int64(o - start)
+
+
+@jit()
+def spgemm_fill_worker(a_ptr, a_idx, a_val, b_ptr, b_idx, b_val, n_cols, bounds, bases, out_idx, out_val, kept,
+                       taken):
+    """Row chunks ``bounds[t]:bounds[t+1]`` from ``bases[t]``, taking the next untaken t
+    (``taken[0]``, an atomic counter) until none is left, with one accumulator for all."""
+    chunks = bounds.shape[0] - 1
+    bits, top, acc = fill_workspace(n_cols, out_val.dtype)
+    t = fetch_add(taken, 0, 1)
+    while t < chunks:
+        spgemm_fill_rows(a_ptr, a_idx, a_val, b_ptr, b_idx, b_val, n_cols, bounds[t], bounds[t + 1], bases[t],
+                         out_idx, out_val, kept, bits, top, acc)
+        t = fetch_add(taken, 0, 1)
 
 
 @jit(parallel=True)
-def spgemm_fill(a_ptr, a_idx, a_val, b_ptr, b_idx, b_val, n_cols, bounds, bases, out_idx, out_val, kept):
-    """``spgemm_fill_rows`` for the row chunks ``bounds[t]:bounds[t+1]`` from ``bases[t]``, in parallel."""
-    for t in prange(bounds.shape[0] - 1):
-        spgemm_fill_rows(a_ptr, a_idx, a_val, b_ptr, b_idx, b_val, n_cols, bounds[t], bounds[t + 1],
-                         bases[t], out_idx, out_val, kept)
+def spgemm_fill(a_ptr, a_idx, a_val, b_ptr, b_idx, b_val, n_cols, bounds, bases, out_idx, out_val, kept, workers):
+    """``spgemm_fill_rows`` for the row chunks ``bounds[t]:bounds[t+1]`` from ``bases[t]``, in
+    parallel: ``workers`` loop iterations (one a thread), each taking the next chunk left
+    until none is (numba's OpenMP layer hands each thread a fixed share of a loop's
+    iterations: a thread slowed by other work on a shared machine would hold up the rest)."""
+    taken = np.zeros(1, dtype=np.int64)
+    for _ in prange(workers):
+        spgemm_fill_worker(a_ptr, a_idx, a_val, b_ptr, b_idx, b_val, n_cols, bounds, bases, out_idx, out_val, kept,
+                           taken)
 
 
 @row_kernel
@@ -244,8 +356,54 @@ def close_gaps(idx, val, bases, starts):
             move(val, d, s, starts[t + 1] - d)
 
 
+@jit()
+def _close_worker(idx, val, bases, starts, tails, tail_idx, tail_val, taken, saving):
+    """One thread's share of ``close_gaps_parallel``: chunks taken in turn (``taken[0]``),
+    their tails copied aside (``saving``) or the chunks moved."""
+    t = fetch_add(taken, 0, 1)
+    while t < starts.shape[0] - 1:
+        s, d = bases[t], starts[t]
+        n = starts[t + 1] - d
+        h = tails[t + 1] - tails[t]  # the tail: the last min(shift, n) entries
+        if saving:
+            if h:
+                tail_idx[tails[t]:tails[t + 1]] = idx[s + n - h:s + n]
+                tail_val[tails[t]:tails[t + 1]] = val[s + n - h:s + n]
+        elif s != d:
+            move(idx, d, s, n - h)
+            move(val, d, s, n - h)
+            idx[d + n - h:d + n] = tail_idx[tails[t]:tails[t + 1]]
+            val[d + n - h:d + n] = tail_val[tails[t]:tails[t + 1]]
+        t = fetch_add(taken, 0, 1)
+
+
+@jit(parallel=True)
+def _close_phase(idx, val, bases, starts, tails, tail_idx, tail_val, saving, workers):
+    """One phase of ``close_gaps_parallel`` on ``workers`` threads taking chunks in turn."""
+    taken = np.zeros(1, dtype=np.int64)
+    for _ in prange(workers):
+        _close_worker(idx, val, bases, starts, tails, tail_idx, tail_val, taken, saving)
+
+
+def close_gaps_parallel(idx: np.ndarray, val: np.ndarray, bases: np.ndarray, starts: np.ndarray, tails: np.ndarray,
+                        workers: int) -> None:
+    """``close_gaps`` on ``workers`` threads. Chunk t moves down by its shift
+    g = bases[t] - starts[t]; the chunks after it land at or above starts[t + 1], the start
+    of chunk t's last min(g, length) entries (its tail: ``tails[t]:tails[t + 1]`` of a
+    buffer), and the chunks before it below starts[t] <= bases[t]. So the tails are copied
+    aside first, all chunks in parallel; then each chunk moves the rest of its entries down
+    (``memmove``, onto its own old place at most) and puts its tail after them, all in
+    parallel again: nothing a chunk writes is read by another one. The tails are copied
+    twice, so this pays where they are short (shifts small next to the chunks). Two kernel
+    calls, so the second phase starts after the first has ended everywhere."""
+    tail_idx = np.empty(int(tails[-1]), dtype=idx.dtype)
+    tail_val = np.empty(int(tails[-1]), dtype=val.dtype)
+    for saving in (True, False):
+        _close_phase(idx, val, bases, starts, tails, tail_idx, tail_val, saving, workers)
+
+
 # ---- host drivers ------------------------------------------------------------------------------
-CHUNKS_PER_THREAD = 4  # row chunks per numba thread: evens out rows of uneven cost
+CHUNKS_PER_THREAD = 16  # row chunks per numba thread, taken in turn: evens out uneven rows and threads
 # B's columns are renumbered to its stored ones when there are this many times more
 # columns than stored values: the per-chunk accumulators then fit the data, not the width
 SPARSE_COLUMNS = 4
@@ -253,6 +411,9 @@ SPARSE_COLUMNS = 4
 # value is computed in one pass, into rooms of that size closed up after; a larger one
 # counts its rows' lengths first, so its memory stays that of the output
 ONE_PASS_BYTES = 256 << 20
+# the rooms are closed up in parallel when the chunks' tails (``close_gaps_parallel``) hold
+# at most 1 / TAILS_AT_MOST of the entries moved, one chunk after another otherwise
+TAILS_AT_MOST = 8
 
 
 def chunk_bounds(work: np.ndarray, chunks: int) -> np.ndarray:
@@ -272,12 +433,20 @@ def _schedule(work: np.ndarray, parallel: bool, threads: int) -> np.ndarray:
 
 
 def spgemm(a: tuple, b: tuple, n_cols: int, index_dtype: Any, parallel: bool | None = None,
-           threads: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+           threads: int | None = None, timings: dict | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(indptr, indices, values) of A @ B for canonical csr parts ``a`` and ``b`` given as
     (indptr, indices, values), B having ``n_cols`` columns: canonical, exact zeros dropped.
     Index arrays of ``index_dtype``, or int64 when the product's nnz needs it. It runs on
     ``threads`` (default: numba's) threads when ``parallel`` (default: when the work, in
-    multiply-adds, pays for them: the project's ``parallel_worth``)."""
+    multiply-adds, pays for them: the project's ``parallel_worth``).
+
+    ``timings``, a dict, receives the seconds of each phase (``bound``: the rows' work, an
+    upper bound on their lengths, and the chunks; ``symbolic``: the counting pass, 0 when
+    the work bounds the rooms; ``allocation``; ``numeric``; ``compaction``: closing the
+    rooms up) and what they moved: ``flops``, ``room``, ``moved`` (entries the compaction
+    moved), ``one_pass``."""
+    clock = time.perf_counter
+    t0 = clock()
     a_ptr, a_idx, a_val = a
     b_ptr, b_idx, b_val = b
     columns = None
@@ -288,23 +457,33 @@ def spgemm(a: tuple, b: tuple, n_cols: int, index_dtype: Any, parallel: bool | N
     rows = a_ptr.shape[0] - 1
     work = np.empty(rows + 1, dtype=np.int64)
     work[0] = 0
-    row_work(a_ptr, a_idx, b_ptr, work[1:])
-    flops = int(work.sum())
     threads = numba.get_num_threads() if threads is None else threads
+    stored = a_idx.shape[0]
+    if threads > 1 and rows > 1 and (parallel_worth(stored) if parallel is None else parallel):
+        blocks = threads * CHUNKS_PER_THREAD  # blocks of rows of about equal stored values
+        cuts = np.searchsorted(a_ptr, np.arange(1, blocks) * (stored / blocks), side="left").clip(0, rows)
+        cuts = np.unique(np.concatenate(([0], cuts, [rows]))).astype(np.int64)
+        row_work_parallel(a_ptr, a_idx, b_ptr, work[1:], cuts, min(threads, cuts.shape[0] - 1))
+    else:
+        row_work(a_ptr, a_idx, b_ptr, work[1:])
+    flops = int(work.sum())
     parallel = threads > 1 and (parallel_worth(flops) if parallel is None else parallel)
     bounds = _schedule(work[1:], parallel, threads)
     idt = np.dtype(index_dtype)
-    if flops * (idt.itemsize + a_val.dtype.itemsize) <= ONE_PASS_BYTES:
-        # one pass: each row gets room for its work (an upper bound on its length)
+    one_pass = flops * (idt.itemsize + a_val.dtype.itemsize) <= ONE_PASS_BYTES
+    t1 = clock()
+    if one_pass:  # each row gets room for its work (an upper bound on its length)
         ends = np.cumsum(work, out=work)
     else:  # two passes: the symbolic pass sizes each row exactly
         ends = np.zeros(rows + 1, dtype=np.int64)
         if flops:
             if parallel:
-                spgemm_count(a_ptr, a_idx, b_ptr, b_idx, n_cols, bounds, ends[1:])
+                spgemm_count(a_ptr, a_idx, b_ptr, b_idx, n_cols, bounds, ends[1:], min(threads, bounds.shape[0] - 1))
             else:
-                spgemm_count_rows(a_ptr, a_idx, b_ptr, b_idx, n_cols, 0, rows, ends[1:])
+                spgemm_count_rows(a_ptr, a_idx, b_ptr, b_idx, n_cols, 0, rows, ends[1:],
+                                  np.full(n_cols, -1, dtype=np.int64))
         np.cumsum(ends, out=ends)
+    t2 = clock()
     bases = ends[bounds]  # where each chunk's rows start (the last: the end of the room)
     room = int(bases[-1])
     if room > np.iinfo(idt).max:
@@ -312,21 +491,36 @@ def spgemm(a: tuple, b: tuple, n_cols: int, index_dtype: Any, parallel: bool | N
     indices = np.empty(room, dtype=idt)
     values = np.empty(room, dtype=a_val.dtype)
     kept = np.zeros(rows + 1, dtype=np.int64)
+    t3 = clock()
     if room:
         if parallel:
-            spgemm_fill(a_ptr, a_idx, a_val, b_ptr, b_idx, b_val, n_cols, bounds, bases, indices, values, kept[1:])
+            spgemm_fill(a_ptr, a_idx, a_val, b_ptr, b_idx, b_val, n_cols, bounds, bases, indices, values, kept[1:],
+                        min(threads, bounds.shape[0] - 1))
         else:
-            spgemm_fill_rows(a_ptr, a_idx, a_val, b_ptr, b_idx, b_val, n_cols, 0, rows, 0, indices, values, kept[1:])
+            spgemm_fill_rows(a_ptr, a_idx, a_val, b_ptr, b_idx, b_val, n_cols, 0, rows, 0, indices, values, kept[1:],
+                             *fill_workspace(n_cols, values.dtype))
+    t4 = clock()
     ptr = np.cumsum(kept, out=kept)
     starts = ptr[bounds]  # where each chunk's rows belong in the output
+    moved = 0
     if not np.array_equal(starts, bases):  # rooms left between chunks: close them up
-        close_gaps(indices, values, bases, starts)
+        moved = int(ptr[-1] - starts[np.argmax(starts != bases)])
+        tails = np.zeros(starts.shape[0], dtype=np.int64)
+        np.cumsum(np.minimum(bases[:-1] - starts[:-1], np.diff(starts)), out=tails[1:])
+        if parallel and tails[-1] * TAILS_AT_MOST <= moved:
+            close_gaps_parallel(indices, values, bases, starts, tails, min(threads, bounds.shape[0] - 1))
+        else:
+            close_gaps(indices, values, bases, starts)
         nnz = int(ptr[-1])
         indices.resize(nnz, refcheck=False)  # realloc in place: the arrays are ours, unshared
         values.resize(nnz, refcheck=False)
     if columns is not None:  # renumbered columns back (an increasing map: rows stay sorted)
         indices = columns[indices].astype(idt, copy=False)
-    return ptr.astype(idt, copy=False), indices, values
+    ptr = ptr.astype(idt, copy=False)
+    if timings is not None:
+        timings.update(bound=t1 - t0, symbolic=t2 - t1, allocation=t3 - t2, numeric=t4 - t3, compaction=clock() - t4,
+                       flops=flops, room=room, moved=moved, one_pass=one_pass)
+    return ptr, indices, values
 
 
 def sampled(ctx: Any, s_ptr: Any, s_idx: Any, x: Any, y: Any, k: int, dtype: Any) -> Any:
