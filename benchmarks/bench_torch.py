@@ -345,6 +345,19 @@ class OverheadRow:
         return self.ours_us / self.custom_us
 
 
+def _forward_backward(fn: Callable[[Any], Any], leaf: Any) -> Callable[[], Any]:
+    """One step: ``fn(leaf).backward(ones)`` with ``leaf.grad`` reset first; returns the gradient."""
+    import torch
+
+    ones = torch.ones_like(leaf)
+
+    def step() -> Any:
+        leaf.grad = None
+        fn(leaf).backward(ones)
+        return leaf.grad
+    return step
+
+
 def run_overhead(scale: int = 1) -> list[OverheadRow]:
     import torch
 
@@ -365,14 +378,9 @@ def run_overhead(scale: int = 1) -> list[OverheadRow]:
         rows.append(OverheadRow("forward, 4x4 float32", ours, ref, plain, same))
 
         xg = torch.rand(4, 4, requires_grad=True)
-        ones = torch.ones(4, 4)
 
         def fb(fn: Callable[[Any, Any], Any]) -> Callable[[], Any]:
-            def step() -> Any:
-                xg.grad = None
-                fn(xg, y).backward(ones)
-                return xg.grad
-            return step
+            return _forward_backward(lambda t: fn(t, y), xg)
 
         same = torch.equal(fb(bridged)(), fb(custom)()) and torch.equal(fb(bridged)(), y)
         ours, ref = paired_us(fb(bridged), fb(custom), n // 4)
@@ -410,23 +418,16 @@ def run_percall(scale: int = 1) -> list[PerCallRow]:
     from .bench_overhead import paired_us
 
     n = max(20000 // scale, 16)
-    x, xg, ones = torch.rand(4, 4) - 0.5, (torch.rand(4, 4) - 0.5).requires_grad_(True), torch.ones(4, 4)
+    x, xg = torch.rand(4, 4) - 0.5, (torch.rand(4, 4) - 0.5).requires_grad_(True)
     previous = torch_threads(1)
     rows = []
     try:
         same = torch.equal(sot.ops.relu(x), torch.relu(x))
         ours, ref = paired_us(lambda: sot.ops.relu(x), lambda: torch.relu(x), n)
         rows.append(PerCallRow("forward, 4x4 float32", ours, ref, same))
-
-        def fb(fn: Callable[[Any], Any]) -> Callable[[], Any]:
-            def step() -> Any:
-                xg.grad = None
-                fn(xg).backward(ones)
-                return xg.grad
-            return step
-
-        same = torch.equal(fb(lambda t: sot.ops.relu(t))(), fb(torch.relu)())
-        ours, ref = paired_us(fb(lambda t: sot.ops.relu(t)), fb(torch.relu), n // 4)
+        ours_fb, torch_fb = _forward_backward(lambda t: sot.ops.relu(t), xg), _forward_backward(torch.relu, xg)
+        same = torch.equal(ours_fb(), torch_fb())
+        ours, ref = paired_us(ours_fb, torch_fb, n // 4)
         rows.append(PerCallRow("forward + backward, 4x4 float32", ours, ref, same))
     finally:
         torch_threads(previous)
