@@ -181,7 +181,27 @@ def test_gradients_flow_to_any_order_and_relu_follows_torch_at_nan():
     z = torch.tensor([float("nan"), 0.0, 2.0], requires_grad=True)
     st.ops.relu(z).sum().backward()
     assert z.grad.tolist() == [1.0, 0.0, 1.0]  # torch.relu's convention (the kernels' rule gives NaN at NaN)
-    assert torch.func.grad(lambda v: st.ops.tanh(v).sum())(x.detach()).shape == (3,)  # transforms: general path
+
+
+def test_torch_func_transforms_take_lowered_ops_forward_mode_and_vmap_included():
+    x = torch.randn(3, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    w = torch.randn(4, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
+    _, tangent = torch.func.jvp(lambda v: st.ops.sum(st.ops.tanh(v)), (x,), (torch.ones_like(x),))
+    torch.testing.assert_close(tangent, (1 - torch.tanh(x) ** 2).sum())
+    jac = torch.func.jacfwd(lambda v: st.ops.elemwise_mul(v, v))(x[0])
+    torch.testing.assert_close(jac, torch.diag(2 * x[0]))
+    hess = torch.func.hessian(lambda v: st.ops.sum(st.ops.exp(v)))(x[0])
+    torch.testing.assert_close(hess, torch.diag(torch.exp(x[0])))
+    torch.testing.assert_close(torch.func.vmap(lambda r: st.ops.dot(r, w))(x), x @ w)
+    per_row = torch.func.vmap(torch.func.grad(lambda r: st.ops.sum(st.ops.softmax(r) * r)))(x)
+    want = torch.func.vmap(torch.func.grad(lambda r: (torch.softmax(r, 0) * r).sum()))(x)
+    torch.testing.assert_close(per_row, want)
+    info = st.explain("tanh", x)
+    assert info["torch.func"].startswith("grad, vjp, jacrev, jvp, jacfwd") and "batching rules" in info["vmap"]
+    # an op the lowering does not serve keeps the reverse-mode-only rule, and says so
+    with pytest.raises(BridgeError, match="hard_sigmoid.*forward-mode derivatives"):
+        torch.func.jvp(st.ops.hard_sigmoid, (x,), (torch.ones_like(x),))
+    assert st.explain("hard_sigmoid", x)["torch.func"].startswith("grad, vjp, jacrev: ")
 
 
 def test_comparisons_are_lowered_unless_an_input_needs_a_gradient():

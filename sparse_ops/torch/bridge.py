@@ -501,8 +501,9 @@ def _sparse_grad_inputs(opdef: registry.OpDef, params: dict, stypes: list, args:
 
 class LoweredOp(BridgedOp):
     """A bridged dense built-in with a torch lowering (``lowering.py``): its eager calls on
-    plain strided tensors run torch's own operations for the op, recorded by torch's
-    autograd; every other call is ``BridgedOp``'s."""
+    plain strided tensors, ``torch.func`` transforms included, run torch's own operations for
+    the op, recorded by torch's autograd and batched by torch's ``vmap``; every other call is
+    ``BridgedOp``'s."""
 
     def __init__(self, opdef: registry.OpDef) -> None:
         super().__init__(opdef)
@@ -514,13 +515,13 @@ class LoweredOp(BridgedOp):
         self._any_shape = lowering.elementwise(opdef.name)
 
     def __call__(self, *args: Any, **params: Any) -> Any:
-        """The call as the torch expression of the op, unless the call is traced or
-        transformed, runs in a dispatch mode or on our own tape, or an input is not a plain
+        """The call as the torch expression of the op, unless the call is traced by
+        ``torch.compile``, runs in a dispatch mode or on our own tape, or an input is not a plain
         strided tensor, is on another device than the first, is marked ``sparse_grad`` or
         needs a gradient that the lowering would not give (``lowering.gives_no_gradient``),
         or the op's rules refuse the signature: ``BridgedOp.__call__`` then runs it (and
         says what is wrong)."""
-        if args and not (_LOWERINGS.off or _compiling() or _functorch_active() or _modes() or _tape_state.recording):
+        if args and not (_LOWERINGS.off or _compiling() or _modes() or _tape_state.recording):
             try:
                 pkey = param_key(params) if params else ()
                 if len(args) == 1:
@@ -674,7 +675,12 @@ def explain(name: str, *args: Any, **params: Any) -> dict[str, Any]:
         vmap = ("a loop over the batch: one call per example, results stacked (TransformAutograd.vmap for "
                 f"sparse_ops.torch.ops.{name}, a registered vmap rule for {qual})"
                 + ("; random: needs vmap(..., randomness='different')" if "random" in opdef.resources else ""))
-    if ov.setup is not None and opdef.differentiable:
+    lowered = all(st == "default" for st in stypes) and lowering.describe(name) is not None
+    if lowered:  # torch's own operations, which every transform takes
+        vmap = "torch's batching rules for the torch operations the call lowers to (sparse_ops.torch.lowering)"
+        func = ("grad, vjp, jacrev, jvp, jacfwd, hessian: torch's own derivatives of the torch operations the "
+                "call lowers to (sparse_ops.torch.lowering)")
+    elif ov.setup is not None and opdef.differentiable:
         func = ("grad, vjp, jacrev: library.TransformAutograd (setup_context; its backward runs the "
                 f"{ov.name}_backward operator); jvp, jacfwd: not supported (reverse-mode rules only)")
     else:
@@ -685,7 +691,7 @@ def explain(name: str, *args: Any, **params: Any) -> dict[str, Any]:
     else:
         compiled += f"backward: {ov.name}_backward" + (
             f", or {ov.name}_backward_rows for sparse COO gradients" if ov.backward_rows_op is not None else "")
-    eager = (lowering.describe(name) if all(st == "default" for st in stypes) else None) or \
+    eager = lowering.describe(name) if lowered else \
         f"the op's kernels through {qual} (repeated host calls skip torch's dispatcher)"
     return {
         "op": name,

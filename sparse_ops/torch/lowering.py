@@ -4,10 +4,12 @@ An eager call of a bridged op whose inputs are all strided tensors, of a built-i
 class defined in ``sparse_ops.ops``, not replaced by a plugin or user code) named in this
 module's table, runs as the torch expression of that op instead of the op's kernel: no
 NumPy views, no plan, no autograd function of ours, so a small call costs about what the
-torch operation costs, on any device torch runs it on, and its gradient is torch's own
-derivative. Sparse inputs or outputs, plugins, C libraries, ops not in the table, calls
-traced by ``torch.compile`` or transformed by ``torch.func``, inputs marked
-``sparse_grad`` and calls inside a dispatch mode keep the general path (``bridge.py``).
+torch operation costs, on any device torch runs it on, its gradient is torch's own
+derivative, and ``torch.func`` transforms take it as they take torch's operations
+(``jvp``, ``jacfwd`` and ``hessian`` included; ``vmap`` batches it). Sparse inputs or
+outputs, plugins, C libraries, ops not in the table, calls traced by ``torch.compile``,
+inputs marked ``sparse_grad`` and calls inside a dispatch mode keep the general path
+(``bridge.py``).
 
 Each entry follows the op's own semantics, read off the op instance (its parameters and
 helpers such as ``scalar_as``): the inputs are first brought to the dtype the op's
@@ -76,7 +78,8 @@ def describe(name: str) -> str | None:
     opdef = registry.get_op(name)
     if lowering_for(opdef) is None or _TABLE.off:
         return None
-    return (f"eager all-dense calls run torch's own operations for {name} (sparse_ops.torch.lowering; "
+    return (f"eager all-dense calls, torch.func transforms included, run torch's own operations for {name} "
+            "(sparse_ops.torch.lowering; "
             "torch's autograd derives them); other calls run the op's kernels")
 
 
