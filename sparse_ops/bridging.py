@@ -217,6 +217,19 @@ class BoundedCache(dict):
 
 
 # ---- a framework's expressions of the dense built-ins ------------------------------------------------
+# the scalar operators as Python's operators, which torch tensors and JAX arrays both take
+# (the lowering modules first bring the scalar to the array's dtype, MXNet's rule)
+SCALAR_OPERATORS: dict[str, Callable[[Any, Any], Any]] = {
+    "_plus_scalar": lambda x, s: x + s, "_minus_scalar": lambda x, s: x - s,
+    "_rminus_scalar": lambda x, s: s - x, "_mul_scalar": lambda x, s: x * s,
+    "_div_scalar": lambda x, s: x / s, "_rdiv_scalar": lambda x, s: s / x,
+    "_power_scalar": lambda x, s: x ** s, "_rpower_scalar": lambda x, s: s ** x,
+    "_equal_scalar": lambda x, s: x == s, "_not_equal_scalar": lambda x, s: x != s,
+    "_greater_scalar": lambda x, s: x > s, "_greater_equal_scalar": lambda x, s: x >= s,
+    "_lesser_scalar": lambda x, s: x < s, "_lesser_equal_scalar": lambda x, s: x <= s,
+}
+
+
 class LoweringTable(dict):
     """op name -> the function expressing that built-in op in a framework's own operations
     (``sparse_ops.torch.lowering``, ``sparse_ops.jax.lowering``), with the switch that sends

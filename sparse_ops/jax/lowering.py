@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ..bridging import LoweringTable
+from ..bridging import SCALAR_OPERATORS, LoweringTable
 from .spec import CallSpec, JaxBridgeError, is_symbolic
 
 
@@ -191,17 +191,6 @@ def _clip(inst: Any, spec: CallSpec, x: Any) -> Any:
 
 
 # ---- scalar operators: the scalar in the array's dtype first (MXNet) -------------------------------
-_SCALAR = {
-    "_plus_scalar": lambda x, s: x + s, "_minus_scalar": lambda x, s: x - s,
-    "_rminus_scalar": lambda x, s: s - x, "_mul_scalar": lambda x, s: x * s,
-    "_div_scalar": lambda x, s: x / s, "_rdiv_scalar": lambda x, s: s / x,
-    "_power_scalar": lambda x, s: x ** s, "_rpower_scalar": lambda x, s: s ** x,
-    "_equal_scalar": lambda x, s: x == s, "_not_equal_scalar": lambda x, s: x != s,
-    "_greater_scalar": lambda x, s: x > s, "_greater_equal_scalar": lambda x, s: x >= s,
-    "_lesser_scalar": lambda x, s: x < s, "_lesser_equal_scalar": lambda x, s: x <= s,
-}
-
-
 def _scalar_op(fn: Callable[[Any, Any], Any]) -> Lowering:
     def lower(inst: Any, spec: CallSpec, x: Any) -> Any:
         s = inst.scalar_as(np.dtype(x.dtype))
@@ -212,7 +201,7 @@ def _scalar_op(fn: Callable[[Any, Any], Any]) -> Lowering:
     return lower
 
 
-for _name, _fn in _SCALAR.items():
+for _name, _fn in SCALAR_OPERATORS.items():
     _TABLE[_name] = _scalar_op(_fn)
 
 

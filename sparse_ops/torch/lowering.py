@@ -39,7 +39,7 @@ from typing import Any, Callable
 import torch
 
 from .. import registry
-from ..bridging import LoweringTable
+from ..bridging import SCALAR_OPERATORS, LoweringTable
 from ..ops.reduce import acc_dtype
 from ..ops.unary import _scalar_as
 from .convert import numpy_dtype, torch_dtype
@@ -155,13 +155,7 @@ def _clip(inst: Any, dtype: torch.dtype, in_dtypes: tuple) -> Callable[..., torc
 
 # ---- scalar operators ---------------------------------------------------------------------------------
 _SCALAR = {
-    "_plus_scalar": lambda x, s: x + s, "_minus_scalar": lambda x, s: x - s,
-    "_rminus_scalar": lambda x, s: s - x, "_mul_scalar": lambda x, s: x * s,
-    "_div_scalar": lambda x, s: x / s, "_rdiv_scalar": lambda x, s: s / x,
-    "_power_scalar": lambda x, s: x ** s, "_rpower_scalar": lambda x, s: s ** x,
-    "_equal_scalar": lambda x, s: x == s, "_not_equal_scalar": lambda x, s: x != s,
-    "_greater_scalar": lambda x, s: x > s, "_greater_equal_scalar": lambda x, s: x >= s,
-    "_lesser_scalar": lambda x, s: x < s, "_lesser_equal_scalar": lambda x, s: x <= s,
+    **SCALAR_OPERATORS,
     # torch.clamp's gradient passes where x >= min (x <= max): the rule's side of the tie
     "_maximum_scalar": lambda x, s: torch.clamp(x, min=s), "_minimum_scalar": lambda x, s: torch.clamp(x, max=s),
 }
