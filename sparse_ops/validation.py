@@ -4,17 +4,37 @@ Pure functions over arrays of one array module (NumPy or CuPy). Each raises
 ``SparseFormatError`` naming the first broken invariant. ``full=False`` runs only the
 O(1) checks (lengths, dtypes, endpoints); ``full=True`` adds the O(nnz) ones (index
 ranges, ordering, monotone indptr). See ``CSRNDArray.check_format``.
+
+The O(nnz) checks are array code (``csr_violation``, ``row_sparse_violation``), one body
+for NumPy and CuPy. On NumPy index arrays a small check is a dozen NumPy calls, most of a
+small operator call's time, so the kernels layer compiles the same bodies with numba and
+hooks them in at its import (``HOST_CHECKS``); until then, and for other arrays, the array
+code runs as written.
 """
 from __future__ import annotations
 
 import operator
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from .errors import SparseFormatError
 
 _INT64_MAX = 2**63 - 1
+
+# name -> the compiled twin of the array-code check of that name, for NumPy int32/int64 index
+# arrays; filled by sparse_ops/kernels/checks.py when the kernels layer loads
+HOST_CHECKS: dict[str, Callable[..., int]] = {}
+_COMPILED_INDEX = (np.dtype(np.int32), np.dtype(np.int64))
+
+
+def _violation_check(name: str, array_code: Callable[..., int], *indices: Any) -> Callable[..., int]:
+    """The compiled ``name`` check where one is hooked in and every index array is a NumPy
+    int32/int64 one, else ``array_code``."""
+    compiled = HOST_CHECKS.get(name)
+    if compiled is not None and all(type(a) is np.ndarray and a.dtype in _COMPILED_INDEX for a in indices):
+        return compiled
+    return array_code
 
 
 def normalize_shape(shape: Any, ndim: int | None = None) -> tuple[int, ...]:
@@ -82,7 +102,7 @@ def check_csr(data: Any, indices: Any, indptr: Any, shape: Sequence[int], full: 
         raise SparseFormatError(f"csr indptr must end at nnz = {nnz}, got {last}")
     if not full:
         return
-    code = csr_violation(indices, indptr, cols, canonical)
+    code = _violation_check("csr", csr_violation, indices, indptr)(indices, indptr, cols, canonical)
     if code != OK:
         raise SparseFormatError(_csr_violation_detail(code, indices, indptr, cols))
 
@@ -164,22 +184,33 @@ def check_row_sparse(data: Any, indices: Any, shape: Sequence[int], full: bool =
             f"row_sparse data must have shape (len(indices), *shape[1:]) = {expected}, "
             f"got {tuple(data.shape)}"
         )
-    if not full or indices.shape[0] == 0:
+    if not full:
         return
     rows = shape[0]
-    lo, hi = int(indices.min()), int(indices.max())
-    if lo < 0 or hi >= rows:
+    code = _violation_check("row_sparse", row_sparse_violation, indices)(indices, rows)
+    if code == OUT_OF_RANGE:
         bad = int(((indices < 0) | (indices >= rows)).argmax())
         raise SparseFormatError(
             f"row_sparse row index {int(indices[bad])} at position {bad} is out of range [0, {rows})"
         )
-    if indices.shape[0] > 1:
-        increasing = indices[1:] > indices[:-1]
-        if not bool(increasing.all()):
-            p = _first_false(increasing) + 1
-            prev, cur = int(indices[p - 1]), int(indices[p])
-            what = "duplicate" if prev == cur else "unsorted"
-            raise SparseFormatError(
-                f"row_sparse indices must be sorted and unique: {what} index {cur} after {prev} "
-                f"at position {p}"
-            )
+    if code == UNORDERED:
+        p = _first_false(indices[1:] > indices[:-1]) + 1
+        prev, cur = int(indices[p - 1]), int(indices[p])
+        what = "duplicate" if prev == cur else "unsorted"
+        raise SparseFormatError(
+            f"row_sparse indices must be sorted and unique: {what} index {cur} after {prev} "
+            f"at position {p}"
+        )
+
+
+def row_sparse_violation(indices: Any, rows: int) -> int:
+    """``OK``, or the first broken O(n) invariant of row_sparse row indices: a row index
+    OUT_OF_RANGE ``[0, rows)``, indices UNORDERED (unsorted or repeated). Array code, for
+    NumPy and CuPy (and compiled: ``HOST_CHECKS``)."""
+    if indices.shape[0] == 0:
+        return OK
+    if indices.min() < 0 or indices.max() >= rows:
+        return OUT_OF_RANGE
+    if indices.shape[0] > 1 and not (indices[1:] > indices[:-1]).all():
+        return UNORDERED
+    return OK

@@ -262,3 +262,33 @@ def test_an_op_without_a_gradient_says_so(isolated):
         y.sum().backward()
     st.ops.square(x).sum().backward()
     torch.testing.assert_close(x.grad, 2 * torch.ones(3))
+
+
+def test_coalesced_flag_is_trusted_only_for_the_gradient_returned_and_checked_for_sums():
+    """One call's row_sparse gradient lands flagged without a check (``.grad`` holds the very
+    buffers returned; the hook lets go of them). Accumulated into an earlier sparse
+    ``.grad``, the sum is flagged only when its rows are sorted and unique (the O(nnz)
+    check); values always equal the dense rule's."""
+    from sparse_ops.torch import library
+
+    w = st.sparse_grad(torch.nn.Parameter(torch.randn(6, 3, dtype=torch.float64)))
+    a = torch.tensor([[4.0, 1.0]], dtype=torch.float64)
+
+    def emb(ids):
+        return st.ops.Embedding(ids, w, input_dim=6, output_dim=3, dtype="float64")
+
+    emb(a).sum().backward()
+    assert w.grad.is_coalesced() and library._GIVEN not in w.__dict__
+    np.testing.assert_array_equal(w.grad._indices()[0].numpy(), [1, 4])
+    for earlier, flagged in (([[1, 0]], False), ([[5]], None)):
+        rows = torch.tensor(earlier)
+        w.grad = torch.sparse_coo_tensor(rows, torch.ones(rows.shape[1], 3, dtype=torch.float64), (6, 3))
+        emb(a).sum().backward()
+        g = w.grad
+        want = np.zeros((6, 3))
+        want[[1, 4]] += 1
+        np.add.at(want, earlier[0], 1)
+        np.testing.assert_array_equal(g.to_dense().numpy(), want)
+        assert library._GIVEN not in w.__dict__
+        ordered = bool((np.diff(g._indices()[0].numpy()) > 0).all())
+        assert g.is_coalesced() == ordered if flagged is None else g.is_coalesced() is flagged

@@ -145,3 +145,54 @@ def test_other_integer_index_dtypes_become_int64_after_checks():
         so.csr_matrix((np.ones(1, F32), np.array([2**63], np.uint64), np.array([0, 1])), shape=(1, 2))
     mixed = so.csr_matrix((np.ones(1, F32), np.array([0], np.int32), np.array([0, 1], np.int64)), shape=(1, 1))
     assert mixed.aux_types == [np.int64, np.int64]
+
+
+# ---- the compiled twins of the O(nnz) checks (sparse_ops/kernels/checks.py) --------------------------
+@st.composite
+def index_structures(draw):
+    """(indices, indptr, columns): a csr structure of small random rows, often broken (an
+    index out of range, an unsorted or repeated one in a row, indptr stepping down)."""
+    index_dtype = draw(st.sampled_from(["int32", "int64"]))
+    rows, columns = draw(st.integers(0, 6)), draw(st.integers(1, 9))
+    lengths = draw(st.lists(st.integers(0, 4), min_size=rows, max_size=rows))
+    indptr = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(index_dtype)
+    indices = np.array(draw(st.lists(st.integers(-2, columns + 1), min_size=int(indptr[-1]),
+                                     max_size=int(indptr[-1]))), dtype=index_dtype)
+    if rows >= 2 and draw(st.booleans()):
+        indptr[1], indptr[2] = indptr[2], indptr[1]
+    return indices, indptr, columns
+
+
+@given(index_structures(), st.booleans())
+def test_compiled_checks_give_the_array_codes_verdicts(case, canonical):
+    """The compiled checks (what NumPy int32/int64 index arrays get) and the array code (CuPy,
+    other index dtypes) refuse the same structures for the same reason."""
+    from sparse_ops import validation
+    from sparse_ops.kernels import checks
+
+    indices, indptr, columns = case
+    assert (checks.csr_violation(indices, indptr, columns, canonical)
+            == validation.csr_violation(indices, indptr, columns, canonical))
+    assert checks.row_sparse_violation(indices, columns) == validation.row_sparse_violation(indices, columns)
+
+
+def test_numpy_int32_and_int64_indices_take_the_compiled_checks_other_index_dtypes_the_array_code():
+    from sparse_ops import validation
+    from sparse_ops.kernels import checks
+
+    for dt in ("int32", "int64"):
+        ind, ptr = np.array([0, 2], dt), np.array([0, 2], dt)
+        assert validation._violation_check("csr", validation.csr_violation, ind, ptr) is checks.csr_violation
+        assert validation._violation_check("row_sparse", validation.row_sparse_violation, ind) \
+            is checks.row_sparse_violation
+    for dt in ("int16", "uint32", ">i8"):
+        ind = np.array([0, 2], dt)
+        assert validation._violation_check("csr", validation.csr_violation, ind, ind) is validation.csr_violation
+    # refused with the same messages either way
+    for dt in ("int64", "int16"):
+        with pytest.raises(so.SparseFormatError, match="duplicate index 1 after 1 in row 0"):
+            csr([1, 2], np.array([1, 1], dt), np.array([0, 2], dt), (1, 3))
+        with pytest.raises(so.SparseFormatError, match="unsorted index 0 after 2 at position 1"):
+            so.row_sparse_array((np.ones((2, 2), F32), np.array([2, 0], dt)), shape=(4, 2))
+        with pytest.raises(so.SparseFormatError, match="row index 7 at position 1 is out of range"):
+            so.row_sparse_array((np.ones((2, 2), F32), np.array([2, 7], dt)), shape=(4, 2))

@@ -19,7 +19,7 @@ from numba import types
 from numba.extending import intrinsic
 
 from .. import validation
-from ..kernels import jit
+from ..kernels import checks, jit
 from ..sdk import csr_cpu
 from ..sdk.csr import _mean_row
 from . import ffi
@@ -31,7 +31,7 @@ _DATA, _DIMS = _W["buffer.data"], _W["buffer.dims"]
 _EXECUTE = ffi.STAGE_EXECUTE
 
 _serial, _split, _bounds = csr_cpu.csr_dense_rows, csr_cpu.csr_dense_parallel, csr_cpu.balanced_bounds
-_violation, _OK = numba.njit(validation.csr_violation), validation.OK  # the containers' own csr check
+_violation, _OK = checks.csr_violation, validation.OK  # the containers' own csr check, compiled
 _row_means = _mean_row.drivers().cpu_serial
 
 DONE, FALLBACK = 0, 1

@@ -131,3 +131,5 @@ def jit(parallel: bool = False, cache: bool = True, reassociate: bool = False) -
     for functions numba cannot cache (no source file); ``reassociate=True`` lets LLVM reorder
     floating-point sums (what vectorising a reduction needs), nothing else of fastmath."""
     return numba.njit(**jit_options(parallel, cache, reassociate))
+
+from . import checks  # noqa: E402,F401  (hooks the compiled format checks into validation.HOST_CHECKS)

@@ -984,25 +984,36 @@ def wants_sparse(ov: Overload, inst: registry.Op, options: CallOptions, args: Se
 
 
 def _mark_coalesced(p: torch.Tensor) -> None:
-    g = p.grad
+    g, given = p.grad, p.__dict__.pop(_GIVEN, None)
     if g is not None and g.layout == torch.sparse_coo and g.sparse_dim() == 1 and not g.is_coalesced():
-        idx = g._indices()[0]
-        if idx.is_cpu:  # on the host, NumPy on a view: a third of torch's time for a few thousand rows
-            rows = idx.numpy()
+        idx = g._indices()
+        if given is not None and (given[0].data_ptr(), given[1].data_ptr()) == (idx.data_ptr(), g._values().data_ptr()):
+            ordered = True  # the components of the coalesced gradient we returned, re-wrapped as they are
+        elif idx.is_cpu:  # on the host, NumPy on a view: a third of torch's time for a few thousand rows
+            rows = idx[0].numpy()
             ordered = rows.shape[0] < 2 or bool((rows[1:] > rows[:-1]).all())
         else:
-            ordered = idx.numel() < 2 or bool((idx[1:] > idx[:-1]).all())
+            ordered = idx.shape[1] < 2 or bool((idx[0, 1:] > idx[0, :-1]).all())
         if ordered:
             g._coalesced_(True)
 
 
-def keep_coalesced_flag(param: torch.Tensor) -> None:
+_GIVEN = "_sparse_ops_given"
+
+
+def keep_coalesced_flag(param: torch.Tensor, grad: torch.Tensor | None = None) -> None:
     """Keep the coalesced flag of sparse gradients in ``param.grad``: torch's AccumulateGrad
     re-wraps the coalesced COO gradient we return without its flag (as it does for
     ``nn.Embedding(sparse=True)``), so after accumulation a hook sets it again when the
-    stored rows are sorted and unique (an O(nnz) check; a sum of several sparse gradients
-    that is not stays unflagged), sparing optimizers a sort in ``grad.coalesce()``. Called
-    by the backward that makes such a gradient: a hook added then runs in that same pass."""
+    stored rows are sorted and unique, sparing optimizers a sort in ``grad.coalesce()``. A
+    sum of several sparse gradients that is not stays unflagged. ``grad``: the coalesced
+    gradient about to be returned for ``param``, whose components the param holds until
+    the hook: when ``.grad`` holds those very buffers (the pass's one gradient, re-wrapped)
+    the hook trusts the flag instead of an O(nnz) check (held, they cannot have been freed
+    and reused by another tensor). Called by the backward that makes such a gradient: a
+    hook added then runs in that same pass."""
+    if grad is not None:
+        param.__dict__[_GIVEN] = (grad._indices(), grad._values())
     if not getattr(param, "_sparse_ops_flag_hook", False):
         param.register_post_accumulate_grad_hook(_mark_coalesced)
         param._sparse_ops_flag_hook = True
@@ -1147,7 +1158,7 @@ def _torch_gradients(gs: list, inputs: list[NDArray], args: list, slots: list[in
             r = _as_rows(g)
             values = tensor_of(r._data.astype(x.dtype, copy=False))
             result[s] = sparse_rows(values, tensor_of(r._indices), x.shape)
-            keep_coalesced_flag(args[s])  # the saved leaf itself: its .grad will hold this gradient
+            keep_coalesced_flag(args[s], result[s])  # the saved leaf itself: its .grad will hold it
         else:
             a = g._data if g.__class__ is NDArray and x.__class__ is NDArray else aligned(g, x)  # dense: as it is
             result[s] = tensor_of(a.astype(x.dtype, copy=False) if a.dtype != x.dtype else a)
