@@ -27,7 +27,7 @@ per-round ratios (below 1: the bridge is faster).
     ``torch.relu(x)``, forward and forward + backward (issue 38 item 4). Target: forward
     <= 2 us (set where ``torch.relu`` takes ~0.9 us; the ratio is reported beside it).
 (f) **Recommender step**: a plugin author's embedding-bag op (``bench_bag_sum``, defined
-    here as sdk/README.md shows: a kernel-first op, row kernels forward and backward, a
+    here as the author's guide (docs/author/) shows: a kernel-first op, row kernels forward and backward, a
     row_sparse table gradient) on csr bags of ~20 zipf(1.2) ids, the table marked
     ``sparse_grad``, feeding an MLP with a binary cross-entropy loss (or the pooled rows'
     sum as the loss); ``SparseAdam`` for the table, ``Adam`` for the MLP. Reference:
@@ -435,7 +435,7 @@ def run_percall(scale: int = 1) -> list[PerCallRow]:
 
 
 # ---- (f) a recommender step: a plugin author's embedding bag, an MLP, SparseAdam ---------------------
-# The op below is written as sdk/README.md shows a plugin author: a kernel-first Op, its forward a
+# The op below is written as the author's guide shows a plugin author: a kernel-first Op, its forward a
 # row kernel over the bags, its backward declared on the op (a row kernel over the ids present,
 # giving the table a row_sparse gradient). It is registered when the case runs (bag_sum_op), not
 # when this module is imported, so importing the benchmarks adds nothing to the table.

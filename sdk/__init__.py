@@ -18,7 +18,7 @@
 - ``SDK_VERSION``, which plugins' ``SPARSE_OPS_SDK`` ranges are checked against;
 - ``include_dir()``: the folder holding ``sparse_ops.h``, the C ABI of operator libraries.
 
-See ``sdk/README.md``.
+The guide: ``docs/author/`` (the documentation site's "Writing operators").
 """
 import os
 from typing import Any

@@ -5,23 +5,21 @@ must reserve room for a sparse output before the kernel runs. Without help they 
 reserve its dense size, rows x columns for csr, which for a 100k x 100k matrix is 10**10
 values. An op therefore declares, beside its ``infer_shape`` / ``infer_type`` /
 ``infer_storage_type`` rules, an upper bound of each sparse output's stored entries as a
-pure function of its inputs' shapes, storage types and stored counts:
+pure function of its inputs' shapes, storage types and stored counts::
 
-```python
-from sparse_ops.sdk import capacity as cap
+    from sparse_ops.sdk import capacity as cap
 
-class Square(Op):
-    capacity = cap.same_as("data")                 # the output has data's structure
+    class Square(Op):
+        capacity = cap.same_as("data")                 # the output has data's structure
 
-class Add(Op):
-    capacity = cap.sum_of("lhs", "rhs")            # a union of the two structures
+    class Add(Op):
+        capacity = cap.sum_of("lhs", "rhs")            # a union of the two structures
 
-class Mul(Op):
-    capacity = cap.min_of("lhs", "rhs")            # an intersection
+    class Mul(Op):
+        capacity = cap.min_of("lhs", "rhs")            # an intersection
 
-class TopK(Op):                                    # k values per row at most
-    capacity = cap.computed(lambda op, out, x: out.rows * op.k, "rows x k")
-```
+    class TopK(Op):                                    # k values per row at most
+        capacity = cap.computed(lambda op, out, x: out.rows * op.k, "rows x k")
 
 The unit is the output's: **stored values** for a csr output, **stored rows** for a
 row_sparse one. An input's stored count is what the caller holds (a JAX input's static

@@ -53,49 +53,10 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 def _storage_rules(opdef: Any) -> list[str]:
     """One line per input-storage signature with a kernel: the output storage types the
-    op's rule infers and the dispatch mode the dispatcher picks (``choose_dispatch``, as a
-    call on the cpu would). An op with required parameters takes those of its first
-    sample (said so), or shows none."""
-    from .device import cpu
-    from .dispatch import choose_dispatch
-    from .errors import OperatorError
+    op's rule infers and the dispatch mode the dispatcher picks (``describe.storage_rules``)."""
+    from .describe import storage_rules
 
-    lines = []
-    try:
-        inst = opdef.instance({})
-    except Exception as exc:  # a required parameter: the rule needs values
-        inst = None
-        make = getattr(opdef.cls, "samples", None)
-        try:
-            first = list(make())[0] if callable(make) else None
-            params = first[1] if isinstance(first, tuple) else {}
-            inst = opdef.instance(params) if first is not None else None
-            lines.append(f"(with the parameters of the first sample: {params})" if inst is not None else
-                         f"(output storage depends on parameters: {exc})")
-        except Exception:  # noqa: BLE001  (samples that fail: the rules stay unknown)
-            lines.append(f"(output storage depends on parameters: {exc})")
-    signatures = [("default",) * len(opdef.arguments)] + sorted({st for _, st in opdef.fcompute_ex})
-    for st in dict.fromkeys(signatures):  # unique, in order
-        ins = ",".join(st)
-        if "*" in st or "..." in st:
-            lines.append(f"{ins} -> (depends on the inputs) [fcompute_ex]")
-            continue
-        if inst is None:
-            lines.append(f"{ins} -> ? [{'fcompute_ex' if any(k[1] == st for k in opdef.fcompute_ex) else '?'}]")
-            continue
-        try:
-            outs = list(inst.infer_storage_type(*st))
-        except Exception as exc:  # noqa: BLE001  (a rule refusing these storage types)
-            lines.append(f"{ins} -> (refused: {exc})")
-            continue
-        try:
-            mode, _ = choose_dispatch(opdef, cpu(), tuple(st), outs)
-        except OperatorError:
-            mode = "no cpu kernel"
-        lines.append(f"{ins} -> {','.join(outs)} [{mode}]")
-    lines.append("other input storage types: densified, dense kernel, cast back [fallback]"
-                 if opdef.fcompute else "other input storage types: no kernel (error)")
-    return lines
+    return storage_rules(opdef).lines()
 
 
 def _capacity_rules(opdef: Any) -> list[str]:

@@ -168,11 +168,10 @@ def test_without_nvcc_the_cuda_build_stops_and_says_why(tmp_path):
 
 
 def test_the_sdk_guide_example_library_builds_and_loads_as_written(tmp_path):
-    """sdk/README.md, "C, C++ and CUDA libraries": its C library, compiled by the guide's
+    """docs/author/c-libraries.md, "C, C++ and CUDA libraries": its C library, compiled by the guide's
     own `cc` line, loads and runs the guide's Python lines (a fresh process), and `sparse-ops
     check ./libscale.so` checks it."""
-    guide = (ROOT / "sdk" / "README.md").read_text()
-    section = guide[guide.index("## C, C++ and CUDA libraries"):]
+    section = (ROOT / "docs" / "author" / "c-libraries.md").read_text()
     (tmp_path / "scale.c").write_text(re.search(r"```c\n(.*?)```", section, re.S).group(1))
     cc_line = re.search(r"```bash\n(cc [^\n]*?)\s+# C\n", section).group(1)
     bin_dir = Path(sys.executable).parent  # where `sparse-ops` is installed

@@ -168,7 +168,7 @@ def test_opcheck_runs_every_check_on_the_examples():
 
 
 def test_scale_rows_gives_scale_its_gradient():
-    """sdk/README.md's scale_rows (this ScaleRows) once returned None for scale: scale.grad
+    """the author's guide's scale_rows (docs/author/kernel-first.md) (this ScaleRows) once returned None for scale: scale.grad
     came out all zeros. Its gradient is alpha * sum_c g[r, c] x[r, c]."""
     x = random_csr(6, 4, 0.5, 7)
     scale = so.array(np.linspace(-1.0, 2.0, 6))

@@ -72,7 +72,7 @@ TRACES = [0]  # bridged calls traced so far, lowered or FFI (a counter for tests
 
 @jax.tree_util.register_pytree_node_class
 class RowSparse:
-    """A row_sparse array in JAX: ``values`` (nse, *shape[1:]) of rows ``indices`` (nse,),
+    """A row_sparse array in JAX: ``values`` of shape ``(nse, *shape[1:])`` of rows ``indices`` ``(nse,)``,
     sorted; rows past the true count carry the index ``shape[0]`` (padding)."""
 
     def __init__(self, values: Any, indices: Any, shape: Sequence[int]) -> None:

@@ -27,7 +27,7 @@ from .convert import sparse_csr, sparse_rows
 
 class CSRParts(NamedTuple):
     """A csr matrix as component tensors: stored ``values``, column ``indices``, row
-    pointers ``indptr`` and the ``shape``; what ``torch.compile``d code passes and gets."""
+    pointers ``indptr`` and the ``shape``; what code compiled by ``torch.compile`` passes and gets."""
 
     values: torch.Tensor
     indices: torch.Tensor
