@@ -102,3 +102,46 @@ def storage_rules(opdef: OpDef) -> StorageRules:
             grads = _gradients(opdef, inst, st, outs) if opdef.backward_kernels else None
             rules.rows.append(StorageRow(st, ",".join(outs), mode, grads))
     return rules
+
+
+@dataclass(frozen=True)
+class SampleGradient:
+    """The gradients of one sample call, differentiated natively."""
+
+    inputs: tuple[str, ...]  # the sample's input storage types
+    params: dict[str, Any]  # the sample's parameters
+    grads: tuple[str, ...] | None  # each input's gradient storage type; None where it did not run
+    note: str = ""  # why not, where it did not run
+
+
+def sample_gradients(opdef: OpDef) -> list[SampleGradient]:
+    """For each of the op's ``samples()`` (by convention one per storage signature with a
+    kernel), the storage type of each input's gradient when a native call on it is
+    differentiated (``autograd.grad`` of its visible outputs, heads of ones): for a gradient
+    built from operators, what ``explain`` can only say once it runs. Empty for ops without
+    samples, without gradients, or that update inputs in place."""
+    import warnings
+
+    from . import autograd
+
+    make = getattr(opdef.cls, "samples", None)
+    if not callable(make) or opdef.constant or not opdef.differentiable or opdef.mutate:
+        return []
+    out = []
+    for sample in make():
+        inputs, params = sample if isinstance(sample, tuple) else (sample, {})
+        stypes = tuple(getattr(x, "stype", "default") for x in inputs)
+        try:
+            with warnings.catch_warnings():  # samples take fallbacks on purpose; values are not read
+                warnings.simplefilter("ignore")
+                for x in inputs:
+                    x.attach_grad()
+                with autograd.record():
+                    res = opdef.function(*inputs, **params)
+                heads = list(res) if isinstance(res, (list, tuple)) else [res]
+                grads = autograd.grad(heads, list(inputs))
+            out.append(SampleGradient(stypes, dict(params), tuple(g.stype for g in grads)))
+        except Exception as exc:  # noqa: BLE001  (an input that takes no gradient, a refused call: said)
+            note = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:160]}"
+            out.append(SampleGradient(stypes, dict(params), None, note))
+    return out

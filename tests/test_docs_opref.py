@@ -79,8 +79,9 @@ def test_each_page_holds_its_docstring_arguments_and_parameters(pages):
         head = text.split("\n## ")[0]
         assert f"(op-{name})=\n# " in head, name
         assert _plain(opref.first_sentence(opdef.cls.__doc__)) in _plain(head), name
-        assert [s for s in re.findall(r"^## (.+)$", text, re.M)] == [
-            "Call", "Parameters", "Storage types", "Faces", "Devices"], name
+        sections = [s for s in re.findall(r"^## (.+)$", text, re.M)]
+        gradients = ["Gradients"] if opref.sample_gradients(opdef) else []
+        assert sections == ["Call", "Parameters", "Storage types", *gradients, "Faces", "Devices"], name
         inputs = re.search(r"^- Inputs: (.*)$", text, re.M)[1]
         assert all(f"`{a}`" in inputs for a in opdef.arguments), name
         assert ("variadic" in inputs) == opdef.variadic, name
@@ -107,7 +108,7 @@ EXPECTED_STORAGE = {
 @pytest.mark.parametrize("name", sorted(EXPECTED_STORAGE))
 def test_chosen_ops_storage_rows_and_faces(pages, name):
     text = (pages / _folder(name) / f"{name}.md").read_text()
-    storage = text.split("## Storage types")[1].split("## Faces")[0]
+    storage = text.split("## Storage types")[1].split("\n## ")[0]
     rows = [line for line in storage.splitlines() if line.startswith("| ") and not line.startswith("| inputs")]
     assert rows == EXPECTED_STORAGE[name]
     assert "densified, run by the dense kernel" in storage  # every one has a dense kernel
@@ -226,3 +227,22 @@ def test_hostile_docstring_renders_and_builds_without_warnings(isolated, tmp_pat
     html = (tmp_path / "html" / "opref_hostile.html").read_text()
     assert html.count("<h1") == 1 and "# not a heading" in html and "(not-a-label)=" in html
     assert "&lt;b&gt;html&lt;/b&gt;" in html  # shown, not interpreted
+
+
+def test_gradient_storage_types_are_those_native_autograd_gives(pages):
+    """The Gradients section lists, per sample, each input's gradient storage type as
+    ``sparse_ops.autograd.grad`` gives it: dot(csr, dense)'s dense operand gets a row_sparse
+    gradient, csr @ csr gives csr gradients; constant ops and in-place updates have none."""
+    dot = (pages / "builtins" / "dot.md").read_text()
+    section = dot[dot.index("## Gradients"):dot.index("## Faces")]
+    assert "| csr, default |  | lhs: default, rhs: row_sparse |" in section
+    assert "| csr, csr |  | lhs: csr, rhs: csr |" in section
+    x = so.array(np.array([[0.0, 2.0], [1.0, 0.0]], np.float32)).tostype("csr")
+    w = so.ones((2, 3))
+    x.attach_grad(), w.attach_grad()
+    with so.autograd.record():
+        y = so.dot(x, w)
+    assert [g.stype for g in so.autograd.grad([y], [x, w])] == ["default", "row_sparse"]
+    for name in ("_contrib_getnnz", "sgd_update"):
+        folder = "builtins"
+        assert "## Gradients" not in (pages / folder / f"{name}.md").read_text(), name

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import sparse_ops
 from sparse_ops.cli import _devices  # the devices `sparse-ops list` shows
-from sparse_ops.describe import storage_rules
+from sparse_ops.describe import sample_gradients, storage_rules
 from sparse_ops.dispatch import op_function
 from sparse_ops.registry import OpDef
 
@@ -261,6 +261,27 @@ def _storage_section(name: str, opdef: OpDef) -> str:
     return "\n\n".join(text)
 
 
+def _gradients_section(opdef: OpDef) -> str | None:
+    """The storage type of each input's gradient on each of the op's samples, differentiated
+    natively (``describe.sample_gradients``); None for ops without samples or gradients."""
+    seen = sample_gradients(opdef)
+    if not seen:
+        return None
+    names = list(opdef.arguments) if not opdef.variadic else None
+    rows = []
+    for s in seen:
+        grads = (", ".join(f"{names[i] if names and i < len(names) else i}: {g}" for i, g in enumerate(s.grads))
+                 if s.grads is not None else f"not differentiable here ({s.note})")
+        row = [inline(", ".join(s.inputs), True), _code(repr(s.params), True) if s.params else "",
+               inline(grads, True)]
+        if row not in rows:
+            rows.append(row)
+    return ("The storage type of each input's gradient when a call on each of the op's samples is "
+            "differentiated natively (`sparse_ops.autograd.grad` of its outputs): a row_sparse gradient "
+            "stores only the rows the call touched.\n\n"
+            + _table(["inputs", "parameters", "input gradients"], rows))
+
+
 def op_page(name: str, matrix: FaceMatrix | None = None) -> str:
     """The Markdown page of registered operator ``name``."""
     opdef = sparse_ops.get_op(name)
@@ -273,6 +294,7 @@ def op_page(name: str, matrix: FaceMatrix | None = None) -> str:
         "## Call\n\n" + _call_section(name, opdef),
         "## Parameters\n\n" + _params_section(opdef),
         "## Storage types\n\n" + _storage_section(name, opdef),
+        *(["## Gradients\n\n" + g] if (g := _gradients_section(opdef)) else []),
         "## Faces\n\n" + _faces_section(name, matrix or read_face_matrix()),
         "## Devices\n\n" + (", ".join(devices) if devices else "none: the op has no kernels (it runs its own code)")
         + ("" if opdef.plugin is None else f"\n\nPlugin: {inline(opdef.plugin)}."),
