@@ -155,10 +155,10 @@ def _csr_dense_row(i, lane, lanes, indptr, indices, data, b, out):
 
 @row_kernel(lanes=True)
 def _mean_row(i, lane, lanes, indptr, out):
-    # apart from the product, so the product's arithmetic stays in the values' dtype
+    # apart from the product, and in the values' dtype (a float32 row divides in float32)
     count = indptr[i + 1] - indptr[i]
     if count > 0:
-        scale = 1.0 / count
+        scale = out.dtype.type(1.0) / out.dtype.type(count)
         for c in range(lane, out.shape[1], lanes):
             out[i, c] *= scale
 

@@ -17,6 +17,12 @@ remembered on disk (``ptx_cache_dir()``), keyed by the kernel's generated driver
 body's module source, the project's kernel sources and numba-cuda's version, so a second
 run compiles only what changed.
 
+A float32 variant (every floating-point array argument float32) must compute in float32:
+its PTX holding float64 arithmetic (a Python float literal or scalar promoting the body's
+arithmetic; most GPUs run float64 at 1/32-1/64 of the float32 rate) is refused, unless
+the kernel declares why (``row_kernel(float64="...")``, or a float64 ``total``). Loading
+a float64 scalar argument and narrowing it once to float32 is not arithmetic and passes.
+
 Command line: ``python -m sparse_ops.sdk.gpu_compile RECORDS [--cc 8.0]`` (exit status 1
 when a kernel is refused or cannot be found).
 """
@@ -37,6 +43,7 @@ from typing import Any, Iterator
 from .rowkernel import RowKernel
 
 DEFAULT_CC = (8, 0)  # the oldest compute capability the project's GPU machines have (A100: 8.0)
+CHECKS = ("float32 variants compute in float32",)  # compile_kernel's own checks, part of the cache key
 
 
 class GpuCompileError(RuntimeError):
@@ -90,6 +97,27 @@ def numba_type(desc: list) -> Any:
     raise GpuCompileError(f"an argument type that cannot be compiled for: {desc}")
 
 
+def float64_instructions(ptx: str) -> list[str]:
+    """The float64 arithmetic of ``ptx``: its instructions on ``.f64`` operands, but for
+    loading a float64 parameter and narrowing a float64 value to float32 (a float64 scalar
+    argument used as float32)."""
+    out = []
+    for line in ptx.splitlines():
+        op = line.strip().split(None, 1)[0] if line.strip() else ""
+        if ".f64" not in op or op.startswith((".", "//")) or op.startswith(("ld.param.", "cvt.rn.f32.f64")):
+            continue
+        out.append(op)
+    return out
+
+
+def _float32_variant(argtypes: tuple) -> bool:
+    """Whether every floating-point array argument is float32 (and there is one)."""
+    import numba
+
+    floats = [t.dtype for t in argtypes if isinstance(t, numba.types.Array) and isinstance(t.dtype, numba.types.Float)]
+    return bool(floats) and all(d == numba.float32 for d in floats)
+
+
 def compile_kernel(kernel: RowKernel, argtypes: tuple, cc: tuple[int, int] = DEFAULT_CC) -> str:
     """PTX of ``kernel``'s gpu driver for driver arguments of numba types ``argtypes`` (the
     arguments after the row count; a ``total`` kernel's running sum excluded), for compute
@@ -109,6 +137,16 @@ def compile_kernel(kernel: RowKernel, argtypes: tuple, cc: tuple[int, int] = DEF
             except NumbaError as own:
                 raise kernel.located_error(own) from None
             raise kernel.driver_error(exc, "gpu") from None
+    declared = kernel.float64 is not None or (kernel.total is not None and kernel.total.itemsize == 8
+                                              and kernel.total.kind == "f")
+    wide = float64_instructions(ptx) if _float32_variant(argtypes) and not declared else []
+    if wide:
+        kinds = ", ".join(sorted(set(wide))[:4])
+        raise GpuCompileError(
+            f"row kernel {kernel.__module__}.{kernel.__qualname__}: its float32 variant computes in float64 "
+            f"({len(wide)} float64 instructions: {kinds}): a Python float literal or scalar (0.0, 1.0 - beta, "
+            f"a float lr) promotes the arithmetic; write out.dtype.type(0.0) and pass scalars in the arrays' "
+            f"dtype, or declare row_kernel(float64='why')")
     return ptx
 
 
@@ -159,7 +197,9 @@ def _cache_key(kernel: RowKernel, desc: list, cc: tuple[int, int]) -> str:
     except OSError:
         pass
     h.update(_numba_env.kernel_fingerprint().encode())
-    h.update(json.dumps([desc, list(cc), version("numba-cuda")]).encode())
+    # what compile_kernel checks beyond CUDA's acceptance: a pass remembered before a check
+    # existed (or while the kernel declared otherwise) is not a pass of the check
+    h.update(json.dumps([desc, list(cc), version("numba-cuda"), CHECKS, kernel.float64]).encode())
     return h.hexdigest()
 
 

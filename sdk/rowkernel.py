@@ -40,7 +40,12 @@ call copies the total back to the host.
 
 The body must be numba code that compiles for both targets: scalars and array indexing,
 ``math``, ``range``, calls to other such functions; no allocation (``np.empty``) and no
-NumPy array functions (the CUDA target has none). It writes into arrays the caller
+NumPy array functions (the CUDA target has none). Python float literals and scalars are
+float64: ``acc = 0.0``, ``1.0 - beta``, or ``lr * g`` with ``lr`` a Python float make a
+float32 kernel compute in float64, which most GPUs run at 1/32-1/64 of the float32 rate.
+Write ``out.dtype.type(0.0)`` for a literal and pass scalars in the arrays' dtype (the
+host wrapper's ``weight.dtype.type(lr)``); ``row_kernel(float64="why")`` declares a body
+that means it. It writes into arrays the caller
 allocated; rows must not write each other's outputs (the parallel and gpu drivers run
 rows in any order).
 
@@ -214,8 +219,9 @@ class RowKernel:
     or None (the cpu). With a ``total`` dtype it returns the sum of what the rows return."""
 
     def __init__(self, body: Callable[..., Any], lanes: bool = False, cost: int = 1, parallel: bool = True,
-                 total: Any = None) -> None:
+                 total: Any = None, float64: str | None = None) -> None:
         self.body = body
+        self.float64 = float64  # why the float32 variant computes in float64, where it does on purpose
         self.lanes = lanes
         self.cost = cost
         self.parallel = parallel
@@ -584,7 +590,7 @@ def _same_text(path: str, text: str) -> bool:
 
 
 def row_kernel(body: Callable[..., Any] | None = None, *, lanes: bool = False, cost: int = 1,
-               parallel: bool = True, total: Any = None) -> Any:
+               parallel: bool = True, total: Any = None, float64: str | None = None) -> Any:
     """Decorator: the per-row ``body`` as a ``RowKernel`` running on cpu and gpu (see the
     module docstring). ``lanes=True``: the warp-per-row form, body ``(r, lane, lanes, ...)``.
     ``cost``: work units per unit of ``work=`` (for the parallel-size policy).
@@ -592,9 +598,12 @@ def row_kernel(body: Callable[..., Any] | None = None, *, lanes: bool = False, c
     that more cpu threads do not speed up (gathers, one-off structure passes).
     ``total``: a NumPy integer or float dtype; the body ends with ``return <number>`` (its
     row's share) and the call returns the sum over the rows in that dtype (a count of bad
-    rows, a norm)."""
+    rows, a norm).
+    ``float64``: why the body computes in float64 on float32 data, where it does so on
+    purpose (an accumulation that needs the precision); ``sparse_ops.sdk.gpu_compile``
+    refuses a float32 variant holding float64 arithmetic unless the kernel says why."""
     def build(f: Callable[..., Any]) -> RowKernel:
-        return RowKernel(f, lanes=lanes, cost=cost, parallel=parallel, total=total)
+        return RowKernel(f, lanes=lanes, cost=cost, parallel=parallel, total=total, float64=float64)
 
     return build if body is None else build(body)
 

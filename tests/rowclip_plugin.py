@@ -14,7 +14,7 @@ import sparse_ops as so
 from sparse_ops.sdk.rowkernel import row_kernel
 
 
-@row_kernel
+@row_kernel(float64="the row's norm: squares summed in float64")
 def clip_row(r, x, c, y):
     n = 0.0
     for f in range(x.shape[1]):
@@ -25,7 +25,7 @@ def clip_row(r, x, c, y):
         y[r, f] = x[r, f] * s
 
 
-@row_kernel
+@row_kernel(float64="the row's norm and dot product: summed in float64")
 def clip_row_backward(r, g, x, c, dx):
     """dx[r] = g[r] if |x[r]| <= c, else (c / n) * (g[r] - x[r] (x[r] . g[r]) / n^2)."""
     n = 0.0

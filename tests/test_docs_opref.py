@@ -5,6 +5,7 @@ its devices; stale pages go; a hostile docstring still builds without a Sphinx w
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -30,8 +31,30 @@ def _load_opref():
 opref = _load_opref()
 
 
+def _documented() -> list[str]:
+    """The ops a docs build documents: the table of a fresh process with its plugins loaded
+    (this process's table also holds the ops other test modules registered)."""
+    code = "import json, sparse_ops as so; so.load_plugins(); print(json.dumps(so.list_ops()))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+DOCUMENTED = _documented()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def documented_table():
+    """The table narrowed to what a docs build sees, for the module's tests."""
+    saved = so.registry.snapshot()
+    for name in so.list_ops():
+        if name not in DOCUMENTED:
+            so.registry.unregister(name)
+    yield
+    so.registry.restore(saved)
+
+
 @pytest.fixture(scope="module")
-def pages(tmp_path_factory) -> Path:
+def pages(tmp_path_factory, documented_table) -> Path:
     """The reference, written once for the module's tests."""
     out = tmp_path_factory.mktemp("opref") / "ops"
     opref.write_op_pages(out)

@@ -54,14 +54,38 @@ def allocates(r, x, out):
 
 @row_kernel
 def row_means(r, indptr, data, out):
-    _t = 0.0
+    _t = out.dtype.type(0.0)
     _n = 0
     _start = indptr[r]
     _stop = indptr[r + 1]
     for _i in range(_start, _stop):
         _t += data[_i]
         _n += 1
-    out[r] = _t / max(_n, 1)
+    out[r] = _t / out.dtype.type(max(_n, 1))
+
+
+@row_kernel
+def promoting_sum(r, x, scale, out):
+    acc = 0.0  # LINE:promote
+    for f in range(x.shape[1]):
+        acc += x[r, f] * scale
+    out[r] = acc
+
+
+@row_kernel
+def typed_sum(r, x, scale, out):
+    acc = out.dtype.type(0.0)
+    for f in range(x.shape[1]):
+        acc += x[r, f] * scale
+    out[r] = acc
+
+
+@row_kernel(float64="the sum of many small values needs the precision")
+def declared_sum(r, x, scale, out):
+    acc = 0.0
+    for f in range(x.shape[1]):
+        acc += x[r, f] * scale
+    out[r] = acc
 
 
 @row_kernel(lanes=True)
@@ -69,7 +93,7 @@ def scaled_rows(r, lane, lanes, x, out):
     _block = x.shape[1]
     for _i in range(lane, _block, lanes):
         _t = x[r, _i]
-        out[r, _i] = 2 * _t
+        out[r, _i] = out.dtype.type(2) * _t
 
 
 @row_kernel(total="float64")
@@ -252,3 +276,43 @@ def test_compiling_for_cuda_is_refused_under_the_simulator():
     out = subprocess.run([sys.executable, "-m", "sparse_ops.sdk.gpu_compile", os.devnull], env=env,
                          capture_output=True, text=True)
     assert out.returncode == 1 and "needs a process without the simulator" in out.stderr
+
+
+def test_a_float32_variant_computing_in_float64_is_refused_unless_declared(bodies):
+    """A Python float literal (acc = 0.0) or scalar promotes a float32 body's arithmetic to
+    float64: the float32 variant's PTX holds float64 instructions and is refused, naming the
+    kernel and the remedy; the same body with out.dtype.type(0.0) and a float32 scale
+    compiles to float32 arithmetic only; a kernel that declares float64 compiles; float64
+    variants are not concerned. The cpu drivers give the same values either way."""
+    x32, out32 = np.arange(12, dtype=np.float32).reshape(4, 3), np.zeros(4, np.float32)
+    x64, out64 = x32.astype(np.float64), np.zeros(4)
+    f32, f64 = numba.float32, numba.float64
+    with pytest.raises(gpu_compile.GpuCompileError) as info:
+        gpu_compile.compile_kernel(bodies.promoting_sum, (*_types(x32), f32, *_types(out32)))
+    message = str(info.value)
+    assert message.startswith("row kernel gpubad_bodies.promoting_sum: its float32 variant computes in float64 (")
+    assert "out.dtype.type(0.0)" in message and "row_kernel(float64=" in message
+    with pytest.raises(gpu_compile.GpuCompileError, match="computes in float64"):
+        gpu_compile.compile_kernel(bodies.typed_sum, (*_types(x32), f64, *_types(out32)))  # a float64 scale
+    ptx = gpu_compile.compile_kernel(bodies.typed_sum, (*_types(x32), f32, *_types(out32)))
+    assert gpu_compile.float64_instructions(ptx) == [] and "fma.rn.f32" in ptx
+    ptx = gpu_compile.compile_kernel(bodies.declared_sum, (*_types(x32), f32, *_types(out32)))
+    assert gpu_compile.float64_instructions(ptx)  # it does compute in float64, as declared
+    gpu_compile.compile_kernel(bodies.promoting_sum, (*_types(x64), f64, *_types(out64)))
+    for kernel in (bodies.promoting_sum, bodies.typed_sum, bodies.declared_sum):
+        out = np.zeros(4, np.float32)
+        kernel(None, 4, x32, np.float32(0.5), out)
+        np.testing.assert_array_equal(out, x32.sum(axis=1) * 0.5)
+
+
+def test_float64_instructions_skip_parameter_loads_and_narrowing():
+    ptx = """
+    .param .f64 k_param_1,
+    .reg .f64 %fd<3>;
+    ld.param.f64 %fd1, [k_param_1];
+    cvt.rn.f32.f64 %f1, %fd1;
+    fma.rn.f32 %f2, %f1, %f3, %f4;
+    cvt.f64.f32 %fd2, %f2;
+    add.f64 %fd3, %fd2, %fd1;
+    """
+    assert gpu_compile.float64_instructions(ptx) == ["cvt.f64.f32", "add.f64"]

@@ -56,8 +56,9 @@ class GCNNorm(so.Op):
         data, indices, indptr = ctx.alloc_csr(out, int(counts.sum()), index_dtype=index_dtype)
         indptr[0] = 0
         xp.cumsum(counts, out=indptr[1:])
-        k.gcn_fill(ctx, a.indptr, a.indices, a.data, self.add_self_loops, _inverse_sqrt(xp, degree),
-                   indptr, indices, data)
+        # degrees sum in float64; the scaling runs in the values' dtype
+        k.gcn_fill(ctx, a.indptr, a.indices, a.data, self.add_self_loops,
+                   _inverse_sqrt(xp, degree).astype(data.dtype, copy=False), indptr, indices, data)
 
     @so.kernel(device=BOTH)
     def dense(self, ctx, a, out):

@@ -83,7 +83,7 @@ def _sddmm(i, lane, lanes, indptr, indices, lhs, rhs, out):
     k = lhs.shape[1]
     for p in range(indptr[i] + lane, indptr[i + 1], lanes):
         j = indices[p]
-        acc = 0.0
+        acc = out.dtype.type(0.0)
         for f in range(k):
             acc += lhs[i, f] * rhs[j, f]
         out[p] = acc
@@ -103,12 +103,12 @@ def _row_softmax(r, indptr, data, out):
         top = data[lo]
         for p in range(lo + 1, hi):
             top = max(top, data[p])
-        total = 0.0
+        total = out.dtype.type(0.0)
         for p in range(lo, hi):
             e = math.exp(data[p] - top)
             out[p] = e
             total += e
-        inv = 1.0 / total
+        inv = out.dtype.type(1.0) / total
         for p in range(lo, hi):
             out[p] *= inv
 
@@ -122,7 +122,7 @@ def row_softmax(ctx, indptr, data, out) -> None:
 def _row_softmax_backward(r, indptr, y, g, out):
     start = indptr[r]
     end = indptr[r + 1]
-    dot = 0.0
+    dot = out.dtype.type(0.0)
     for p in range(start, end):
         dot += g[p] * y[p]
     for p in range(start, end):
@@ -151,10 +151,10 @@ def _fm_forward(i, indptr, indices, data, v, scratch, out):
             t = x * v[j, f]
             scratch[i, 0, f] += t
             scratch[i, 1, f] += t * t
-    acc = 0.0
+    acc = out.dtype.type(0.0)
     for f in range(k):
         acc += scratch[i, 0, f] * scratch[i, 0, f] - scratch[i, 1, f]
-    out[i] = 0.5 * acc
+    out[i] = out.dtype.type(0.5) * acc
 
 
 def fm_forward(ctx, indptr, indices, data, v, out) -> None:
@@ -169,7 +169,7 @@ def _fm_backward(q, lane, lanes, t_indptr, t_indices, t_data, rows, v, g, s, out
     j = rows[q]
     for f in range(lane, k, lanes):
         out[q, f] = 0
-    c = 0.0
+    c = out.dtype.type(0.0)
     for p in range(t_indptr[q], t_indptr[q + 1]):
         i = t_indices[p]
         w = g[i] * t_data[p]
@@ -221,7 +221,7 @@ def _gcn_fill(r, indptr, indices, data, self_loops, dinv, out_indptr, out_indice
         value = data[p]
         if pending and c >= r:
             if c == r:
-                value += 1.0
+                value += out_data.dtype.type(1.0)
             else:
                 out_indices[q] = r
                 out_data[q] = dinv[r] * dinv[r]
@@ -255,17 +255,20 @@ def _adagrad(q, lane, lanes, weight, rows, grad, history, lr, epsilon, wd):
 
 def adagrad_rows(ctx, weight, rows, grad, history, lr, epsilon, wd) -> None:
     """On rows ``rows`` (grad row q is weight row rows[q]): g' = g + wd * w;
-    h += g'^2; w -= lr * g' / (sqrt(h) + epsilon)."""
+    h += g'^2; w -= lr * g' / (sqrt(h) + epsilon). The scalars are taken in the weight's dtype,
+    so a float32 table updates in float32."""
+    lr, epsilon, wd = (weight.dtype.type(v) for v in (lr, epsilon, wd))
     _adagrad(ctx, rows.shape[0], weight, rows, grad, history, lr, epsilon, wd, work=grad.size)
 
 
 @row_kernel(lanes=True, cost=OPTIMIZER_COST)
 def _adam(q, lane, lanes, weight, rows, grad, mean, var, lr, beta1, beta2, epsilon, wd, correction1, correction2):
     r = rows[q]
+    one = weight.dtype.type(1.0)
     for f in range(lane, weight.shape[1], lanes):
         g = grad[q, f] + wd * weight[r, f]
-        m = beta1 * mean[r, f] + (1.0 - beta1) * g
-        v = beta2 * var[r, f] + (1.0 - beta2) * g * g
+        m = beta1 * mean[r, f] + (one - beta1) * g
+        v = beta2 * var[r, f] + (one - beta2) * g * g
         mean[r, f] = m
         var[r, f] = v
         weight[r, f] -= lr * (m / correction1) / (math.sqrt(v / correction2) + epsilon)
@@ -273,7 +276,9 @@ def _adam(q, lane, lanes, weight, rows, grad, mean, var, lr, beta1, beta2, epsil
 
 def adam_rows(ctx, weight, rows, grad, mean, var, lr, beta1, beta2, epsilon, wd, correction1, correction2) -> None:
     """Adam with bias correction (``correction1 = 1 - beta1**t``, ``correction2 = 1 -
-    beta2**t``) on rows ``rows``."""
+    beta2**t``) on rows ``rows``; the scalars in the weight's dtype (a float32 table updates in float32)."""
+    lr, beta1, beta2, epsilon, wd, correction1, correction2 = (
+        weight.dtype.type(v) for v in (lr, beta1, beta2, epsilon, wd, correction1, correction2))
     _adam(ctx, rows.shape[0], weight, rows, grad, mean, var, lr, beta1, beta2, epsilon, wd, correction1,
           correction2, work=grad.size)
 
