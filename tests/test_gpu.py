@@ -104,3 +104,27 @@ def test_moving_between_devices_and_explain():
     assert back.device == so.cpu() and np.array_equal(back.asnumpy(), A)
     with pytest.raises(so.OperatorError, match="different devices"):
         so.elemwise_add(cpu, gpu)
+
+
+@pytest.mark.parametrize("sparse_grad", [True, False])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_embedding_backward_on_the_gpu_is_deterministic_and_equals_the_cpus_sums(dtype, sparse_grad):
+    """The gpu Embedding backward sums each id's gradient rows in a fixed order (a segment sum
+    over the ids grouped, no atomics): two runs give the same bits, and the bits of the cpu's
+    sums, also for popular ids repeated many times with values of mixed magnitude."""
+    rng = np.random.default_rng(3)
+    ids = np.concatenate([np.full(300, 7), rng.integers(0, 50, 200), np.full(40, 0)]).astype(np.float64)
+    rng.shuffle(ids)
+    head = (rng.standard_normal((ids.shape[0], 6)) * 10.0 ** rng.integers(-4, 4, (ids.shape[0], 1))).astype(dtype)
+
+    def grad(device):
+        out = so.ops._embedding_backward(so.array(ids, device=device), so.array(head, device=device),
+                                         input_dim=50, sparse_grad=sparse_grad)
+        return out.tostype("default").asnumpy()
+
+    cpu, first, second = grad(so.cpu()), grad(so.gpu(0)), grad(so.gpu(0))
+    np.testing.assert_array_equal(first, second)
+    np.testing.assert_array_equal(first, cpu)
+    want = np.zeros((50, 6))
+    np.add.at(want, ids.astype(int), head.astype(np.float64))
+    np.testing.assert_allclose(cpu, want, rtol=1e-4 if dtype == "float32" else 1e-12, atol=1e-6)
