@@ -512,3 +512,58 @@ def test_simulated_gpu_spgemm_and_gradients():
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "ok" in result.stdout
+
+
+def test_gpu_spgemm_chunks_cover_the_rows_within_the_bound():
+    """The gpu SpGEMM's row chunks (cuda/spgemm.py ``chunk_rows``) cover every row once, in
+    order, each within the workspace bound unless a single row exceeds it alone."""
+    from sparse_ops.cuda.spgemm import chunk_rows
+
+    rng = np.random.default_rng(4)
+    for _ in range(50):
+        work = rng.integers(0, 30, rng.integers(0, 40)) * (rng.random(1) < 0.9)
+        w_ptr = np.concatenate([[0], np.cumsum(work)]).astype(np.int64)
+        entries = int(rng.integers(1, 60))
+        chunks = chunk_rows(w_ptr, entries)
+        assert [r for s, e in chunks for r in range(s, e)] == list(range(work.shape[0]))
+        for s, e in chunks:
+            assert e > s and (w_ptr[e] - w_ptr[s] <= entries or e == s + 1)
+
+
+@pytest.mark.gpu
+def test_simulated_gpu_spgemm_within_a_small_workspace_equals_scipy():
+    """With a workspace bound of a few products the gpu SpGEMM runs many row chunks (a
+    power-law A @ A, a hub row larger than the bound alone, empty rows, a chunk whose
+    products all cancel) and gives SciPy's canonical product, as with the default bound."""
+    code = textwrap.dedent("""
+        import numpy as np, scipy.sparse as sp, sparse_ops as so
+        from sparse_ops.cuda import spgemm as gs
+        from sparse_ops.device import to_host
+        gpu = so.gpu(0)
+        rng = np.random.default_rng(1)
+        n = 40
+        deg = np.minimum((rng.pareto(1.2, n) * 2).astype(int) + 1, n)
+        rows = np.repeat(np.arange(n), deg)
+        cols = np.concatenate([rng.choice(n, d, replace=False) for d in deg])
+        a = sp.csr_matrix((np.round(rng.standard_normal(rows.shape[0]) * 3), (rows, cols)), shape=(n, n))
+        a.data[a.data == 0] = 1.0
+        a[5] = 0; a.eliminate_zeros(); a.sort_indices()
+        c = sp.csr_matrix(([1.0, 1.0], ([0, 1], [0, 0])), shape=(2, 1))  # rows that cancel: (1, -1) @ ...
+        d = sp.csr_matrix(([1.0, -1.0], ([0, 0], [0, 1])), shape=(1, 2))
+        ctx = type("Ctx", (), {"xp": np, "stream": None, "device": gpu})()
+        for x, y in ((a, a), (c, d), (d, c)):
+            want = (x @ y); want.eliminate_zeros(); want.sort_indices()
+            parts = lambda m: (m.indptr.astype(np.int64), m.indices.astype(np.int64), m.data)
+            for cap in (16, 16 * 7, gs.WORKSPACE_BYTES):  # a product or so per chunk, several rows, one chunk
+                ptr, idx, val = gs.spgemm(ctx, parts(x), parts(y), y.shape[1], np.int32, workspace_bytes=cap)
+                np.testing.assert_array_equal(to_host(ptr), want.indptr)
+                np.testing.assert_array_equal(to_host(idx), want.indices)
+                np.testing.assert_array_equal(to_host(val), want.data)
+        ab = so.dot(so.csr_matrix(a, device=gpu), so.csr_matrix(a, device=gpu))
+        np.testing.assert_array_equal(ab.asscipy().toarray(), (a @ a).toarray())
+        print("ok")
+    """)
+    env = dict(os.environ, SPARSE_OPS_CUDA_SIM="1")
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "ok" in result.stdout
