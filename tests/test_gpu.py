@@ -128,3 +128,22 @@ def test_embedding_backward_on_the_gpu_is_deterministic_and_equals_the_cpus_sums
     want = np.zeros((50, 6))
     np.add.at(want, ids.astype(int), head.astype(np.float64))
     np.testing.assert_allclose(cpu, want, rtol=1e-4 if dtype == "float32" else 1e-12, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64"])
+def test_csr_row_sums_on_the_gpu_are_the_cpus_exactly(dtype):
+    """sum / square_sum / norm-like row reductions of a csr on the gpu run the cpu's row
+    kernel (one thread a row, no atomics): the cpu's values bit for bit, int64 sums exact
+    past 2**53 (a float64 bincount rounds them)."""
+    rng = np.random.default_rng(5)
+    dense = np.where(rng.random((30, 40)) < 0.3, rng.integers(-9, 9, (30, 40)), 0).astype(dtype)
+    if dtype == "int64":
+        dense[3, :5] = 2**53 + 1  # sums beyond float64's integers
+    else:
+        dense *= 10.0 ** rng.integers(-6, 6, (30, 40))
+    cpu, gpu = both(dense, "csr")
+    for op in (lambda a: so.sum(a, axis=1), lambda a: so.square_sum(a, axis=1), lambda a: so.mean(a, axis=1)):
+        want, got = op(cpu).asnumpy(), op(gpu).asnumpy()
+        np.testing.assert_array_equal(got, want)
+    if dtype == "int64":
+        assert so.sum(gpu, axis=1).asnumpy()[3] == int(dense[3].sum())

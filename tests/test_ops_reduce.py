@@ -140,8 +140,9 @@ def test_csr_array_module_path_matches_numba_path(a, index_dtype, axis, op, keep
     x = so.csr_matrix(csr_parts(a, index_dtype), shape=a.shape)
     mode = {"sum": 0, "norm2": 1, "norm1": 2}[op]
     axes = reduce_axes(axis, 2)
-    fast = _csr_reduce(np, x, axes, keepdims, mode, use_numba=True)
-    generic = _csr_reduce(np, x, axes, keepdims, mode, use_numba=False)
+    host = so.OpContext(so.cpu(), False, None)
+    fast = _csr_reduce(host, x, axes, keepdims, mode, use_numba=True)
+    generic = _csr_reduce(host, x, axes, keepdims, mode, use_numba=False)
     assert fast.shape == generic.shape
     np.testing.assert_allclose(fast, generic, rtol=1e-6)
 

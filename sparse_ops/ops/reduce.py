@@ -8,7 +8,8 @@ listed. A full reduction gives a 0-d array (NumPy's shape ``()``), or all ones w
 in int64.
 
 Sparse inputs never get densified: csr reductions read ``indptr``/``indices``/``data``
-(numba on the cpu, ``bincount`` on a gpu), row_sparse reductions reduce the stored rows
+(numba on the cpu; on a gpu the same row-sum kernel, and ``bincount`` for column sums),
+row_sparse reductions reduce the stored rows
 and scatter them into place. Every output is dense, except ``square_sum`` of a
 row_sparse input over non-row axes with ``keepdims=True``, which stays row_sparse (only
 the stored rows), as MXNet's ``_square_sum`` does.
@@ -96,9 +97,10 @@ def _dense_reduce(xp: Any, a: Any, axes: tuple[int, ...], keepdims: bool, mode: 
     return xp.sum(_transformed(xp, a, mode, acc), axis=axes, keepdims=keepdims, dtype=acc)
 
 
-def _csr_reduce(xp: Any, x: Any, axes: tuple[int, ...], keepdims: bool, mode: int,
+def _csr_reduce(ctx: Any, x: Any, axes: tuple[int, ...], keepdims: bool, mode: int,
                 use_numba: bool = True) -> Any:
     """Reduce csr ``x`` over ``axes`` (a subset of (0, 1)) without densifying it."""
+    xp = ctx.xp
     rows, cols = x.shape
     acc = acc_dtype(x.dtype)
     if axes == ():
@@ -126,7 +128,14 @@ def _csr_reduce(xp: Any, x: Any, axes: tuple[int, ...], keepdims: bool, mode: in
                 sums = np.zeros((chunks, cols), dtype=wide)
                 csr_col_sums_chunked(indptr, x.indices, data, mode, sums)
                 sums = sums.sum(axis=0)
-    else:  # array-module code (a real gpu): bincount sums in float64
+    elif axes == (1,) and use_numba and data.dtype in _NUMBA_DTYPES:
+        # a gpu: the row kernel the cpu runs, each row summed by one thread in order (no
+        # atomics: the same sums every run), in float64 or int64 as there
+        from ..sdk.csr import segment_sum
+
+        wide = np.dtype(np.float64) if data.dtype.kind == "f" else np.dtype(np.int64)
+        sums = segment_sum(ctx, x.indptr, data, xp.zeros(rows, dtype=wide), mode)
+    else:  # array-module code (a gpu's column sums, float16): bincount sums in float64
         values = _transformed(xp, data, mode, acc)
         if axes == (1,):
             sums = xp.bincount(row_ids(x), weights=values, minlength=rows)
@@ -158,7 +167,7 @@ def _rsp_reduce(xp: Any, x: Any, axes: tuple[int, ...], keepdims: bool, mode: in
 def _reduce_any(ctx: Any, x: NDArray, axes: tuple[int, ...], keepdims: bool, mode: int) -> Any:
     xp = ctx.xp
     if x.stype == "csr":
-        return _csr_reduce(xp, x, axes, keepdims, mode)
+        return _csr_reduce(ctx, x, axes, keepdims, mode)
     if x.stype == "row_sparse":
         return _rsp_reduce(xp, x, axes, keepdims, mode)
     return _dense_reduce(xp, x.data, axes, keepdims, mode)
