@@ -14,15 +14,22 @@ two blocks of 160 threads rather than 256 + 44): harmless on hardware and much f
 under numba's CUDA simulator, which runs every thread as a Python thread.
 
 ``launch(ctx, kernel, config, *args)`` runs a kernel from an operator's gpu kernel
-method: on a real GPU on the op context's CuPy stream (CuPy arrays go to numba through
-``__cuda_array_interface__``, without copies); under the simulator
-(``SPARSE_OPS_CUDA_SIM=1``), where device memory is NumPy, read-only inputs (the index
-views containers hand out) travel as ``cuda.In`` so the simulator does not try to write
-them back.
+method, on the device and stream of the call that caused it, by construction: ``ctx`` is
+the op context (its device, and its stream: the current CuPy stream there, which the torch
+bridge sets to torch's current stream and the JAX handler to XLA's) or a gpu ``Device``
+(that device's current CuPy stream); anything else is refused. The device is made current
+for CuPy and numba around the launch, so a kernel never lands on whichever GPU happened to
+be current. CuPy arrays go to numba through ``__cuda_array_interface__``, without copies.
+Under the simulator (``SPARSE_OPS_CUDA_SIM=1``), where device memory is NumPy and there
+are no streams, read-only inputs (the index views containers hand out) travel as
+``cuda.In`` so the simulator does not try to write them back. ``recording()`` collects the
+(kernel, device, stream) of each launch in its block, for tests.
 """
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+import threading
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -85,35 +92,62 @@ def warp_per_row(n_rows: int, warps_per_block: int = 8) -> tuple[int, int]:
     return blocks, warps * WARP_SIZE
 
 
-_streams: dict[int, Any] = {}
+_streams: dict[tuple[int, int], Any] = {}
+_records = threading.local()  # .log: the launches of a ``recording()`` block on this thread
 
 
-def _numba_stream(ctx: Any) -> Any:
-    """The numba stream wrapping the op context's CuPy stream; 0 (the default stream) for
-    host memory, i.e. under the simulator."""
-    stream = getattr(ctx, "stream", None)
-    if stream is None:
-        return 0
+@contextlib.contextmanager
+def recording() -> Iterator[list]:
+    """A list receiving ``(kernel name, device, stream pointer or None)`` for each launch in
+    the block on this thread (what a test checks a call launched where it should)."""
+    saved, _records.log = getattr(_records, "log", None), []
+    try:
+        yield _records.log
+    finally:
+        _records.log = saved
+
+
+def _numba_stream(stream: Any, device_id: int) -> Any:
+    """The numba stream wrapping a CuPy stream of device ``device_id`` (numba's context of
+    that device current)."""
     from numba import cuda
 
-    ptr = int(stream.ptr)
-    wrapped = _streams.get(ptr)
+    key = (device_id, int(stream.ptr))
+    wrapped = _streams.get(key)
     if wrapped is None:
-        wrapped = _streams[ptr] = cuda.external_stream(ptr)
+        wrapped = _streams[key] = cuda.external_stream(key[1])
     return wrapped
 
 
 def launch(ctx: Any, kernel: Any, config: tuple[int, int], *args: Any) -> None:
     """Run numba.cuda ``kernel`` with ``config`` = (blocks, threads) on ``args``, on the
-    stream of op context ``ctx`` (see the module docstring)."""
+    device and stream of ``ctx``: an op context or a gpu ``Device`` (see the module
+    docstring); a TypeError for anything else."""
+    from sparse_ops.device import Device
+
+    device = ctx if isinstance(ctx, Device) else getattr(ctx, "device", None)
+    if not isinstance(device, Device) or device.device_type != "gpu":
+        raise TypeError(f"launch runs on the device and stream of an op context or a gpu Device; got {ctx!r}")
     blocks, threads = config
-    if getattr(ctx, "stream", None) is None:  # host memory: the simulator
+    xp = device.xp
+    log = getattr(_records, "log", None)
+    if xp is np:  # host memory: the simulator (one device, no streams)
         from numba import cuda
 
+        if log is not None:
+            log.append((getattr(kernel, "__name__", repr(kernel)), device, None))
         args = tuple(cuda.In(a) if isinstance(a, np.ndarray) and not a.flags.writeable else a for a in args)
         kernel[blocks, threads](*args)
-    else:
-        kernel[blocks, threads, _numba_stream(ctx)](*args)
+        return
+    from numba import cuda
+
+    with xp.cuda.Device(device.device_id), cuda.gpus[device.device_id]:
+        stream = getattr(ctx, "stream", None) if ctx is not device else None
+        if stream is None:
+            stream = xp.cuda.get_current_stream()
+        if log is not None:
+            log.append((getattr(kernel, "__name__", repr(kernel)), device, int(stream.ptr)))
+        kernel[blocks, threads, _numba_stream(stream, device.device_id)](*args)
 
 
-__all__ = ["WARP_SIZE", "grid_for", "rows_grid", "warp_per_row", "launch"]
+__all__ = ["WARP_SIZE", "grid_for", "rows_grid", "warp_per_row", "launch", "recording"]

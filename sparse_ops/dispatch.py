@@ -6,6 +6,7 @@ repeated call costs a few dictionary look-ups plus the kernel.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
 from typing import Any, Sequence
@@ -34,6 +35,9 @@ class InferenceError(OperatorError, ValueError):
 
 
 # ---- plans -------------------------------------------------------------------------------------
+_HOST = contextlib.nullcontext()  # what the kernel of a host call enters: nothing
+
+
 class Plan:
     """Everything decided for one input signature, and how to run it.
 
@@ -105,13 +109,16 @@ class Plan:
         ctx = self.contexts[state.training]
         recording = state.recording
         try:
-            if mode == "fcompute_ex":
-                # a storage-aware kernel may call operators (an MXNet-form custom op's forward
-                # does): they are its own steps, not nodes of the caller's graph
-                state.recording = False
-                ret = self.kernel(self.inst, ctx, *inputs, *results)
-            else:
-                ret = self.kernel(self.inst, ctx, *[x._data for x in inputs], *[r._data for r in results])
+            # a gpu kernel, built-in or plugin, runs with its call's device current (CuPy's
+            # allocations, its launches), never on whichever GPU happened to be current
+            with _dev.allocating_on(device) if device.device_type == "gpu" else _HOST:
+                if mode == "fcompute_ex":
+                    # a storage-aware kernel may call operators (an MXNet-form custom op's forward
+                    # does): they are its own steps, not nodes of the caller's graph
+                    state.recording = False
+                    ret = self.kernel(self.inst, ctx, *inputs, *results)
+                else:
+                    ret = self.kernel(self.inst, ctx, *[x._data for x in inputs], *[r._data for r in results])
         except Exception as exc:
             raise _kernel_error(self, exc) from exc
         finally:

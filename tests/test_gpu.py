@@ -147,3 +147,24 @@ def test_csr_row_sums_on_the_gpu_are_the_cpus_exactly(dtype):
         np.testing.assert_array_equal(got, want)
     if dtype == "int64":
         assert so.sum(gpu, axis=1).asnumpy()[3] == int(dense[3].sum())
+
+
+def test_every_launch_runs_on_the_device_of_the_call_that_caused_it():
+    """The launch helper takes its device (and, on hardware, its stream) from the op context
+    or device it is given: every launch a gpu call makes, the conversions and densifying
+    fallbacks that pass a bare Device included, is recorded on gpu(0); a launch given no
+    device, or a cpu one, is refused rather than sent to whatever is current."""
+    from sparse_ops.sdk import launch
+
+    cpu_x, x = both(A, "csr")
+    _, w = both(W)
+    with launch.recording() as log:
+        so.dot(x, w)
+        x.tostype("default")  # row ids of a bare Device
+        so.sum(x, axis=1)
+        so.elemwise_add(x, x.tostype("default"))
+    assert log and {device for _, device, _ in log} == {so.gpu(0)}
+    assert {stream for _, _, stream in log} == {None}  # the simulator has no streams
+    for bad in (None, so.cpu(), object()):
+        with pytest.raises(TypeError, match="launch runs on the device and stream of an op context or a gpu Device"):
+            launch.launch(bad, None, (1, 32))

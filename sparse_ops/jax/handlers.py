@@ -28,7 +28,7 @@ import numpy as np
 
 from ..boundary import FULL, OURS, admit
 from ..bridging import PARTS, aligned, arg_names, framework_gradient
-from ..device import Device
+from ..device import Device, allocating_on
 from ..dispatch import plan_for
 from ..errors import OperatorError, SparseFormatError
 from ..gradients import call_gradient
@@ -485,19 +485,27 @@ def dims_buffer(spec: CallSpec) -> ffi.BufferSpec:
 
 
 # ---- gpu: XLA's device buffers as CuPy arrays, on XLA's stream ----------------------------------
-def _device_arrays(frame: ffi.CallFrame) -> tuple[list, list, Any]:  # pragma: no cover - needs a gpu
+def _device_arrays(frame: ffi.CallFrame) -> tuple[list, list, Any, Device]:  # pragma: no cover - needs a gpu
+    """CuPy views of the call's argument and result buffers, XLA's stream, and the device
+    holding the buffers (the device XLA runs the call on: device k's buffers on device k,
+    not on whichever GPU is current in this thread)."""
     import cupy
+
+    a, r = ffi.buffer_pointers(frame)
+    held = [ptr for ptr, shape, dtype in (*a, *r) if ptr and int(np.prod(shape, dtype=np.int64))]
+    device_id = (cupy.cuda.runtime.pointerGetAttributes(held[0]).device if held
+                 else cupy.cuda.runtime.getDevice())
 
     def wrap(ptr: int, shape: tuple, dtype: np.dtype) -> Any:
         n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
         if n == 0:
             return cupy.empty(shape, dtype)
-        mem = cupy.cuda.UnownedMemory(ptr, n, owner=None)
+        mem = cupy.cuda.UnownedMemory(ptr, n, owner=None, device_id=device_id)
         return cupy.ndarray(shape, dtype, cupy.cuda.MemoryPointer(mem, 0))
 
-    a, r = ffi.buffer_pointers(frame)
-    stream = cupy.cuda.ExternalStream(ffi.stream_of(frame))
-    return [wrap(*x) for x in a], [wrap(*x) for x in r], stream
+    with cupy.cuda.Device(device_id):
+        stream = cupy.cuda.ExternalStream(ffi.stream_of(frame))
+        return [wrap(*x) for x in a], [wrap(*x) for x in r], stream, Device("gpu", device_id)
 
 
 def _gpu_sizes(s: Any, args: list) -> tuple[Any, list]:  # pragma: no cover - needs a gpu
@@ -508,22 +516,16 @@ def _gpu_sizes(s: Any, args: list) -> tuple[Any, list]:  # pragma: no cover - ne
     return resolve(s, args[-1].get().tolist()), args[:-1]
 
 
-def _gpu_device() -> Device:  # pragma: no cover - needs a gpu
-    from ..device import as_device
-
-    return as_device("gpu")
-
-
 def _gpu(run: Any) -> Any:  # pragma: no cover - needs a gpu
     """The gpu handler body running ``run`` (``run_forward``, ``run_backward``, ``run_jvp``,
     ``run_hvp``): the spec by the call's id, CuPy views of XLA's device buffers, at the sizes
     a call with symbolic sizes carries, on XLA's stream."""
     def go(frame: ffi.CallFrame) -> None:
         spec = lookup(ffi.int_attr(frame, "call"))
-        args, rets, stream = _device_arrays(frame)
+        args, rets, stream, device = _device_arrays(frame)
         spec, args = _gpu_sizes(spec, args)
-        with stream:
-            run(spec, args, rets, _gpu_device())
+        with allocating_on(device), stream:
+            run(spec, args, rets, device)
     return go
 
 
