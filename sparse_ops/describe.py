@@ -1,8 +1,9 @@
-"""What an operator declares, as data: its storage-type rules per input signature (the
-output storage types its rule infers, the dispatch mode a cpu call gets, and, where the op
-declares backward kernels, its gradients' storage types). ``sparse-ops info`` prints them
-(``StorageRules.lines``) and the documentation's operator pages tabulate them, so the two
-say the same."""
+"""What an operator declares and does, as data: its storage-type rules per input signature
+(the output storage types its rule infers, the dispatch mode a cpu call gets, and, where the
+op declares backward kernels, its gradients' storage types: ``storage_rules``), and the
+storage type of each input's gradient on each of its samples, differentiated natively
+(``sample_gradients``). ``sparse-ops info`` prints the rules (``StorageRules.lines``) and the
+documentation's operator pages tabulate both, so the two say the same."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
