@@ -33,6 +33,8 @@ XDIST=$($PY -c "import xdist, os; print('-n', min(8, os.cpu_count() // 2))" 2>/d
 status=0
 timeout 240 $PY -m pytest -q -m gpu -p no:cacheprovider -rfE --tb=short $XDIST || status=$?
 timeout 120 $PY -m benchmarks.bench_gpu || status=$?
+# launches on the caller's stream and device: a non-blocking side stream, and gpu(1) when present
+timeout 120 $PY -m benchmarks.stream_device_check || status=$?
 # the PyTorch bridge on cuda tensors (when this python has torch with CUDA): zero-copy, streams
 if $PY -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
     timeout 120 $PY -m benchmarks.torch_gpu_check || status=$?

@@ -109,12 +109,18 @@ def _csr_reduce(ctx: Any, x: Any, axes: tuple[int, ...], keepdims: bool, mode: i
         total = xp.sum(_transformed(xp, x.data, mode, acc), dtype=acc)
         return xp.asarray(total).reshape(reduced_shape(x.shape, axes, keepdims))
     data = x.data
-    if use_numba and is_host(data) and data.dtype in _NUMBA_DTYPES:
+    wide = np.dtype(np.float64) if data.dtype.kind == "f" else np.dtype(np.int64)  # the numba kernels' sums
+    if axes == (1,) and use_numba and ctx.device.device_type == "gpu" and data.dtype in _NUMBA_DTYPES:
+        # a gpu (or the simulator's): the row kernel the cpu runs, launched there, each row
+        # summed by one thread in order (no atomics: the same sums every run)
+        from ..sdk.csr import segment_sum
+
+        sums = segment_sum(ctx, x.indptr, data, xp.zeros(rows, dtype=wide), mode)
+    elif use_numba and is_host(data) and data.dtype in _NUMBA_DTYPES:
         from ..kernels.reduce import csr_col_sums_chunked, csr_col_sums_into
         from ..sdk.csr import segment_sum
 
         data = numba_values(data)
-        wide = np.dtype(np.float64) if data.dtype.kind == "f" else np.dtype(np.int64)
         indptr = x.indptr
         if axes == (1,):
             sums = np.zeros(rows, dtype=wide)
@@ -128,13 +134,6 @@ def _csr_reduce(ctx: Any, x: Any, axes: tuple[int, ...], keepdims: bool, mode: i
                 sums = np.zeros((chunks, cols), dtype=wide)
                 csr_col_sums_chunked(indptr, x.indices, data, mode, sums)
                 sums = sums.sum(axis=0)
-    elif axes == (1,) and use_numba and data.dtype in _NUMBA_DTYPES:
-        # a gpu: the row kernel the cpu runs, each row summed by one thread in order (no
-        # atomics: the same sums every run), in float64 or int64 as there
-        from ..sdk.csr import segment_sum
-
-        wide = np.dtype(np.float64) if data.dtype.kind == "f" else np.dtype(np.int64)
-        sums = segment_sum(ctx, x.indptr, data, xp.zeros(rows, dtype=wide), mode)
     else:  # array-module code (a gpu's column sums, float16): bincount sums in float64
         values = _transformed(xp, data, mode, acc)
         if axes == (1,):
