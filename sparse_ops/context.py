@@ -42,8 +42,8 @@ def holds_unset(a: Any) -> bool:
 
 class _Workspace(threading.local):
     def __init__(self) -> None:
-        self.buffers: dict[Device, Any] = {}
-        self.offsets: dict[Device, int] = {}
+        self.buffers: dict[Any, Any] = {}
+        self.offsets: dict[Any, int] = {}
 
 
 _workspace = _Workspace()
@@ -52,23 +52,71 @@ _workspace = _Workspace()
 # this size; a larger one, grown for one big request, is dropped once no kernel uses it, so
 # the memory a thread holds between calls stays bounded.
 WORKSPACE_KEEP_BYTES = 64 << 20
+# On a real gpu a pool serves one stream (below); a thread keeps the pools of at most this
+# many streams per device, dropping the least recently used idle ones.
+WORKSPACE_KEEP_STREAMS = 4
 
 
-def release_workspace(device: Device, mark: int) -> None:
-    """A kernel returned: give back what it took from the pool (everything past ``mark``),
+def pool_key(device: Device) -> Any:
+    """Which workspace pool a kernel running now on ``device`` takes from: the device's, and
+    on a real gpu the current stream's too. A kernel's launches are queued, not finished, when
+    it returns, so memory handed to the next kernel is safe to reuse only if that kernel runs
+    on the same stream (ordered after the first); a call on another stream gets another pool.
+    CuPy frees a dropped pool's memory into its pool of the stream it was allocated on, so
+    dropping is safe too."""
+    xp = device.xp
+    if xp is np:
+        return device
+    return device, int(xp.cuda.get_current_stream().ptr)
+
+
+def workspace_mark(device: Device) -> tuple[Any, int]:
+    """Where the pool of the kernel about to run stands (for ``release_workspace``)."""
+    key = pool_key(device)
+    return key, _workspace.offsets.get(key, 0)
+
+
+def release_workspace(mark: tuple[Any, int]) -> None:
+    """A kernel returned: give back what it took from its pool (everything past ``mark``),
     dropping an oversized buffer once the pool is empty again."""
-    _workspace.offsets[device] = mark
-    if mark == 0:
-        buf = _workspace.buffers.get(device)
+    key, offset = mark
+    _workspace.offsets[key] = offset
+    if offset == 0:
+        buf = _workspace.buffers.get(key)
         if buf is not None and buf.shape[0] > WORKSPACE_KEEP_BYTES:
-            del _workspace.buffers[device]
+            del _workspace.buffers[key]
+
+
+def _take(key: Any, device: Device, nbytes: int) -> Any:
+    """``nbytes`` of pool ``key`` (64-byte aligned), growing the pool when it is short."""
+    align = 64
+    start = _workspace.offsets.get(key, 0)
+    start = (start + align - 1) // align * align
+    buf = _workspace.buffers.pop(key, None)  # re-inserted last: the dict's order is recency
+    if buf is None or buf.shape[0] < start + nbytes:
+        size = max(start + nbytes, 2 * (0 if buf is None else buf.shape[0]), 1 << 16)
+        with _dev.allocating_on(device):
+            buf = device.xp.empty(size, dtype=np.uint8)
+    _workspace.buffers[key] = buf
+    _workspace.offsets[key] = start + nbytes
+    if isinstance(key, tuple):
+        _forget_idle_streams(key[0])
+    return buf[start:start + nbytes]
+
+
+def _forget_idle_streams(device: Device) -> None:
+    streams = [k for k in _workspace.buffers if isinstance(k, tuple) and k[0] == device]
+    for k in streams[:max(0, len(streams) - WORKSPACE_KEEP_STREAMS)]:
+        if not _workspace.offsets.get(k, 0):
+            del _workspace.buffers[k]
+            _workspace.offsets.pop(k, None)
 
 
 class OpContext:
     """What a kernel may use besides its inputs and outputs.
 
     ``device``, ``is_train``; ``workspace(shape, dtype)`` temporary memory from a
-    per-thread, per-device pool (valid until the kernel returns; the pool is reused by later
+    per-thread, per-device pool (per stream on a real gpu; valid until the kernel returns; the pool is reused by later
     calls and keeps at most ``WORKSPACE_KEEP_BYTES`` between them); ``rng`` a seeded NumPy
     generator (``sparse_ops.random.seed``); ``stream`` the CuPy stream on a real gpu;
     ``alloc_csr`` / ``alloc_row_sparse`` give a sparse output its arrays once the kernel
@@ -114,17 +162,7 @@ class OpContext:
         if any(int(d) < 0 for d in shape):
             raise OperatorError(f"{self.op.label}: ctx.workspace got a negative shape {shape}")
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        align = 64
-        start = _workspace.offsets.get(self.device, 0)
-        start = (start + align - 1) // align * align
-        buf = _workspace.buffers.get(self.device)
-        if buf is None or buf.shape[0] < start + nbytes:
-            size = max(start + nbytes, 2 * (0 if buf is None else buf.shape[0]), 1 << 16)
-            with _dev.allocating_on(self.device):
-                buf = self.device.xp.empty(size, dtype=np.uint8)
-            _workspace.buffers[self.device] = buf
-        _workspace.offsets[self.device] = start + nbytes
-        return buf[start:start + nbytes].view(dtype).reshape(shape)
+        return _take(pool_key(self.device), self.device, nbytes).view(dtype).reshape(shape)
 
     def alloc_csr(self, out: CSRNDArray, nnz: int, index_dtype: Any = np.int64) -> tuple[Any, Any, Any]:
         """Give csr output ``out`` arrays for ``nnz`` values; returns (data, indices, indptr) to fill.

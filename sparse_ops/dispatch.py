@@ -18,7 +18,7 @@ from .backward_op import backward_instance, backward_of
 from .boundary import output_problem
 from . import device as _dev
 from . import settings as _settings
-from .context import OpContext, _workspace, holds_unset, mark_unset, release_workspace
+from .context import OpContext, holds_unset, mark_unset, release_workspace, workspace_mark
 from .device import Device
 from .errors import OperatorError, SparseFormatError, StorageFallbackWarning
 from .ndarray import DENSE_CLASSES, STYPES, CSRNDArray, NDArray, RowSparseNDArray, kernel_form, take_storage
@@ -104,7 +104,7 @@ class Plan:
                 if r.stype == "default":
                     mark_unset(r._data)
         if self.uses_workspace:
-            mark = _workspace.offsets.get(device, 0)
+            mark = workspace_mark(device)
         state = _state
         ctx = self.contexts[state.training]
         recording = state.recording
@@ -124,7 +124,7 @@ class Plan:
         finally:
             state.recording = recording
             if self.uses_workspace:
-                release_workspace(device, mark)
+                release_workspace(mark)
         if ret is not None and not self.trusted:
             _check_returned(self, ret, results)
         if self.check:

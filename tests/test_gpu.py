@@ -131,22 +131,25 @@ def test_embedding_backward_on_the_gpu_is_deterministic_and_equals_the_cpus_sums
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int64"])
-def test_csr_row_sums_on_the_gpu_are_the_cpus_exactly(dtype):
-    """sum / square_sum / norm-like row reductions of a csr on the gpu run the cpu's row
-    kernel (one thread a row, no atomics): the cpu's values bit for bit, int64 sums exact
-    past 2**53 (a float64 bincount rounds them)."""
+def test_csr_row_and_column_sums_on_the_gpu_are_the_cpus_exactly(dtype):
+    """sum / square_sum / mean of a csr over rows or columns on the gpu run the cpu's segment
+    kernel (one thread a segment, in row order, no atomics): the cpu's values bit for bit,
+    int64 sums exact past 2**53 (a float64 bincount rounds them)."""
     rng = np.random.default_rng(5)
     dense = np.where(rng.random((30, 40)) < 0.3, rng.integers(-9, 9, (30, 40)), 0).astype(dtype)
     if dtype != "int64":
         dense *= 10.0 ** rng.integers(-6, 6, (30, 40))
     cpu, gpu = both(dense, "csr")
-    for op in (lambda a: so.sum(a, axis=1), lambda a: so.square_sum(a, axis=1), lambda a: so.mean(a, axis=1)):
-        want, got = op(cpu).asnumpy(), op(gpu).asnumpy()
-        np.testing.assert_array_equal(got, want)
+    for axis in (0, 1):
+        for op in (so.sum, so.square_sum, so.mean):
+            want, got = op(cpu, axis=axis).asnumpy(), op(gpu, axis=axis).asnumpy()
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
     if dtype == "int64":
         dense[3, :5] = 2**53 + 1  # sums beyond float64's integers
         _, gpu = both(dense, "csr")
         assert so.sum(gpu, axis=1).asnumpy()[3] == int(dense[3].sum())
+        assert so.sum(gpu, axis=0).asnumpy()[2] == int(dense[:, 2].sum())
 
 
 def test_every_launch_runs_on_the_device_of_the_call_that_caused_it():

@@ -274,3 +274,17 @@ def test_native_warm_compiles_only_what_the_native_path_serves():
         ("float64", i, p, mean) for mean in (False, True) for i in ("int32", "int64") for p in (False, True)]
     # dot's kernel for csr @ dense is marked: its plain form (no transposes) only
     assert native.warm("dot", "float32") == native.warm("csr_spmm", "float32")
+
+
+def test_the_gpu_handlers_pool_cap_is_a_fraction_of_the_device():
+    """The gpu handlers allocate from a capped pool per device (beside XLA's own reservation):
+    a tenth of the device by default, ``SPARSE_OPS_JAX_GPU_POOL_FRACTION`` otherwise, and a
+    setting that is not a fraction in (0, 1] is refused naming the variable."""
+    from sparse_ops.jax import handlers
+
+    total = 80 << 30
+    assert handlers.pool_limit(total, None) == handlers.pool_limit(total, " ") == total // 10
+    assert handlers.pool_limit(total, "0.25") == total // 4 and handlers.pool_limit(total, "1") == total
+    for bad in ("0", "1.5", "-0.1", "ten percent"):
+        with pytest.raises(soj.JaxBridgeError, match=f"SPARSE_OPS_JAX_GPU_POOL_FRACTION={bad!r}: expected a fraction"):
+            handlers.pool_limit(total, bad)

@@ -198,3 +198,34 @@ def test_workspace_pool_is_reused_and_bounded(workspace_ops):
     t.join()
     np.testing.assert_array_equal(result[0], 2 * np.arange(6.0))
     assert SEEN[-1][0] != mine and ws.buffers[cpu].__array_interface__["data"][0] == mine
+
+
+def test_a_gpu_pool_serves_one_stream_and_idle_streams_are_forgotten():
+    """On a real gpu a kernel's launches may still be queued when the next kernel takes
+    workspace memory; only a kernel on the same stream runs after them, so each stream gets
+    its own pool (``context.pool_key``), and a thread keeps the pools of a few streams.
+    Pools are keyed here as on a gpu, by (device, stream pointer), over host memory."""
+    ws, dev = context._workspace, so.cpu()
+    keys = [(dev, 1000 + i) for i in range(context.WORKSPACE_KEEP_STREAMS + 2)]
+    try:
+        first = context._take(keys[0], dev, 256)
+        context._workspace.offsets[keys[0]] = 0  # its kernel returned
+        other = context._take(keys[1], dev, 256)
+        assert not np.shares_memory(first, other)  # another stream: another buffer
+        context._workspace.offsets[keys[1]] = 0
+        again = context._take(keys[0], dev, 256)
+        assert np.shares_memory(first, again)  # the same stream reuses its buffer
+        busy = context._take(keys[2], dev, 64)  # a pool in use is never forgotten
+        for k in keys[3:]:
+            context._take(k, dev, 64)
+            context._workspace.offsets[k] = 0
+        held = [k for k in keys if k in ws.buffers]
+        assert len(held) <= context.WORKSPACE_KEEP_STREAMS + 1 and keys[2] in held and busy.size == 64
+        assert keys[1] not in held  # the least recently used idle stream went first
+        context.release_workspace((keys[2], 0))
+        assert ws.offsets[keys[2]] == 0
+    finally:
+        for k in keys:
+            ws.buffers.pop(k, None)
+            ws.offsets.pop(k, None)
+    assert context.pool_key(dev) is dev  # host memory: one pool per device and thread

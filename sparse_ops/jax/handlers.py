@@ -21,6 +21,7 @@ nothing crosses to the host but the few sizes a call with symbolic sizes carries
 """
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any, Sequence
 
@@ -516,16 +517,64 @@ def _gpu_sizes(s: Any, args: list) -> tuple[Any, list]:  # pragma: no cover - ne
     return resolve(s, args[-1].get().tolist()), args[:-1]
 
 
+# XLA reserves most of a GPU's memory for itself (75% by default); what a handler allocates
+# (temporaries, sparse results before they are copied into XLA's buffers) comes from a CuPy
+# pool of its own per device, capped, so it neither grows CuPy's default pool beside XLA's
+# nor takes more than its share of what XLA leaves.
+POOL_FRACTION_VAR = "SPARSE_OPS_JAX_GPU_POOL_FRACTION"
+DEFAULT_POOL_FRACTION = 0.1
+_POOLS: dict[int, Any] = {}
+
+
+def pool_limit(total_bytes: int, setting: str | None) -> int:
+    """The byte cap of a handler pool on a device of ``total_bytes``: the fraction
+    ``setting`` (the environment variable's text; ``DEFAULT_POOL_FRACTION`` when unset)."""
+    if setting is None or not setting.strip():
+        fraction = DEFAULT_POOL_FRACTION
+    else:
+        try:
+            fraction = float(setting)
+        except ValueError:
+            fraction = -1.0
+        if not 0.0 < fraction <= 1.0:
+            raise JaxBridgeError(f"{POOL_FRACTION_VAR}={setting!r}: expected a fraction of the device's memory "
+                                 "in (0, 1], e.g. 0.1")
+    return int(total_bytes * fraction)
+
+
+def _pool(device_id: int) -> Any:  # pragma: no cover - needs a gpu
+    """The capped CuPy pool of the handlers on GPU ``device_id`` (made on first use)."""
+    pool = _POOLS.get(device_id)
+    if pool is None:
+        import cupy
+
+        with cupy.cuda.Device(device_id):
+            total = cupy.cuda.runtime.memGetInfo()[1]
+            pool = cupy.cuda.MemoryPool()
+            pool.set_limit(size=pool_limit(total, os.environ.get(POOL_FRACTION_VAR)))
+        pool = _POOLS.setdefault(device_id, pool)
+    return pool
+
+
 def _gpu(run: Any) -> Any:  # pragma: no cover - needs a gpu
     """The gpu handler body running ``run`` (``run_forward``, ``run_backward``, ``run_jvp``,
     ``run_hvp``): the spec by the call's id, CuPy views of XLA's device buffers, at the sizes
-    a call with symbolic sizes carries, on XLA's stream."""
+    a call with symbolic sizes carries, on XLA's stream and device, allocating from the
+    device's capped handler pool."""
     def go(frame: ffi.CallFrame) -> None:
+        import cupy
+
         spec = lookup(ffi.int_attr(frame, "call"))
         args, rets, stream, device = _device_arrays(frame)
         spec, args = _gpu_sizes(spec, args)
-        with allocating_on(device), stream:
-            run(spec, args, rets, device)
+        pool = _pool(device.device_id)
+        try:
+            with allocating_on(device), stream, cupy.cuda.using_allocator(pool.malloc):
+                run(spec, args, rets, device)
+        except cupy.cuda.memory.OutOfMemoryError as exc:
+            raise JaxBridgeError(f"{exc}: the bridge's gpu pool on gpu({device.device_id}) holds at most "
+                                 f"{pool.get_limit()} bytes; raise {POOL_FRACTION_VAR} (a fraction of the "
+                                 "device's memory) or lower XLA's share (XLA_PYTHON_CLIENT_MEM_FRACTION)") from exc
     return go
 
 

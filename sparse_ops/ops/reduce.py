@@ -8,9 +8,8 @@ listed. A full reduction gives a 0-d array (NumPy's shape ``()``), or all ones w
 in int64.
 
 Sparse inputs never get densified: csr reductions read ``indptr``/``indices``/``data``
-(numba on the cpu; on a gpu the same row-sum kernel, and ``bincount`` for column sums),
-row_sparse reductions reduce the stored rows
-and scatter them into place. Every output is dense, except ``square_sum`` of a
+(numba on the cpu; on a gpu the same segment-sum kernel, over the rows or over the values
+grouped by column), row_sparse reductions reduce the stored rows and scatter them into place. Every output is dense, except ``square_sum`` of a
 row_sparse input over non-row axes with ``keepdims=True``, which stays row_sparse (only
 the stored rows), as MXNet's ``_square_sum`` does.
 """
@@ -110,12 +109,19 @@ def _csr_reduce(ctx: Any, x: Any, axes: tuple[int, ...], keepdims: bool, mode: i
         return xp.asarray(total).reshape(reduced_shape(x.shape, axes, keepdims))
     data = x.data
     wide = np.dtype(np.float64) if data.dtype.kind == "f" else np.dtype(np.int64)  # the numba kernels' sums
-    if axes == (1,) and use_numba and ctx.device.device_type == "gpu" and data.dtype in _NUMBA_DTYPES:
-        # a gpu (or the simulator's): the row kernel the cpu runs, launched there, each row
-        # summed by one thread in order (no atomics: the same sums every run)
+    if use_numba and ctx.device.device_type == "gpu" and data.dtype in _NUMBA_DTYPES:
+        # a gpu (or the simulator's): the row kernel the cpu runs, launched there, each
+        # segment summed by one thread in order (no atomics: the same sums every run); for
+        # column sums the segments are the columns, the values grouped by a stable sort
         from ..sdk.csr import segment_sum
 
-        sums = segment_sum(ctx, x.indptr, data, xp.zeros(rows, dtype=wide), mode)
+        if axes == (1,):
+            sums = segment_sum(ctx, x.indptr, data, xp.zeros(rows, dtype=wide), mode)
+        else:
+            order = xp.argsort(x.indices, kind="stable")
+            colptr = xp.zeros(cols + 1, dtype=x.indptr.dtype)
+            xp.cumsum(xp.bincount(x.indices, minlength=cols), out=colptr[1:])
+            sums = segment_sum(ctx, colptr, data[order], xp.zeros(cols, dtype=wide), mode)
     elif use_numba and is_host(data) and data.dtype in _NUMBA_DTYPES:
         from ..kernels.reduce import csr_col_sums_chunked, csr_col_sums_into
         from ..sdk.csr import segment_sum
@@ -134,7 +140,7 @@ def _csr_reduce(ctx: Any, x: Any, axes: tuple[int, ...], keepdims: bool, mode: i
                 sums = np.zeros((chunks, cols), dtype=wide)
                 csr_col_sums_chunked(indptr, x.indices, data, mode, sums)
                 sums = sums.sum(axis=0)
-    else:  # array-module code (a gpu's column sums, float16): bincount sums in float64
+    else:  # array-module code (float16, bool): bincount sums in float64
         values = _transformed(xp, data, mode, acc)
         if axes == (1,):
             sums = xp.bincount(row_ids(x), weights=values, minlength=rows)
