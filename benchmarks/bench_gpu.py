@@ -26,6 +26,56 @@ def _timed(fn, sync, repeat: int = 10) -> float:
     return statistics.median(times)
 
 
+def _torch_sync(device: str):
+    """The synchronisation for timing torch on ``device`` ('cuda' or 'cpu'), or None when
+    this python has no torch or no such device."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    if device == "cuda":
+        return torch.cuda.synchronize if torch.cuda.is_available() else None
+    return lambda: None
+
+
+def embedding_steps(device, vocab: int = 1_000_000, dim: int = 64, batch: int = 4096,
+                    torch_device: str | None = "cuda", seed: int = 0):
+    """(our step, torch's step) of a sparse embedding training step: ``batch`` Zipf-drawn ids
+    into a ``vocab`` x ``dim`` float32 table, the lookup, its row_sparse gradient of the sum
+    and a lazy SGD update (ours on ``device``); torch's is ``nn.Embedding(sparse=True)`` +
+    SGD on ``torch_device``, None where torch or that device is missing (or it is None)."""
+    import sparse_ops as so
+    from sparse_ops import autograd as ag
+
+    rng = np.random.default_rng(seed)
+    ids = np.minimum(rng.zipf(1.2, size=batch), vocab) - 1
+    weight = so.array(rng.standard_normal((vocab, dim)).astype(np.float32), device=device)
+    weight.attach_grad(stype="row_sparse")
+    id_arr = so.array(ids.astype(np.float32), device=device)
+
+    def ours_step():
+        with ag.record():
+            emb = so.Embedding(id_arr, weight, input_dim=vocab, output_dim=dim, sparse_grad=True)
+            loss = so.sum(emb)
+        loss.backward()
+        so.sgd_update(weight, weight.grad, lr=0.01, lazy_update=True, out=weight)
+
+    if torch_device is None or _torch_sync(torch_device) is None:
+        return ours_step, None
+    import torch
+
+    emb_t = torch.nn.Embedding(vocab, dim, sparse=True).to(torch_device)
+    opt = torch.optim.SGD(emb_t.parameters(), lr=0.01)
+    ids_t = torch.as_tensor(ids, device=torch_device)
+
+    def torch_step():
+        opt.zero_grad()
+        emb_t(ids_t).sum().backward()
+        opt.step()
+
+    return ours_step, torch_step
+
+
 def run() -> list[list[str]]:
     try:
         import cupy
@@ -33,7 +83,6 @@ def run() -> list[list[str]]:
     except ImportError:
         return [["(skipped)", "CuPy is not installed", "", "", ""]]
     import sparse_ops as so
-    from sparse_ops import autograd as ag
     from sparse_ops.cuda import kernels
 
     from .bench_conversions import random_csr
@@ -80,37 +129,9 @@ def run() -> list[list[str]]:
     out.append(["dense -> csr 20k x 10k, 1% nnz", f"{t_cast * 1e3:.2f}", "", f"{t_cast_ref * 1e3:.2f}",
                 f"{t_cast / t_cast_ref:.2f}"])
 
-    vocab, dim, batch = 1_000_000, 64, 4096
-    ids = np.minimum(rng.zipf(1.2, size=batch), vocab) - 1
-    weight = so.array(rng.standard_normal((vocab, dim)).astype(np.float32), device=so.gpu(0))
-    weight.attach_grad(stype="row_sparse")
-    id_arr = so.array(ids.astype(np.float32), device=so.gpu(0))
-
-    def ours_step():
-        with ag.record():
-            emb = so.Embedding(id_arr, weight, input_dim=vocab, output_dim=dim, sparse_grad=True)
-            loss = so.sum(emb)
-        loss.backward()
-        so.sgd_update(weight, weight.grad, lr=0.01, lazy_update=True, out=weight)
-
+    ours_step, torch_step = embedding_steps(so.gpu(0))
     t_ours = _timed(ours_step, sync)
-    t_torch = None
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            emb_t = torch.nn.Embedding(vocab, dim, sparse=True).cuda()
-            opt = torch.optim.SGD(emb_t.parameters(), lr=0.01)
-            ids_t = torch.as_tensor(ids, device="cuda")
-
-            def torch_step():
-                opt.zero_grad()
-                emb_t(ids_t).sum().backward()
-                opt.step()
-
-            t_torch = _timed(torch_step, torch.cuda.synchronize)
-    except ImportError:
-        pass
+    t_torch = _timed(torch_step, _torch_sync("cuda")) if torch_step else None
     out.append(["embedding step 1M x 64, 4096 zipf ids", f"{t_ours * 1e3:.2f}", "",
                 f"{t_torch * 1e3:.2f}" if t_torch else "n/a (no CUDA PyTorch)",
                 f"{t_ours / t_torch:.2f}" if t_torch else "n/a"])

@@ -10,6 +10,7 @@ from __future__ import annotations
 import statistics
 import sys
 import time
+from typing import Iterator
 
 
 def _gpu(jax) -> object | None:
@@ -28,13 +29,10 @@ def _per_call_us(fn, *args, calls: int = 200) -> float:
     return statistics.median(times)
 
 
-def main() -> int:
+def checks(dev) -> Iterator[tuple[str, tuple[float, float] | None]]:
+    """(what a check showed, None) per check passed, in order, then (what was timed,
+    (bridged us, BCSR us)) last; a failed check raises. ``dev``: the jax device to run on."""
     import jax
-
-    dev = jax.devices("cpu")[0] if "--cpu" in sys.argv else _gpu(jax)
-    if dev is None:
-        print("jax_gpu_check: jax sees no gpu here; skipped")
-        return 0
     import jax.numpy as jnp
     import numpy as np
     import scipy.sparse as sp
@@ -51,32 +49,47 @@ def main() -> int:
     y = spmm(a, x)
     assert dev in y.devices(), f"result on {y.devices()}, not on {dev}"
     np.testing.assert_allclose(np.asarray(y), m @ x_host, rtol=1e-4, atol=1e-4)
-    print(f"ok   csr_spmm under jit on {dev.platform} matches SciPy; the result stays on {dev}")
+    yield f"csr_spmm under jit on {dev.platform} matches SciPy; the result stays on {dev}", None
 
     g = jax.jit(jax.grad(lambda x: jnp.sum(soj.ops.csr_spmm(a, x) ** 2)))(x)
     np.testing.assert_allclose(np.asarray(g), m.T @ (2 * (m @ x_host)), rtol=1e-3, atol=1e-3)
-    print(f"ok   X's gradient on {dev.platform} through the op's gradient rule matches SciPy")
+    yield f"X's gradient on {dev.platform} through the op's gradient rule matches SciPy", None
 
     z = jax.jit(soj.ops.relu)(jax.device_put(np.linspace(-1, 1, 64, dtype=np.float32).reshape(8, 8), dev))
     assert dev in z.devices() and bool((z >= 0).all())
-    print(f"ok   a dense op (relu) on {dev.platform}")
+    yield f"a dense op (relu) on {dev.platform}", None
 
     bad = BCSR((a.data, a.indices.at[1].set(10 ** 6), a.indptr), shape=a.shape)
     try:
         jax.block_until_ready(spmm(bad, x))
     except Exception as exc:  # an FFI error, raised by jax as its runtime error
         assert "csr_spmm" in str(exc), f"the error does not name the op: {exc}"
-        print(f"ok   a malformed csr on {dev.platform} is refused naming the op:", str(exc).splitlines()[0][:120])
+        refusal = str(exc).splitlines()[0][:120]
     else:
         raise AssertionError("a malformed csr on gpu was not refused")
+    yield f"a malformed csr on {dev.platform} is refused naming the op: {refusal}", None
     y = spmm(a, x)  # the process and the bridge still work after the error
     np.testing.assert_allclose(np.asarray(y), m @ x_host, rtol=1e-4, atol=1e-4)
-    print("ok   the bridge works again after the error")
+    yield "the bridge works again after the error", None
 
     bcsr = jax.jit(lambda a, x: a @ x)
-    ours, ref = _per_call_us(spmm, a, x), _per_call_us(bcsr, a, x)
-    print(f"time csr_spmm 2000x300 (2% stored) @ 300x64 float32 under jit on {dev.platform}: bridged {ours:.1f} us, "
-          f"BCSR @ dense {ref:.1f} us ({ours / ref:.2f}x)")
+    yield (f"csr_spmm 2000x300 (2% stored) @ 300x64 float32 under jit on {dev.platform}",
+           (_per_call_us(spmm, a, x), _per_call_us(bcsr, a, x)))
+
+
+def main() -> int:
+    import jax
+
+    dev = jax.devices("cpu")[0] if "--cpu" in sys.argv else _gpu(jax)
+    if dev is None:
+        print("jax_gpu_check: jax sees no gpu here; skipped")
+        return 0
+    for line, times in checks(dev):
+        if times is None:
+            print("ok  ", line)
+        else:
+            ours, ref = times
+            print(f"time {line}: bridged {ours:.1f} us, BCSR @ dense {ref:.1f} us ({ours / ref:.2f}x)")
     return 0
 
 
