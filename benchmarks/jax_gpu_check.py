@@ -17,6 +17,16 @@ def _gpu(jax) -> object | None:
     return next((d for d in jax.devices() if d.platform == "gpu"), None)
 
 
+def _default_pool_bytes(dev) -> int:
+    """Bytes CuPy's default pool holds on ``dev`` (0 off a gpu)."""
+    if dev.platform != "gpu":
+        return 0
+    import cupy
+
+    with cupy.cuda.Device(dev.id):
+        return cupy.get_default_memory_pool().total_bytes()
+
+
 def _per_call_us(fn, *args, calls: int = 200) -> float:
     fn(*args).block_until_ready()
     times = []
@@ -46,10 +56,20 @@ def checks(dev) -> Iterator[tuple[str, tuple[float, float] | None]]:
     a = jax.device_put(BCSR((m.data, m.indices, m.indptr), shape=m.shape), dev)
     x = jax.device_put(x_host, dev)
     spmm = jax.jit(soj.ops.csr_spmm)
+    default_pool = _default_pool_bytes(dev)
     y = spmm(a, x)
     assert dev in y.devices(), f"result on {y.devices()}, not on {dev}"
     np.testing.assert_allclose(np.asarray(y), m @ x_host, rtol=1e-4, atol=1e-4)
     yield f"csr_spmm under jit on {dev.platform} matches SciPy; the result stays on {dev}", None
+    if dev.platform == "gpu":
+        from sparse_ops.jax import handlers
+
+        pool = handlers._POOLS.get(dev.id)
+        assert pool is not None and pool.total_bytes() > 0, "the handler did not allocate from its capped pool"
+        assert pool.get_limit() > 0 and pool.total_bytes() <= pool.get_limit()
+        assert _default_pool_bytes(dev) == default_pool, "the handler grew CuPy's default pool beside XLA's"
+        yield (f"the handler's temporaries came from its pool on gpu({dev.id}) ({pool.total_bytes():,} bytes held, "
+               f"cap {pool.get_limit():,}), CuPy's default pool untouched"), None
 
     g = jax.jit(jax.grad(lambda x: jnp.sum(soj.ops.csr_spmm(a, x) ** 2)))(x)
     np.testing.assert_allclose(np.asarray(g), m.T @ (2 * (m @ x_host)), rtol=1e-3, atol=1e-3)
