@@ -250,6 +250,40 @@ def segment_sum_rows(ctx: Any, starts: Any, order: Any, values: Any, dest_rows: 
     return dest
 
 
+def index_add(ctx: Any, target: Any, index: Any, values: Any) -> Any:
+    """``target[index[k]] += values[k]`` for every k (``index`` 1-d, into target's first axis,
+    in range; repeated entries add up), each target row adding its values in the order of k,
+    on either device: NumPy's ``add.at`` on the host; on a gpu the entries grouped by row (a
+    stable sort) and each group summed by ``segment_sum_rows``, with no float atomics, so the
+    same sums every run (into a target of zeros: the host's bits). ``target`` may be a view.
+    Returned."""
+    xp = _xp(ctx)
+    if not is_gpu(ctx):
+        np.add.at(target, index, values)
+        return target
+    m = index.shape[0]
+    if m == 0:
+        return target
+    width = int(np.prod(target.shape[1:], dtype=np.int64))
+    order = xp.argsort(index, kind="stable")
+    ranked = index[order]
+    first = xp.empty(m, dtype=bool)
+    first[0] = True
+    xp.not_equal(ranked[1:], ranked[:-1], out=first[1:])
+    heads = xp.flatnonzero(first)
+    starts = xp.empty(heads.shape[0] + 1, dtype=np.int64)
+    starts[:-1] = heads
+    starts[-1] = m
+    sum_dtype = np.promote_types(target.dtype, np.float32) if target.dtype == np.float16 else target.dtype
+    sums = xp.empty((heads.shape[0], width), dtype=sum_dtype)
+    rows = values.reshape(m, width)
+    segment_sum_rows(ctx, starts, order, rows if rows.dtype != np.float16 else rows.astype(np.float32),
+                     xp.arange(heads.shape[0]), sums)
+    target[ranked[heads]] += sums.reshape((heads.shape[0],) + tuple(target.shape[1:])).astype(target.dtype,
+                                                                                            copy=False)
+    return target
+
+
 # ---- row gathers -----------------------------------------------------------------------------------
 @row_kernel
 def _gather_rows_row(s, indptr, indices, data, rows, new_ptr, out_indices, out_data):
@@ -285,6 +319,6 @@ def keep_columns(ctx: Any, indptr: Any, indices: Any, data: Any, slot: Any) -> t
     return (*_frozen(kept_before[indptr].astype(indptr.dtype), target[keep].astype(indices.dtype)), data[keep])
 
 
-__all__ = ["PLAIN", "SQUARE", "ABS", "row_ids", "transpose", "transpose_into", "nonempty_rows", "csr_dense",
+__all__ = ["PLAIN", "SQUARE", "ABS", "index_add", "row_ids", "transpose", "transpose_into", "nonempty_rows", "csr_dense",
            "runs_csr_dense",
            "segment_sum", "segment_sum_rows", "take_rows", "keep_columns"]

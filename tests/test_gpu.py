@@ -171,3 +171,71 @@ def test_every_launch_runs_on_the_device_of_the_call_that_caused_it():
     for bad in (None, so.cpu(), object()):
         with pytest.raises(TypeError, match="launch runs on the device and stream of an op context or a gpu Device"):
             launch.launch(bad, None, (1, 32))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_gradients_that_add_into_repeated_positions_sum_in_order_on_the_gpu(dtype):
+    """take's, _gather_along_axis's and reflect-pad's gradients and an MXNet-face index's
+    backward add values into repeated positions: on the gpu each position's values are
+    grouped (a stable sort) and summed by one thread in order (``sdk.csr.index_add``), no
+    float atomics, so the cpu's bits; the kernel launches on gpu(0) are recorded."""
+    from sparse_ops.compat import mxnet as mx
+    from sparse_ops.sdk import launch
+
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal((7, 5)) * 10.0 ** rng.integers(-4, 4, (7, 5))).astype(dtype)
+    idx = np.array([3, 3, 0, 6, 3, 0, 3], dtype=np.float64)
+    pos = rng.integers(-5, 5, (7, 5))  # negative positions count from the end, as in NumPy
+    cases = {
+        "take axis 0": lambda a: so.take(a, so.array(idx, device=a.device), axis=0),
+        "take axis 1": lambda a: so.take(a, so.array(idx[:4] % 5, device=a.device), axis=1),
+        "gather along axis": lambda a: so.ops._gather_along_axis(a, so.array(pos, device=a.device), axis=1),
+        "reflect pad": lambda a: so.pad(a.reshape((1, 1, 7, 5)), mode="reflect", pad_width=(0, 0, 0, 0, 3, 3, 2, 2)),
+    }
+
+    def grad(device, f):
+        a = so.array(x, device=device)
+        a.attach_grad()
+        with so.autograd.record():
+            y = f(a)
+        y.backward(so.array(np.linspace(-2, 3, y.size).reshape(y.shape).astype(dtype), device=device))
+        return a.grad.asnumpy()
+
+    for name, f in cases.items():
+        with launch.recording() as log:
+            on_gpu = grad(so.gpu(0), f)
+        assert log and {device for _, device, _ in log} == {so.gpu(0)}, name  # add.at would launch nothing
+        np.testing.assert_array_equal(on_gpu, grad(so.cpu(), f), err_msg=name)
+
+    def face_grad(device):
+        a = mx.nd.array(x, ctx=mx.gpu(0) if device.device_type == "gpu" else mx.cpu())
+        a.attach_grad()
+        with mx.autograd.record():
+            y = a[[0, 2, 0, 0]]
+        y.backward(mx.nd.ones(y.shape, ctx=y.context))
+        return a.grad.asnumpy()
+
+    np.testing.assert_array_equal(face_grad(so.gpu(0)), face_grad(so.cpu()))
+
+
+def test_the_jax_handlers_sum_repeated_bcsr_columns_in_order_on_the_gpu():
+    """A JAX BCSR with unsorted and repeated columns is sorted and summed on the way in
+    (``sorted_and_summed``) and tangents are moved onto the summed structure: on the gpu by
+    the same ordered segment sums as every gpu scatter (no atomics), so the cpu's bits."""
+    pytest.importorskip("jax")
+    from sparse_ops.jax import handlers
+
+    rng = np.random.default_rng(2)
+    indptr = np.array([0, 4, 4, 9])
+    indices = np.array([3, 1, 3, 3, 0, 2, 0, 0, 4])
+    values = rng.standard_normal(9) * 10.0 ** rng.integers(-5, 5, 9)
+    out = {}
+    for device in (so.cpu(), so.gpu(0)):
+        parts, mapping = handlers.sorted_and_summed(device, [values, indices, indptr], 3)
+        x = so.csr_matrix((parts[0], parts[1], parts[2]), shape=(3, 5), device=device)
+        out[device.device_type] = (x.asnumpy(), handlers._to_canonical(values * 2, mapping, x))
+    np.testing.assert_array_equal(out["gpu"][0], out["cpu"][0])
+    np.testing.assert_array_equal(np.asarray(out["gpu"][1]), np.asarray(out["cpu"][1]))
+    want = np.zeros((3, 5))
+    np.add.at(want, (np.repeat(np.arange(3), np.diff(indptr)), indices), values)
+    np.testing.assert_allclose(out["cpu"][0], want, rtol=1e-12)

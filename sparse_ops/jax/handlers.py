@@ -34,6 +34,7 @@ from ..dispatch import plan_for
 from ..errors import OperatorError, SparseFormatError
 from ..gradients import call_gradient
 from ..ndarray import NDArray
+from ..sdk.csr import index_add
 from ..tape import _scope
 from ..tape import _state as tape_state
 from ..validation import UNORDERED, csr_violation
@@ -80,7 +81,7 @@ def containers(layouts: Sequence[ArgLayout], parts: Sequence[Any], device: Devic
                 if not (check and lay.stype == "csr" and not lay.canonical
                         and csr_violation(p[1], p[2], lay.shape[1]) == UNORDERED):
                     raise
-                p, mapping = sorted_and_summed(device.xp, p, lay.shape[0])
+                p, mapping = sorted_and_summed(device, p, lay.shape[0])
                 x = admit("csr", p, lay.shape, device, FULL)
             out.append(x)
         except (OperatorError, TypeError, ValueError) as exc:
@@ -91,10 +92,11 @@ def containers(layouts: Sequence[ArgLayout], parts: Sequence[Any], device: Devic
     return out
 
 
-def sorted_and_summed(xp: Any, parts: Sequence[Any], rows: int) -> tuple[list, Any]:
+def sorted_and_summed(device: Device, parts: Sequence[Any], rows: int) -> tuple[list, Any]:
     """A csr's ``(values, indices, indptr)`` with the columns of each row sorted and repeated
     columns summed (the structure otherwise valid), and the position of each original stored
     value in the result (how gradients go back to the caller's layout)."""
+    xp = device.xp
     values, indices, indptr = parts
     row = xp.repeat(xp.arange(rows, dtype=indptr.dtype), xp.diff(indptr))
     order = xp.lexsort(xp.stack([indices, row]))
@@ -103,7 +105,7 @@ def sorted_and_summed(xp: Any, parts: Sequence[Any], rows: int) -> tuple[list, A
     first[1:] = (r[1:] != r[:-1]) | (c[1:] != c[:-1])
     segment = xp.cumsum(first) - 1
     starts = xp.flatnonzero(first)
-    summed = _segment_sum(xp, values[order], segment, starts.shape[0])
+    summed = _segment_sum(device, values[order], segment, starts.shape[0])
     indptr_out = xp.zeros(rows + 1, dtype=indptr.dtype)
     xp.cumsum(xp.bincount(r[starts], minlength=rows), out=indptr_out[1:])
     mapping = xp.empty(order.shape[0], dtype=xp.intp)
@@ -111,25 +113,18 @@ def sorted_and_summed(xp: Any, parts: Sequence[Any], rows: int) -> tuple[list, A
     return [summed, c[starts].astype(indices.dtype), indptr_out], mapping
 
 
-def _segment_sum(xp: Any, values: Any, segment: Any, n: int) -> Any:
-    """Sums of ``values`` by ``segment`` (n segments), in ``values``' dtype."""
-    out = xp.zeros((n,) + values.shape[1:], dtype=values.dtype)
-    if xp is np:
-        np.add.at(out, segment, values)
-    else:  # pragma: no cover - needs a gpu
-        import cupyx
-
-        cupyx.scatter_add(out, segment, values)
-    return out
+def _segment_sum(device: Device, values: Any, segment: Any, n: int) -> Any:
+    """Sums of ``values`` by ``segment`` (n segments), in ``values``' dtype, in the order of
+    the values (no atomics on a gpu: the same sums every run)."""
+    return index_add(device, device.xp.zeros((n,) + values.shape[1:], dtype=values.dtype), segment, values)
 
 
-def _to_canonical(t: Any, mapping: Any) -> Any:
+def _to_canonical(t: Any, mapping: Any, x: NDArray) -> Any:
     """A tangent laid out like a csr input as JAX passed it, moved onto its sorted and summed
     structure (``mapping``: see ``sorted_and_summed``); as it is when nothing moved."""
     if mapping is None:
         return t
-    xp = np if isinstance(t, np.ndarray) else __import__("cupy")
-    return _segment_sum(xp, t[:mapping.shape[0]], mapping, int(mapping.max()) + 1 if mapping.shape[0] else 0)
+    return _segment_sum(x.device, t[:mapping.shape[0]], mapping, x._data.shape[0])
 
 
 def write(result: Any, lay: ArgLayout, parts: Sequence[Any], what: str, source: str = "") -> None:
@@ -334,7 +329,7 @@ def run_jvp(jspec: JvpSpec, args: Sequence[Any], rets: Sequence[Any], device: De
     inputs = containers(spec.ins, args[:ni], device, names=_arg_names(spec), maps=maps)
     outputs = containers(spec.outs, args[ni:ni + no], device, check=False)
     given = iter(args[ni + no:])
-    tangents = [_on_structure(x, _to_canonical(next(given), m), device) if p else None
+    tangents = [_on_structure(x, _to_canonical(next(given), m, x), device) if p else None
                 for x, p, m in zip(inputs, jspec.perturbed, maps)]
     heads = [_zero_on_structure(o, device) for o in outputs]  # u: zero, and a variable where it moves
     us = [heads[j] for j in spec.tangent_outs]
@@ -372,7 +367,7 @@ def run_hvp(hspec: HvpSpec, args: Sequence[Any], rets: Sequence[Any], device: De
     given_outputs = containers(spec.outs, args[ni:ni + no], device, check=False)
     cots = args[ni + no:ni + no + nc]
     given = iter(args[ni + no + nc:])
-    tangents = [_on_structure(x, _to_canonical(next(given), m), device) if p else None
+    tangents = [_on_structure(x, _to_canonical(next(given), m, x), device) if p else None
                 for x, p, m in zip(inputs, hspec.perturbed, maps)]
     variables = inputs
     for x, p, n in zip(inputs, hspec.perturbed, hspec.needs):

@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from ..registry import Op, Param, kernel, register
+from ..sdk.csr import index_add
 from ._util import T
 from .shape import _norm_axis
 
@@ -398,7 +399,7 @@ class BackwardPad(Op):
                 continue
             source = np.pad(np.arange(n), (b, a), mode=self.mode)  # the input position of each output one
             summed = xp.zeros(g.shape[:axis] + (n,) + g.shape[axis + 1:], dtype=g.dtype)
-            xp.add.at(summed, (slice(None),) * axis + (xp.asarray(source),), g)
+            index_add(ctx, xp.moveaxis(summed, axis, 0), xp.asarray(source), xp.moveaxis(g, axis, 0))
             g = summed
         output[...] = g
 

@@ -400,7 +400,7 @@ class BackwardTake(_TakeParams):
             return
         pre, post = _prod(out.shape[:ax]), _prod(out.shape[ax + 1:])
         target = out.reshape(pre, n, post).transpose(1, 0, 2)
-        xp.add.at(target, idx, grad.reshape(pre, idx.size, post).transpose(1, 0, 2))
+        sdk_csr.index_add(ctx, target, idx, grad.reshape(pre, idx.size, post).transpose(1, 0, 2))
 
     def gradient(self, out_grads, inputs, outputs):
         return [T.take(out_grads[0], inputs[1], axis=self.axis, mode=self.mode), None]

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..registry import Op, Param, kernel, register
+from ..sdk.csr import index_add
 from ._util import T
 from .shape import _norm_axis
 
@@ -96,8 +97,13 @@ class ScatterAlongAxis(_AlongAxis):
         if data.size == 0:
             return
         where = list(xp.indices(data.shape, sparse=True))
-        where[a] = index
-        xp.add.at(output, tuple(where), data)
+        where[a] = xp.where(index < 0, index + self.size, index)  # NumPy's negative positions
+        # every value's position in the flattened output, each added there in order
+        flat = xp.ravel_multi_index(tuple(xp.broadcast_arrays(*where)), output.shape)
+        dest = output if output.flags.c_contiguous else xp.zeros(output.shape, dtype=output.dtype)
+        index_add(ctx, dest.reshape(-1), flat.reshape(-1), data.reshape(-1))
+        if dest is not output:
+            output[...] = dest
 
     def gradient(self, out_grads, inputs, outputs, needs=None):
         return [T._gather_along_axis(out_grads[0], inputs[1], axis=self.axis), None]

@@ -41,6 +41,7 @@ from .... import creation as _core
 from .... import device as _dev
 from ....autograd import Function as _Function
 from ....dtypes import value_dtype
+from ....sdk.csr import index_add
 from ....ndarray import NDArray as _LibNDArray
 from ....ndarray import kernel_form
 from ....ops.methods import FLUENT as _LIB_FLUENT
@@ -149,7 +150,7 @@ class _Indexing(_Function):
         size = int(np.prod(shape, dtype=np.int64))
         where = xp.arange(size).reshape(shape)[self.key]  # the entry of x each result entry comes from
         out = xp.zeros(size, dtype=dtype)
-        xp.add.at(out, xp.asarray(where).ravel(), g._data.ravel().astype(dtype, copy=False))
+        index_add(device, out, xp.asarray(where).ravel(), g._data.ravel().astype(dtype, copy=False))
         return as_face(_LibNDArray(out.reshape(shape), device))
 
 
