@@ -214,13 +214,13 @@ def cases(old: dict[str, Any], quick: bool) -> dict[str, tuple[Callable[[], Any]
     out["cookbook rsp transpose"] = (lambda: cb.rsp_transpose(_Host, 20_000, stored_idx, stored),
                                      lambda: new.rsp_transpose(_Host, 20_000, stored_idx, stored))
 
-    from sparse_ops.kernels import nn as new_nn
     from sparse_ops.sdk import csr as sdk_csr
+    from sparse_ops.sdk import groups
 
     ids = rng.zipf(1.2, 4 * 262_144 // scale) % (1_000_000 // scale)  # an embedding batch's ids, power law
     head = rng.standard_normal((ids.shape[0], 64)).astype(np.float32)
-    rank, unique, _ = new_nn.rank_ids(ids, 1_000_000 // scale)
-    order, starts = new_nn.group_by_rank(rank, unique.shape[0])
+    rank, unique, _ = groups.rank_ids(ids, 1_000_000 // scale)
+    order, starts = groups.group_by_rank(rank, unique.shape[0])
     slots = np.arange(unique.shape[0])
     sums = np.empty((unique.shape[0], 64), dtype=np.float32)
     out["embedding gradient segment sum"] = (

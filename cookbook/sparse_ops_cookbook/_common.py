@@ -81,22 +81,18 @@ def stored_columns_transpose(ctx: so.OpContext, a: so.CSRNDArray) -> tuple:
     indptr, indices, data), each row listing A's rows in increasing order (as
     ``transpose_parts`` does, so sums run in the same order either way).
 
-    A wide A (an embedding table's ids: many more columns than stored values) is sorted by
-    (column, position) instead, O(nnz log nnz): a transpose over every column would
-    allocate and scan arrays as long as the vocabulary for a few stored values."""
-    xp, nnz, n_cols = ctx.xp, a.indices.shape[0], a.shape[1]
-    if not (0 < nnz < 2 ** 31 and n_cols > 4 * nnz):
+    A wide A (an embedding table's ids: many more columns than stored values) has its
+    stored values grouped by column instead (``csr.group_columns``: O(nnz) on the host): a
+    transpose over every column would allocate and scan arrays as long as the vocabulary
+    for a few stored values."""
+    nnz, n_cols = a.indices.shape[0], a.shape[1]
+    if not (0 < nnz and n_cols > 4 * nnz):
         t_indptr, t_indices, t_data = transpose_parts(ctx, n_cols, a.indptr, a.indices, a.data)
         return (*backend(ctx).nonempty_rows(ctx, t_indptr), t_indices, t_data)
-    keys = (a.indices.astype(xp.int64) << 32) | xp.arange(nnz, dtype=xp.int64)
-    keys.sort()
-    cols, order = keys >> 32, keys & 0xFFFFFFFF
-    starts = xp.flatnonzero(cols[1:] != cols[:-1]) + 1
+    rows, starts, order = csr.group_columns(ctx, a.indices, n_cols)
     idt = a.indices.dtype if a.shape[0] <= np.iinfo(a.indices.dtype).max else np.dtype(np.int64)  # row numbers
-    c_indptr = xp.concatenate((xp.zeros(1, idt), starts.astype(idt), xp.full(1, nnz, idt)))
     t_indices = csr.row_ids(ctx, a.indptr)[order].astype(idt, copy=False)
-    rows = cols[xp.concatenate((xp.zeros(1, starts.dtype), starts))]
-    return (*_read_only(rows, c_indptr, t_indices), a.data[order])
+    return (*_read_only(rows, starts.astype(idt, copy=False), t_indices), a.data[order])
 
 
 def spmm_t(ctx: so.OpContext, a: so.CSRNDArray, g: Any, out: so.NDArray) -> None:

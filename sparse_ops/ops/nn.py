@@ -196,17 +196,19 @@ class EmbeddingBackward(Op):
 
     @kernel(device="cpu", stypes=("*", "*"))
     def segment_sum_cpu(self, ctx, data, out_grad, out):
+        from ..sdk.groups import group_by_rank, rank_ids
+
         kernels = kernel_module("nn")
         ids = _dense(data).reshape(-1)
         width = out.shape[1]
         values = numba_values(np.ascontiguousarray(_dense(out_grad)).reshape(ids.shape[0], width))
         # ranks ids against their sorted distinct values and checks them, in one O(len(ids)) pass
-        rank, unique, bad = kernels.rank_ids(_kernel_ids(ids), self.input_dim)
+        rank, unique, bad = rank_ids(_kernel_ids(ids), self.input_dim)
         if bad:
             _raise_out_of_range(ids, self.input_dim, "_embedding_backward")
         parallel = rows_in_parallel(values.size)
         if parallel:
-            order, starts = kernels.group_by_rank(rank, unique.shape[0])
+            order, starts = group_by_rank(rank, unique.shape[0])
         if self.sparse_grad:
             if parallel:
                 sums = np.empty((unique.shape[0], width), dtype=values.dtype)
