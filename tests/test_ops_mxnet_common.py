@@ -655,5 +655,11 @@ def test_topk_gradient_lands_on_the_chosen_entries_and_scatter_adds_repeats():
     np.testing.assert_array_equal(x.grad.asnumpy(), [[0, 10, 20], [30, 0, 40]])
     g = so.ops._scatter_along_axis(so.array(np.array([[1.0, 2.0, 3.0]])), so.array(np.array([[0, 2, 0]])), size=3)
     np.testing.assert_array_equal(g.asnumpy(), [[4.0, 0.0, 2.0]])
+    # negative positions count from the end, as NumPy's; positions outside the axis are refused
+    g = so.ops._scatter_along_axis(so.array(np.array([[1.0, 2.0, 3.0]])), so.array(np.array([[0, -1, -3]])), size=3)
+    np.testing.assert_array_equal(g.asnumpy(), [[4.0, 0.0, 2.0]])
+    for bad in (3, -4):
+        with pytest.raises(so.OperatorError, match=f"_scatter_along_axis.*index {bad} is out of range for axis 1 of size 3"):
+            so.ops._scatter_along_axis(so.array(np.ones((1, 3))), so.array(np.array([[0, bad, 1]])), size=3)
     with pytest.raises(so.SparseOpsError, match="_gather_along_axis.*index"):
         so.ops._gather_along_axis(so.array(np.ones((2, 3))), so.array(np.ones((2, 3))))

@@ -96,6 +96,9 @@ class ScatterAlongAxis(_AlongAxis):
         output[...] = 0
         if data.size == 0:
             return
+        outside = (index < -self.size) | (index >= self.size)
+        if outside.any():
+            raise IndexError(f"index {int(index[outside][0])} is out of range for axis {a} of size {self.size}")
         where = list(xp.indices(data.shape, sparse=True))
         where[a] = xp.where(index < 0, index + self.size, index)  # NumPy's negative positions
         # every value's position in the flattened output, each added there in order
