@@ -132,6 +132,7 @@ KERNEL_SOURCES: tuple[tuple[str, str], ...] = (
     ("sparse_ops", "clib/python.py"),
     ("sparse_ops.sdk", "rowkernel.py"),
     ("sparse_ops.sdk", "csr*.py"),
+    ("sparse_ops.sdk", "groups.py"),
     ("sparse_ops.sdk", "launch.py"),
     ("sparse_ops.sdk", "cabi.py"),
     ("sparse_ops.cuda", "*.py"),

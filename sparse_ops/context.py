@@ -67,7 +67,8 @@ def pool_key(device: Device) -> Any:
     xp = device.xp
     if xp is np:
         return device
-    return device, int(xp.cuda.get_current_stream().ptr)
+    with xp.cuda.Device(device.device_id):  # CuPy's current stream is per device
+        return device, int(xp.cuda.get_current_stream().ptr)
 
 
 def workspace_mark(device: Device) -> tuple[Any, int]:
@@ -116,8 +117,9 @@ class OpContext:
     """What a kernel may use besides its inputs and outputs.
 
     ``device``, ``is_train``; ``workspace(shape, dtype)`` temporary memory from a
-    per-thread, per-device pool (per stream on a real gpu; valid until the kernel returns; the pool is reused by later
-    calls and keeps at most ``WORKSPACE_KEEP_BYTES`` between them); ``rng`` a seeded NumPy
+    per-thread, per-device pool (per stream on a real gpu: ``pool_key``; valid until the
+    kernel returns; the pool is reused by later calls and keeps at most
+    ``WORKSPACE_KEEP_BYTES`` between them); ``rng`` a seeded NumPy
     generator (``sparse_ops.random.seed``); ``stream`` the CuPy stream on a real gpu;
     ``alloc_csr`` / ``alloc_row_sparse`` give a sparse output its arrays once the kernel
     knows how many values it has (MXNet's ``alloc_sparse``), without a later copy;

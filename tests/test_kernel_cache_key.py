@@ -124,7 +124,8 @@ def test_fingerprint_covers_every_kernel_module(tmp_path: Path):
 
     files = _numba_env.kernel_source_files()
     names = {os.path.relpath(f, Path(f).parents[1]) for f in files}
-    for expected in ("kernels/chunks.py", "kernels/linalg.py", "sdk/csr_cpu.py", "sdk/csr.py", "sdk/rowkernel.py"):
+    for expected in ("kernels/chunks.py", "kernels/linalg.py", "sdk/csr_cpu.py", "sdk/csr.py", "sdk/groups.py",
+                     "sdk/rowkernel.py"):
         assert expected in names, (expected, sorted(names))
     kernels_dir = Path(sparse_ops.__file__).resolve().parent / "kernels"
     assert {str(p.resolve()) for p in kernels_dir.glob("*.py")} <= set(files)

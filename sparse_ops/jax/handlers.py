@@ -16,8 +16,10 @@ input that may hold unsorted or repeated columns is sorted and summed first). An
 call with one result runs its plan's ``call`` and copies a small result into XLA's buffer,
 or writes a large one there directly; sparse outputs are copied into their capacity-sized
 buffers and padded (``spec.py``). On gpu (``_gpu``) XLA's device pointers are wrapped as
-CuPy arrays and the kernels run on XLA's stream, fetched through ``XLA_FFI_Stream_Get``:
-nothing crosses to the host but the few sizes a call with symbolic sizes carries.
+CuPy arrays, on the device holding them, and the kernels run on XLA's stream, fetched
+through ``XLA_FFI_Stream_Get``, allocating from a capped pool per device (``_pool``). The
+host waits for the device only for numbers it needs: the sizes a call with symbolic sizes
+carries, and each sparse input's stored count and the boundary's verdict on its structure.
 """
 from __future__ import annotations
 

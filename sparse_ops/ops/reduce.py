@@ -9,9 +9,10 @@ in int64.
 
 Sparse inputs never get densified: csr reductions read ``indptr``/``indices``/``data``
 (numba on the cpu; on a gpu the same segment-sum kernel, over the rows or over the values
-grouped by column), row_sparse reductions reduce the stored rows and scatter them into place. Every output is dense, except ``square_sum`` of a
-row_sparse input over non-row axes with ``keepdims=True``, which stays row_sparse (only
-the stored rows), as MXNet's ``_square_sum`` does.
+grouped by column), row_sparse reductions reduce the stored rows and scatter them into
+place. Every output is dense, except ``square_sum`` of a row_sparse input over non-row
+axes with ``keepdims=True``, which stays row_sparse (only the stored rows), as MXNet's
+``_square_sum`` does.
 """
 from __future__ import annotations
 
