@@ -266,11 +266,11 @@ def _sorted_groups(xp: Any, keys: Any) -> tuple[Any, Any, Any]:
 
 
 def group_columns(ctx: Any, indices: Any, n_cols: int) -> tuple[Any, Any, Any]:
-    """(columns, starts, order) of a csr's stored column ``indices`` (each in [0, n_cols)):
-    the distinct columns ascending, and the stored positions holding the u-th of them,
-    ``order[starts[u]:starts[u + 1]]``, ascending (so by row): the rows of A.T that A
-    stores, without a pass over all ``n_cols`` columns (a wide A: an embedding table's
-    ids). O(nnz) on the host (``sdk.groups``: a hash table, then a radix sort of the
+    """(columns, starts, order) of a csr's stored column ``indices`` (each in [0, n_cols);
+    any such integer keys, an embedding's ids too): the distinct columns ascending, and the
+    positions holding the u-th of them, ``order[starts[u]:starts[u + 1]]``, ascending (so
+    by row): the rows of A.T that A stores, without a pass over all ``n_cols`` columns (a
+    wide A: an embedding table's ids). O(nnz) on the host (``sdk.groups``: a hash table, then a radix sort of the
     distinct columns only), a stable sort on a gpu. Index arrays read-only on the host."""
     xp = _xp(ctx)
     if indices.shape[0] == 0:

@@ -56,21 +56,6 @@ def _dense(x):
     return x.data if x.stype == "default" else x.tostype("default").data
 
 
-def _grouped(xp, inverse, groups: int) -> tuple:
-    """(starts, order): the positions of ``inverse`` (each id's rank among the ``groups`` distinct ids)
-    grouped by rank, in their own order within a group: the csr of ones that sums an
-    embedding's gradient rows per id in a fixed order, so that the sums do not depend on
-    thread timing (no atomics) and equal the cpu's. Sorted on (rank, position) keys, which
-    are unique: any sort gives this one order."""
-    n = inverse.shape[0]
-    key = inverse.astype(np.int64) * max(n, 1) + xp.arange(n, dtype=np.int64)
-    order = xp.argsort(key)
-    counts = xp.bincount(inverse, minlength=groups)
-    starts = xp.zeros(counts.shape[0] + 1, dtype=np.int64)
-    xp.cumsum(counts, out=starts[1:])
-    return starts, order
-
-
 # ---- Embedding -----------------------------------------------------------------------------------
 def _row_word(row_bytes: int) -> type:
     """The widest unsigned integer type whose size divides ``row_bytes``: copying rows as
@@ -241,10 +226,10 @@ class EmbeddingBackward(Op):
         if values.dtype == np.float16:
             values = values.astype(np.float32)
         int_ids = _as_int_ids(ids)
-        unique, inverse = xp.unique(int_ids, return_inverse=True)
-        starts, order = _grouped(xp, inverse.reshape(-1), unique.shape[0])
+        # the distinct ids, and the positions of each in order (a stable sort): each id's row
+        # sums its gradient rows in their order, deterministic, and the cpu's sums
+        unique, starts, order = sdk_csr.group_columns(ctx, int_ids, self.input_dim)
         sums = xp.empty((unique.shape[0], width), dtype=values.dtype)
-        # each id's row sums its gradient rows in their order: deterministic, and the cpu's sums
         sdk_csr.segment_sum_rows(ctx, starts, order, xp.ascontiguousarray(values),
                                  xp.arange(unique.shape[0]), sums)
         sums = sums.astype(out.dtype, copy=False)

@@ -113,16 +113,15 @@ def _csr_reduce(ctx: Any, x: Any, axes: tuple[int, ...], keepdims: bool, mode: i
     if use_numba and ctx.device.device_type == "gpu" and data.dtype in _NUMBA_DTYPES:
         # a gpu (or the simulator's): the row kernel the cpu runs, launched there, each
         # segment summed by one thread in order (no atomics: the same sums every run); for
-        # column sums the segments are the columns, the values grouped by a stable sort
-        from ..sdk.csr import segment_sum
+        # column sums the segments are the stored columns, the values grouped by column
+        from ..sdk.csr import group_columns, segment_sum
 
         if axes == (1,):
             sums = segment_sum(ctx, x.indptr, data, xp.zeros(rows, dtype=wide), mode)
         else:
-            order = xp.argsort(x.indices, kind="stable")
-            colptr = xp.zeros(cols + 1, dtype=x.indptr.dtype)
-            xp.cumsum(xp.bincount(x.indices, minlength=cols), out=colptr[1:])
-            sums = segment_sum(ctx, colptr, data[order], xp.zeros(cols, dtype=wide), mode)
+            stored, starts, order = group_columns(ctx, x.indices, cols)
+            sums = xp.zeros(cols, dtype=wide)
+            sums[stored] = segment_sum(ctx, starts, data[order], xp.zeros(stored.shape[0], dtype=wide), mode)
     elif use_numba and is_host(data) and data.dtype in _NUMBA_DTYPES:
         from ..kernels.reduce import csr_col_sums_chunked, csr_col_sums_into
         from ..sdk.csr import segment_sum
