@@ -250,30 +250,17 @@ def segment_sum_rows(ctx: Any, starts: Any, order: Any, values: Any, dest_rows: 
     return dest
 
 
-def _sorted_groups(xp: Any, keys: Any) -> tuple[Any, Any, Any]:
-    """(the distinct keys ascending, starts, order): the positions holding the u-th are
-    ``order[starts[u]:starts[u + 1]]``, ascending (a stable sort; ``keys`` not empty)."""
-    order = xp.argsort(keys, kind="stable")
-    ranked = keys[order]
-    first = xp.empty(ranked.shape[0], dtype=bool)
-    first[0] = True
-    xp.not_equal(ranked[1:], ranked[:-1], out=first[1:])
-    heads = xp.flatnonzero(first)
-    starts = xp.empty(heads.shape[0] + 1, dtype=np.int64)
-    starts[:-1] = heads
-    starts[-1] = ranked.shape[0]
-    return ranked[heads], starts, order
-
-
 def group_columns(ctx: Any, indices: Any, n_cols: int) -> tuple[Any, Any, Any]:
     """(columns, starts, order) of a csr's stored column ``indices`` (each in [0, n_cols);
     any such integer keys, an embedding's ids too): the distinct columns ascending, and the
     positions holding the u-th of them, ``order[starts[u]:starts[u + 1]]``, ascending (so
     by row): the rows of A.T that A stores, without a pass over all ``n_cols`` columns (a
-    wide A: an embedding table's ids). O(nnz) on the host (``sdk.groups``: a hash table, then a radix sort of the
-    distinct columns only), a stable sort on a gpu. Index arrays read-only on the host."""
+    wide A: an embedding table's ids). O(nnz) on the host (``sdk.groups``: a hash table,
+    then a radix sort of the distinct columns only), a stable sort on a gpu. Index arrays
+    read-only on the host."""
     xp = _xp(ctx)
-    if indices.shape[0] == 0:
+    n = indices.shape[0]
+    if n == 0:
         return _frozen(xp.zeros(0, dtype=np.int64), xp.zeros(1, dtype=np.int64), xp.zeros(0, dtype=np.int64))
     if not is_gpu(ctx):
         from .groups import group_by_rank, rank_ids
@@ -281,7 +268,16 @@ def group_columns(ctx: Any, indices: Any, n_cols: int) -> tuple[Any, Any, Any]:
         rank, columns, _ = rank_ids(indices, n_cols)
         order, starts = group_by_rank(rank, columns.shape[0])
         return _frozen(columns, starts, order)
-    return _sorted_groups(xp, indices)
+    order = xp.argsort(indices, kind="stable")
+    ranked = indices[order]
+    first = xp.empty(n, dtype=bool)
+    first[0] = True
+    xp.not_equal(ranked[1:], ranked[:-1], out=first[1:])
+    heads = xp.flatnonzero(first)
+    starts = xp.empty(heads.shape[0] + 1, dtype=np.int64)
+    starts[:-1] = heads
+    starts[-1] = n
+    return ranked[heads], starts, order
 
 
 def index_add(ctx: Any, target: Any, index: Any, values: Any) -> Any:
@@ -299,7 +295,7 @@ def index_add(ctx: Any, target: Any, index: Any, values: Any) -> Any:
     if m == 0:
         return target
     width = int(np.prod(target.shape[1:], dtype=np.int64))
-    keys, starts, order = _sorted_groups(xp, index)
+    keys, starts, order = group_columns(ctx, index, target.shape[0])
     groups = keys.shape[0]
     rows = values.reshape(m, width)
     if rows.dtype == np.float16:  # summed in float32, as every float16 kernel here
@@ -345,6 +341,6 @@ def keep_columns(ctx: Any, indptr: Any, indices: Any, data: Any, slot: Any) -> t
     return (*_frozen(kept_before[indptr].astype(indptr.dtype), target[keep].astype(indices.dtype)), data[keep])
 
 
-__all__ = ["PLAIN", "SQUARE", "ABS", "group_columns", "index_add", "row_ids", "transpose", "transpose_into", "nonempty_rows", "csr_dense",
-           "runs_csr_dense",
-           "segment_sum", "segment_sum_rows", "take_rows", "keep_columns"]
+__all__ = ["PLAIN", "SQUARE", "ABS", "row_ids", "transpose", "transpose_into", "nonempty_rows", "csr_dense",
+           "runs_csr_dense", "segment_sum", "segment_sum_rows", "group_columns", "index_add", "take_rows",
+           "keep_columns"]
