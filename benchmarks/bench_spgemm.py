@@ -12,8 +12,10 @@ Issue 38's targets: <= 0.45x SciPy, <= 0.8x MKL.
 A second table splits our kernel's time into its phases (``sparse_ops.kernels.spgemm``'s
 ``timings``): the bound (each row's work, an upper bound on its length: the symbolic
 step when the rooms come from it), the exact symbolic count (timed alone for reference
-where the kernel skips it), output allocation, the numeric pass and the compaction,
-each beside the bytes it must move and the rate that makes. Writes ``results/spgemm.md``.
+where the kernel skips it), output allocation, the numeric pass (with the finished
+chunks moved down to their places meanwhile) and the closing (what is left after: chunks
+no thread had moved, the arrays shrunk), each beside the bytes it must move and the rate
+that makes. Writes ``results/spgemm.md``.
 """
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 TARGETS = {"scipy": 0.45, "mkl": 0.8}
 NODES = (50_000, 100_000)
-PHASES = ("bound", "symbolic", "allocation", "numeric", "compaction")
+PHASES = ("bound", "symbolic", "allocation", "numeric", "closing")
 DTYPES = ("float32", "float64")
 
 
@@ -100,8 +102,8 @@ def _phases(a: sp.csr_matrix, b: sp.csr_matrix, rounds: int) -> dict[str, Any]:
             "bytes": {"bound": (rows + 1) * isz + nnz_a * isz + jumps + rows * 8,
                       "count": (rows + 1) * isz + nnz_a * isz + jumps + flops * isz + rows * 8,
                       "numeric": (rows + 1) * isz + nnz_a * (isz + vsz) + jumps + flops * (isz + vsz)
-                      + c_nnz * (isz + vsz) + rows * 8,
-                      "compaction": 2 * last["moved"] * (isz + vsz) + (rows + 1) * (8 + isz)}}
+                      + c_nnz * (isz + vsz) + rows * 8 + 2 * last["moved"] * (isz + vsz),
+                      "closing": (rows + 1) * (8 + isz)}}
 
 
 def _case(name: str, dtype: str, a: sp.csr_matrix, b: sp.csr_matrix, rounds: int, module: Any) -> dict[str, Any]:
@@ -181,7 +183,7 @@ def report(results: dict[str, Any]) -> str:
         reserved = p["room"] * (4 + np.dtype(c["dtype"]).itemsize) / 1e6
         phases.append([label, f"{p['flops']:,} / {p['nnz_c']:,}", moved(pm["bound"], pb["bound"]), symbolic,
                        f"{pm['allocation']:.2f} ({reserved:.0f} MB reserved)", moved(pm["numeric"], pb["numeric"]),
-                       moved(pm["compaction"], pb["compaction"]), f"{sum(pm.values()):.1f}"])
+                       moved(pm["closing"], pb["closing"]), f"{sum(pm.values()):.1f}"])
     load = ", ".join(f"{x:.2f}" for x in results["load"])
     return "\n".join([
         f"Median ms of alternating rounds; load average after the run: {load} (a shared machine).", "",
@@ -190,11 +192,11 @@ def report(results: dict[str, Any]) -> str:
         markdown_table(["case", "target", "this run", "verdict"], checks), "",
         "Our phases (median ms of separate calls, int32 indices; each beside the bytes it must move: the bound "
         "reads A's structure and two row pointers of B per stored value of A; the symbolic count also the column "
-        "indices of the selected rows of B; the numeric pass A, the selected rows of B and C's writes; the "
-        "compaction reads and writes the entries it moves down; random reads are counted by their bytes, not "
-        "their cache lines):", "",
+        "indices of the selected rows of B; the numeric pass A, the selected rows of B and C's writes, and reads "
+        "and writes the entries it moves down to their places; the closing the row pointers; random reads are "
+        "counted by their bytes, not their cache lines):", "",
         markdown_table(["case", "multiply-adds / nnz(C)", "bound ms", "symbolic ms", "allocation ms",
-                        "numeric ms", "compaction ms", "sum ms"], phases)])
+                        "numeric ms", "closing ms", "sum ms"], phases)])
 
 
 def main() -> None:

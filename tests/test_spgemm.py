@@ -223,39 +223,71 @@ def test_each_row_path_with_empty_and_cancelling_rows(dtype, parallel):
     assert_same_csr(so.dot(ours(a), ours(b)), want)
 
 
-@pytest.mark.parametrize("workers", [1, 2, 3])
-def test_closing_the_rooms_in_parallel(workers):
-    """``close_gaps_parallel`` (tails copied aside, then every chunk moved at once) gives what
-    moving the chunks one by one gives, with rooms of every kind: full, empty, chunks
-    shorter than their shift, longer than it, of no entries."""
-    from sparse_ops.kernels.spgemm import close_gaps_parallel
+def _rooms(rng, k):
+    """k chunks' lengths and the rooms they were written into (upper bounds, some exact,
+    some empty), the rooms' starts, and index and value arrays filling them."""
+    lengths = (rng.integers(0, 20, k) * (rng.random(k) < 0.8)).astype(np.int64)
+    rooms = lengths + rng.integers(0, 25, k) * (rng.random(k) < 0.7)
+    bases = np.concatenate([[0], np.cumsum(rooms)]).astype(np.int64)
+    return lengths, bases
+
+
+@pytest.mark.parametrize("dtypes", [(np.int32, np.float32), (np.int64, np.float64), (np.int64, np.int64)])
+def test_finished_chunks_move_in_order_whatever_order_they_finish(dtypes):
+    """``move_finished_chunks`` moves a chunk down only once every chunk before it has
+    moved, whatever order the chunks finish in; the places overlap the old rooms (shifts
+    longer and shorter than the chunks, empty chunks, exact rooms), and the result is the
+    chunks' entries closed up, as copying them one by one from the front would give."""
+    from sparse_ops.kernels.spgemm import NEXT, PLACE, move_finished_chunks
 
     rng = np.random.default_rng(12)
     for _ in range(200):
         k = int(rng.integers(1, 12))
-        lengths = rng.integers(0, 20, k) * (rng.random(k) < 0.8)
-        rooms = lengths + rng.integers(0, 25, k) * (rng.random(k) < 0.7)
-        bases = np.concatenate([[0], np.cumsum(rooms)]).astype(np.int64)
-        starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-        shifts = bases[:-1] - starts[:-1]  # chunk t moves down by the gaps before it
-        tails = np.concatenate([[0], np.cumsum(np.minimum(shifts, lengths))]).astype(np.int64)
-        idx = rng.integers(0, 1000, bases[-1]).astype(np.int32)
-        val = rng.standard_normal(bases[-1])
+        lengths, bases = _rooms(rng, k)
+        idx = rng.integers(0, 1000, bases[-1]).astype(dtypes[0])
+        val = rng.standard_normal(bases[-1]).astype(dtypes[1]) if np.issubdtype(dtypes[1], np.floating) \
+            else rng.integers(-9, 9, bases[-1]).astype(dtypes[1])
         want_idx = np.concatenate([idx[b:b + n] for b, n in zip(bases[:-1], lengths)])
         want_val = np.concatenate([val[b:b + n] for b, n in zip(bases[:-1], lengths)])
-        close_gaps_parallel(idx, val, bases, starts, tails, workers)
-        np.testing.assert_array_equal(idx[:starts[-1]], want_idx)
-        np.testing.assert_array_equal(val[:starts[-1]], want_val)
+        done, state, got = np.zeros(k, np.int64), np.zeros(3, np.int64), np.zeros(k, np.int64)
+        for t in rng.permutation(k):
+            got[t] = lengths[t]
+            done[t] = 1
+            move_finished_chunks(idx, val, bases, got, done, state)
+            first_unfinished = int(np.argmin(done)) if not done.all() else k
+            assert state[NEXT] == first_unfinished  # moved exactly the finished prefix
+            assert state[PLACE] == lengths[:first_unfinished].sum()
+        np.testing.assert_array_equal(idx[:lengths.sum()], want_idx)
+        np.testing.assert_array_equal(val[:lengths.sum()], want_val)
 
 
-@pytest.mark.parametrize("tails_at_most", [0, 10**9], ids=["closed in parallel", "closed in order"])
-def test_either_way_of_closing_the_rooms_gives_the_product(monkeypatch, tails_at_most):
-    """The driver closes the rooms in parallel or chunk by chunk (``TAILS_AT_MOST``): the
-    same product either way, on a power-law square whose chunks shift by more than their
-    length (the whole chunk is a tail) and a uniform product whose shifts are small."""
+def test_a_taken_lock_leaves_the_moves_to_its_holder():
+    """A thread that finds the lock taken moves nothing and goes on (the holder, or the
+    driver's last call, moves the chunk)."""
+    from sparse_ops.kernels.spgemm import LOCK, NEXT, move_finished_chunks
+
+    lengths, bases = np.array([3, 4], np.int64), np.array([0, 5, 10], np.int64)
+    idx, val = np.arange(10, dtype=np.int64), np.arange(10, dtype=np.float64)
+    done, state = np.ones(2, np.int64), np.zeros(3, np.int64)
+    state[LOCK] = 1
+    move_finished_chunks(idx, val, bases, lengths, done, state)
+    assert state[NEXT] == 0 and idx[3] == 3
+    state[LOCK] = 0
+    move_finished_chunks(idx, val, bases, lengths, done, state)
+    assert state[NEXT] == 2 and state[LOCK] == 0
+    np.testing.assert_array_equal(idx[:7], [0, 1, 2, 5, 6, 7, 8])
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("chunks_per_thread", [1, 16, 200])
+def test_threads_moving_each_others_chunks_give_the_product(monkeypatch, threads, chunks_per_thread):
+    """In parallel, finished chunks move to their places while other threads compute, with
+    few large chunks or many small ones (threads contend for the lock): the same product as
+    SciPy's, on a power-law square whose chunks shift by more than their length and a
+    uniform product whose shifts are small."""
     from sparse_ops.kernels import spgemm as kernels
 
-    monkeypatch.setattr(kernels, "TAILS_AT_MOST", tails_at_most)
+    monkeypatch.setattr(kernels, "CHUNKS_PER_THREAD", chunks_per_thread)
     rng = np.random.default_rng(13)
     g = power_law_csr(rng, 4000, 30000)
     u = random_csr(rng, (3000, 3000), 0.004), random_csr(rng, (3000, 3000), 0.004)
@@ -263,12 +295,13 @@ def test_either_way_of_closing_the_rooms_gives_the_product(monkeypatch, tails_at
         want = expected(a, b)
         want.eliminate_zeros()
         parts = [(m.indptr.astype(np.int32), m.indices.astype(np.int32), m.data) for m in (a, b)]
-        t: dict = {}
-        ptr, idx, val = kernels.spgemm(*parts, b.shape[1], np.int32, parallel=True, threads=2, timings=t)
-        assert t["moved"] > 0  # the rooms had gaps
-        np.testing.assert_array_equal(ptr, want.indptr)
-        np.testing.assert_array_equal(idx, want.indices)
-        np.testing.assert_array_equal(val, want.data)
+        for _ in range(3):
+            t: dict = {}
+            ptr, idx, val = kernels.spgemm(*parts, b.shape[1], np.int32, parallel=True, threads=threads, timings=t)
+            assert t["moved"] > 0  # the rooms had gaps
+            np.testing.assert_array_equal(ptr, want.indptr)
+            np.testing.assert_array_equal(idx, want.indices)
+            np.testing.assert_array_equal(val, want.data)
 
 
 @pytest.mark.parametrize("one_pass_bytes", [0, 1 << 40], ids=["counted rows", "rooms by work"])
@@ -295,26 +328,6 @@ def test_counted_and_upper_bound_rooms_give_the_same_product(monkeypatch, one_pa
     np.testing.assert_array_equal(val, want.data)
     assert got.has_canonical_format
     assert_same_csr(so.dot(ours(a), ours(a)), want)
-
-
-@pytest.mark.parametrize("dtypes", [(np.int32, np.float32), (np.int64, np.float64), (np.int64, np.int64)])
-def test_closing_the_rooms_moves_overlapping_ranges(dtypes):
-    """``close_gaps`` (a memmove per chunk) moves each chunk's entries down onto ranges that
-    overlap their old place, as element-by-element copies from the front would."""
-    from sparse_ops.kernels.spgemm import close_gaps
-
-    rng = np.random.default_rng(4)
-    bases = np.array([0, 10, 25, 25, 60, 100], np.int64)
-    lengths = np.array([10, 3, 0, 30, 7], np.int64)
-    starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    idx = rng.integers(0, 1000, 100).astype(dtypes[0])
-    val = rng.standard_normal(100).astype(dtypes[1]) if np.issubdtype(dtypes[1], np.floating) \
-        else rng.integers(-9, 9, 100).astype(dtypes[1])
-    want_idx = np.concatenate([idx[b:b + n] for b, n in zip(bases[:-1], lengths)])
-    want_val = np.concatenate([val[b:b + n] for b, n in zip(bases[:-1], lengths)])
-    close_gaps(idx, val, bases, starts)
-    np.testing.assert_array_equal(idx[:starts[-1]], want_idx)
-    np.testing.assert_array_equal(val[:starts[-1]], want_val)
 
 
 def test_index_dtypes():

@@ -12,11 +12,13 @@ few products spread over a wide range, collected again and sorted), dropping the
 that summed to exactly zero (SciPy's ``A @ B`` drops them too; the sums are SciPy's: the
 same order, in the value dtype). Its room comes from the rows' work, an upper bound on
 their lengths, when that bound is small enough; otherwise a symbolic pass first counts
-each row's distinct columns, so the output is allocated once, exactly. Either way the
-chunks' rows are closed up after: in parallel where the chunks' shifts are small next to
-their lengths (``close_gaps_parallel``), one ``memmove`` a chunk in order otherwise (the
-shifts add up, so a chunk's new place overlaps the old places of the chunks before it).
-The rows' work is counted in parallel too.
+each row's distinct columns, so the output is allocated once, exactly. Either way a chunk
+may end short of its room (repeated columns, zero sums), so each finished chunk is moved
+down to its place (one ``memmove``) as soon as every chunk before it has been, by whichever
+thread finds it so (``move_finished_chunks``, one thread at a time under a lock taken by an
+atomic compare-and-swap): the moves overlap the other threads' products and mostly read
+what was just written, instead of a pass over the whole output after. The rows' work is
+counted in parallel too.
 
 Both passes jump to a row of B for each stored value of A; they prefetch the row pointer
 PTR_AHEAD values ahead and the row ROW_AHEAD values ahead (``prefetch``: the lines of its
@@ -62,6 +64,29 @@ def fetch_add(typingctx: Any, array: Any, i: Any, v: Any) -> Any:
         return builder.atomic_rmw("add", ptr, context.cast(builder, args[2], vty, aryty.dtype), "seq_cst")
 
     return array.dtype(array, i, v), codegen
+
+
+@intrinsic
+def compare_exchange(typingctx: Any, array: Any, i: Any, expected: Any, new: Any) -> Any:
+    """``array[i] = new`` if ``array[i] == expected``, as one atomic step (LLVM's ``cmpxchg``,
+    sequentially consistent), returning the value before: a lock is taken when it returns
+    ``expected``."""
+    if not (isinstance(array, types.Array) and array.ndim == 1 and isinstance(array.dtype, types.Integer)
+            and all(isinstance(t, types.Integer) for t in (i, expected, new))):
+        return None
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        aryty, ity, ety, nty = signature.args
+        ary = context.make_array(aryty)(context, builder, args[0])
+        index = context.cast(builder, args[1], ity, types.intp)
+        ptr = cgutils.get_item_pointer2(context, builder, data=ary.data, shape=cgutils.unpack_tuple(builder, ary.shape),
+                                        strides=cgutils.unpack_tuple(builder, ary.strides), layout=aryty.layout,
+                                        inds=[index], wraparound=False, boundscheck=False)
+        pair = builder.cmpxchg(ptr, context.cast(builder, args[2], ety, aryty.dtype),
+                               context.cast(builder, args[3], nty, aryty.dtype), "seq_cst", "seq_cst")
+        return builder.extract_value(pair, 0)
+
+    return array.dtype(array, i, expected, new), codegen
 
 
 PTR_AHEAD, ROW_AHEAD = 16, 8  # prefetch distances in stored values of A (the row's must have arrived)
@@ -199,11 +224,12 @@ def spgemm_fill_rows(a_ptr, a_idx, a_val, b_ptr, b_idx, b_val, n_cols, lo, hi, b
     the row) collects its columns instead by reading its rows of B again (in the cache now),
     clearing each bit as it is met, and sorts them (insertion sort up to 32 values).
     Zeros are dropped by not advancing the write position (no branch on the value). The
-    accumulator (``fill_workspace``) arrives zero and is left zero."""
+    accumulator (``fill_workspace``) arrives zero and is left zero. Returns where the rows
+    end (``base`` plus their lengths)."""
+    o = np.uint64(base)
     if hi > lo:
         zero, one, six, low = np.uint64(0), np.uint64(1), np.uint64(6), np.uint64(63)
         stored = a_idx.shape[0]
-        o = np.uint64(base)
         for i in range(lo, hi):
             start = o
             work = 0
@@ -274,32 +300,71 @@ def spgemm_fill_rows(a_ptr, a_idx, a_val, b_ptr, b_idx, b_val, n_cols, lo, hi, b
                     out_val[o] = x
                     o += np.uint64(x != 0)
             kept[i] = np.int64(o - start)
+    return np.int64(o)
+
+
+# the slots of ``move_finished_chunks``'s state: the lock, the next chunk to move, where it goes
+LOCK, NEXT, PLACE = 0, 1, 2
+
+
+@jit()
+def move_finished_chunks(out_idx, out_val, bases, lengths, done, state):
+    """Move each finished chunk down to its place in the output, in order, as far as the
+    chunks are finished: chunk t's ``lengths[t]`` entries, written from ``bases[t]``, go to
+    ``state[PLACE]`` (the lengths of the chunks before it added up), once ``done[t]`` is set
+    and every chunk before t has moved; then the next. Its place overlaps only the rooms of
+    chunks already moved (rooms are upper bounds), never a chunk still being computed.
+
+    One thread moves at a time: the one that takes ``state[LOCK]`` (compare-and-swap 0 to 1);
+    a thread that finds it taken goes on with its products, and the holder looks again for
+    a finished chunk after letting go, so a chunk finished meanwhile is not left behind."""
+    chunks = bases.shape[0] - 1
+    while compare_exchange(state, LOCK, 0, 1) == 0:
+        t, place = state[NEXT], state[PLACE]
+        while t < chunks and fetch_add(done, t, 0) != 0:  # (an atomic read)
+            n = lengths[t]
+            if place != bases[t]:
+                move(out_idx, place, bases[t], n)
+                move(out_val, place, bases[t], n)
+            place += n
+            t += 1
+        state[NEXT], state[PLACE] = t, place
+        fetch_add(state, LOCK, -1)
+        if t >= chunks or fetch_add(done, t, 0) == 0:
+            return
 
 
 @jit()
 def spgemm_fill_worker(a_ptr, a_idx, a_val, b_ptr, b_idx, b_val, n_cols, bounds, bases, out_idx, out_val, kept,
-                       taken):
+                       taken, lengths, done, state):
     """Row chunks ``bounds[t]:bounds[t+1]`` from ``bases[t]``, taking the next untaken t
-    (``taken[0]``, an atomic counter) until none is left, with one accumulator for all."""
+    (``taken[0]``, an atomic counter) until none is left, with one accumulator for all;
+    each finished chunk's length goes to ``lengths[t]``, then ``done[t]`` is set and the
+    finished chunks are moved to their places (``move_finished_chunks``)."""
     chunks = bounds.shape[0] - 1
     bits, top, acc = fill_workspace(n_cols, out_val.dtype)
     t = fetch_add(taken, 0, 1)
     while t < chunks:
-        spgemm_fill_rows(a_ptr, a_idx, a_val, b_ptr, b_idx, b_val, n_cols, bounds[t], bounds[t + 1], bases[t],
-                         out_idx, out_val, kept, bits, top, acc)
+        end = spgemm_fill_rows(a_ptr, a_idx, a_val, b_ptr, b_idx, b_val, n_cols, bounds[t], bounds[t + 1], bases[t],
+                               out_idx, out_val, kept, bits, top, acc)
+        lengths[t] = end - bases[t]
+        fetch_add(done, t, 1)  # after the chunk's writes: the atomic step orders them before it
+        move_finished_chunks(out_idx, out_val, bases, lengths, done, state)
         t = fetch_add(taken, 0, 1)
 
 
 @jit(parallel=True)
-def spgemm_fill(a_ptr, a_idx, a_val, b_ptr, b_idx, b_val, n_cols, bounds, bases, out_idx, out_val, kept, workers):
+def spgemm_fill(a_ptr, a_idx, a_val, b_ptr, b_idx, b_val, n_cols, bounds, bases, out_idx, out_val, kept, workers,
+                lengths, done, state):
     """``spgemm_fill_rows`` for the row chunks ``bounds[t]:bounds[t+1]`` from ``bases[t]``, in
     parallel: ``workers`` loop iterations (one a thread), each taking the next chunk left
     until none is (numba's OpenMP layer hands each thread a fixed share of a loop's
-    iterations: a thread slowed by other work on a shared machine would hold up the rest)."""
+    iterations: a thread slowed by other work on a shared machine would hold up the rest),
+    moving finished chunks to their places on the way (``spgemm_fill_worker``)."""
     taken = np.zeros(1, dtype=np.int64)
     for _ in prange(workers):
         spgemm_fill_worker(a_ptr, a_idx, a_val, b_ptr, b_idx, b_val, n_cols, bounds, bases, out_idx, out_val, kept,
-                           taken)
+                           taken, lengths, done, state)
 
 
 @row_kernel
@@ -344,64 +409,6 @@ def sampled_entry(s, s_rows, s_idx, x_ptr, x_idx, x_val, x_dense, y_ptr, y_idx, 
                     b0 = lo + 1
 
 
-@jit()
-def close_gaps(idx, val, bases, starts):
-    """Chunk t's entries, at bases[t] in ``idx`` and ``val``, moved down to starts[t] (the
-    chunks' lengths: the starts' differences), in place: chunk by chunk, front to back,
-    every entry moves to a lower or the same position (``memmove``: the ranges may overlap)."""
-    for t in range(starts.shape[0] - 1):
-        s, d = bases[t], starts[t]
-        if s != d:
-            move(idx, d, s, starts[t + 1] - d)
-            move(val, d, s, starts[t + 1] - d)
-
-
-@jit()
-def _close_worker(idx, val, bases, starts, tails, tail_idx, tail_val, taken, saving):
-    """One thread's share of ``close_gaps_parallel``: chunks taken in turn (``taken[0]``),
-    their tails copied aside (``saving``) or the chunks moved."""
-    t = fetch_add(taken, 0, 1)
-    while t < starts.shape[0] - 1:
-        s, d = bases[t], starts[t]
-        n = starts[t + 1] - d
-        h = tails[t + 1] - tails[t]  # the tail: the last min(shift, n) entries
-        if saving:
-            if h:
-                tail_idx[tails[t]:tails[t + 1]] = idx[s + n - h:s + n]
-                tail_val[tails[t]:tails[t + 1]] = val[s + n - h:s + n]
-        elif s != d:
-            move(idx, d, s, n - h)
-            move(val, d, s, n - h)
-            idx[d + n - h:d + n] = tail_idx[tails[t]:tails[t + 1]]
-            val[d + n - h:d + n] = tail_val[tails[t]:tails[t + 1]]
-        t = fetch_add(taken, 0, 1)
-
-
-@jit(parallel=True)
-def _close_phase(idx, val, bases, starts, tails, tail_idx, tail_val, saving, workers):
-    """One phase of ``close_gaps_parallel`` on ``workers`` threads taking chunks in turn."""
-    taken = np.zeros(1, dtype=np.int64)
-    for _ in prange(workers):
-        _close_worker(idx, val, bases, starts, tails, tail_idx, tail_val, taken, saving)
-
-
-def close_gaps_parallel(idx: np.ndarray, val: np.ndarray, bases: np.ndarray, starts: np.ndarray, tails: np.ndarray,
-                        workers: int) -> None:
-    """``close_gaps`` on ``workers`` threads. Chunk t moves down by its shift
-    g = bases[t] - starts[t]; the chunks after it land at or above starts[t + 1], the start
-    of chunk t's last min(g, length) entries (its tail: ``tails[t]:tails[t + 1]`` of a
-    buffer), and the chunks before it below starts[t] <= bases[t]. So the tails are copied
-    aside first, all chunks in parallel; then each chunk moves the rest of its entries down
-    (``memmove``, onto its own old place at most) and puts its tail after them, all in
-    parallel again: nothing a chunk writes is read by another one. The tails are copied
-    twice, so this pays where they are short (shifts small next to the chunks). Two kernel
-    calls, so the second phase starts after the first has ended everywhere."""
-    tail_idx = np.empty(int(tails[-1]), dtype=idx.dtype)
-    tail_val = np.empty(int(tails[-1]), dtype=val.dtype)
-    for saving in (True, False):
-        _close_phase(idx, val, bases, starts, tails, tail_idx, tail_val, saving, workers)
-
-
 # ---- host drivers ------------------------------------------------------------------------------
 CHUNKS_PER_THREAD = 16  # row chunks per numba thread, taken in turn: evens out uneven rows and threads
 # B's columns are renumbered to its stored ones when there are this many times more
@@ -411,9 +418,6 @@ SPARSE_COLUMNS = 4
 # value is computed in one pass, into rooms of that size closed up after; a larger one
 # counts its rows' lengths first, so its memory stays that of the output
 ONE_PASS_BYTES = 256 << 20
-# the rooms are closed up in parallel when the chunks' tails (``close_gaps_parallel``) hold
-# at most 1 / TAILS_AT_MOST of the entries moved, one chunk after another otherwise
-TAILS_AT_MOST = 8
 
 
 def chunk_bounds(work: np.ndarray, chunks: int) -> np.ndarray:
@@ -442,9 +446,10 @@ def spgemm(a: tuple, b: tuple, n_cols: int, index_dtype: Any, parallel: bool | N
 
     ``timings``, a dict, receives the seconds of each phase (``bound``: the rows' work, an
     upper bound on their lengths, and the chunks; ``symbolic``: the counting pass, 0 when
-    the work bounds the rooms; ``allocation``; ``numeric``; ``compaction``: closing the
-    rooms up) and what they moved: ``flops``, ``room``, ``moved`` (entries the compaction
-    moved), ``one_pass``."""
+    the work bounds the rooms; ``allocation``; ``numeric``: the products, and the chunks
+    moved to their places meanwhile; ``closing``: what is left after, the chunks no thread
+    had moved yet and the arrays shrunk to the output) and what they moved: ``flops``,
+    ``room``, ``moved`` (entries moved down to their places), ``one_pass``."""
     clock = time.perf_counter
     t0 = clock()
     a_ptr, a_idx, a_val = a
@@ -494,31 +499,29 @@ def spgemm(a: tuple, b: tuple, n_cols: int, index_dtype: Any, parallel: bool | N
     t3 = clock()
     if room:
         if parallel:
+            chunks = bounds.shape[0] - 1
+            lengths, done = np.zeros(chunks, dtype=np.int64), np.zeros(chunks, dtype=np.int64)
+            state = np.zeros(3, dtype=np.int64)
             spgemm_fill(a_ptr, a_idx, a_val, b_ptr, b_idx, b_val, n_cols, bounds, bases, indices, values, kept[1:],
-                        min(threads, bounds.shape[0] - 1))
+                        min(threads, chunks), lengths, done, state)
         else:
             spgemm_fill_rows(a_ptr, a_idx, a_val, b_ptr, b_idx, b_val, n_cols, 0, rows, 0, indices, values, kept[1:],
                              *fill_workspace(n_cols, values.dtype))
     t4 = clock()
+    if room and parallel:  # every chunk done: any the threads left unmoved
+        move_finished_chunks(indices, values, bases, lengths, done, state)
     ptr = np.cumsum(kept, out=kept)
     starts = ptr[bounds]  # where each chunk's rows belong in the output
-    moved = 0
-    if not np.array_equal(starts, bases):  # rooms left between chunks: close them up
-        moved = int(ptr[-1] - starts[np.argmax(starts != bases)])
-        tails = np.zeros(starts.shape[0], dtype=np.int64)
-        np.cumsum(np.minimum(bases[:-1] - starts[:-1], np.diff(starts)), out=tails[1:])
-        if parallel and tails[-1] * TAILS_AT_MOST <= moved:
-            close_gaps_parallel(indices, values, bases, starts, tails, min(threads, bounds.shape[0] - 1))
-        else:
-            close_gaps(indices, values, bases, starts)
-        nnz = int(ptr[-1])
-        indices.resize(nnz, refcheck=False)  # realloc in place: the arrays are ours, unshared
+    moved = int(ptr[-1] - starts[np.argmax(starts != bases)]) if not np.array_equal(starts, bases) else 0
+    nnz = int(ptr[-1])
+    if nnz != room:  # shorter than the room: give the rest back (realloc in place: the arrays are ours)
+        indices.resize(nnz, refcheck=False)
         values.resize(nnz, refcheck=False)
     if columns is not None:  # renumbered columns back (an increasing map: rows stay sorted)
         indices = columns[indices].astype(idt, copy=False)
     ptr = ptr.astype(idt, copy=False)
     if timings is not None:
-        timings.update(bound=t1 - t0, symbolic=t2 - t1, allocation=t3 - t2, numeric=t4 - t3, compaction=clock() - t4,
+        timings.update(bound=t1 - t0, symbolic=t2 - t1, allocation=t3 - t2, numeric=t4 - t3, closing=clock() - t4,
                        flops=flops, room=room, moved=moved, one_pass=one_pass)
     return ptr, indices, values
 
