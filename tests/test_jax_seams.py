@@ -199,3 +199,45 @@ print("ok")
     done = subprocess.run([sys.executable, "-c", off], capture_output=True, text=True, timeout=300,
                           env={**os.environ, "JAX_ENABLE_X64": "0"})
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+def test_a_result_jax_cannot_hold_without_x64_is_refused_at_trace_time(jit):
+    """float32 with int32 promotes to float64 (the op's NumPy rule), which JAX holds only
+    with x64 on: refused when traced, naming the op, the dtypes and both ways out, not an
+    XLA buffer error at run time; one dtype runs."""
+    if jax.config.jax_enable_x64:
+        pytest.skip("x64 on: float64 is held")
+    from jax.experimental.sparse import BCSR
+
+    a = BCSR((jnp.array([1., 2.]), jnp.array([0, 1], jnp.int32), jnp.array([0, 1, 2], jnp.int32)), shape=(2, 2))
+    f = jax.jit(lambda x: soj.ops.dot(a, x)) if jit else (lambda x: soj.ops.dot(a, x))
+    with pytest.raises(JaxBridgeError, match=r"sparse_ops\.jax\.ops\.dot: its result would be float64 .*float32 "
+                                             r"and int32.*\.astype\(jnp\.float32\).*jax_enable_x64"):
+        f(jnp.ones((2, 3), jnp.int32))
+    np.testing.assert_array_equal(np.asarray(f(jnp.ones((2, 3)))), [[1, 1, 1], [2, 2, 2]])
+
+
+def test_row_sparse_rows_out_of_range_are_refused_not_taken_for_padding():
+    """Padding rows are the trailing ones whose index is shape[0]; any other index out of
+    range is refused by the boundary (before, every index >= shape[0] was dropped as
+    padding, silently losing its row)."""
+    values = jnp.array([[1., 2.], [3., 4.]])
+    for rows in ([1, 5], [1, -1], [3, 1]):  # past the end, negative, padding before a stored row
+        r = RowSparse(values, np.array(rows, np.int32), (3, 2))
+        with pytest.raises(Exception, match="out of range|order|sorted"):
+            jax.block_until_ready(soj.ops.sum(r))
+    padded = RowSparse(jnp.array([[1., 2.], [3., 4.], [0., 0.]]), np.array([0, 2, 3], np.int32), (3, 2))
+    assert float(soj.ops.sum(padded)) == 10.0
+    np.testing.assert_array_equal(np.asarray(soj.ops.relu(padded)), [[1, 2], [0, 0], [3, 4]])
+
+
+@pytest.mark.parametrize("big", [2**31 + 1, 2**32 + 1])
+def test_row_sparse_int64_host_indices_past_int32_are_refused_without_x64(big):
+    """A ``RowSparse`` over host int64 row indices gets the tuple form's check: JAX would cut
+    them to int32 silently (wrapping onto another row) with x64 off."""
+    if jax.config.jax_enable_x64:
+        pytest.skip("x64 on: int64 indices are held")
+    r = RowSparse(jnp.ones((1, 2)), np.array([big], np.int64), (3, 2))
+    with pytest.raises(JaxBridgeError, match=f"indices: values up to {big} do not fit int32"):
+        soj.ops.relu(r)

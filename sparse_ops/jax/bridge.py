@@ -197,7 +197,7 @@ def split(a: Any) -> tuple[str, list, tuple[int, ...]]:
             raise TypeError("BCSR with batch or dense dimensions is not supported (n_batch = n_dense = 0)")
         return "csr", [a.data, a.indices, a.indptr], tuple(a.shape)
     if isinstance(a, RowSparse):
-        return "row_sparse", [a.values, a.indices], a.shape
+        return "row_sparse", [a.values, _index_part(a.indices, "indices")], a.shape
     if isinstance(a, tuple):
         if len(a) == 4:
             return ("csr", [jnp.asarray(a[0]), _index_part(a[1], "indices"), _index_part(a[2], "indptr")],

@@ -75,7 +75,10 @@ def containers(layouts: Sequence[ArgLayout], parts: Sequence[Any], device: Devic
                     raise ValueError(f"indptr[-1] = {nnz} is outside 0..{p[0].shape[0]} (the stored values)")
                 p[0], p[1] = p[0][:nnz], p[1][:nnz]
             elif lay.stype == "row_sparse":
-                nnz = int((p[1] < lay.shape[0]).sum())  # padding rows carry the index shape[0]
+                # padding: the trailing rows whose index is shape[0]; any other index out of
+                # range stays among the stored rows, for the boundary's check to refuse
+                real = device.xp.flatnonzero(p[1] != lay.shape[0])
+                nnz = int(real[-1]) + 1 if real.shape[0] else 0
                 p[0], p[1] = p[0][:nnz], p[1][:nnz]
             try:
                 x = admit(lay.stype, p, lay.shape, device, FULL if check else OURS)

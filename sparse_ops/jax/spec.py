@@ -421,6 +421,7 @@ def spec_for(opdef: registry.OpDef, params: dict, ins: tuple[ArgLayout, ...], ma
     if not opdef.variadic and len(ins) != len(opdef.arguments):
         raise JaxBridgeError(f"{label} takes {len(opdef.arguments)} input(s) ({', '.join(opdef.arguments)}), "
                              f"got {len(ins)}")
+    _check_held_by_jax(label, [a.dtype for a in ins], dtypes)
     mutated = tuple(opdef.arguments.index(m) for m in opdef.mutate) if not opdef.variadic else ()
     slots = slot_names(inst, nout)
     kinds = [(slot, st, tuple(as_dim(s) for s in shape), np.dtype(dt))
@@ -441,6 +442,24 @@ def spec_for(opdef: registry.OpDef, params: dict, ins: tuple[ArgLayout, ...], ma
                 _BY_KEY.clear()
             _BY_KEY[key] = spec
     return spec
+
+
+def _check_held_by_jax(label: str, in_dtypes: list, out_dtypes: list) -> None:
+    """Refuse, at trace time, a result dtype JAX cannot hold with x64 off (float64, int64:
+    NumPy's promotion of, say, float32 and int32 gives float64), which XLA would otherwise
+    narrow behind the op's back."""
+    import jax
+
+    if jax.config.jax_enable_x64:
+        return
+    for dt in out_dtypes:
+        dt = np.dtype(dt)
+        if dt.itemsize >= 8 and dt.kind in "fiuc":
+            names = " and ".join(dict.fromkeys(np.dtype(d).name for d in in_dtypes))
+            raise JaxBridgeError(
+                f"{label}: its result would be {dt.name} (the op's type rule on {names}), which jax holds only with "
+                "x64 on; give the arguments one dtype first, e.g. .astype(jnp.float32), or "
+                "jax.config.update('jax_enable_x64', True)")
 
 
 def _needs_concrete(label: str, opdef: registry.OpDef, symbols: list[str], exc: Exception) -> SymbolicShapeError:
