@@ -33,6 +33,8 @@ def value_dtype(dtype: Any, default: np.dtype | None = DEFAULT_DTYPE) -> np.dtyp
 def dtype_name(dtype: Any) -> str:
     """A dtype's short name, for NumPy, JAX (``bfloat16``) and torch (``torch.uint8`` ->
     ``uint8``) dtypes alike."""
+    if not isinstance(dtype, np.dtype) and str(dtype).startswith("torch."):  # (not np.dtype's TypeError:
+        return str(dtype).rsplit(".", 1)[-1]                                 # torch.compile cannot trace it)
     try:
         dt = np.dtype(dtype)
     except TypeError:

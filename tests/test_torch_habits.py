@@ -285,6 +285,50 @@ def test_vmap_loops_over_the_batch_and_composes_with_grad():
         np.testing.assert_allclose(got[b].numpy(), (b + 1) * (m @ w.numpy()), rtol=1e-12)
 
 
+def test_a_gradient_differentiated_again_under_torch_func_is_refused_naming_the_op():
+    """grad of grad, jacrev of jacrev and hessian through an op whose gradient is our
+    operator (not lowered to torch's own ops) are refused naming it: torch would take the
+    opaque gradient for a constant and give zeros. A gradient the outer transform does not
+    differentiate (its inputs constant to it) still runs, and so does the next call."""
+    x = torch.tensor([0.1, -0.3, 0.5], dtype=F64)
+
+    def f(x):
+        return st.ops.smooth_l1(x, scalar=1.0).sum()
+
+    with pytest.raises(BridgeError, match=r"sparse_ops\.torch\.ops\.smooth_l1: derivatives of its gradient under "
+                                          r"torch\.func.*create_graph=True"):
+        torch.func.grad(lambda x: torch.func.grad(f)(x).sum())(x)
+    w, parts = _seeded(5, 3, seed=1), _parts(_csr(seed=5))
+    with pytest.raises(BridgeError, match=r"ops\.dot: derivatives of its gradient"):
+        torch.func.jacrev(torch.func.jacrev(lambda w: st.ops.tanh(st.ops.dot(parts, w)).sum()))(w)
+    y = torch.tensor([1.0, 2.0], dtype=F64)
+    torch.testing.assert_close(torch.func.grad(lambda y: (y * torch.func.grad(f)(x).sum()).sum())(y),
+                               torch.full((2,), float(x.sum()), dtype=F64))
+    torch.testing.assert_close(torch.func.grad(f)(x), x)  # 0.5 x**2 inside |x| < 1
+    # the eager second derivative of a dense call is ours to give
+    xg = x.clone().requires_grad_(True)
+    (g,) = torch.autograd.grad(f(xg), xg, create_graph=True)
+    torch.testing.assert_close(torch.autograd.grad(g.sum(), xg)[0], torch.ones(3, dtype=F64))
+
+
+def test_a_sparse_csr_tensor_closed_over_by_a_transform_is_a_constant():
+    """torch.func takes no sparse inputs, so a GCN's adjacency is closed over: grad, jacrev,
+    vmap and vmap of grad through dot(A, w) with A a torch.sparse_csr tensor equal the
+    dense product's (its components were read through the transform's wrappers, which have
+    no sparse layout, and refused with torch's 'do not have strides')."""
+    m = _csr(seed=6)
+    a, dense = torch.from_numpy(m.toarray()).to_sparse_csr(), torch.from_numpy(m.toarray())
+    w = _seeded(5, 3, seed=2)
+    torch.testing.assert_close(torch.func.grad(lambda w: st.ops.tanh(st.ops.dot(a, w)).sum())(w),
+                               torch.func.grad(lambda w: torch.tanh(dense @ w).sum())(w))
+    torch.testing.assert_close(torch.func.jacrev(lambda w: st.ops.dot(a, w))(w),
+                               torch.func.jacrev(lambda w: dense @ w)(w))
+    batch = torch.stack([w, 2 * w])
+    torch.testing.assert_close(torch.func.vmap(lambda w: st.ops.dot(a, w))(batch), dense @ batch)
+    torch.testing.assert_close(torch.func.vmap(torch.func.grad(lambda w: st.ops.tanh(st.ops.dot(a, w)).sum()))(batch),
+                               torch.func.vmap(torch.func.grad(lambda w: torch.tanh(dense @ w).sum()))(batch))
+
+
 def test_what_the_transforms_cannot_serve_is_said():
     x = _seeded(4, 5)
     with pytest.raises(BridgeError, match="forward-mode.*jacrev"):  # (tanh, lowered to torch.tanh, takes it)
@@ -406,3 +450,24 @@ def test_dtype_errors_name_torch_dtypes_and_convert_with_to():
     assert "float64" in str(err.value.__cause__) and "torch.float64" not in str(err.value.__cause__)
     with pytest.raises(BridgeError, match=r"dtype torch\.bool are not supported .*torch\.float32"):
         st.ops.relu(torch.ones(2, dtype=torch.bool))
+
+
+def test_a_dtype_parameter_hint_is_one_a_torch_user_can_follow():
+    """The hint of a refused dtype parameter names the torch dtype to pass, and passing it
+    works (it said ``dtype='torch.float16'``, which the parameter refuses)."""
+    w, ids = torch.randn(4, 2, dtype=torch.float16), torch.tensor([0, 3])
+    with pytest.raises(BridgeError, match=r"pass dtype=torch\.float16$"):
+        st.ops.Embedding(ids, w, input_dim=4, output_dim=2)
+    out = st.ops.Embedding(ids, w, input_dim=4, output_dim=2, dtype=torch.float16)
+    torch.testing.assert_close(out, w[ids])
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.bool, torch.int8, torch.complex64])
+def test_a_refused_dtype_under_compile_is_worded_as_eagerly(dtype):
+    """The refusal of a dtype we do not hold, traced by Dynamo, carries the eager wording
+    (Dynamo could not trace the wording's ``np.dtype`` on a torch dtype, and raised an
+    internal error about it instead)."""
+    with pytest.raises(RuntimeError) as err:
+        torch.compile(lambda x: st.ops.relu(x), fullgraph=True, backend="eager")(torch.ones(2, dtype=dtype))
+    assert f"arrays of dtype {dtype} are not supported" in str(err.value)
+    assert ".to(torch.float32)" in str(err.value) and "Cannot interpret" not in str(err.value)

@@ -426,11 +426,17 @@ def _cause(exc: BaseException) -> BaseException | None:
     return exc.__cause__ if isinstance(exc, BridgeError) else exc
 
 
-def _split(a: Any, updated: bool = False) -> tuple[str, list, tuple]:
+def _split(a: Any, updated: bool = False, past_transforms: bool = False) -> tuple[str, list, tuple]:
     """(storage type, component tensors, shape) of an argument whose values are of a dtype
     we hold (a TorchBridgeError otherwise: NumPy would compute some other dtype's answer).
     A dense argument the op ``updated`` in place is passed as it is, even non-contiguous: the
-    operator writes its new values into the caller's tensor, not into a copy."""
+    operator writes its new values into the caller's tensor, not into a copy. A torch sparse
+    tensor met inside a ``torch.func`` transform was closed over (transforms take no sparse
+    inputs): its components are constants, read past the transform (whose wrappers have no
+    sparse layouts)."""
+    if not past_transforms and isinstance(a, torch.Tensor) and a.layout != _STRIDED and _functorch_active():
+        with torch._C._DisableFuncTorch():
+            return _split(a, updated, past_transforms=True)
     if updated and isinstance(a, torch.Tensor) and a.layout == _STRIDED:
         st, parts, shape = "default", [a], tuple(a.shape)
     elif isinstance(a, CSRParts):

@@ -81,6 +81,7 @@ def numpy_dtype(dtype: torch.dtype) -> np.dtype:
 _DTYPE_NAMES = ("bfloat16", "float16", "float32", "float64", "complex64", "complex128",
                 "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 _DTYPE_WORD = re.compile(r"(?<![\w.])(" + "|".join(_DTYPE_NAMES) + r")(?!\w)")
+_DTYPE_QUOTED = re.compile(r"'(" + "|".join(_DTYPE_NAMES) + r")'")  # dtype='float16': torch passes torch.float16
 _DTYPE_BOOL = re.compile(r"(?<=dtype )bool(?!\w)")  # "bool" alone is a dtype only after "dtype"
 _ASTYPE = re.compile(r"\.astype\(\)")
 _TARGET = re.compile(r"but [^;]*? is (" + "|".join(_DTYPE_NAMES) + r");")  # require_one_dtype's wording
@@ -90,12 +91,14 @@ def torch_wording(message: str) -> str:
     """``message`` as a torch user reads it: NumPy dtype names become torch's
     (``float32`` -> ``torch.float32``; names already prefixed are kept) and a conversion
     with ``.astype()`` becomes one with ``.to(...)``, naming the dtype the message asks for
-    when it says one (``input 1 is float64 but input 0 is float32; ...`` ->
+    when it says one, and a quoted dtype a parameter is told to take (``dtype='float16'``)
+    the torch dtype itself (``dtype=torch.float16``) (``input 1 is float64 but input 0 is float32; ...`` ->
     ``.to(torch.float32)``)."""
     if ".astype()" in message:
         target = _TARGET.search(message)
         to = f".to(torch.{target.group(1)})" if target else ".to(dtype)"
         message = _ASTYPE.sub(lambda _: to, message)
+    message = _DTYPE_QUOTED.sub(r"torch.\1", message)
     message = _DTYPE_WORD.sub(r"torch.\1", message)
     return _DTYPE_BOOL.sub("torch.bool", message)
 

@@ -1099,6 +1099,24 @@ def gradients(ov: Overload, args: list, outs: list, grads: Sequence[Any], needs:
     return _torch_gradients(gs, inputs, args, slots, needs, sparse, result)
 
 
+def _differentiated_again(tensors: Sequence[Any]) -> bool:
+    """Whether an enclosing ``torch.func`` gradient transform tracks any of these tensors
+    (a grad-tracking wrapper of a lower level that needs a gradient, under the wrapper of the
+    transform running this backward): the gradient computed from them would be
+    differentiated again. The backward operator is opaque to torch's autograd, so that
+    derivative would silently read zero."""
+    F = torch._C._functorch
+    for t in tensors:
+        if not isinstance(t, torch.Tensor) or not F.is_functorch_wrapped_tensor(t):
+            continue
+        inner = F.get_unwrapped(t)
+        while F.is_functorch_wrapped_tensor(inner):
+            if F.is_gradtrackingtensor(inner) and inner.requires_grad:
+                return True
+            inner = F.get_unwrapped(inner)
+    return False
+
+
 def _traced_gradients(ov: Overload, args: list, outs: list, grads: Sequence[Any], needs: list[bool], params: str,
                       result: list, slots: list[int]) -> tuple:
     """The backward of a traced call (torch.compile, make_fx, torch.func): the
@@ -1108,6 +1126,11 @@ def _traced_gradients(ov: Overload, args: list, outs: list, grads: Sequence[Any]
     coalesced sparse COO gradient the compiled backward hands to ``.grad``."""
     if ov.backward_op is None:
         raise BridgeError(f"{ov.opdef.label}: no gradient to trace (declares none, or updates inputs in place)")
+    if _functorch_active() and _differentiated_again([*args, *outs, *grads]):
+        raise BridgeError(f"sparse_ops.torch.ops.{ov.opdef.name}: derivatives of its gradient under torch.func "
+                          "(grad of grad, jacrev of jacrev, hessian) are not supported through the torch bridge; "
+                          "torch.autograd.grad(..., create_graph=True) gives the second derivative of a call with "
+                          "dense inputs and outputs")
     nparts = ov.nparts_in
     gparts, k = [], 0
     for st in ov.out_stypes:
