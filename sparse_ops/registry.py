@@ -324,6 +324,13 @@ class Op:
         n = self.output_count()
         return self._opdef.num_visible_outputs if n == len(self.outputs) else n
 
+    def draws_random(self, training: bool) -> bool:
+        """Whether a call of this parameter set in this training mode draws random numbers
+        (``ctx.rng``): what ``vmap``'s randomness rule and the bridges' seeding ask. The
+        default: the op declares the ``"random"`` resource; an op that draws only in
+        training (Dropout) says so."""
+        return "random" in self.resources
+
     def output_names(self) -> tuple[str, ...]:
         """The names of this parameter set's outputs, for messages (the declared ``outputs``)."""
         return self._opdef.outputs

@@ -14,8 +14,9 @@ The sampling operators that draw from these generators are in ``sparse_ops.rando
 """
 from __future__ import annotations
 
+import contextlib
 import threading
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -51,6 +52,7 @@ _config_lock = threading.Lock()
 class _Local(threading.local):
     def __init__(self) -> None:
         self.generators: dict[Device, tuple[_SeedState, np.random.Generator]] = {}
+        self.override: np.random.Generator | None = None  # drawing_from's
 
 
 _local = _Local()
@@ -81,6 +83,8 @@ def seed(seed_state: int, device: Device | str | None = None) -> None:
 
 def generator(device: Device | str | None = None) -> np.random.Generator:
     """The NumPy generator of ``device`` (default: the current device) for the calling thread."""
+    if _local.override is not None:
+        return _local.override
     dev = device if isinstance(device, Device) else as_device(device)
     state = _device_states.get(dev, _global_state)
     cached = _local.generators.get(dev)
@@ -91,3 +95,17 @@ def generator(device: Device | str | None = None) -> np.random.Generator:
     gen = np.random.Generator(np.random.PCG64(seq))
     _local.generators[dev] = (state, gen)
     return gen
+
+
+@contextlib.contextmanager
+def drawing_from(gen: np.random.Generator) -> Iterator[None]:
+    """Within the block, the calling thread's kernels draw from ``gen`` on every device
+    instead of the seeded streams: how a bridge makes an op's draws follow its framework's
+    generator (the torch bridge seeds ``gen`` from torch's, so ``torch.manual_seed``
+    reproduces them as it does torch's own random ops)."""
+    saved = _local.override
+    _local.override = gen
+    try:
+        yield
+    finally:
+        _local.override = saved

@@ -358,6 +358,42 @@ def test_dropout_follows_training_as_torch_nn_functional_dropout_does():
         st.ops.Dropout(x, p=0.25, training="yes")
 
 
+@pytest.mark.parametrize("how", ["eager", "eager with grad", "compiled"])
+def test_random_ops_follow_torch_manual_seed(how):
+    """A bridged random op draws from a generator seeded by torch's default one, so
+    ``torch.manual_seed`` reproduces it as it does ``F.dropout`` (and the next call draws
+    anew), eagerly, recorded and compiled; a sampler with no inputs too."""
+    x = torch.ones(8, 16, requires_grad=how == "eager with grad")
+    f = torch.compile(lambda x: st.ops.Dropout(x, p=0.5), fullgraph=True, backend="aot_eager") \
+        if how == "compiled" else (lambda x: st.ops.Dropout(x, p=0.5))
+    torch.manual_seed(5)
+    a, b = f(x), f(x)
+    torch.manual_seed(5)
+    torch.testing.assert_close(f(x), a, rtol=0, atol=0)
+    assert not torch.equal(a, b)
+    torch.manual_seed(6)
+    u = st.ops._random_uniform(shape=(4,))
+    torch.manual_seed(6)
+    torch.testing.assert_close(st.ops._random_uniform(shape=(4,)), u, rtol=0, atol=0)
+
+
+def test_opcheck_takes_dropouts_default_overload():
+    """opcheck seeds torch before each run it compares (eager, AOT dispatch): Dropout's
+    draws follow it, so its documented overload passes."""
+    torch.library.opcheck(torch.ops.sparse_ops.Dropout.default, (torch.ones(4, 8), encode_params({"p": 0.5})))
+
+
+def test_vmap_of_dropout_in_eval_mode_draws_nothing_and_needs_no_randomness():
+    """``training=False`` makes Dropout the identity, as ``F.dropout``: vmap takes it under
+    its default ``randomness="error"``, as it takes ``F.dropout(training=False)``; training
+    still asks for ``randomness="different"``."""
+    x = _seeded(4, 6)
+    torch.testing.assert_close(torch.func.vmap(lambda r: st.ops.Dropout(r, p=0.5, training=False))(x), x,
+                               rtol=0, atol=0)
+    with pytest.raises(BridgeError, match="randomness='different'"):
+        torch.func.vmap(lambda r: st.ops.Dropout(r, p=0.5))(x)
+
+
 class DropoutNet(torch.nn.Module):
     def forward(self, x):
         return st.ops.Dropout(x, p=0.5, training=self.training)

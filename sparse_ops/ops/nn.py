@@ -290,6 +290,9 @@ class DropoutOp(Op):
         if not 0 <= self.p < 1:
             raise ValueError(f"p must be in [0, 1), got {self.p}")
 
+    def draws_random(self, training: bool) -> bool:
+        return (training or self.mode == "always") and self.p > 0
+
     def infer_shape(self, data):
         ndim = len(data)
         mask = list(data)

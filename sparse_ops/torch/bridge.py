@@ -338,7 +338,7 @@ class BridgedOp:
         if key is not None:
             self._seen.put((key, tuple(stypes), shapes), seen)
             if all(s == "default" for s in stypes) and all(s == "default" for s in out_stypes) \
-                    and all(a.__class__ in _PLAIN_CLASSES for a in args):
+                    and all(a.__class__ in _PLAIN_CLASSES for a in args) and "random" not in opdef.resources:
                 self._dense.put(key, HostCall(ov, seen.inst, nvis, ptext, call_options(ptext).training,
                                               all(a.is_cpu for a in args), opdef.plans))
         return _assemble(out_stypes, (res,) if not isinstance(res, tuple) else res, out_shapes, nvis)

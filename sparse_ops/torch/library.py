@@ -50,7 +50,7 @@ import numpy as np
 import torch
 
 from .. import autograd as _ag
-from .. import registry
+from .. import registry, rng
 from ..bridging import PARTS, BoundedCache, aligned, arg_names, framework_gradient
 from ..bridging import encode_params  # noqa: F401  (re-exported: the bridge and tests take it from here)
 from ..bridging import decode_params as _decode_params
@@ -319,7 +319,7 @@ def _make_vmap(ov: Overload, torch_op: Any, forward: bool = False) -> Callable:
     (``_stacked``); the forward first refuses what the loop cannot serve (``check_vmap``)."""
     def vmap_rule(info: Any, in_dims: tuple, *args: Any) -> tuple[Any, Any]:
         if forward:
-            check_vmap(ov, info.randomness)
+            check_vmap(ov, info.randomness, args[-1] if len(args) > ov.nparts_in else "")
         return _stacked(info.batch_size, in_dims, args, torch_op)
 
     return vmap_rule
@@ -415,6 +415,22 @@ def _tensors(parts: Sequence[Any]) -> Any:
 _CPU = Device("cpu", 0)
 
 
+_NO_DRAWS = contextlib.nullcontext()
+
+
+def torch_drawn(inst: registry.Op, training: bool) -> Any:
+    """What a bridged call of ``inst`` runs in: for one that draws random numbers
+    (``Op.draws_random``), a generator seeded with one draw from torch's default generator,
+    so ``torch.manual_seed`` reproduces its draws as it does torch's own random ops (and
+    ``torch.library.opcheck``, which seeds torch before each run it compares, sees the same
+    numbers); nothing for the others."""
+    if "random" not in inst.resources or not inst.draws_random(training):
+        return _NO_DRAWS
+    with torch._C._DisableFuncTorch():  # a plain draw, also inside vmap(..., randomness="different")'s loop
+        seed = int(torch.randint(0, 2**63 - 1, (), dtype=torch.int64))
+    return rng.drawing_from(np.random.Generator(np.random.PCG64(seed)))
+
+
 def run_dense(ov: Overload, inst: registry.Op, tensors: Sequence[torch.Tensor],
               training: bool = True) -> list[torch.Tensor]:
     """The implementation for all-dense host tensors (contiguous, of our dtypes): zero-copy
@@ -427,11 +443,12 @@ def run_dense(ov: Overload, inst: registry.Op, tensors: Sequence[torch.Tensor],
     saved = state.recording, state.training
     state.recording, state.training = False, training  # torch's call: our tape never records it
     try:
-        if plan.nvis == plan.nout:
-            res = plan.call(arrays)
-            results = [res] if plan.nout == 1 else list(res)
-        else:
-            results = plan.execute(arrays)
+        with torch_drawn(inst, training):
+            if plan.nvis == plan.nout:
+                res = plan.call(arrays)
+                results = [res] if plan.nout == 1 else list(res)
+            else:
+                results = plan.execute(arrays)
     finally:
         state.recording, state.training = saved
     if plan.mode == "fcompute":  # the dense kernel wrote into outputs allocated for it
@@ -600,7 +617,7 @@ def host_plan(ov: Overload, inst: registry.Op, arrays: Sequence[NDArray]) -> Any
 def run_host(plan: Any, arrays: Sequence[NDArray], training: bool) -> tuple[list[NDArray], tuple]:
     """(the output containers, the outputs' component tensors as the operator returns them)
     of ``plan`` on ``arrays``, never recorded on our tape, with the training flag ``training``."""
-    with _scope(False, training):
+    with _scope(False, training), torch_drawn(plan.inst, training):
         results = plan.execute(arrays)
     return results, tuple(tensor_of(p) for p in output_parts(results, arrays, plan.mode != "fcompute_ex"))
 
@@ -701,22 +718,25 @@ class TransformAutograd(torch.autograd.Function):
 
     @staticmethod
     def vmap(info: Any, in_dims: tuple, *args: Any) -> tuple[Any, Any]:
-        check_vmap(args[-2], info.randomness)
+        check_vmap(args[-2], info.randomness, args[-3])
         return _stacked(info.batch_size, in_dims, args, TransformAutograd.apply)
 
 
-def check_vmap(ov: Overload, randomness: str) -> None:
+def check_vmap(ov: Overload, randomness: str, params: str) -> None:
     """Refuse, with the way out, a vmap the per-example loop cannot serve: sparse results
     (each example stores its own count of values: nothing to stack) and random draws unless
     vmap was told ``randomness="different"`` (each example draws its own numbers, as
     torch's random ops do under it; "error", vmap's default, refuses random ops as torch's
-    own do, and "same" is not supported)."""
+    own do, and "same" is not supported). A call that draws nothing (Dropout with
+    ``training=False``, as ``F.dropout`` then) is no random op: ``params``, the parameter
+    string, says."""
     label = ov.opdef.label
     if any(s != "default" for s in ov.out_stypes):
         raise BridgeError(f"{label}: torch.func.vmap over a call with sparse results ({', '.join(ov.out_stypes)}) is "
                           "not supported: each example stores its own number of values, so they cannot be stacked; "
                           "call the op per example")
-    if "random" in ov.opdef.resources and randomness != "different":
+    if randomness != "different" and "random" in ov.opdef.resources and \
+            _instance(ov.opdef, params).draws_random(call_options(params).training):
         raise BridgeError(f"{label}: draws random numbers, and torch.func.vmap was called with randomness="
                           f"{randomness!r}; pass randomness='different' (each example draws its own numbers)")
 
@@ -772,7 +792,7 @@ def _make_impl(ov: Overload) -> Callable:
             if list(plan.out_stypes) != expected:
                 raise BridgeError(f"{opdef.label}: inferred output storage types {list(plan.out_stypes)}, but "
                                   f"overload {ov.name} returns {expected}")
-            with _scope(False, training):
+            with _scope(False, training), torch_drawn(inst, training):
                 results = plan.execute(arrays)
             if ov.mutated:
                 _write_back(ov, args, arrays)
