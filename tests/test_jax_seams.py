@@ -205,17 +205,16 @@ print("ok")
 def test_a_result_jax_cannot_hold_without_x64_is_refused_at_trace_time(jit):
     """float32 with int32 promotes to float64 (the op's NumPy rule), which JAX holds only
     with x64 on: refused when traced, naming the op, the dtypes and both ways out, not an
-    XLA buffer error at run time; one dtype runs."""
-    if jax.config.jax_enable_x64:
-        pytest.skip("x64 on: float64 is held")
+    XLA buffer error at run time; one dtype runs. (Other test modules turn x64 on.)"""
     from jax.experimental.sparse import BCSR
 
-    a = BCSR((jnp.array([1., 2.]), jnp.array([0, 1], jnp.int32), jnp.array([0, 1, 2], jnp.int32)), shape=(2, 2))
-    f = jax.jit(lambda x: soj.ops.dot(a, x)) if jit else (lambda x: soj.ops.dot(a, x))
-    with pytest.raises(JaxBridgeError, match=r"sparse_ops\.jax\.ops\.dot: its result would be float64 .*float32 "
-                                             r"and int32.*\.astype\(jnp\.float32\).*jax_enable_x64"):
-        f(jnp.ones((2, 3), jnp.int32))
-    np.testing.assert_array_equal(np.asarray(f(jnp.ones((2, 3)))), [[1, 1, 1], [2, 2, 2]])
+    with jax.enable_x64(False):
+        a = BCSR((jnp.array([1., 2.]), jnp.array([0, 1], jnp.int32), jnp.array([0, 1, 2], jnp.int32)), shape=(2, 2))
+        f = jax.jit(lambda x: soj.ops.dot(a, x)) if jit else (lambda x: soj.ops.dot(a, x))
+        with pytest.raises(JaxBridgeError, match=r"sparse_ops\.jax\.ops\.dot: its result would be float64 .*float32 "
+                                                 r"and int32.*\.astype\(jnp\.float32\).*jax_enable_x64"):
+            f(jnp.ones((2, 3), jnp.int32))
+        np.testing.assert_array_equal(np.asarray(f(jnp.ones((2, 3)))), [[1, 1, 1], [2, 2, 2]])
 
 
 def test_row_sparse_rows_out_of_range_are_refused_not_taken_for_padding():
@@ -236,8 +235,34 @@ def test_row_sparse_rows_out_of_range_are_refused_not_taken_for_padding():
 def test_row_sparse_int64_host_indices_past_int32_are_refused_without_x64(big):
     """A ``RowSparse`` over host int64 row indices gets the tuple form's check: JAX would cut
     them to int32 silently (wrapping onto another row) with x64 off."""
-    if jax.config.jax_enable_x64:
-        pytest.skip("x64 on: int64 indices are held")
-    r = RowSparse(jnp.ones((1, 2)), np.array([big], np.int64), (3, 2))
-    with pytest.raises(JaxBridgeError, match=f"indices: values up to {big} do not fit int32"):
-        soj.ops.relu(r)
+    with jax.enable_x64(False):
+        r = RowSparse(jnp.ones((1, 2)), np.array([big], np.int64), (3, 2))
+        with pytest.raises(JaxBridgeError, match=f"indices: values up to {big} do not fit int32"):
+            soj.ops.relu(r)
+
+
+def test_dropout_takes_training_fixed_where_the_call_is_traced():
+    """``training=`` (a static bool, as flax's ``deterministic=``) decides whether Dropout
+    drops; without it, ``autograd.train_mode()`` where the call is traced does. Either way
+    the decision is part of the traced function: a jitted call traced in training keeps
+    dropping when run outside it, and one traced outside never drops (before, the mode at
+    run time decided, behind JAX's back)."""
+    h = jnp.ones((20, 20)) * 3.0
+    drops = lambda y: float((np.asarray(y) == 0).mean())  # noqa: E731
+    assert drops(soj.ops.Dropout(h, p=0.5)) == 0.0
+    assert 0.3 < drops(soj.ops.Dropout(h, p=0.5, training=True)) < 0.7
+    static = jax.jit(lambda x, t: soj.ops.Dropout(x, p=0.5, training=t), static_argnums=1)
+    assert 0.3 < drops(static(h, True)) < 0.7 and drops(static(h, False)) == 0.0
+    traced_in_training = jax.jit(lambda x: soj.ops.Dropout(x, p=0.5))
+    with so.autograd.train_mode():
+        assert 0.3 < drops(traced_in_training(h)) < 0.7
+        assert drops(soj.ops.Dropout(h, p=0.5, training=False)) == 0.0
+    assert 0.3 < drops(traced_in_training(h)) < 0.7
+    traced_outside = jax.jit(lambda x: soj.ops.Dropout(x, p=0.5))
+    assert drops(traced_outside(h)) == 0.0
+    with so.autograd.train_mode():
+        assert drops(traced_outside(h)) == 0.0
+    kept = np.asarray(soj.ops.Dropout(h, p=0.5, training=True))
+    np.testing.assert_allclose(kept[kept != 0], 6.0)  # scaled by 1 / (1 - p)
+    with pytest.raises(JaxBridgeError, match="training must be a bool"):
+        jax.jit(lambda x, t: soj.ops.Dropout(x, p=0.5, training=t))(h, True)

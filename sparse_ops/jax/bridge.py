@@ -61,6 +61,7 @@ from .. import registry
 from ..dtypes import held_dtype
 from ..gradients import require_gradient
 from ..sdk.capacity import NO_RULE
+from ..tape import _state as _tape_state
 from . import derivatives, lowering
 from .handlers import target  # noqa: F401  (re-exported: the FFI target of an op and kind)
 from ..bridging import PARTS, BridgedTable, arg_names
@@ -353,6 +354,12 @@ class BridgedOp:
         max_nnz = params.pop("max_nnz", None)
         if max_nnz is not None and (not isinstance(max_nnz, (int, np.integer)) or max_nnz < 0):
             raise JaxBridgeError(f"{label}: max_nnz must be a non-negative int, got {max_nnz!r}")
+        training = _tape_state.training  # sparse_ops.autograd.train_mode() where the call is traced
+        if "training" in params and "training" not in self.opdef.params:
+            training = params.pop("training")
+            if not isinstance(training, (bool, np.bool_)):
+                raise JaxBridgeError(f"{label}: training must be a bool (a static Python value, as "
+                                     f"flax's deterministic=), got {training!r}")
         layouts, flat = [], []
         for name, a in zip(arg_names(self.opdef, len(args)), args):
             try:
@@ -361,7 +368,7 @@ class BridgedOp:
             except (TypeError, ValueError) as exc:
                 raise JaxBridgeError(f"{label}: argument {name!r}: {exc}") from exc
             flat += parts
-        spec = spec_for(self.opdef, params, tuple(layouts), max_nnz)
+        spec = spec_for(self.opdef, params, tuple(layouts), max_nnz, bool(training))
         if spec.missing and need_capacity:
             raise JaxBridgeError(
                 f"{label}: {self.opdef.label} declares no capacity rule for its sparse result(s) "

@@ -178,7 +178,7 @@ def run_forward(spec: CallSpec, args: Sequence[Any], rets: Sequence[Any], device
     if spec.mutated:
         inputs = _updatable(spec, inputs, states, device)
     plan = plan_for(spec.opdef, spec.inst, inputs)
-    with _scope(False, None):
+    with _scope(False, spec.training):  # the flag fixed when the call was traced
         if spec.all_dense:  # dense results straight into XLA's buffers, on either device
             outs = [NDArray(r, device) for r in rets]
             results = plan.execute(inputs, outs[:plan.nvis] if plan.nvis > 1 else outs[0])
@@ -206,8 +206,8 @@ def _run_dense(spec: CallSpec, args: Sequence[Any], ret: Any, device: Device) ->
     # dtypes: held_dtype at trace time, and the buffers checked against them (ffi.BufferSpec)
     inputs = [NDArray(a, device) for a in args]
     plan = plan_for(spec.opdef, spec.inst, inputs)
-    if tape_state.recording:  # a handler run inside the caller's autograd.record(): not ours to record
-        with _scope(False, None):
+    if tape_state.recording or tape_state.training != spec.training:  # never recorded here; the
+        with _scope(False, spec.training):                                # flag fixed when traced
             return _run_dense(spec, args, ret, device)
     if ret.nbytes <= _COPY_BELOW:
         ret[...] = plan.call(inputs)._data

@@ -122,9 +122,11 @@ class CallSpec:
                  ins: tuple[ArgLayout, ...], outs: tuple[ArgLayout, ...], nvis: int,
                  mutated: tuple[int, ...] = (), states: tuple[ArgLayout, ...] = (),
                  capacities: tuple[Capacity | None, ...] = (), missing: tuple[str, ...] = (),
-                 max_nnz: int | None = None) -> None:
+                 max_nnz: int | None = None, training: bool = False) -> None:
         self.id, self.opdef, self.inst, self.params = sid, opdef, inst, params
         self.max_nnz = max_nnz
+        # the op context's training flag (what Dropout reads), fixed when the call is traced
+        self.training = training
         self.ins, self.outs, self.nvis = ins, outs, nvis
         # inputs the op updates in place (its ``mutate``): JAX arrays are immutable, so the
         # call returns their new values as extra results laid out as ``states``, after ``outs``
@@ -177,7 +179,7 @@ class CallSpec:
             return env[d] if is_symbolic(d) else int(d)
 
         ins = tuple(replace(a, shape=tuple(sub(d) for d in a.shape), nse=sub(a.nse)) for a in self.ins)
-        spec = spec_for(self.opdef, self.params, ins, self.max_nnz)
+        spec = spec_for(self.opdef, self.params, ins, self.max_nnz, self.training)
         reserved = (*self.outs, *self.states)
         got = (*spec.outs, *spec.states)
         if any(r.stype != "default" and not is_symbolic(r.nse) and g.nse != r.nse for r, g in zip(reserved, got)):
@@ -390,10 +392,12 @@ def _static_rule(inst: registry.Op, slot: str, out: Stored, facts: list[Stored])
     return c if c is not None and not is_symbolic(c.value) else None
 
 
-def spec_for(opdef: registry.OpDef, params: dict, ins: tuple[ArgLayout, ...], max_nnz: int | None) -> CallSpec:
-    """The (memoised) spec of ``opdef`` with ``params`` on inputs laid out as ``ins``."""
+def spec_for(opdef: registry.OpDef, params: dict, ins: tuple[ArgLayout, ...], max_nnz: int | None,
+             training: bool = False) -> CallSpec:
+    """The (memoised) spec of ``opdef`` with ``params`` on inputs laid out as ``ins``, run
+    with the training flag ``training``."""
     try:  # parameters by type and value (True, 1 and 1.0 are three specs)
-        key = (opdef, param_key(params), ins, max_nnz)
+        key = (opdef, param_key(params), ins, max_nnz, training)
     except TypeError:
         key = None
     if key is not None:
@@ -434,7 +438,7 @@ def spec_for(opdef: registry.OpDef, params: dict, ins: tuple[ArgLayout, ...], ma
             f"{label}: {exc}") from None
     outs, states = layouts[:nout], tuple(layouts[nout:])
     spec = CallSpec(_new_id(), opdef, inst, dict(params), tuple(ins), tuple(outs), inst.visible_output_count(),
-                    mutated, states, tuple(capacities), tuple(missing), max_nnz)
+                    mutated, states, tuple(capacities), tuple(missing), max_nnz, training)
     with _LOCK:
         _SPECS[spec.id] = spec
         if key is not None:
