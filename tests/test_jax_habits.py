@@ -394,6 +394,10 @@ def test_a_row_sparse_result_converts_and_scales():
     dense = soj.ops.dot(a, x, transpose_a=True, forward_stype="default")
     assert isinstance(dense, jax.Array)
     np.testing.assert_allclose(np.asarray(dense + 1), want + 1, rtol=1e-12)
+    q = soj.ops.dot(a, 2 * x, transpose_a=True)  # two RowSparse: the row_sparse ops, row_sparse results
+    for got, expect in ((r + q, 3 * want), (r - q, -want), (r * q, 2 * want * want)):
+        assert isinstance(got, RowSparse)
+        np.testing.assert_allclose(np.asarray(got), expect, rtol=1e-12)
 
 
 # ---- jax.export ---------------------------------------------------------------------------------------

@@ -178,8 +178,11 @@ def test_an_op_that_cannot_promote_names_the_argument():
     with pytest.raises(InferenceError, match=r"argument 'rhs' is float64 but 'lhs' is float32; "
                                              r"_test_one_dtype_pair takes inputs of one dtype"):
         so.invoke("_test_one_dtype_pair", [x, y])
-    with pytest.raises(InferenceError, match="grad has dtype float64, weight float32"):
+    with pytest.raises(InferenceError, match="argument 'grad' is float64 but 'weight' is float32; sgd_update takes"):
         so.sgd_update(x, y, lr=0.1)  # an in-place update cannot promote its weight
+    for call in (lambda: so.where(x, x, y), lambda: so.invoke("_linalg_gemm2", [x.reshape((3, 1)), y.reshape((1, 3))])):
+        with pytest.raises(InferenceError, match="is float64 but .* is float32; .* takes inputs of one dtype"):
+            call()
 
 
 def test_variadic_ops_that_cannot_promote_name_the_position():

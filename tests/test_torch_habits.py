@@ -152,6 +152,12 @@ def test_sparse_grad_marks_dense_tensors_with_rows_only():
         st.sparse_grad(st.to_torch(so.csr_matrix(_csr())))
     with pytest.raises(ValueError, match="0-d"):
         st.sparse_grad(torch.tensor(1.0))
+    leaf = torch.ones(3, 2, requires_grad=True)
+    with pytest.raises(ValueError, match="leaf tensor.*the leaf it was computed from"):
+        st.sparse_grad(leaf * 2)  # its gradient never reaches a .grad: the mark would do nothing
+    with pytest.raises(TypeError, match="torch.int64 has no gradient"):
+        st.sparse_grad(torch.ones(3, 2, dtype=torch.int64))
+    assert st.is_sparse_grad(st.sparse_grad(torch.ones(3, 2)))  # marked first, requires_grad_() later: fine
 
 
 # ---- 1. under torch.compile ------------------------------------------------------------------------
@@ -480,7 +486,8 @@ def test_dtype_errors_name_torch_dtypes_and_convert_with_to():
         text = str(err.value)
         assert "input 1 is torch.float64 but input 0 is torch.float32" in text
         assert "convert one with .to(torch.float32)" in text and ".astype" not in text
-    with pytest.raises(BridgeError, match=r"sgd_update.*grad has dtype torch\.float64, weight torch\.float32") as err:
+    with pytest.raises(BridgeError, match=r"sgd_update.*'grad' is torch\.float64 but 'weight' is torch\.float32.*"
+                                          r"convert one with \.to\(torch\.float32\)") as err:
         st.ops.sgd_update(torch.ones(3), torch.ones(3, dtype=F64), lr=0.1)
     assert isinstance(err.value.__cause__, so.OperatorError)  # the library's own error, kept
     assert "float64" in str(err.value.__cause__) and "torch.float64" not in str(err.value.__cause__)

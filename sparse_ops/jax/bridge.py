@@ -115,8 +115,11 @@ class RowSparse:
         return out if dtype is None else out.astype(dtype)
 
     def __mul__(self, other: Any) -> Any:
-        """``r * s`` for a scalar ``s``: a RowSparse (the stored rows scaled); an array operand
-        is left to its own operator, which converts ``r`` to dense (``__jax_array__``)."""
+        """``r * s`` for a scalar ``s``: a RowSparse (the stored rows scaled); for another
+        RowSparse ``elemwise_mul`` (row_sparse); an array operand is left to its own operator,
+        which converts ``r`` to dense (``__jax_array__``)."""
+        if isinstance(other, RowSparse):
+            return op("elemwise_mul")(self, other)
         if not _is_scalar(other):
             return NotImplemented
         return RowSparse(self.values * other, self.indices, self.shape)
@@ -142,12 +145,18 @@ class RowSparse:
         return operator
 
     def __add__(self, other: Any) -> Any:
+        """``r + q`` of two RowSparse: ``elemwise_add`` (row_sparse, the union of the rows)."""
+        if isinstance(other, RowSparse):
+            return op("elemwise_add")(self, other)
         return self._refuse("r + s")(other)
 
     def __radd__(self, other: Any) -> Any:
         return self._refuse("s + r")(other)
 
     def __sub__(self, other: Any) -> Any:
+        """``r - q`` of two RowSparse: ``elemwise_sub`` (row_sparse)."""
+        if isinstance(other, RowSparse):
+            return op("elemwise_sub")(self, other)
         return self._refuse("r - s")(other)
 
     def __rsub__(self, other: Any) -> Any:

@@ -14,6 +14,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..dtypes import require_one_dtype
 from ..errors import OperatorError
 from ..registry import Op, Param, kernel, register
 from ..sdk import capacity as cap
@@ -525,8 +526,7 @@ class Where(Op):
         return [x]
 
     def infer_type(self, condition, x, y):
-        if x != y:
-            raise TypeError(f"x and y must have one dtype, got {x} and {y}")
+        require_one_dtype("where", ("x", "y"), (x, y))
         return [x]
 
     @kernel(device=_BOTH)

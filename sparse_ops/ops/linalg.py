@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from .. import alloc
-from ..dtypes import in_input_dtypes, promote_types
+from ..dtypes import in_input_dtypes, promote_types, require_one_dtype
 from ..ndarray import CSRNDArray, NDArray, RowSparseNDArray
 from ..registry import Op, Param, kernel, register
 from ..sdk import capacity as cap
@@ -870,8 +870,9 @@ class LinalgGemm2(Op):
         return [A[:-2] + (m, n)]
 
     def infer_type(self, A, B):
-        if A != B or A.kind != "f":
-            raise TypeError(f"gemm2 needs two floating point arrays of one dtype, got {A} and {B}")
+        if A.kind != "f":
+            raise TypeError(f"gemm2 needs floating point arrays, got {A} and {B}")
+        require_one_dtype("_linalg_gemm2", ("A", "B"), (A, B))
         return [A]
 
     @kernel(device=_BOTH)
@@ -931,8 +932,9 @@ class LinalgTrsm(Op):
         return [B]
 
     def infer_type(self, A, B):
-        if A != B or A.kind != "f":
-            raise TypeError(f"trsm needs two floating point arrays of one dtype, got {A} and {B}")
+        if A.kind != "f":
+            raise TypeError(f"trsm needs floating point arrays, got {A} and {B}")
+        require_one_dtype("_linalg_trsm", ("A", "B"), (A, B))
         return [A]
 
     @kernel(device=_BOTH)

@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from ..dtypes import require_one_dtype
 from ..registry import Op, Param, kernel, register
 from ..sdk import capacity as cap
 from ._util import ROW_VALUES_PER_WORK
@@ -137,9 +138,7 @@ class _Update(Op):
     def infer_type(self, weight, *others):
         if weight not in _FLOATS:
             raise TypeError(f"weight must be float16, float32 or float64, got {weight.name}")
-        for name, d in zip(self._opdef.arguments[1:], others):
-            if d != weight:
-                raise TypeError(f"{name} has dtype {d.name}, weight {weight.name}")
+        require_one_dtype(self._opdef.name, self._opdef.arguments, (weight, *others))
         return [weight]
 
     # the states' storage types a row_sparse weight takes ("default", "row_sparse" or both)
@@ -699,9 +698,7 @@ class LambUpdatePhase2(Op):
     def infer_type(self, weight, g, r1, r2):
         if weight not in _FLOATS:
             raise TypeError(f"weight must be float16, float32 or float64, got {weight.name}")
-        for name, d in (("g", g), ("r1", r1), ("r2", r2)):
-            if d != weight:
-                raise TypeError(f"{name} has dtype {d.name}, weight {weight.name}")
+        require_one_dtype(self._opdef.name, ("weight", "g", "r1", "r2"), (weight, g, r1, r2))
         return [weight]
 
     def infer_storage_type(self, weight, g, r1, r2):

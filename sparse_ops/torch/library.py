@@ -968,6 +968,12 @@ def sparse_grad(tensor: torch.Tensor, enabled: bool = True) -> torch.Tensor:
                         f"{type(tensor).__name__ if not isinstance(tensor, torch.Tensor) else tensor.layout}")
     if tensor.dim() < 1:
         raise ValueError("sparse_grad: a 0-d tensor has no rows to store sparsely")
+    if enabled and not tensor.is_leaf:
+        raise ValueError("sparse_grad marks a leaf tensor (a parameter): this one is the result of an operation, "
+                         "whose gradient never reaches a .grad; mark the leaf it was computed from")
+    if enabled and not (tensor.is_floating_point() or tensor.is_complex()):
+        raise TypeError(f"sparse_grad: a tensor of dtype {tensor.dtype} has no gradient (only floating-point "
+                        "tensors do)")
     if enabled:
         setattr(tensor, _MARK, True)
         if tensor.is_leaf and tensor.requires_grad:  # compiled backwards too: their .grad keeps the flag
@@ -1309,8 +1315,8 @@ class _Vjp(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, *cots: torch.Tensor) -> Any:
         if ctx.order >= 2:
-            raise BridgeError("derivatives of third order and beyond are not supported through the torch bridge "
-                              "(create_graph=True works once: second order)")
+            raise BridgeError(f"{ctx.fn.label}: derivatives of third order and beyond are not supported through the "
+                              "torch bridge (create_graph=True works once: second order)")
         tensors, fn = ctx.saved_tensors, ctx.fn
         n = len(tensors)
 
@@ -1325,6 +1331,8 @@ class _Vjp(torch.autograd.Function):
                 return [NDArray(x._data * 0, x.device) for x in xs]
             gs = _ag.grad([y for y, _ in pairs], xs, head_grads=[c for _, c in pairs])
             return list(gs)
+
+        vjp.label = fn.label
 
         full = [c if c is not None else torch.zeros(shape, dtype=dt, device=tensors[0].device)
                 for c, (shape, dt) in zip(cots, ctx.out_meta)]
@@ -1355,6 +1363,7 @@ def create_graph_backward(ov: Overload, args: list, outs: list, grads: Sequence[
         return [zeros(x.shape, dtype=x.dtype, device=x.device) if g is None else g for g, x in zip(got, xs)]
 
     rule.__name__ = f"gradient of {ov.opdef.name}"
+    rule.label = f"sparse_ops.torch.ops.{ov.opdef.name}"
     got = _Vjp.apply(rule, 1, *args[:nin], *outs, *grads)
     for i, (s, g) in enumerate(zip(slots, got)):
         if needs[i]:
