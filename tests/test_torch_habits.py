@@ -335,6 +335,17 @@ def test_a_sparse_csr_tensor_closed_over_by_a_transform_is_a_constant():
                                torch.func.vmap(torch.func.grad(lambda w: torch.tanh(dense @ w).sum()))(batch))
 
 
+def test_vmap_over_an_empty_batch_gives_empty_results_as_torch_does():
+    """No example to run: the results are empty, shaped by the op's rules (its fake on meta
+    tensors), as torch's own ops give them under vmap; grad under vmap too."""
+    w, x = _seeded(5, 3, seed=1), torch.empty(0, 5, dtype=F64)
+    got = torch.func.vmap(lambda r: st.ops.tanh(st.ops.dot(r[None], w))[0])(x)
+    assert got.shape == torch.func.vmap(lambda r: torch.tanh(r[None] @ w)[0])(x).shape == (0, 3)
+    assert got.dtype == F64
+    per_example = torch.func.vmap(torch.func.grad(lambda r: st.ops.smooth_l1(r, scalar=1.0).sum()))(x)
+    assert per_example.shape == (0, 5)
+
+
 def test_what_the_transforms_cannot_serve_is_said():
     x = _seeded(4, 5)
     with pytest.raises(BridgeError, match="forward-mode.*jacrev"):  # (tanh, lowered to torch.tanh, takes it)

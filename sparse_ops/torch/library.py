@@ -745,9 +745,20 @@ def _stacked(n: int, in_dims: tuple, args: tuple, call: Callable) -> tuple[Any, 
     """vmap as a loop: ``call`` on example ``b`` of each batched tensor argument (``in_dims``:
     its batch dimension; None, or a list of them for a list argument, for the others) for
     every b < ``n``, each result stacked along a new dimension 0; returns (results,
-    out_dims) as a vmap rule does."""
+    out_dims) as a vmap rule does. An empty batch gives empty results, shaped by the call on
+    one example's meta tensors (the op's shape and type rules: its registered fake)."""
     if n == 0:
-        raise BridgeError("torch.func.vmap over an empty batch: the per-example loop has nothing to stack")
+        def example(a: Any, d: Any) -> Any:
+            if not isinstance(a, torch.Tensor):
+                return a
+            shape = a.shape[:d] + a.shape[d + 1:] if isinstance(d, int) else a.shape
+            return torch.empty(shape, dtype=a.dtype, device="meta")
+
+        out = call(*[example(a, d) for a, d in zip(args, in_dims)])
+        device = next(a.device for a in args if isinstance(a, torch.Tensor))
+        stacked = tuple(torch.empty((0, *o.shape), dtype=o.dtype, device=device)
+                        for o in (out if isinstance(out, (tuple, list)) else (out,)))
+        return (stacked[0], 0) if len(stacked) == 1 else (stacked, (0,) * len(stacked))
     per = []
     for b in range(n):
         out = call(*[a.select(d, b) if isinstance(d, int) and isinstance(a, torch.Tensor) else a
