@@ -91,9 +91,9 @@ def torch_wording(message: str) -> str:
     """``message`` as a torch user reads it: NumPy dtype names become torch's
     (``float32`` -> ``torch.float32``; names already prefixed are kept) and a conversion
     with ``.astype()`` becomes one with ``.to(...)``, naming the dtype the message asks for
-    when it says one, and a quoted dtype a parameter is told to take (``dtype='float16'``)
-    the torch dtype itself (``dtype=torch.float16``) (``input 1 is float64 but input 0 is float32; ...`` ->
-    ``.to(torch.float32)``)."""
+    when it says one (``input 1 is float64 but input 0 is float32; ...`` ->
+    ``.to(torch.float32)``); a quoted dtype a parameter is told to take (``dtype='float16'``)
+    becomes the torch dtype itself (``dtype=torch.float16``)."""
     if ".astype()" in message:
         target = _TARGET.search(message)
         to = f".to(torch.{target.group(1)})" if target else ".to(dtype)"
