@@ -49,6 +49,22 @@ container_methods.install()  # every method the containers get from above, in on
 from .custom import Custom, CustomOp, CustomOpProp  # noqa: E402
 from .ops import *  # noqa: E402,F401,F403
 from .ops import __all__ as _op_names  # noqa: E402
+from . import ops as _ops  # noqa: E402
+from .registry import subscribe as _subscribe  # noqa: E402
+
+
+def _republish(name: str, opdef: "OpDef | None") -> None:
+    """Keep ``sparse_ops.<name>`` of the public built-ins the function ``sparse_ops.ops``
+    publishes (a replacement, ``register(name, replace=True)``, is what ``sparse_ops.relu``
+    then runs; a removal removes it, a restore restores it)."""
+    if name in _op_names:
+        if opdef is None:
+            globals().pop(name, None)
+        else:
+            globals()[name] = getattr(_ops, name)
+
+
+_subscribe(_republish)
 from . import cuda, sdk  # noqa: E402  (both light: no numba, no CuPy at import)
 
 # sparse_ops.cuda is the top-level cuda/ folder, a namespace package: without __init__.py it

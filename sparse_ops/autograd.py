@@ -26,7 +26,8 @@ from .gradients import call_gradient
 from .ndarray import NDArray
 from .ops import elemwise_add
 from .tape import (  # noqa: F401  (the public face re-exports the recording half)
-    GRAD_REQS, AGInfo, ArrayMeta, Node, _scope, _state, attach, check_not_in_graph, is_recording,
+    GRAD_REQS, AGInfo, ArrayMeta, Node, _scope, _state, attach, changed_since_recorded, check_not_in_graph,
+    is_recording,
     is_training, mark_variables, parents_of, pause, predict_mode, record, set_recording, set_training,
     train_mode,
 )
@@ -103,6 +104,12 @@ def _materialized(g: Any) -> Any:
 
 def _node_backward(node: Node, out_grads: list) -> list:
     """The input gradients of one recorded call, checked against its inputs' shapes."""
+    changed = changed_since_recorded(node)
+    if changed is not None:
+        raise OperatorError(
+            f"backward of {node.label}: its {changed}, which the gradient reads, was written in place after the "
+            "call was recorded, so the gradient would read the new values; write into a new array instead, or run "
+            "backward() before the update")
     if not getattr(node.fn, "trusted", False):
         out_grads = [_materialized(g) for g in out_grads]
     if isinstance(node.fn, Function):

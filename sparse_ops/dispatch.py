@@ -20,6 +20,7 @@ from . import device as _dev
 from . import settings as _settings
 from .context import OpContext, holds_unset, mark_unset, release_workspace, workspace_mark
 from .device import Device
+from .dtypes import held_dtype
 from .errors import OperatorError, SparseFormatError, StorageFallbackWarning
 from .ndarray import DENSE_CLASSES, STYPES, CSRNDArray, NDArray, RowSparseNDArray, kernel_form, take_storage
 from .registry import Op, OpDef, get_op
@@ -78,6 +79,9 @@ class Plan:
         device, mode = self.device, self.mode
         if self.mutated:
             _check_updatable(self, inputs)
+            for i in self.mutated:  # written in place: a recorded call that kept them sees it
+                x = inputs[i]
+                x._version = getattr(x, "_version", 0) + 1
         if mode == "fallback":
             given = inputs
             inputs = [x if x.stype == "default" else x.tostype("default") for x in inputs]
@@ -87,12 +91,19 @@ class Plan:
         else:
             targets = [None] * self.nout
             targets[:self.nvis] = given_out = _as_list(out, self.nvis, self.opdef)
+            for t in given_out:  # written in place (out=): a recorded call that kept them sees it
+                t._version = getattr(t, "_version", 0) + 1
             if any(t.__class__._kernel_class is not None for t in given_out):
                 targets[:self.nvis] = [kernel_form(t) for t in given_out]  # see NDArray._kernel_class
             else:
                 given_out = None
-            for i, (t, dt) in enumerate(zip(targets, self.out_dtypes)):
-                if t is not None and t.dtype != dt and not np.can_cast(dt, t.dtype, "same_kind"):
+            for i, (t, dt, shape) in enumerate(zip(targets, self.out_dtypes, self.out_shapes)):
+                if t is None:
+                    continue
+                if tuple(t.shape) != tuple(shape):  # NumPy's rule for out=: the result's shape, no broadcasting
+                    raise OperatorError(f"{self.opdef.label}: cannot write output {i} of shape {tuple(shape)} into "
+                                        f"out= of shape {tuple(t.shape)} (out= must have the output's shape)")
+                if t.dtype != dt and not np.can_cast(dt, t.dtype, "same_kind"):
                     raise OperatorError(f"{self.opdef.label}: cannot write output {i} ({dt.name}) into out= of "
                                         f"dtype {t.dtype.name} (NumPy's same_kind casting rule)")
             direct = not self.debug  # debug mode marks outputs (below): never the caller's (it may be an input)
@@ -212,6 +223,22 @@ def _output_shape(opdef: OpDef, i: int, shape: Any) -> tuple[int, ...]:
         raise InferenceError(f"{opdef.label}: infer_shape gave output {i} the shape {shape!r}: {exc}") from None
 
 
+def _output_dtype(opdef: OpDef, i: int, dtype: Any, in_dtypes: list) -> np.dtype:
+    """An output dtype from the op's rule: one the library holds (the one dtype policy of
+    every face: a plugin's rule may answer int8, which nothing else would take, or no dtype
+    at all), or an input's (a face holding more dtypes, MXNet's int8, admitted it)."""
+    try:
+        return held_dtype(dtype)
+    except TypeError as exc:
+        try:
+            if np.dtype(dtype) in in_dtypes:
+                return np.dtype(dtype)
+        except TypeError:
+            pass
+        raise InferenceError(f"{opdef.label}: infer_type gave output {i} a dtype the library does not hold: {exc}") \
+            from None
+
+
 def choose_dispatch(opdef: OpDef, device: Device, in_stypes: tuple[str, ...],
                     out_stypes: Sequence[str]) -> tuple[str, Any]:
     """(dispatch mode, kernel) for these storage types: a storage-aware kernel if one
@@ -290,7 +317,9 @@ def make_plan(opdef: OpDef, inst: Op, inputs: Sequence[NDArray]) -> Plan:
     plan.nout, plan.nvis = inst.output_count(), inst.visible_output_count()
     plan.out_shapes = [_output_shape(opdef, i, s)
                        for i, s in enumerate(_infer(opdef, inst, "shape", [x.shape for x in inputs], plan.nout))]
-    plan.out_dtypes = [np.dtype(d) for d in _infer(opdef, inst, "type", [x.dtype for x in inputs], plan.nout)]
+    in_dtypes = [x.dtype for x in inputs]
+    plan.out_dtypes = [_output_dtype(opdef, i, d, in_dtypes)
+                       for i, d in enumerate(_infer(opdef, inst, "type", in_dtypes, plan.nout))]
     plan.out_stypes = _infer(opdef, inst, "storage_type", list(in_stypes), plan.nout)
     for s in plan.out_stypes:
         if s not in STYPES:
@@ -509,8 +538,9 @@ def _check_outputs(plan: Plan, results: list[NDArray]) -> None:
 def _output_error(plan: Plan, i: int, what: str, detail: str) -> OperatorError:
     names = plan.inst.output_names()
     name = f" ({names[i]!r})" if i < len(names) else ""
-    return OperatorError(f"{plan.opdef.label}: kernel {plan.kernel.__qualname__} produced {what} "
-                         f"{i}{name}: {detail}")
+    where = getattr(plan.opdef.cls, "c_library", None)  # a C library's op: its kernel is the library's
+    who = f"{where}: the kernel" if where else f"{plan.opdef.label}: kernel {plan.kernel.__qualname__}"
+    return OperatorError(f"{who} produced {what} {i}{name}: {detail}")
 
 
 def _output_problem(plan: Plan, i: int, r: NDArray) -> tuple[str, str] | None:

@@ -154,11 +154,13 @@ class Node:
     references to the outputs' AGInfo (weak, so node and outputs form no reference cycle:
     the graph is freed by reference counting as soon as the arrays go)."""
 
-    __slots__ = ("fn", "parents", "inputs", "outputs", "out_infos", "freed")
+    __slots__ = ("fn", "parents", "inputs", "outputs", "out_infos", "freed", "versions")
 
     def __init__(self, fn: Any, parents: list, inputs: list, outputs: list, out_infos: list) -> None:
         self.fn, self.parents, self.inputs, self.outputs, self.out_infos = fn, parents, inputs, outputs, out_infos
         self.freed = False
+        # the in-place write count of each kept array when recorded (``changed_since_recorded``)
+        self.versions = tuple(_version(x) for x in (*inputs, *outputs))
 
     @property
     def opdef(self) -> Any:
@@ -170,6 +172,23 @@ class Node:
         """How messages name the recorded call: the op and its owner, or the Function's class."""
         opdef = self.opdef
         return opdef.label if opdef is not None else type(self.fn).__name__
+
+
+def _version(x: Any) -> int:
+    """How many times array ``x`` was written in place (0 for what the tape keeps only the
+    metadata of)."""
+    return 0 if x.__class__ is ArrayMeta else getattr(x, "_version", 0)
+
+
+def changed_since_recorded(node: Node) -> str | None:
+    """Which kept array of ``node`` (``"input i"`` / ``"output j"``) was written in place
+    since the call was recorded, if any: its gradient rule would read the new values."""
+    kept = (*node.inputs, *node.outputs)
+    for k, (x, v) in enumerate(zip(kept, node.versions)):
+        if _version(x) != v:
+            n = len(node.inputs)
+            return f"input {k}" if k < n else f"output {k - n}"
+    return None
 
 
 def _record(plan: Any, inputs: Sequence[Any], outputs: list) -> None:

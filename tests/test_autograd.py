@@ -430,3 +430,42 @@ def test_constant_outputs_say_so(no_gradient_ops):
         m.backward()
     y.backward()
     np.testing.assert_allclose(x.grad.asnumpy(), (A > 0).astype(float))
+
+
+def test_an_array_written_in_place_after_recording_is_refused_at_backward():
+    """The tape keeps arrays, not copies: a write into one after the ``record()`` block and
+    before ``backward()`` (``x[:] =``, ``out=``, an optimizer's in-place update) would make
+    the gradient read the new values (every entry 200, not 2 x). Each kept array counts its
+    in-place writes, as torch's tensors do: the backward that would read a changed one is
+    refused naming the op and the input; unchanged graphs, writes after backward, and the
+    next recording work."""
+    c = so.array(np.arange(6.0).reshape(3, 2))
+    c.attach_grad()
+    with ag.record():
+        z = so.sum(so.square(c))
+    c[:] = 100
+    with pytest.raises(so.OperatorError, match=r"backward of operator 'square': its input 0, which the gradient "
+                                               r"reads, was written in place after the call was recorded"):
+        z.backward()
+    x, w = so.array(np.arange(4.0).reshape(2, 2)), so.array(np.ones((2, 2)))
+    w.attach_grad()
+    with ag.record():
+        y = so.sum(so.elemwise_mul(x, w))
+    so.elemwise_add(x, x, out=x)  # a constant the gradient of w reads
+    with pytest.raises(so.OperatorError, match=r"elemwise_mul': its input 0"):
+        y.backward()
+    with ag.record():
+        y = so.sum(so.elemwise_mul(x, w))
+    y.backward(retain_graph=True)
+    np.testing.assert_array_equal(w.grad.asnumpy(), x.asnumpy())
+    so.sgd_update(w, w.grad, lr=0.1, out=w)  # after the backward: fine
+    with pytest.raises(so.OperatorError, match=r"elemwise_mul': its input 1"):
+        y.backward()  # the retained graph read w before the update
+    rows = so.row_sparse_array((np.ones((1, 2)), np.array([1])), shape=(3, 2))
+    d = so.array(np.ones((3, 2)))
+    d.attach_grad()
+    with ag.record():
+        s = so.sum(so.elemwise_mul(rows, d))
+    rows[:] = so.row_sparse_array((2 * np.ones((1, 2)), np.array([0])), shape=(3, 2))
+    with pytest.raises(so.OperatorError, match="its input 0"):
+        s.backward()

@@ -231,6 +231,17 @@ def test_a_kernel_error_names_op_library_and_message_and_nothing_breaks(testops)
     np.testing.assert_array_equal(a.grad.asnumpy(), [2.0, 2.0, 2.0])
 
 
+def test_an_int_parameter_past_int64_is_refused_before_c_reads_it(testops):
+    """``so_param_int`` reads an SO_PARAM_INT with strtoll, which clamps what does not fit
+    int64: such a value is refused naming the op and the parameter, not handed over."""
+    a = so.array(np.arange(3.0))
+    for big in (2**63, -2**63 - 1, 2**64 + 1):
+        with pytest.raises(so.registry.ParameterError, match=r"t_fail.*code.*does not fit the C library's int64"):
+            so.ops.t_fail(a, code=big)
+    with pytest.raises(OperatorError, match="asked to fail with 4"):
+        so.ops.t_fail(a, code=4)
+
+
 def test_non_contiguous_inputs_reach_the_kernel_as_contiguous_copies(testops):
     from sparse_ops.clib.trampoline import NOT_CONTIGUOUS, call_dense
 
@@ -329,7 +340,8 @@ def test_aux_states_are_updated_in_place(testops):
 
 def test_malformed_csr_outputs_are_refused(testops):
     x = so.array(np.zeros((4, 3)))
-    with pytest.raises(OperatorError, match=r"operator 't_badcsr'.*malformed|operator 't_badcsr'.*indptr"):
+    with pytest.raises(OperatorError, match=r"operator 't_badcsr' \(library .*libtestops\.so\): the kernel produced "
+                                            r"a malformed csr output 0"):  # the op and the library, as C errors
         so.ops.t_badcsr(x, mode=1)
     assert so.ops.t_badcsr(x, mode=0).nnz == 4
 

@@ -241,3 +241,49 @@ def test_out_of_another_dtype_follows_numpys_same_kind_rule():
     with pytest.raises(TypeError):  # NumPy refuses the same
         np.add(a.asnumpy(), a.asnumpy(), out=np.zeros((1, 2), np.int32))
     np.testing.assert_array_equal(ints.asnumpy(), [[0, 0]])  # untouched
+
+
+def test_out_of_another_shape_is_refused_as_numpy_refuses_it():
+    """out= must have the output's shape, as NumPy's out= (no broadcasting into it, which
+    wrote the (3,) column sums into every row of a (4, 3) out): refused naming the op and
+    both shapes, the array untouched, for dense and sparse targets."""
+    import scipy.sparse as sp
+
+    m = sp.random(4, 3, density=0.5, format="csr", random_state=1)
+    x = so.csr_matrix(m)
+    wide = so.zeros((4, 3), dtype="float64")
+    with pytest.raises(so.OperatorError, match=r"operator 'sum': cannot write output 0 of shape \(3,\) into out= "
+                                               r"of shape \(4, 3\)"):
+        so.sum(x, axis=0, out=wide)
+    with pytest.raises(ValueError):  # NumPy refuses the same
+        np.sum(m.toarray(), axis=0, out=np.zeros((4, 3)))
+    assert not wide.asnumpy().any()
+    with pytest.raises(so.OperatorError, match=r"operator 'dot': .* of shape \(4, 2\) into out= of shape \(3, 2\)"):
+        so.dot(x, so.zeros((3, 2)), out=so.zeros((3, 2)))
+    rows = so.zeros((5, 2), stype="row_sparse")
+    g = so.row_sparse_array((np.ones((1, 2)), np.array([1])), shape=(3, 2))
+    with pytest.raises(so.OperatorError, match=r"shape \(3, 2\) into out= of shape \(5, 2\)"):
+        so.elemwise_add(g, g, out=rows)
+    right = so.zeros((3,), dtype="float64")
+    so.sum(x, axis=0, out=right)
+    np.testing.assert_allclose(right.asnumpy(), m.sum(axis=0).A1)
+
+
+def test_an_output_dtype_the_library_does_not_hold_is_refused_naming_the_op(isolated):
+    """A plugin's type rule answering int8 (which every other face refuses, and a saved
+    file could not be read back) or no dtype at all is an InferenceError naming the op."""
+    for name, answer in (("disp_int8_out", np.int8), ("disp_no_dtype", "nope")):
+        @so.register(name)
+        class Odd(so.Op):
+            arguments = ("data",)
+
+            def infer_type(self, data, answer=answer):
+                return [answer]
+
+            @so.kernel(device="cpu")
+            def dense(self, ctx, data, out):
+                out[...] = 1
+
+        with pytest.raises(InferenceError, match=rf"operator '{name}': infer_type gave output 0 a dtype the library "
+                                                 r"does not hold: arrays of dtype (int8|nope) are not supported"):
+            so.invoke(name, [so.array(np.ones(3))])

@@ -232,6 +232,20 @@ def test_slice_csr_matches_scipy(dense, index_dtype, data):
     assert mode("slice", x, begin=(r0, c0), end=(r1, c1)) == "fcompute_ex"
 
 
+def test_slice_csr_columns_past_int32_of_an_int32_csr():
+    """A csr of more than 2**31 columns may keep int32 indices (its stored columns fit):
+    column bounds past int32 are compared in int64 (NumPy refused the Python int against
+    the int32 indices), giving SciPy's slice."""
+    x = so.csr_matrix((np.array([1., 2., 3.]), np.array([5, 2**31 - 2, 2**31 - 1], np.int32),
+                       np.array([0, 1, 3], np.int32)), shape=(2, 2**33))
+    for begin, end, want in (((0, 2**32), (2, 2**32 + 2), []), ((0, 2**31 - 2), (2, 2**31), [2., 3.]),
+                             ((0, -2), (2, None), [])):
+        got = so.slice(x, begin=begin, end=end)
+        assert got.shape == (2, 2) and got.data.asnumpy().tolist() == want
+    got = so.slice_axis(x, axis=1, begin=2**31 - 1, end=2**31 + 5)
+    assert got.shape == (2, 6) and got.indices.asnumpy().tolist() == [0] and got.indptr.asnumpy().tolist() == [0, 0, 1]
+
+
 def test_slice_csr_with_step_is_dense():
     dense = rand((6, 5))
     y = so.slice(make(dense, "csr"), begin=(None, 1), end=(None, None), step=(2, 2))

@@ -139,6 +139,30 @@ def test_the_ops_table_that_gradients_use_follows_replacements(isolated):
         T.regt_T(x)
 
 
+def test_a_replaced_built_in_is_what_every_name_of_it_runs(isolated):
+    """After ``register("relu", replace=True)``, ``sparse_ops.relu``, the fluent
+    ``x.relu()``, ``sparse_ops.ops.relu``, ``invoke`` and ``explain`` all take the
+    replacement (the top-level function and the method kept the built-in before); a
+    restore brings the built-in back everywhere."""
+    x = so.array(np.array([-1.0, 2.0]))
+    saved = registry.snapshot()
+
+    @so.register("relu", replace=True)
+    class Sevens(so.Op):
+        arguments = ("data",)
+
+        @so.kernel(device="cpu")
+        def dense(self, ctx, data, out):
+            out[...] = 7
+
+    for got in (so.relu(x), x.relu(), so.ops.relu(x), so.invoke("relu", [x])):
+        assert got.asnumpy().tolist() == [7.0, 7.0]
+    assert so.explain("relu", x)["kernel"].endswith("Sevens.dense")
+    registry.restore(saved)
+    for got in (so.relu(x), x.relu(), so.ops.relu(x)):
+        assert got.asnumpy().tolist() == [0.0, 2.0]
+
+
 # ---- snapshot / restore / unregister -------------------------------------------------------------------------
 def test_unregister_removes_the_op_and_its_function(isolated):
     declare("regt_gone")

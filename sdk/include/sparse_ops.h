@@ -49,7 +49,8 @@ extern "C" {
 /* ABI history:
      1.0  the first ABI;
      1.1  so_op_decl gains, at its end, `reference` / `reference_forward_params` (an op opcheck
-          compares the outputs with) and `opcheck_skips` (checks skipped, with a reason). */
+          compares the outputs with), `opcheck_skips` (checks skipped, with a reason) and
+          `capacity_like` (a bound of each sparse output's stored entries). */
 #define SPARSE_OPS_ABI_MAJOR 1
 #define SPARSE_OPS_ABI_MINOR 1
 /* The minor version a library is built for: this header's, unless the library defines

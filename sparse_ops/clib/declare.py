@@ -309,8 +309,17 @@ def c_params(inst: Op) -> CParams:
     return cached
 
 
+def int64(value: Any) -> int:
+    """An ``SO_PARAM_INT`` value: an int (as ``Param(int)`` parses one) that fits the C
+    library's int64 (``so_param_int`` reads it with ``strtoll``, which would clamp it)."""
+    v = Param(int).parse_value(value)
+    if not -2**63 <= v < 2**63:
+        raise ValueError(f"{v} does not fit the C library's int64")
+    return v
+
+
 def make_param(p: ParamSpec, op: str) -> Param:
-    ptype = abi.PARAM_TYPES[p.type]
+    ptype = int64 if p.type == abi.PARAM_INT else abi.PARAM_TYPES[p.type]
     default = REQUIRED
     if p.default is not None:
         try:

@@ -32,7 +32,9 @@ class NDArray:
     ``sparse_ops.array``, ``zeros``, ``csr_matrix`` and friends rather than this class.
     """
 
-    __slots__ = ("_data", "_device", "_ag", "__weakref__")
+    # ``_version`` counts in-place writes (unset until the first): the tape compares it, as
+    # torch's version counters, to refuse a backward reading an array changed since recorded
+    __slots__ = ("_data", "_device", "_ag", "_version", "__weakref__")
     stype = "default"
     # A subclass that shows its components as other objects than the library's views (the
     # MXNet face's sparse arrays, whose ``data``/``indices``/``indptr`` are NDArrays) names
@@ -198,6 +200,7 @@ class NDArray:
     def __setitem__(self, key: Any, value: Any) -> None:
         if self._ag is not None:
             self._check_writable(self)
+        self._version = getattr(self, "_version", 0) + 1
         if value.__class__ is NDArray and value._device is self._device and key.__class__ is slice:
             self._data[key] = value._data  # x[:] = y, x[a:b] = y: the common case, spelled out
             return

@@ -211,6 +211,7 @@ class BaseSparseNDArray(NDArray):
             raise TypeError(f"{type(self).__name__} supports only whole assignment, x[:] = value")
         if self._ag is not None:
             self._check_writable(self)
+        self._version = getattr(self, "_version", 0) + 1
         shape = self.shape
         new = CONVERSIONS["coerce"](value, self.stype, self.dtype, self._device, shape=shape)
         if new.shape != shape:

@@ -119,6 +119,7 @@ def _csr_slice(ctx, x, rows: tuple[int, int], cols: tuple[int, int], out) -> Non
         return
     xp = ctx.xp
     idt = sub.indptr.dtype
+    cb, ce = np.int64(cb), np.int64(ce)  # (bounds past int32 compare with int32 indices in int64)
     keep = (sub.indices >= cb) & (sub.indices < ce)
     kept_before = xp.zeros(keep.shape[0] + 1, dtype=idt)
     xp.cumsum(keep, out=kept_before[1:])

@@ -160,9 +160,11 @@ FLUENT = ("sum", "mean", "norm", "square_sum", "reshape", "transpose", "flatten"
 FLUENT_ALIASES = {"flip": "reverse", "broadcast_axes": "broadcast_axis"}  # MXNet's method name -> the operator
 
 
-def _fluent(name: str, fn: Callable) -> Callable:
+def _fluent(name: str, op: str) -> Callable:
+    """The method ``name`` calling the operator ``op`` as registered when called (a
+    replacement of the op, ``register(op, replace=True)``, is what the method runs)."""
     def method(self: NDArray, *args: Any, **kwargs: Any) -> Any:
-        return fn(self, *args, **kwargs)
+        return getattr(T, op)(self, *args, **kwargs)
 
     method.__name__ = method.__qualname__ = name
     method.__doc__ = f"``{name}(self, ...)``; see ``sparse_ops.{name}``."
@@ -188,10 +190,10 @@ def install(cls: type = NDArray) -> None:
     cls._check_writable = staticmethod(_tape.check_not_in_graph)
     for name in FLUENT:
         if not hasattr(cls, name):
-            setattr(cls, name, _fluent(name, getattr(T, name)))
+            setattr(cls, name, _fluent(name, name))
     for name, op in FLUENT_ALIASES.items():
         if not hasattr(cls, name):
-            setattr(cls, name, _fluent(name, getattr(T, op)))
+            setattr(cls, name, _fluent(name, op))
     cls.T = property(lambda self: T.transpose(self), doc="The transpose (``transpose(self)``).")
 
 
