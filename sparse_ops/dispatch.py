@@ -91,8 +91,6 @@ class Plan:
         else:
             targets = [None] * self.nout
             targets[:self.nvis] = given_out = _as_list(out, self.nvis, self.opdef)
-            for t in given_out:  # written in place (out=): a recorded call that kept them sees it
-                t._version = getattr(t, "_version", 0) + 1
             if any(t.__class__._kernel_class is not None for t in given_out):
                 targets[:self.nvis] = [kernel_form(t) for t in given_out]  # see NDArray._kernel_class
             else:
@@ -106,6 +104,8 @@ class Plan:
                 if t.dtype != dt and not np.can_cast(dt, t.dtype, "same_kind"):
                     raise OperatorError(f"{self.opdef.label}: cannot write output {i} ({dt.name}) into out= of "
                                         f"dtype {t.dtype.name} (NumPy's same_kind casting rule)")
+            for t in (*targets[:self.nvis], *(given_out or ())):  # written in place: a recorded call that
+                t._version = getattr(t, "_version", 0) + 1            # kept them sees it
             direct = not self.debug  # debug mode marks outputs (below): never the caller's (it may be an input)
             results = [t if direct and _direct(t, s, shape, dt, device, req) else _allocated(self, i)
                        for i, (t, s, shape, dt) in enumerate(zip(targets, self.kernel_stypes, self.out_shapes,
