@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from . import autograd
+from . import autograd, ops
+from .dtypes import value_dtype
 from .ndarray import NDArray
 from .ndarray.view import ComponentView
 from .ops import methods as _operator_methods
@@ -33,10 +34,67 @@ def _backward(self: NDArray, out_grad: NDArray | None = None, retain_graph: bool
     autograd.backward([self], [out_grad], retain_graph=retain_graph, train_mode=train_mode)
 
 
+# the containers' own copies and conversions, which the recorded forms below fall back to
+_tostype, _copy, _astype = NDArray.tostype, NDArray.copy, NDArray.astype
+
+
+def _recorded(x: NDArray) -> bool:
+    """Whether a copy or conversion of ``x`` joins the graph being recorded (x needs a gradient)."""
+    info = x._ag
+    return info is not None and autograd.is_recording() and info.needs_grad()
+
+
+def tostype(self: NDArray, stype: str) -> NDArray:
+    """A new container holding these values in storage type ``stype`` (while recording, the
+    ``cast_storage`` operator, so the gradient flows back through it)."""
+    if _recorded(self):
+        return ops.cast_storage(self, stype=stype)
+    return _tostype(self, stype)
+
+
+def copy(self: NDArray) -> NDArray:
+    """A deep copy, same storage type, dtype and device (while recording, the ``identity``
+    operator: the gradient passes through it)."""
+    if _recorded(self):
+        return ops.identity(self)
+    return _copy(self)
+
+
+def astype(self: NDArray, dtype: Any, copy: bool = True) -> NDArray:
+    """These values converted to ``dtype``; with ``copy=False`` the array itself when nothing
+    changes. While recording, the gradient flows back cast to this array's dtype (dense:
+    the ``cast`` operator; sparse: the same structure with converted values)."""
+    if not _recorded(self):
+        return _astype(self, dtype, copy)
+    dt = value_dtype(dtype)
+    if dt == self.dtype and not copy:
+        return self
+    if self.stype == "default":
+        return ops.cast(self, dtype=dt)
+    return _Converted(dt)(self)
+
+
+class _Converted(autograd.Function):
+    """A sparse array's values converted to another dtype, structure kept; the gradient is
+    the output's, converted back to the input's dtype."""
+
+    def __init__(self, dtype: np.dtype) -> None:
+        super().__init__()
+        self.dtype = dtype
+
+    def forward(self, x: NDArray) -> NDArray:
+        self.source = x.dtype
+        return _astype(x, self.dtype)
+
+    def backward(self, grad: NDArray) -> NDArray:
+        return _astype(grad, self.source)
+
+
 def install() -> None:
     """Attach the operator and engine methods to ``NDArray`` (and so to every container)."""
     _operator_methods.install(NDArray)
     NDArray.backward = _backward
+    NDArray.tostype, NDArray.copy, NDArray.astype = tostype, copy, astype
 
 
 # ---- the MXNet face's additions ------------------------------------------------------------------------

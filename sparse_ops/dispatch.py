@@ -22,7 +22,8 @@ from .context import OpContext, holds_unset, mark_unset, release_workspace, work
 from .device import Device
 from .dtypes import held_dtype
 from .errors import OperatorError, SparseFormatError, StorageFallbackWarning
-from .ndarray import DENSE_CLASSES, STYPES, CSRNDArray, NDArray, RowSparseNDArray, kernel_form, take_storage
+from .ndarray import (DENSE_CLASSES, STYPES, CSRNDArray, NDArray, RowSparseNDArray, bump_version, convert, kernel_form,
+                      take_storage)
 from .registry import Op, OpDef, get_op
 from .tape import _record, _scope, _state, check_not_in_graph
 from .validation import normalize_shape
@@ -81,10 +82,10 @@ class Plan:
             _check_updatable(self, inputs)
             for i in self.mutated:  # written in place: a recorded call that kept them sees it
                 x = inputs[i]
-                x._version = getattr(x, "_version", 0) + 1
+                bump_version(x)
         if mode == "fallback":
             given = inputs
-            inputs = [x if x.stype == "default" else x.tostype("default") for x in inputs]
+            inputs = [x if x.stype == "default" else convert(x, "default") for x in inputs]
         if out is None:
             targets = None
             results = [_allocated(self, i) for i in range(self.nout)]
@@ -105,9 +106,11 @@ class Plan:
                     raise OperatorError(f"{self.opdef.label}: cannot write output {i} ({dt.name}) into out= of "
                                         f"dtype {t.dtype.name} (NumPy's same_kind casting rule)")
             for t in (*targets[:self.nvis], *(given_out or ())):  # written in place: a recorded call that
-                t._version = getattr(t, "_version", 0) + 1            # kept them sees it
+                bump_version(t)                                       # kept them sees it
             direct = not self.debug  # debug mode marks outputs (below): never the caller's (it may be an input)
-            results = [t if direct and _direct(t, s, shape, dt, device, req) else _allocated(self, i)
+            aliased = not self.inst.out_may_alias
+            results = [t if direct and _direct(t, s, shape, dt, device, req) and not (aliased and _aliases(t, inputs))
+                       else _allocated(self, i)
                        for i, (t, s, shape, dt) in enumerate(zip(targets, self.kernel_stypes, self.out_shapes,
                                                                 self.out_dtypes))]
         if self.debug:
@@ -144,7 +147,7 @@ class Plan:
             for i in self.mutated:  # the kernel updated a densified copy: the caller's array gets it
                 if given[i] is not inputs[i]:
                     given[i][:] = inputs[i]
-            results = [r if s == "default" else r.tostype(s) for r, s in zip(results, self.out_stypes)]
+            results = [r if s == "default" else convert(r, s) for r, s in zip(results, self.out_stypes)]
         if targets is not None:
             _store(targets, results, req)
             if given_out is not None:  # the caller's arrays get what their kernel forms received
@@ -507,6 +510,36 @@ def _direct(o: NDArray | None, stype: str, shape: tuple, dtype: np.dtype, device
     if o.shape != shape or o.dtype != dtype:
         return False
     return stype != "default" or o._data.flags.c_contiguous
+
+
+def _aliases(t: NDArray, inputs: Sequence[NDArray]) -> bool:
+    """Whether an ``out=`` array is one of the inputs or may share memory with one (a kernel
+    writing into it could overwrite values it has still to read)."""
+    mine = _components(t)
+    for x in inputs:
+        if x is t:
+            return True
+        for a in _components(x):
+            for b in mine:
+                if a.__class__ is b.__class__ and _may_share(a, b):
+                    return True
+    return False
+
+
+def _components(x: NDArray) -> tuple:
+    if x.stype == "default":
+        return (x._data,)
+    return (x._data, x._indices, x._indptr) if x.stype == "csr" else (x._data, x._indices)
+
+
+def _may_share(a: Any, b: Any) -> bool:
+    if isinstance(a, np.ndarray):
+        return np.may_share_memory(a, b)
+    if not _dev.is_cupy_array(a):  # a NumPy scalar (x[0, 0]) shares nothing
+        return False
+    import cupy
+
+    return cupy.may_share_memory(a, b)
 
 
 def _check_outputs(plan: Plan, results: list[NDArray]) -> None:

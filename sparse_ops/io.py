@@ -33,6 +33,7 @@ _FORMAT_VERSION = 1
 _MAX_HEADER_BYTES = 1 << 20
 _NPY_MAGIC = b"\x93NUMPY"
 _DEFLATE_MAX_RATIO = 1032  # deflate cannot expand its input more than ~1032-fold
+_SHAPE_MAX_BYTES = 1 << 30  # row pointers a coo/bsr/dia file's shape alone may ask for (beyond 1032x the file)
 
 Saved = Union[NDArray, list, dict]
 File = Union[str, os.PathLike, IO[bytes]]
@@ -159,7 +160,7 @@ def _load(f: IO[bytes], start: int, size: int, label: str, device: Any, attrs: d
             if _HEADER in files:
                 return _load_ours(loaded, files, device, attrs)
             if "format" in files and "shape" in files:
-                return _load_scipy(loaded, f, start, device)
+                return _load_scipy(loaded, f, start, device, size)
             raise ValueError("neither a sparse_ops file nor a SciPy save_npz file")
         except SparseFormatError as exc:
             raise SparseFormatError(f"{label}: {exc}") from exc
@@ -288,7 +289,20 @@ def _dense(values: np.ndarray, device: Any) -> NDArray:
 _SCIPY_FORMATS = ("csr", "csc", "coo", "bsr", "dia")
 
 
-def _load_scipy(loaded: Any, f: IO[bytes], start: int, device: Any) -> NDArray:
+def _check_rows(shape: Any, size: int) -> None:
+    """Refuse a coo, bsr or dia file whose shape alone would make its csr's row pointers
+    larger than ``_SHAPE_MAX_BYTES`` and ``_DEFLATE_MAX_RATIO`` times the file: those
+    layouts store no row pointers, so the shape is all that sizes them."""
+    if shape.dtype.kind not in "iu" or shape.shape != (2,):
+        raise ValueError(f"bad shape member {shape!r}")
+    rows = int(shape[0])
+    need = 8 * (rows + 1)
+    if need > max(_SHAPE_MAX_BYTES, _DEFLATE_MAX_RATIO * size):
+        raise ValueError(f"its shape {tuple(int(d) for d in shape)} would need {need} bytes of row pointers "
+                         f"from a {size}-byte file")
+
+
+def _load_scipy(loaded: Any, f: IO[bytes], start: int, device: Any, size: int) -> NDArray:
     """A file of SciPy's ``save_npz``. csr and csc members are read here and handed to
     ``csr_matrix`` as they are (SciPy's reader would first cast index arrays of any dtype,
     NaN included, to integers); non-canonical ones are made canonical, as from SciPy."""
@@ -301,15 +315,21 @@ def _load_scipy(loaded: Any, f: IO[bytes], start: int, device: Any) -> NDArray:
         if shape.dtype.kind not in "iu" or shape.shape != (2,):
             raise ValueError(f"bad shape member {shape!r}")
         shape = normalize_shape([int(d) for d in shape], ndim=2)
+        if fmt == "csc":  # its csr's row pointers come from the shape alone
+            _check_rows(_member(loaded, "shape"), size)
         data, indices, indptr = (_member(loaded, k) for k in ("data", "indices", "indptr"))
         for name, a in (("indices", indices), ("indptr", indptr)):
             if a.dtype.kind not in "iu":
                 raise SparseFormatError(f"{fmt} {name} must have an integer dtype, got {a.dtype}")
-        m = (sp.csr_matrix if fmt == "csr" else sp.csc_matrix)(shape, dtype=np.float32)
-        m.data, m.indices, m.indptr = data, indices, indptr  # checked by csr_matrix before any use
+        try:  # SciPy checks the lengths (before allocating anything of the shape's size) and
+            #     brings other integer index dtypes to its own; csr_matrix then checks every value
+            m = (sp.csr_matrix if fmt == "csr" else sp.csc_matrix)((data, indices, indptr), shape=shape)
+        except ValueError as exc:
+            raise SparseFormatError(f"{fmt} members do not fit together: {exc}") from None
         return csr_matrix(m, device=device)  # the arrays np.load made: not copied again
     if fmt not in _SCIPY_FORMATS:
         raise ValueError(f"SciPy format {fmt[:20]!r} is not one save_npz writes ({', '.join(_SCIPY_FORMATS)})")
+    _check_rows(_member(loaded, "shape"), size)
     f.seek(start)
     with np.errstate(all="ignore"):
         m = sp.load_npz(f)  # other layouts (coo, bsr, dia): SciPy reads them, allow_pickle=False

@@ -294,6 +294,10 @@ class Op:
     # array type, dtype and shape, and fully (O(nnz), unset values) under SPARSE_OPS_BOUNDSCHECK=1.
     # Subclasses inherit it: one that brings kernels of its own untested sets trusted = False.
     trusted: bool = False
+    # whether the kernels may write an output straight into an ``out=`` array that is also an
+    # input, or shares memory with one: True for value-by-value kernels, which read each value
+    # before writing its place. Otherwise such an out= gets a new result, copied in afterwards.
+    out_may_alias: bool = False
     # how the op distributes over row blocks (sparse_ops.dask): "rows" (row-separable: run per
     # block, stack the results' rows), "sum" (the result is the sum of per-block results) or
     # None (refused); partition_args names the inputs cut into row blocks (None: every input)

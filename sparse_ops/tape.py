@@ -177,7 +177,8 @@ class Node:
 def _version(x: Any) -> int:
     """How many times array ``x`` was written in place (0 for what the tape keeps only the
     metadata of)."""
-    return 0 if x.__class__ is ArrayMeta else getattr(x, "_version", 0)
+    v = None if x.__class__ is ArrayMeta else getattr(x, "_version", None)
+    return 0 if v is None else v[0]  # a counter shared with the views of x (ndarray.bump_version)
 
 
 def changed_since_recorded(node: Node) -> str | None:

@@ -469,3 +469,58 @@ def test_an_array_written_in_place_after_recording_is_refused_at_backward():
     rows[:] = so.row_sparse_array((2 * np.ones((1, 2)), np.array([0])), shape=(3, 2))
     with pytest.raises(so.OperatorError, match="its input 0"):
         s.backward()
+
+
+# ---- copies and conversions while recording ----------------------------------------------------------
+def test_tostype_copy_and_astype_are_recorded():
+    """x.tostype, x.copy and x.astype of an array in the graph are operator calls on the
+    tape (cast_storage, identity, cast): the gradient flows through them, as MXNet records
+    cast_storage and cast and torch records .to() and .clone()."""
+    w = so.array(np.arange(1, 7, dtype=np.float32).reshape(2, 3))
+    w.attach_grad()
+    with ag.record():
+        loss = so.sum(w * w) + so.sum(w.tostype("csr")) + so.sum(w.copy() * 3) + so.sum(w.astype("float64") * 2)
+    loss.backward()
+    np.testing.assert_allclose(w.grad.asnumpy(), 2 * w.asnumpy() + 1 + 3 + 2)
+    assert w.grad.dtype == np.float32
+    c = so.array(np.array([[0, 2.], [3, 0]], np.float32)).tostype("csr")
+    c.attach_grad()
+    with ag.record():
+        y = c.astype("float64")
+        z = c.copy()
+        loss = so.sum(y * 3) + so.sum(z * 2)
+    assert (y.stype, y.dtype, z.stype) == ("csr", np.float64, "csr")
+    loss.backward()
+    assert c.grad.dtype == np.float32
+    np.testing.assert_allclose(c.grad.asnumpy(), np.full((2, 2), 5.0))
+    assert w.astype("float32", copy=False) is w  # nothing changes: the array itself, recorded or not
+    with ag.record():
+        assert w.astype("float32", copy=False) is w
+    x = so.array(np.ones(3, np.float32))  # not in a graph: plain copies, nothing recorded
+    with ag.record():
+        assert x.copy()._ag is None and x.tostype("row_sparse")._ag is None
+
+
+def test_a_write_through_a_view_is_seen_by_a_node_that_kept_its_base_or_another_view():
+    """Views made by indexing and detach share the array's count of in-place writes (torch's
+    version counter is per memory): a write through any of them refuses the backward that
+    would read the new values."""
+    w = so.array(np.ones((2, 3), np.float32))
+    w.attach_grad()
+    writes = [lambda x, s: x.__setitem__(slice(None), 100), lambda x, s: s.__setitem__(slice(None), 5),
+              lambda x, s: x.__iadd__(1), lambda x, s: x.detach().__setitem__(0, 7)]
+    for write in writes:
+        x = so.array(np.arange(12, dtype=np.float32).reshape(4, 3))
+        s = x[1:3]
+        with ag.record():
+            loss = so.sum(w * s)
+        write(x, s)
+        with pytest.raises(so.OperatorError, match="written in place after the call was recorded"):
+            loss.backward()
+    x = so.array(np.arange(12, dtype=np.float32).reshape(4, 3))
+    picked = x[np.array([0, 1])]  # advanced indexing copies: its own count
+    with ag.record():
+        loss = so.sum(w * picked)
+    x[:] = 3
+    loss.backward()
+    np.testing.assert_array_equal(w.grad.asnumpy(), np.arange(6, dtype=np.float32).reshape(2, 3))

@@ -338,3 +338,55 @@ def test_convolution_then_sparse_ops_as_mxnet_test_mkldnn_sparse():
     fc = mx.nd.FullyConnected(data=arr, weight=w2, no_bias=True, num_hidden=5)
     diff = mx.nd.elemwise_sub(arr, rs)
     np.testing.assert_allclose(np.dot(mx.nd.flatten(diff).asnumpy(), w2.asnumpy().T), fc.asnumpy(), rtol=1e-5)
+
+
+# ---- sparse indexing keys, as MXNet 1.9.1's sparse.py takes them -----------------------------------------
+def test_csr_full_slice_is_the_array_itself_and_other_keys_are_refused_with_value_errors():
+    c = mx.nd.array([[0, 1.], [2, 0]]).tostype("csr")
+    v = c[:]
+    assert v is c
+    v *= 3
+    np.testing.assert_array_equal(c.asnumpy(), [[0, 3], [6, 0]])
+    np.testing.assert_array_equal(c[1].asnumpy(), [[6, 0]])
+    np.testing.assert_array_equal(c[0:1].asnumpy(), [[0, 3]])
+    for key, text in (((0, 1), "multi-dimension"), (slice(None, None, 1), "continuous slicing")):
+        with pytest.raises(mx.base.MXNetError, match=text) as info:
+            c[key]
+        assert isinstance(info.value, ValueError)
+    for x in (c, c.tostype("row_sparse")):
+        with pytest.raises(ValueError, match="Assignment with slice"):
+            x[1:2] = mx.nd.ones((1, 2))
+        np.testing.assert_array_equal(x.asnumpy(), [[0, 3], [6, 0]])  # nothing written
+
+
+def test_bools_are_numbers_in_arithmetic():
+    x = mx.nd.array([1., 2.])
+    np.testing.assert_array_equal((x * True).asnumpy(), [1, 2])
+    np.testing.assert_array_equal((x + np.bool_(True)).asnumpy(), [2, 3])
+
+
+def test_broadcast_mul_and_div_of_a_csr_by_a_dense_array_keep_the_csr():
+    """MXNet 1.9.1's BinaryBroadcastCsrDnsCsrImpl: only the stored values are computed, so
+    a 0, inf or NaN where the csr stores nothing does not reach the result."""
+    c = mx.nd.array([[0, 2., 0], [4, 0, 1]]).tostype("csr")
+    r = mx.nd.broadcast_div(c, mx.nd.array([[1, 0, 2.]]))
+    assert r.stype == "csr"
+    np.testing.assert_array_equal(r.asnumpy(), [[0, np.inf, 0], [4, 0, 0.5]])
+    r = mx.nd.broadcast_div(c, mx.nd.array([[0.], [2]]))
+    np.testing.assert_array_equal(r.asnumpy(), [[0, np.inf, 0], [2, 0, 0.5]])
+    r = mx.nd.broadcast_mul(c, mx.nd.array([[np.inf, 2, np.nan]]))
+    assert r.stype == "csr"
+    np.testing.assert_array_equal(r.asnumpy(), [[0, 4, 0], [np.inf, 0, np.nan]])
+    assert mx.nd.sparse.multiply(c, mx.nd.array([[1, 2, 3.]])).stype == "csr"
+    assert mx.nd.broadcast_mul(c, mx.nd.ones((2, 3))).stype == "csr"
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float64"])
+def test_embedding_takes_the_weights_dtype(dtype):
+    """MXNet 1.9.1's EmbeddingOpType: the weight's dtype decides, the dtype parameter does not."""
+    w = mx.nd.array(np.arange(8).reshape(4, 2), dtype=dtype)
+    for y in (mx.nd.Embedding(mx.nd.array([1, 3]), w, input_dim=4, output_dim=2),
+              mx.nd.Embedding(data=mx.nd.array([1, 3]), weight=w, input_dim=4, output_dim=2, dtype="float32"),
+              mx.nd.contrib.SparseEmbedding(mx.nd.array([1, 3]), w, input_dim=4, output_dim=2)):
+        assert y.dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(y.asnumpy(), [[2, 3], [6, 7]])

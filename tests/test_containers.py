@@ -334,3 +334,24 @@ def test_to_same_device_is_identity():
     assert x.to(so.cpu()) is x and x.as_in_context("cpu") is x
     assert x.to("cpu", copy=True) is not x
     assert x.context == so.cpu() == x.device
+
+
+def test_numpy_operands_defer_to_the_containers_operators():
+    """A NumPy scalar on the left gives a container (and the tape records the call), as with
+    MXNet's NDArray (``__array_priority__``); a NumPy array on either side still gives
+    NumPy's result, and a bool is the number 1 or 0."""
+    x = so.array(np.arange(1, 4, dtype=np.float32))
+    x.attach_grad()
+    with so.autograd.record():
+        y = np.float32(2.0) * x - np.float64(1.0)
+    assert isinstance(y, so.NDArray) and y.dtype == np.float32
+    y.backward()
+    np.testing.assert_array_equal(x.grad.asnumpy(), [2, 2, 2])
+    c = so.array(np.array([[0, 2.], [3, 0]], np.float32)).tostype("csr")
+    assert (np.float32(2) * c).stype == "csr"
+    r = np.ones(3) + x
+    assert type(r) is np.ndarray and r.dtype == np.float64
+    np.testing.assert_array_equal(r, [2, 3, 4])
+    np.testing.assert_array_equal(x > np.array([1, 1, 5]), [False, True, False])
+    np.testing.assert_array_equal((x * True).asnumpy(), x.asnumpy())
+    np.testing.assert_array_equal((x + np.bool_(False)).asnumpy(), x.asnumpy())

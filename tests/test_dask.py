@@ -483,3 +483,12 @@ def test_a_c_library_is_shipped_to_the_workers(client, isolated, tmp_path):
     sd.check_workers(["factor_times"])
     x = sd.from_array(np.arange(12, dtype=np.float64).reshape(6, 2), nblocks=2)
     np.testing.assert_array_equal(sd.apply("factor_times", x).compute().asnumpy(), 5 * np.arange(12).reshape(6, 2))
+
+
+def test_from_npz_reads_other_byte_orders(tmp_path):
+    """Blocks saved big-endian read as the native arrays ``so.load`` gives (no dtype mismatch)."""
+    values = np.arange(12, dtype=">f4").reshape(3, 4)
+    np.save(tmp_path / "b0.npy", values)
+    x = sd.from_npz([tmp_path / "b0.npy"])
+    assert x.dtype == np.float32
+    np.testing.assert_array_equal(x.compute().asnumpy(), values)

@@ -287,3 +287,29 @@ def test_an_output_dtype_the_library_does_not_hold_is_refused_naming_the_op(isol
         with pytest.raises(InferenceError, match=rf"operator '{name}': infer_type gave output 0 a dtype the library "
                                                  r"does not hold: arrays of dtype (int8|nope) are not supported"):
             so.invoke(name, [so.array(np.ones(3))])
+
+
+# ---- out= that is also an input ----------------------------------------------------------------------
+def test_out_that_is_an_input_gets_the_values_computed_from_the_inputs_before_the_write():
+    """An op whose kernel would overwrite values it has still to read (where's two passes,
+    Embedding's gather, a csr transpose that replaces its output's arrays) gets a new result
+    copied into out=; value-by-value ops keep writing in place (NumPy's overlap rules)."""
+    q = np.array([[1., -2.], [-3., 4.]], np.float32)
+    x, c = so.array(q.copy()), so.array((q > 0).astype(np.float32))
+    assert so.where(c, x, so.array(-q), out=x) is x
+    np.testing.assert_array_equal(x.asnumpy(), np.abs(q))
+    w = so.array(np.arange(12, dtype=np.float32).reshape(4, 3))
+    so.Embedding(so.array(np.array([3., 2., 1., 0.])), w, input_dim=4, output_dim=3, out=w)
+    np.testing.assert_array_equal(w.asnumpy(), np.arange(12, dtype=np.float32).reshape(4, 3)[::-1])
+    dense = np.eye(4, dtype=np.float32) + np.eye(4, k=3, dtype=np.float32)
+    y = so.array(dense).tostype("csr")
+    assert so.transpose(y, out=y) is y and y.stype == "csr"
+    np.testing.assert_array_equal(y.asnumpy(), dense.T)
+    v = so.array(np.arange(6, dtype=np.float32))
+    v[1:] += v[:-1]  # overlapping views: NumPy's answer
+    a = np.arange(6, dtype=np.float32)
+    a[1:] += a[:-1]
+    np.testing.assert_array_equal(v.asnumpy(), a)
+    z = so.array(np.arange(6, dtype=np.float32).reshape(2, 3))
+    so.relu(z, out=z)  # value by value: written in place, no new array
+    np.testing.assert_array_equal(z.asnumpy(), np.arange(6).reshape(2, 3))

@@ -366,3 +366,44 @@ def test_unseekable_file_objects_and_bad_entries_are_refused(tmp_path):
     with pytest.raises(TypeError, match="not an NDArray"):
         so.save(buffer, [so.array(np.ones(2)), "x"])
     assert buffer.getvalue() == b""  # nothing written
+
+
+def test_scipy_files_are_sized_by_their_members_not_their_shape():
+    """A few bytes claiming a huge shape are refused before anything of that size is
+    allocated: csr and csc members must fit the shape; coo, bsr and dia files (which hold
+    no row pointers) may not ask for more than the io module's bound."""
+    def saved(fmt, shape, indptr):
+        b = io.BytesIO()
+        np.savez(b, format=np.array(fmt.encode()), shape=np.array(shape), data=np.ones(0, np.float32),
+                 indices=np.array([], np.int32), indptr=np.array(indptr, np.int32))
+        b.seek(0)
+        return b
+
+    with pytest.raises(so.SparseFormatError, match="index pointer size 1 should be 1099511627777"):
+        so.load(saved("csr", [2**40, 3], [0]))
+    with pytest.raises(ValueError, match="would need 8796093022216 bytes of row pointers"):
+        so.load(saved("csc", [2**40, 3], [0, 0, 0, 0]))
+    b = io.BytesIO()
+    sp.save_npz(b, sp.dia_matrix((2**40, 3), dtype=np.float32))
+    b.seek(0)
+    with pytest.raises(ValueError, match="bytes of row pointers"):
+        so.load(b)
+    b = io.BytesIO()
+    sp.save_npz(b, sp.coo_matrix((100_000, 3), dtype=np.float32))  # empty, but a real size
+    b.seek(0)
+    assert so.load(b).shape == (100_000, 3)
+
+
+@pytest.mark.parametrize("index_dtype", [np.uint64, np.uint32, np.uint16, np.int8, np.int16])
+def test_scipy_file_index_dtypes_become_ours(index_dtype):
+    """A SciPy-layout file with another integer index dtype reads as int32/int64 indices,
+    every value checked, as the constructors convert them."""
+    m = sp.random(6, 5, density=0.4, format="csr", dtype=np.float32, random_state=3)
+    b = io.BytesIO()
+    np.savez(b, format=np.array(b"csr"), shape=np.array([6, 5]), data=m.data,
+             indices=m.indices.astype(index_dtype), indptr=m.indptr.astype(index_dtype))
+    b.seek(0)
+    x = so.load(b)
+    assert x.indices.dtype in (np.int32, np.int64) and x.indptr.dtype in (np.int32, np.int64)
+    np.testing.assert_array_equal((x + x).asnumpy(), 2 * m.toarray())
+    np.testing.assert_array_equal(x.asscipy().toarray(), m.toarray())

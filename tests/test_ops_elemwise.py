@@ -3,6 +3,7 @@ import warnings
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -121,3 +122,42 @@ def test_gradient_with_sparse_operands():
     grads = check_gradient("elemwise_mul", [make(a, C), so.array(b)])
     assert grads[0].stype == D and grads[1].stype == C  # g*b is dense; g*a keeps a's csr
     check_gradient("elemwise_add", [make(a, R), make(b, R)])
+
+
+@pytest.mark.parametrize("op", ["broadcast_mul", "broadcast_div"])
+@pytest.mark.parametrize("wshape", [(1, 4), (3, 1), (3, 4), (4,), (1, 1)])
+def test_broadcast_mul_div_of_csr_by_dense_keep_the_csr_and_their_gradients(op, wshape):
+    """csr (op) dense: a csr of the csr's structure, stored values computed with the dense
+    value broadcast to each place; gradients against the dense rule restricted to the
+    stored places (no storage fallback on the way)."""
+    a = sp.random(3, 4, density=0.5, format="csr", dtype=np.float32, random_state=2)
+    a.data += 1
+    dense = a.toarray()
+    w = np.arange(1, 1 + int(np.prod(wshape)), dtype=np.float32).reshape(wshape)
+    x, y = so.csr_matrix(a), so.array(w)
+    x.attach_grad()
+    y.attach_grad()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", so.StorageFallbackWarning)
+        with so.autograd.record():
+            out = getattr(so, op)(x, y)
+            loss = so.sum(out * out)
+        loss.backward()
+    wb = np.broadcast_to(w, dense.shape)
+    ref = dense * wb if op == "broadcast_mul" else np.where(dense != 0, dense / wb, 0)
+    assert out.stype == "csr"
+    np.testing.assert_allclose(out.asnumpy(), ref, rtol=1e-6)
+    d_out_d_w = dense if op == "broadcast_mul" else -dense / wb ** 2
+    full = 2 * ref * d_out_d_w  # the gradient of w broadcast, summed back to w's shape
+    gw = full.sum(axis=0) if len(wshape) == 1 else full.sum(axis=tuple(i for i, d in enumerate(wshape) if d == 1),
+                                                            keepdims=True)
+    np.testing.assert_allclose(y.grad.asnumpy(), gw.reshape(wshape), rtol=1e-5)
+    d_out_d_x = wb if op == "broadcast_mul" else 1 / wb
+    np.testing.assert_allclose(x.grad.asnumpy(), 2 * ref * d_out_d_x * (dense != 0), rtol=1e-5)
+
+
+def test_broadcast_mul_of_a_broadcast_csr_row():
+    row = np.array([[0, 2., 0]], np.float32)
+    r = so.broadcast_mul(so.array(row).tostype("csr"), so.array(np.array([[1.], [3.]], np.float32)))
+    assert r.stype == "csr"
+    np.testing.assert_array_equal(r.asnumpy(), row * np.array([[1.], [3.]]))

@@ -562,3 +562,11 @@ def test_exports():
         assert getattr(so, name) is getattr(so.ops, name) is so.get_op(name).function
     assert so.slice is so.ops.slice and so.cast_storage is so.ops.cast_storage
     assert {"slice", "take", "where", "reshape", "transpose", "cast_storage", "add_n"} <= set(so.ops.__all__)
+
+
+def test_take_rows_of_a_float16_csr():
+    """float16 values (which numba cannot compute on the cpu) move as their bits."""
+    dense = np.array([[0, 1.5, 0], [2.25, 0, 0], [0, 0, -3]], np.float16)
+    r = so.take(so.array(dense).tostype("csr"), so.array(np.array([2, 0, 2])))
+    assert r.stype == "csr" and r.dtype == np.float16
+    np.testing.assert_array_equal(r.asnumpy(), dense[[2, 0, 2]])

@@ -83,7 +83,7 @@ def _npy_header(f) -> tuple[tuple[int, ...], np.dtype]:
     version = np.lib.format.read_magic(f)
     reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
     shape, _, dtype = reader(f)
-    return tuple(shape), np.dtype(dtype)
+    return tuple(shape), np.dtype(dtype).newbyteorder("=")  # load gives native byte order
 
 
 def _token(path: str, info: BlockInfo) -> str:

@@ -19,6 +19,31 @@ STYPES = ("default", "row_sparse", "csr")
 CONVERSIONS: dict[str, Any] = {}
 
 
+def convert(x: "NDArray", stype: str) -> "NDArray":
+    """``x`` in storage type ``stype``, never recorded (``x.tostype`` records while recording)."""
+    return CONVERSIONS["cast_storage"](x, stype)
+
+
+# In-place writes are counted per memory, as torch's version counters are: an array and the
+# views of it made by indexing or ``detach`` share one counter (a one-item list, made at the
+# first write or view), so a write through any of them is seen by a node that kept another.
+def bump_version(x: "NDArray") -> None:
+    """Count one in-place write into ``x``."""
+    v = getattr(x, "_version", None)
+    if v is None:
+        x._version = v = [0]
+    v[0] += 1
+
+
+def share_version(view: "NDArray", base: "NDArray") -> "NDArray":
+    """Make ``view`` (sharing ``base``'s memory) count its writes with ``base``'s; returns it."""
+    v = getattr(base, "_version", None)
+    if v is None:
+        base._version = v = [0]
+    view._version = v
+    return view
+
+
 # NDArray and its dense subclasses (the MXNet face's): the classes whose values array is the
 # whole array, so its shape is the array's (the plan key reads it there: the fast path).
 DENSE_CLASSES: set = set()
@@ -32,10 +57,15 @@ class NDArray:
     ``sparse_ops.array``, ``zeros``, ``csr_matrix`` and friends rather than this class.
     """
 
-    # ``_version`` counts in-place writes (unset until the first): the tape compares it, as
-    # torch's version counters, to refuse a backward reading an array changed since recorded
+    # ``_version`` counts in-place writes (``bump_version``; unset until the first write or
+    # view): the tape compares it, as torch's version counters, to refuse a backward reading
+    # an array changed since recorded
     __slots__ = ("_data", "_device", "_ag", "_version", "__weakref__")
     stype = "default"
+    # above NumPy's: ``np.float32(2) * x`` and ``ndarray + x`` defer to our operators, as
+    # MXNet's NDArray has them do, instead of reading x through ``__array__`` (which would
+    # give a NumPy array and leave the autograd graph)
+    __array_priority__ = 1000.0
     # A subclass that shows its components as other objects than the library's views (the
     # MXNet face's sparse arrays, whose ``data``/``indices``/``indptr`` are NDArrays) names
     # here the library class it is an instance of for kernels: the invoke path hands
@@ -191,16 +221,18 @@ class NDArray:
 
     def detach(self) -> "NDArray":
         """The same values (shared, not copied) outside any autograd graph."""
-        return self._with_values(self._data, copy_aux=False)
+        return share_version(self._with_values(self._data, copy_aux=False), self)
 
     # ---- indexing --------------------------------------------------------------------
     def __getitem__(self, key: Any) -> "NDArray":
-        return NDArray(self._data[_plain_key(key)], self._device)
+        values = self._data[_plain_key(key)]
+        view = NDArray(values, self._device)
+        return share_version(view, self) if _shares_memory(values, self._data) else view
 
     def __setitem__(self, key: Any, value: Any) -> None:
         if self._ag is not None:
             self._check_writable(self)
-        self._version = getattr(self, "_version", 0) + 1
+        bump_version(self)
         if value.__class__ is NDArray and value._device is self._device and key.__class__ is slice:
             self._data[key] = value._data  # x[:] = y, x[a:b] = y: the common case, spelled out
             return
@@ -317,6 +349,16 @@ def _plain_key(key: Any) -> Any:
     if isinstance(key, tuple):
         return tuple(_plain_key(k) for k in key)
     return key
+
+
+def _shares_memory(a: Any, b: Any) -> bool:
+    if isinstance(a, np.ndarray):
+        return np.may_share_memory(a, b)
+    if not _dev.is_cupy_array(a):  # a NumPy scalar (x[0, 0]) shares nothing
+        return False
+    import cupy
+
+    return cupy.may_share_memory(a, b)
 
 
 def _is_full_slice(key: Any) -> bool:

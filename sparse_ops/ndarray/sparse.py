@@ -31,7 +31,7 @@ from ..device import Device
 from ..dtypes import INDEX_DTYPES, VALUE_DTYPES, source_dtype
 from ..errors import SparseFormatError
 from ..validation import check_csr, check_row_sparse, normalize_shape
-from .dense import CONVERSIONS, NDArray
+from .dense import CONVERSIONS, NDArray, bump_version
 from .view import ComponentView, plain
 
 
@@ -211,7 +211,7 @@ class BaseSparseNDArray(NDArray):
             raise TypeError(f"{type(self).__name__} supports only whole assignment, x[:] = value")
         if self._ag is not None:
             self._check_writable(self)
-        self._version = getattr(self, "_version", 0) + 1
+        bump_version(self)
         shape = self.shape
         new = CONVERSIONS["coerce"](value, self.stype, self.dtype, self._device, shape=shape)
         if new.shape != shape:

@@ -1,4 +1,4 @@
-"""Dense broadcasting operators of two arrays (NumPy's broadcasting rules): arithmetic
+"""Broadcasting operators of two arrays (NumPy's broadcasting rules): arithmetic
 (``broadcast_add``/``sub``/``mul``/``div``/``power``/``maximum``/``minimum``), comparisons
 (``broadcast_equal``, ``broadcast_greater``, ... giving 1/0 in the promoted dtype), and
 ``broadcast_to``. Their gradients sum the broadcast axes back (``sum_to_shape``).
@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..ndarray import NDArray
 from ..registry import Op, Param, applies_ufunc, kernel, register
-from ._util import T, broadcast_shape, float_math, sum_to_shape
+from ..sdk import capacity as cap
+from ..storage import cast_storage as _cast_storage
+from ._util import T, broadcast_shape, float_math, row_ids, sum_to_shape
 from .elemwise import _Binary
 
 _BOTH = ("cpu", "gpu")
@@ -68,21 +71,73 @@ class BroadcastSub(_Broadcast):
         return [sum_to_shape(g, inputs[0].shape), sum_to_shape(T.negative(g), inputs[1].shape)]
 
 
+class _ScalesCsr(_Broadcast):
+    """A product or quotient whose csr ``lhs`` keeps its structure (MXNet 1.9's
+    ``broadcast_mul`` / ``broadcast_div`` of a csr by a dense array): only the stored
+    values are computed, each with the dense value broadcast to its place (a scalar, a row
+    vector, a column vector or an array of the csr's shape), so the result is a csr and the
+    places not stored stay 0 whatever the dense array holds there (no ``0 * inf``)."""
+
+    capacity = cap.computed(lambda op, out, lhs, rhs: lhs.bound_in(out.stype) if tuple(lhs.shape) == tuple(out.shape)
+                            else out.dense_count(), "nnz(lhs) (dense size where the csr itself broadcasts)")
+
+    def infer_storage_type(self, lhs, rhs):
+        return ["csr" if lhs == "csr" and rhs == "default" else "default"]
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: the dense ones, and a csr by a row vector, a column vector and
+        an array of its shape."""
+        from . import _samples
+
+        sig = [("csr", "default")]
+        return (super().samples() + _samples.by_stypes(sig, [(3, 4), (1, 4)], positive=(True, True))
+                + _samples.by_stypes(sig, [(3, 4), (3, 1)], positive=(True, True))
+                + _samples.by_stypes(sig, [(3, 4), (3, 4)], positive=(True, True)))
+
+    @kernel(device=_BOTH, stypes=("csr", "default"))
+    def csr_dense(self, ctx, lhs, rhs, out):
+        xp, b = ctx.xp, rhs.data
+        if out.shape != lhs.shape:  # the csr itself is broadcast (one row or column repeated)
+            dense = xp.empty(out.shape, dtype=out.dtype)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                self.ufunc(_cast_storage(lhs, "default").data, b, out=dense, casting="unsafe")
+            ctx.adopt(out, _cast_storage(NDArray(dense, ctx.device), "csr"))
+            return
+        b = b.reshape((1,) * (2 - b.ndim) + b.shape)
+        rows = row_ids(lhs) if b.shape[0] != 1 else 0
+        cols = lhs.indices if b.shape[1] != 1 else 0
+        values = xp.empty(lhs.data.shape, dtype=out.dtype)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            self.ufunc(lhs.data, b[rows, cols], out=values, casting="unsafe")
+        ctx.set_csr(out, values, lhs.indices, lhs.indptr)
+
+
+def _times(a: NDArray, b: NDArray) -> NDArray:
+    """``a * b`` in a gradient, storage-aware where it can be: ``elemwise_mul`` for equal
+    shapes (every storage pair), else ``broadcast_mul`` with a csr operand first."""
+    if a.shape == b.shape:
+        return T.elemwise_mul(a, b)
+    return T.broadcast_mul(b, a) if b.stype == "csr" else T.broadcast_mul(a, b)
+
+
 @register("broadcast_mul")
-class BroadcastMul(_Broadcast):
-    """lhs * rhs with NumPy broadcasting (dense)."""
+class BroadcastMul(_ScalesCsr):
+    """lhs * rhs with NumPy broadcasting; a csr lhs times a dense rhs is a csr (``_ScalesCsr``)."""
 
     ufunc = np.multiply
 
     def gradient(self, out_grads, inputs, outputs):
         g = out_grads[0]
         lhs, rhs = inputs
-        return [sum_to_shape(T.broadcast_mul(g, rhs), lhs.shape), sum_to_shape(T.broadcast_mul(g, lhs), rhs.shape)]
+        return [sum_to_shape(_times(g, rhs), lhs.shape), sum_to_shape(_times(g, lhs), rhs.shape)]
 
 
 @register("broadcast_div")
-class BroadcastDiv(_Broadcast):
-    """lhs / rhs with NumPy broadcasting (dense)."""
+class BroadcastDiv(_ScalesCsr):
+    """lhs / rhs with NumPy broadcasting; a csr lhs over a dense rhs is a csr (``_ScalesCsr``)."""
+
+    ufunc = np.true_divide
 
     @kernel(device=_BOTH)
     def dense(self, ctx, lhs, rhs, out):
@@ -92,7 +147,7 @@ class BroadcastDiv(_Broadcast):
         g = out_grads[0]
         lhs, rhs = inputs
         dl = T.broadcast_div(g, rhs)
-        dr = T.negative(T.broadcast_div(T.broadcast_mul(g, lhs), T.square(rhs)))
+        dr = T.negative(T.broadcast_div(_times(g, lhs), T.square(rhs)))
         return [sum_to_shape(dl, lhs.shape), sum_to_shape(dr, rhs.shape)]
 
 

@@ -71,6 +71,7 @@ class _Binary(Op):
     """Two operands, one output of their promoted dtype (NumPy's ``result_type``)."""
 
     trusted = True  # built-in kernels, tested against NumPy/SciPy references
+    out_may_alias = True  # value by value (NumPy's ufuncs, which take overlapping out=)
     arguments = ("lhs", "rhs")
     partition = "rows"  # equal shapes, value by value: both operands cut into the same row blocks
     ufunc: np.ufunc  # NumPy ufuncs also run on CuPy arrays (``__array_ufunc__``)

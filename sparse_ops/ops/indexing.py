@@ -344,8 +344,11 @@ class Take(_TakeParams):
         if indptr.dtype != np.int64 and rows.shape[0] and \
                 int((indptr[rows + 1] - indptr[rows]).sum(dtype=np.int64)) > np.iinfo(indptr.dtype).max:
             indptr = indptr.astype(np.int64)  # repeated rows may hold more values than int32 counts
-        new_ptr, new_indices, new_data = sdk_csr.take_rows(ctx, indptr, a.indices, a.data, rows)
-        ctx.set_csr(out, new_data, new_indices, new_ptr)
+        values = a.data
+        if values.dtype == np.float16:  # numba has no float16 on the cpu: move the bits
+            values = values.view(np.uint16)
+        new_ptr, new_indices, new_data = sdk_csr.take_rows(ctx, indptr, a.indices, values, rows)
+        ctx.set_csr(out, new_data.view(a.data.dtype), new_indices, new_ptr)
 
     @kernel(device=_BOTH)
     def dense(self, ctx, a, indices, out):

@@ -59,9 +59,21 @@ def python_operator(kind: str, x: NDArray, other: Any, reverse: bool = False, ou
             return op(lhs, rhs)
         _check_in_place(kind, out, lhs, rhs)
         return op(lhs, rhs, out=out)
+    if isinstance(other, (bool, np.bool_)):  # a number to NumPy and MXNet: True is 1.0
+        other = float(other)
     if isinstance(other, numbers.Real):
         return (scalar_with if reverse else with_scalar)(x, scalar=other, out=out)
+    if isinstance(other, np.ndarray) and other.dtype != object:
+        # NumPy defers to us (NDArray.__array_priority__): the NumPy result it gave before,
+        # computed from a host view of x
+        a = np.asarray(x.tostype("default") if x.stype != "default" else x)
+        return _NUMPY_OPERATORS[kind](other, a) if reverse else _NUMPY_OPERATORS[kind](a, other)
     return NotImplemented
+
+
+_NUMPY_OPERATORS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
+                    "pow": np.power, "eq": np.equal, "ne": np.not_equal, "gt": np.greater,
+                    "ge": np.greater_equal, "lt": np.less, "le": np.less_equal}
 
 
 def _check_in_place(kind: str, out: NDArray, lhs: NDArray, rhs: NDArray) -> None:

@@ -81,6 +81,7 @@ class _Elementwise(Op):
     """
 
     trusted = True  # built-in kernels, tested against NumPy/SciPy references
+    out_may_alias = True  # value by value (NumPy's ufuncs, which take overlapping out=)
 
     backward_needs_inputs: tuple[str, ...] = ()
     partition = "rows"  # value by value: any row block on its own (sparse_ops.dask)

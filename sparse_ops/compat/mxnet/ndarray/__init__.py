@@ -22,7 +22,7 @@ from .ndarray import (  # noqa: F401  (MXNet's mx.nd names of its ndarray module
 )
 from .sparse import BaseSparseNDArray, CSRNDArray, RowSparseNDArray  # noqa: F401
 from .utils import load, load_frombuffer, save  # noqa: F401
-from .op import Activation, Custom, normal, random_normal, random_uniform, uniform  # noqa: F401
+from .op import Activation, Custom, Embedding, normal, random_normal, random_uniform, uniform  # noqa: F401
 from . import _internal, contrib, linalg, ndarray, op, random, sparse, utils  # noqa: F401,F811
 
 install_mxnet()  # x._num_aux, and x.indptr[0].asscalar() on the native API's arrays, as MXNet code reads them

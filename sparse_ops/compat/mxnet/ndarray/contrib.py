@@ -11,13 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 from . import _op
+from .op import Embedding
 
 
 def SparseEmbedding(*args: Any, **kwargs: Any) -> Any:
     """``Embedding(data, weight, input_dim, output_dim, ...)`` with a row_sparse weight gradient."""
     kwargs["sparse_grad"] = True
     kwargs.pop("deterministic", None)  # MXNet's switch of its GPU kernel; results here are deterministic
-    return _op.cached_function("Embedding")(*args, **kwargs)
+    return Embedding(*args, **kwargs)
 
 
 def isinf(data: Any) -> Any:

@@ -228,8 +228,10 @@ class NDArray(_LibNDArray, metaclass=FaceClass):
         dt = mx_dtype(dtype)
         if not copy and dt == self.dtype:
             return self
-        if _recorded(self) and self.stype == "default" and dt not in EXTRA_DTYPES:
-            return _op.call("cast", [self], {"dtype": dt})  # recorded, as MXNet's copy into the new dtype
+        if _recorded(self) and dt not in EXTRA_DTYPES:  # recorded, as MXNet's copy into the new dtype
+            if self.stype == "default":
+                return _op.call("cast", [self], {"dtype": dt})
+            return as_face(_lib(self, "astype", dt))  # the library's recorded sparse conversion
         return as_face(self._with_values(self._data.astype(dt), copy_aux=True))
 
     def copy(self) -> "NDArray":

@@ -1,7 +1,7 @@
 """MXNet operators whose calling convention differs from the table's generic mapping
 (``_op.make_function``): ``Custom`` (inputs by the names the op declares), ``Activation``
-(one operator per ``act_type``) and the legacy samplers ``uniform``/``normal``
-(``ctx`` before ``dtype``).
+(one operator per ``act_type``), ``Embedding`` (its dtype is the weight's) and the legacy
+samplers ``uniform``/``normal`` (``ctx`` before ``dtype``).
 """
 from __future__ import annotations
 
@@ -13,6 +13,19 @@ from ....registry import get_op
 from ..base import MXNetArgumentError, MXNetValueError
 from . import _op, random
 from ._op import as_face
+
+
+def Embedding(*args: Any, **kwargs: Any) -> Any:
+    """``Embedding(data, weight, input_dim, output_dim, dtype, sparse_grad)``: as MXNet 1.9.1
+    infers it imperatively, the output's dtype is the weight's whatever ``dtype`` says (the
+    operator's ``dtype`` defaults to float32 and refuses another weight dtype)."""
+    weight = args[1] if len(args) > 1 else kwargs.get("weight")
+    if isinstance(weight, NDArray):
+        if len(args) > 4:
+            args = (*args[:4], weight.dtype.name, *args[5:])
+        else:
+            kwargs["dtype"] = weight.dtype.name
+    return _op.cached_function("Embedding")(*args, **kwargs)
 
 
 def Custom(*data: Any, op_type: str, name: str | None = None, out: Any = None, **kwargs: Any) -> Any:

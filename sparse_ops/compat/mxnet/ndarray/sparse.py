@@ -48,6 +48,9 @@ class BaseSparseNDArray(_FaceNDArray, _LibBaseSparse, metaclass=FaceClass):
         return as_face(self._kernel_class.__getitem__(kernel_form(self), key))
 
     def _write(self, key: Any, value: Any) -> None:
+        if not (key is Ellipsis or (isinstance(key, slice) and key == slice(None))):
+            raise MXNetValueError(f"Assignment with slice for {type(self).__name__} is not implemented yet "
+                                  "(MXNet 1.9.1: only x[:] = value)")
         form = kernel_form(self)
         self._kernel_class.__setitem__(form, key, kernel_form(value) if isinstance(value, NDArray) else value)
         take_storage(self, form)
@@ -87,6 +90,20 @@ class CSRNDArray(BaseSparseNDArray, _LibCSR, metaclass=FaceClass):
     def indptr(self) -> _FaceNDArray:
         """The row pointers, a new int64 NDArray."""
         return self._component("indptr")
+
+    def __getitem__(self, key: Any) -> "CSRNDArray":
+        """MXNet 1.9.1's keys: ``x[:]`` is ``x`` itself, ``x[i]`` and ``x[i:j]`` new csr arrays
+        of those rows; steps, tuples and other keys are refused."""
+        if isinstance(key, slice):
+            if key.step is not None:
+                raise MXNetValueError("CSRNDArray only supports continuous slicing on axis 0")
+            if key.start is None and key.stop is None:
+                return self
+        elif isinstance(key, tuple):
+            raise MXNetValueError("CSRNDArray: multi-dimension indexing is not supported")
+        elif not isinstance(key, integer_types):
+            raise MXNetValueError(f"CSRNDArray[{type(key).__name__}]: undefined for this key")
+        return super().__getitem__(key)
 
 
 class RowSparseNDArray(BaseSparseNDArray, _LibRowSparse, metaclass=FaceClass):
