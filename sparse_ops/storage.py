@@ -100,8 +100,8 @@ def _dense_to_csr(x: NDArray) -> CSRNDArray:
         else:
             mask = a != 0
             indptr = _indptr_from_counts(mask.sum(axis=1), xp)
-            _, indices = xp.nonzero(mask)
-            indices = indices.astype(DEFAULT_INDEX_DTYPE, copy=False)
+            _, indices = xp.nonzero(mask)  # of a 2-d mask: strided views of one (nnz, 2) array
+            indices = xp.ascontiguousarray(indices, dtype=DEFAULT_INDEX_DTYPE)
             data = a[mask]
     return CSRNDArray._trusted(data, indices, indptr, (rows, cols), x.device)
 
@@ -141,7 +141,7 @@ def _row_sparse_to_csr(x: RowSparseNDArray) -> CSRNDArray:
         indptr = _indptr_from_counts(counts, xp)
         _, cols = xp.nonzero(mask)
         idx_dtype = _result_index_dtype(x.indices.dtype, int(indptr[-1]), x.shape)
-    return CSRNDArray._trusted(x.data[mask], cols.astype(idx_dtype, copy=False),
+    return CSRNDArray._trusted(x.data[mask], xp.ascontiguousarray(cols, dtype=idx_dtype),
                                indptr.astype(idx_dtype, copy=False), x.shape, x.device)
 
 

@@ -390,3 +390,35 @@ def test_embedding_takes_the_weights_dtype(dtype):
               mx.nd.contrib.SparseEmbedding(mx.nd.array([1, 3]), w, input_dim=4, output_dim=2)):
         assert y.dtype == np.dtype(dtype)
         np.testing.assert_array_equal(y.asnumpy(), [[2, 3], [6, 7]])
+
+
+def test_modulo_and_logical_functions():
+    """MXNet 1.9.1's ``%``/``%=``/``modulo`` (Python's sign rule: the divisor's) and
+    ``logical_and``/``or``/``xor``, each with arrays and scalars on either side."""
+    v = np.array([5., -3., 7.], np.float32)
+    x = mx.nd.array(v)
+    np.testing.assert_array_equal((x % 2).asnumpy(), np.mod(v, 2))
+    np.testing.assert_array_equal((7 % mx.nd.array([2., 3, -4])).asnumpy(), np.mod(7, [2., 3, -4]))
+    np.testing.assert_array_equal(mx.nd.modulo(x, mx.nd.array([2., -2, 4])).asnumpy(), np.mod(v, [2., -2, 4]))
+    y = mx.nd.array(v)
+    y %= 3
+    np.testing.assert_array_equal(y.asnumpy(), np.mod(v, 3))
+    assert mx.nd.modulo(7, 3) == 1
+    w = mx.nd.array([0., 1, 2])
+    np.testing.assert_array_equal(mx.nd.logical_and(x, mx.nd.array([0., 1, 1])).asnumpy(), [0, 1, 1])
+    np.testing.assert_array_equal(mx.nd.logical_or(w, 0).asnumpy(), [0, 1, 1])
+    np.testing.assert_array_equal(mx.nd.logical_xor(1, w).asnumpy(), [1, 0, 0])
+    assert mx.nd.logical_and(w, 1).dtype == np.float32
+
+
+def test_a_dense_arrays_arithmetic_with_a_sparse_array_is_dense():
+    """A dense NDArray's ``+ - * /`` is MXNet's broadcast_* (a dense result); a sparse array's
+    own operators keep its storage type for equal shapes."""
+    d = mx.nd.array(np.arange(1, 7, dtype=np.float32).reshape(2, 3))
+    c = mx.nd.array([[0, 2., 0], [1, 0, 0]]).tostype("csr")
+    with pytest.warns(so.StorageFallbackWarning):
+        for y, ref in ((d * c, d.asnumpy() * c.asnumpy()), (d * c.tostype("row_sparse"), d.asnumpy() * c.asnumpy()),
+                       (d + c, d.asnumpy() + c.asnumpy()), (d - c, d.asnumpy() - c.asnumpy())):
+            assert y.stype == "default"
+            np.testing.assert_array_equal(y.asnumpy(), ref)
+    assert (c * d).stype == "csr"

@@ -239,3 +239,16 @@ def test_the_jax_handlers_sum_repeated_bcsr_columns_in_order_on_the_gpu():
     want = np.zeros((3, 5))
     np.add.at(want, (np.repeat(np.arange(3), np.diff(indptr)), indices), values)
     np.testing.assert_allclose(out["cpu"][0], want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_csr_made_on_the_gpu_has_contiguous_indices_that_kernels_take(dtype):
+    """A 2-d mask's nonzero() gives strided column views: cast_storage makes them contiguous
+    before a gpu kernel (which takes contiguous buffers only) reads them."""
+    dense = np.array([[0, 1.5, 0], [2.5, 0, 0], [0, 0, -3]], dtype)
+    for x in (so.array(dense, device="gpu").tostype("csr"),
+              so.array(dense, device="gpu").tostype("row_sparse").tostype("csr")):
+        assert x.indices.flags["C_CONTIGUOUS"]
+        r = so.take(x, so.array(np.array([2, 0, 2]), device="gpu"))
+        assert r.stype == "csr" and r.dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(r.asnumpy(), dense[[2, 0, 2]])

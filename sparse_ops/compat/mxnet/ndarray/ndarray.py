@@ -31,6 +31,7 @@ and return library arrays.
 from __future__ import annotations
 
 import builtins as _builtins
+import numbers
 import operator as _pyop
 import sys
 from typing import Any, Callable
@@ -441,10 +442,21 @@ def _nd(name: str) -> Callable:
 
 
 # ---- Python operators, fluent methods: the face's functions, results as face arrays --------------------
+# a dense array's arithmetic with an array is MXNet's nd.add/subtract/multiply/divide, which
+# broadcast: with a sparse operand that is a dense result (the library's operators choose the
+# storage-aware elemwise_* ops for equal shapes, as MXNet's sparse arrays' own operators do)
+_DENSE_LHS = {"__add__": "broadcast_add", "__sub__": "broadcast_sub", "__mul__": "broadcast_mul",
+              "__truediv__": "broadcast_div"}
+
+
 def _binary_operator(name: str) -> Callable:
     lib = getattr(_LibNDArray, name)
+    dense_lhs = _DENSE_LHS.get(name)
 
     def method(self: NDArray, other: Any) -> Any:
+        if dense_lhs is not None and self.stype == "default" and isinstance(other, _LibNDArray) \
+                and other.stype != "default":
+            return _op.call(dense_lhs, [self, other])
         return as_face(lib(self, other))
 
     method.__name__ = method.__qualname__ = name
@@ -486,6 +498,17 @@ for _kind in ("add", "sub", "mul", "truediv", "pow", "matmul"):
         setattr(NDArray, _form, _binary_operator(_form))
     if _kind not in ("pow", "matmul"):
         setattr(NDArray, f"__i{_kind}__", _in_place_operator(f"__i{_kind}__"))
+NDArray.__mod__ = lambda self, other: modulo(self, other)
+NDArray.__rmod__ = lambda self, other: modulo(other, self)
+
+
+def _imod(self: NDArray, other: Any) -> NDArray:
+    _refuse_recorded_write(self, (other,), whole=False)
+    self[:] = modulo(self, other)
+    return self
+
+
+NDArray.__imod__ = _imod
 for _kind in ("eq", "ne", "gt", "ge", "lt", "le"):
     setattr(NDArray, f"__{_kind}__", _binary_operator(f"__{_kind}__"))
 for _form in ("__neg__", "__abs__"):
@@ -793,6 +816,24 @@ def _ufunc(mx_name: str, array_op: str, scalar_fn: Callable, lscalar: str, rscal
     return fn
 
 
+def _with_arrays(mx_name: str, array_op: str, scalar_fn: Callable) -> Callable:
+    """MXNet's ``nd.<mx_name>`` for an operator with no scalar form here: a scalar operand
+    becomes a one-value array of the other operand's dtype, which ``array_op`` broadcasts."""
+    def fn(lhs: Any, rhs: Any) -> Any:
+        lnum, rnum = isinstance(lhs, numbers.Real), isinstance(rhs, numbers.Real)
+        if lnum and rnum:
+            return scalar_fn(lhs, rhs)
+        if lnum and isinstance(rhs, _LibNDArray):
+            lhs = full((1,), lhs, ctx=rhs.device, dtype=rhs.dtype)
+        elif rnum and isinstance(lhs, _LibNDArray):
+            rhs = full((1,), rhs, ctx=lhs.device, dtype=lhs.dtype)
+        return _op.ufunc(lhs, rhs, array_op, scalar_fn, "")
+
+    fn.__name__ = fn.__qualname__ = mx_name
+    fn.__doc__ = f"``{mx_name}(lhs, rhs)`` with broadcasting (``{array_op}``); scalars broadcast as arrays."
+    return fn
+
+
 def _flag(test: Callable[[Any, Any], bool]) -> Callable[[Any, Any], int]:
     return lambda x, y: 1 if test(x, y) else 0
 
@@ -811,6 +852,10 @@ greater = _ufunc("greater", "broadcast_greater", _flag(_pyop.gt), "_greater_scal
 greater_equal = _ufunc("greater_equal", "broadcast_greater_equal", _flag(_pyop.ge),
                        "_greater_equal_scalar", "_lesser_equal_scalar")
 lesser = _ufunc("lesser", "broadcast_lesser", _flag(_pyop.lt), "_lesser_scalar", "_greater_scalar")
+modulo = _with_arrays("modulo", "broadcast_mod", _pyop.mod)
+logical_and = _with_arrays("logical_and", "broadcast_logical_and", _flag(lambda x, y: bool(x) and bool(y)))
+logical_or = _with_arrays("logical_or", "broadcast_logical_or", _flag(lambda x, y: bool(x) or bool(y)))
+logical_xor = _with_arrays("logical_xor", "broadcast_logical_xor", _flag(lambda x, y: bool(x) != bool(y)))
 lesser_equal = _ufunc("lesser_equal", "broadcast_lesser_equal", _flag(_pyop.le),
                       "_lesser_equal_scalar", "_greater_equal_scalar")
 
@@ -826,4 +871,4 @@ __all__ = ["NDArray", "py_slice", "array", "zeros", "ones", "full", "empty", "ar
            "from_numpy", "from_dlpack", "to_dlpack_for_read", "to_dlpack_for_write", "onehot_encode",
            "choose_element_0index", "fill_element_0index", "moveaxis", "split_v2", "waitall", "add", "subtract",
            "multiply", "divide", "true_divide", "power", "maximum", "minimum", "equal", "not_equal", "greater",
-           "greater_equal", "lesser", "lesser_equal", "concatenate"]
+           "greater_equal", "lesser", "lesser_equal", "concatenate", "modulo", "logical_and", "logical_or", "logical_xor"]
