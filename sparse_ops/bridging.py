@@ -251,10 +251,11 @@ class LoweringTable(dict):
         """The ops this table can lower (when their record is the built-in one)."""
         return sorted(self)
 
-    def disabled(self, flag: bool = True) -> None:
+    def disabled(self, flag: bool = True) -> "Switched":
         """Send every call to the op's kernels (``True``) or lower the dense built-ins again
-        (``False``)."""
-        self.off = bool(flag)
+        (``False``), from now on; as ``with lowering.disabled(): ...``, only inside the block."""
+        previous, self.off = self.off, bool(flag)
+        return Switched(self, previous)
 
     def serves(self, opdef: OpDef) -> bool:
         """Whether ``opdef`` is a built-in op of this table: its record's class is defined in
@@ -262,6 +263,20 @@ class LoweringTable(dict):
         built-in's name; that one keeps its kernels)."""
         return opdef.name in self and opdef.plugin is None and \
             (opdef.cls.__module__ or "").startswith("sparse_ops.ops.")
+
+
+class Switched:
+    """What ``LoweringTable.disabled`` returns: a ``with`` block over it puts the switch back
+    as it was on leaving."""
+
+    def __init__(self, table: LoweringTable, previous: bool) -> None:
+        self.table, self.previous = table, previous
+
+    def __enter__(self) -> "Switched":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.table.off = self.previous
 
 
 # ---- the bridged functions of a framework ---------------------------------------------------------

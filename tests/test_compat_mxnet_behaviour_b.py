@@ -422,3 +422,24 @@ def test_a_dense_arrays_arithmetic_with_a_sparse_array_is_dense():
             assert y.stype == "default"
             np.testing.assert_array_equal(y.asnumpy(), ref)
     assert (c * d).stype == "csr"
+
+
+def test_upstream_operator_corners():
+    """Cases of MXNet 1.9.1's test_operator.py: broadcast_like of another dtype (rhs gives
+    only its shape), one_hot of depth 0, reshape_like over ranges of axes, softsign
+    Activation, and a copyto shape mismatch refused as an MXNetError."""
+    z = mx.nd.broadcast_like(mx.nd.zeros((2, 1)), mx.nd.ones((2, 2)).astype("int32"))
+    assert z.dtype == np.float32 and z.shape == (2, 2)
+    h = mx.nd.one_hot(mx.nd.array([1, 2]), 0)
+    assert h.shape == (2, 0)
+    r = mx.nd.reshape_like(mx.nd.array(np.arange(360.).reshape(30, 12)), mx.nd.zeros((4, 2, 2, 3)),
+                           lhs_begin=-1, rhs_begin=1)
+    assert r.shape == (30, 2, 2, 3)
+    np.testing.assert_array_equal(r.asnumpy().ravel(), np.arange(360.))
+    assert mx.nd.reshape_like(mx.nd.zeros((30, 7)), mx.nd.zeros((15, 2, 4)), lhs_end=1, rhs_end=2).shape == (15, 2, 7)
+    with pytest.raises(mx.base.MXNetError, match="lhs_begin=2"):
+        mx.nd.reshape_like(mx.nd.zeros((30, 12)), mx.nd.zeros((4, 2, 2, 3)), lhs_begin=2)
+    v = np.array([1., -3., 0.], np.float32)
+    np.testing.assert_allclose(mx.nd.Activation(mx.nd.array(v), act_type="softsign").asnumpy(), v / (1 + np.abs(v)))
+    with pytest.raises(mx.base.MXNetError, match="shape mismatch"):
+        mx.nd.ones((2, 3)).copyto(mx.nd.zeros((3, 2)))

@@ -430,3 +430,41 @@ def test_jax_export_refuses_ffi_calls_and_runs_them_only_in_this_process_when_to
     forget("square")  # the call descriptions its ids name are gone (as in another process)
     with pytest.raises(Exception, match="no bridged call with id"):
         jax.block_until_ready(exported.call(a, x))
+
+
+def test_vmap_stacks_row_sparse_results_with_batch_dimensions():
+    """A RowSparse made under jax.vmap comes back with a leading batch dimension (as BCSR's
+    n_batch): its shape says it, todense()/jnp.asarray give one dense array per example (not
+    their sum), nnz counts per example, and a bridged op refuses it as an input, naming why."""
+    m = sp.random(6, 5, density=0.4, format="csr", dtype=np.float32, random_state=0)
+    a = BCSR((jnp.asarray(m.data), jnp.asarray(m.indices), jnp.asarray(m.indptr)), shape=m.shape)
+    gs = jnp.asarray(np.random.RandomState(0).randn(3, 6, 2).astype(np.float32))
+    ref = np.stack([m.T @ np.asarray(g) for g in gs])
+    for f in (jax.vmap, lambda fn: jax.jit(jax.vmap(fn))):
+        r = f(lambda g: soj.ops.dot(a, g, transpose_a=True))(gs)
+        assert isinstance(r, RowSparse) and r.n_batch == 1 and r.shape == (3, 5, 2)
+        np.testing.assert_allclose(jnp.asarray(r), ref, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(np.asarray(r * 2), 2 * ref, rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(soj.nnz(r), [len(set(m.indices))] * 3)
+    with pytest.raises(JaxBridgeError, match="batch dimensions.*stacked by jax.vmap"):
+        soj.ops.sum(r)
+    one = soj.ops.dot(a, gs[0], transpose_a=True)
+    assert one.n_batch == 0 and one.shape == (5, 2)
+    np.testing.assert_allclose(jnp.asarray(one), ref[0], rtol=1e-5, atol=1e-6)
+
+
+def test_lowering_disabled_is_a_switch_and_a_with_block():
+    """``lowering.disabled()`` switches at the call; as a ``with`` block it switches back."""
+    def handler() -> str:
+        return soj.explain("relu", jnp.ones(2))["handler"]
+
+    assert handler().startswith("lowered")
+    with lowering.disabled():
+        assert not handler().startswith("lowered")
+    assert handler().startswith("lowered")
+    lowering.disabled(True)
+    try:
+        assert not handler().startswith("lowered")
+    finally:
+        lowering.disabled(False)
+    assert handler().startswith("lowered")

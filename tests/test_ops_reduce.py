@@ -388,3 +388,39 @@ def test_div_or_zero_gradient(rng):
     np.testing.assert_allclose(out.asnumpy(), np.where(rhs.asnumpy() == 0, 0, lhs.asnumpy() / np.where(
         rhs.asnumpy() == 0, 1, rhs.asnumpy())))
     check_gradient("_div_or_zero", [lhs, so.array(np.array([1.5, -2.0, 0.5, 3.0]))])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_l2_norm_neither_overflows_nor_underflows(dtype):
+    """Squares past the dtype's range are summed again on values scaled by a power of two
+    (MXNet's nrm2 keeps a running scale): the norm and its gradient are right where the
+    plain sum of squares gives inf or 0."""
+    big = 1e20 if dtype == "float32" else 1e200
+    small = 1e-30 if dtype == "float32" else 1e-200
+    for v in ([big, big], [small, small], [big, -3 * big]):
+        v = np.array(v, dtype)
+        ref = np.sqrt(2.0) * abs(v[0]) if v[1] == v[0] else math.hypot(float(v[0]) / big, float(v[1]) / big) * big
+        np.testing.assert_allclose(so.norm(so.array(v)).asnumpy(), ref, rtol=1e-6)
+        np.testing.assert_allclose(so.norm(so.array(v.reshape(1, 2)).tostype("csr")).asnumpy(), ref, rtol=1e-6)
+    rows = np.array([[big, 3], [small, 0], [0, 0]], dtype)
+    np.testing.assert_allclose(so.norm(so.array(rows), axis=1).asnumpy(), [big, small, 0], rtol=1e-6)
+    x = so.array(np.array([[big, big]], dtype))
+    x.attach_grad()
+    with so.autograd.record():
+        y = so.norm(x)
+    y.backward()
+    np.testing.assert_allclose(x.grad.asnumpy(), [[0.5 ** 0.5, 0.5 ** 0.5]], rtol=1e-6)
+    assert np.isinf(so.norm(so.array(np.array([np.inf, 1], dtype))).asnumpy())
+    assert np.isnan(so.norm(so.array(np.array([np.nan, 1], dtype))).asnumpy())
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+def test_integer_sums_wrap_in_their_dtype(dtype):
+    """An integer sum is stored in the input's dtype as C (and MXNet, which sums in it) wraps
+    it; a mean divides the wrapped sum."""
+    top = np.iinfo(dtype).max
+    v = np.array([top, 1], dtype)
+    wrapped = np.array([top], dtype) + np.array([1], dtype)  # NumPy's own wrap
+    assert so.sum(so.array(v)).asnumpy() == wrapped[0]
+    assert so.sum(so.array(v.reshape(1, 2)), axis=1).asnumpy()[0] == wrapped[0]
+    assert so.mean(so.array(v)).asnumpy() == wrapped[0] // 2

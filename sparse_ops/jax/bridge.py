@@ -74,21 +74,35 @@ TRACES = [0]  # bridged calls traced so far, lowered or FFI (a counter for tests
 @jax.tree_util.register_pytree_node_class
 class RowSparse:
     """A row_sparse array in JAX: ``values`` of shape ``(nse, *shape[1:])`` of rows ``indices`` ``(nse,)``,
-    sorted; rows past the true count carry the index ``shape[0]`` (padding)."""
+    sorted; rows past the true count carry the index ``shape[0]`` (padding).
+
+    ``jax.vmap`` over a call that returns one gives it leading batch dimensions (``n_batch``,
+    as ``BCSR``'s): ``values`` ``(*batch, nse, *shape[1:])``, ``indices`` ``(*batch, nse)``, and
+    ``shape`` then starts with them; ``todense()`` gives one dense array per example."""
 
     def __init__(self, values: Any, indices: Any, shape: Sequence[int]) -> None:
-        self.values, self.indices, self.shape = values, indices, tuple(as_dim(s) for s in shape)
+        self.values, self.indices = values, indices
+        self._shape = tuple(as_dim(s) for s in shape)  # one example's (what the op's rule gave)
 
     def tree_flatten(self) -> tuple:
-        return (self.values, self.indices), self.shape
+        return (self.values, self.indices), self._shape
 
     @classmethod
     def tree_unflatten(cls, shape: tuple, leaves: Sequence[Any]) -> "RowSparse":
         return cls(leaves[0], leaves[1], shape)
 
     @property
+    def n_batch(self) -> int:
+        """Leading batch dimensions (0 unless a ``jax.vmap`` stacked results)."""
+        return len(self.indices.shape) - 1
+
+    @property
+    def shape(self) -> tuple:
+        return tuple(self.indices.shape[:self.n_batch]) + self._shape
+
+    @property
     def nse(self) -> int:
-        return as_dim(self.indices.shape[0])
+        return as_dim(self.indices.shape[-1])
 
     @property
     def dtype(self) -> Any:
@@ -99,9 +113,17 @@ class RowSparse:
         return len(self.shape)
 
     def todense(self) -> jax.Array:
-        """The dense array (padding rows dropped)."""
-        out = jnp.zeros(self.shape, self.values.dtype)
-        return out.at[self.indices].add(self.values, mode="drop")
+        """The dense array (padding rows dropped), of ``shape`` (batch dimensions first)."""
+        def dense(values: Any, indices: Any) -> jax.Array:
+            return jnp.zeros(self._shape, values.dtype).at[indices].add(values, mode="drop")
+
+        b = self.n_batch
+        if b == 0:
+            return dense(self.values, self.indices)
+        batch = tuple(self.indices.shape[:b])
+        values = self.values.reshape((-1, *self.values.shape[b:]))
+        rows = jax.vmap(dense)(values, self.indices.reshape((-1, *self.indices.shape[b:])))
+        return rows.reshape(batch + self._shape)
 
     # ---- where JAX code expects an array ----
     def __jax_array__(self) -> jax.Array:
@@ -122,7 +144,7 @@ class RowSparse:
             return op("elemwise_mul")(self, other)
         if not _is_scalar(other):
             return NotImplemented
-        return RowSparse(self.values * other, self.indices, self.shape)
+        return RowSparse(self.values * other, self.indices, self._shape)
 
     __rmul__ = __mul__
 
@@ -130,10 +152,10 @@ class RowSparse:
         """``r / s`` for a scalar ``s``: a RowSparse (the stored rows divided)."""
         if not _is_scalar(other):
             return NotImplemented
-        return RowSparse(self.values / other, self.indices, self.shape)
+        return RowSparse(self.values / other, self.indices, self._shape)
 
     def __neg__(self) -> "RowSparse":
-        return RowSparse(-self.values, self.indices, self.shape)
+        return RowSparse(-self.values, self.indices, self._shape)
 
     def _refuse(self, what: str) -> Any:
         def operator(other: Any) -> Any:
@@ -185,7 +207,7 @@ def nnz(x: Any) -> jax.Array:
     if isinstance(x, BCSR):
         return x.indptr[-1]
     if isinstance(x, RowSparse):
-        return jnp.sum(x.indices < x.shape[0])
+        return jnp.sum(x.indices < x._shape[0], axis=-1)  # per example when batched
     raise TypeError(f"nnz() takes a BCSR or RowSparse, got {type(x).__name__}")
 
 
@@ -207,6 +229,9 @@ def split(a: Any) -> tuple[str, list, tuple[int, ...]]:
             raise TypeError("BCSR with batch or dense dimensions is not supported (n_batch = n_dense = 0)")
         return "csr", [a.data, a.indices, a.indptr], tuple(a.shape)
     if isinstance(a, RowSparse):
+        if a.n_batch:
+            raise TypeError(f"a RowSparse with batch dimensions (shape {a.shape}, stacked by jax.vmap) is not "
+                            "supported as an input; pass each example's inside the vmap, or r.todense()")
         return "row_sparse", [a.values, _index_part(a.indices, "indices")], a.shape
     if isinstance(a, tuple):
         if len(a) == 4:

@@ -241,17 +241,27 @@ class SwapAxes(Op):
 
 @register("reshape_like")
 class ReshapeLike(Op):
-    """``lhs``'s values in ``rhs``'s shape (the sizes must agree); ``rhs`` gets a zero gradient."""
+    """``lhs``'s values in ``rhs``'s shape (the sizes must agree); ``rhs`` gets a zero
+    gradient. With ``lhs_begin``/``lhs_end``/``rhs_begin``/``rhs_end`` (MXNet's ranges of
+    axes, negative ones counted from the end, None: the start or the end), only lhs's axes
+    ``lhs_begin:lhs_end`` take the lengths of rhs's ``rhs_begin:rhs_end``."""
 
     trusted = True  # built-in kernels, tested against NumPy references
     arguments = ("lhs", "rhs")
     backward_needs_inputs = ("rhs",)
+    lhs_begin = Param(int, None, doc="first axis of lhs replaced (None: 0)")
+    lhs_end = Param(int, None, doc="axis of lhs after the last replaced (None: lhs.ndim)")
+    rhs_begin = Param(int, None, doc="first axis of rhs whose length is taken (None: 0)")
+    rhs_end = Param(int, None, doc="axis of rhs after the last taken (None: rhs.ndim)")
 
     def infer_shape(self, lhs, rhs):
-        if math.prod(lhs) != math.prod(rhs):  # products of sizes, symbolic ones kept symbolic
-            raise ValueError(f"reshape_like: lhs of shape {tuple(lhs)} does not fit rhs's shape {tuple(rhs)} "
-                             "(arguments lhs, rhs)")
-        return [tuple(rhs)]
+        lb, le = _axis_range(len(lhs), self.lhs_begin, self.lhs_end, "lhs")
+        rb, re = _axis_range(len(rhs), self.rhs_begin, self.rhs_end, "rhs")
+        shape = (*lhs[:lb], *rhs[rb:re], *lhs[le:])
+        if math.prod(lhs) != math.prod(shape):  # products of sizes, symbolic ones kept symbolic
+            raise ValueError(f"reshape_like: lhs of shape {tuple(lhs)} does not fit the shape {tuple(shape)} "
+                             f"from rhs's {tuple(rhs)} (arguments lhs, rhs)")
+        return [tuple(shape)]
 
     def infer_type(self, lhs, rhs):
         return [lhs]
@@ -270,6 +280,16 @@ class ReshapeLike(Op):
 
         return [[_samples.array((3, 4)), _samples.array((2, 3, 2), seed=1)],
                 [_samples.array((2, 6)), _samples.array((4, 3), seed=1)]]
+
+
+def _axis_range(ndim: int, begin: int | None, end: int | None, side: str) -> tuple[int, int]:
+    """(begin, end) of a reshape_like range of ``ndim`` axes, as MXNet canonicalizes it."""
+    b = 0 if begin is None else begin + ndim if begin < 0 else begin
+    e = ndim if end is None else end + ndim if end < 0 else end
+    if not 0 <= b < e <= ndim:
+        raise ValueError(f"reshape_like: {side}_begin={begin}, {side}_end={end} is no range of axes of a "
+                         f"{ndim}-d {side}")
+    return b, e
 
 
 @register("broadcast_axis")

@@ -320,6 +320,9 @@ class BroadcastLike(Op):
     rhs_axes = Param("shape", default=None, doc="axes of rhs giving the lengths (default: all)")
     backward_needs_inputs = ()
 
+    def infer_type(self, lhs, rhs):
+        return [lhs]  # rhs gives only its shape: any dtype (MXNet's rule)
+
     def infer_shape(self, lhs, rhs):
         if self.lhs_axes is None and self.rhs_axes is None:
             target = list(rhs)

@@ -48,8 +48,10 @@ class OneHot(_Constant):
     def dense(self, ctx, indices, output):
         xp = ctx.xp
         idx = xp.trunc(indices).astype(np.int64) if indices.dtype.kind == "f" else indices.astype(np.int64)
+        if self.depth == 0:  # indices.shape + (0,): nothing to write
+            return
         output[...] = self.off_value
-        flat = output.reshape(-1, self.depth) if self.depth else output.reshape(-1, 0)
+        flat = output.reshape(-1, self.depth)
         idx = idx.reshape(-1)
         rows = xp.nonzero((idx >= 0) & (idx < self.depth))[0]
         flat[rows, idx[rows]] = self.on_value

@@ -178,6 +178,14 @@ def _reduce_any(ctx: Any, x: NDArray, axes: tuple[int, ...], keepdims: bool, mod
     return _dense_reduce(xp, x.data, axes, keepdims, mode)
 
 
+def _wrapped(xp: Any, total: Any, dtype: np.dtype) -> Any:
+    """An integer sum accumulated in int64 brought to the output's integer dtype as C (and
+    MXNet, which sums in that dtype) wraps it; other sums as they are."""
+    if dtype.kind in "iu":
+        return xp.asarray(total).astype(dtype)
+    return total
+
+
 # ---- the operators -------------------------------------------------------------------------------
 class _Reduction(Op):
     """Shared rules and kernels: subclasses set ``mode`` (the value transform) and
@@ -204,7 +212,7 @@ class _Reduction(Op):
         return [reduced_shape(shape, self.axes(len(shape)), self.keepdims)]
 
     def finish(self, xp: Any, total: Any, count: int, out: Any) -> None:
-        out[...] = total
+        out[...] = _wrapped(xp, total, out.dtype)
 
     def _run(self, ctx, x: NDArray, out: Any) -> None:
         axes = self.axes(x.ndim)
@@ -271,8 +279,8 @@ class Mean(_AxisParams):
         if count == 0 and out.dtype.kind != "f":
             out[...] = 0
             return
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out[...] = xp.true_divide(total, count)
+        with np.errstate(divide="ignore", invalid="ignore"):  # an integer sum wraps first, as MXNet's
+            out[...] = xp.true_divide(_wrapped(xp, total, out.dtype), count)
 
     def gradient(self, out_grads, inputs, outputs):
         g = out_grads[0]
@@ -336,7 +344,43 @@ class Norm(_Reduction):
         return SQUARE if self.ord == 2 else ABS
 
     def finish(self, xp, total, count, out):
-        out[...] = xp.sqrt(total) if self.ord == 2 else total
+        out[...] = xp.sqrt(total) if self.ord == 2 else _wrapped(xp, total, out.dtype)
+
+    @kernel(device=_BOTH)
+    def dense(self, ctx, data, out):
+        self._run(ctx, NDArray(data, ctx.device), out)
+
+    def _run(self, ctx, x: NDArray, out: Any) -> None:
+        """The L2 norm as the reduction engine sums squares, unless a square overflowed or
+        every square underflowed: then again on the values scaled by a power of two near
+        their largest magnitude (exact), the result scaled back, as a scaled nrm2 does."""
+        if self.ord != 2 or x.dtype.kind != "f":
+            return super()._run(ctx, x, out)
+        xp, axes = ctx.xp, self.axes(x.ndim)
+        with np.errstate(over="ignore", under="ignore"):  # seen below, and computed again
+            total = _reduce_any(ctx, x, axes, self.keepdims, self.mode)
+        info = np.finfo(total.dtype)
+        values = x.data
+        lost = ~xp.isfinite(total) | ((total < info.tiny / info.eps) & (total != 0))
+        zero = total == 0
+        if bool(xp.any(zero)):  # a zero sum of values not all zero: every square underflowed
+            stored = xp.any(values != 0, axis=axes, keepdims=self.keepdims) if x.stype == "default" \
+                else xp.any(values != 0)
+            lost = lost | (zero & stored)
+        if not bool(xp.any(lost)):
+            self.finish(xp, total, 0, out)
+            return
+        if x.stype == "default":  # each reduced slice by its own largest magnitude
+            largest = xp.max(xp.abs(values), axis=axes, keepdims=True).astype(np.float64)
+        else:  # sparse: one scale for all (the stored values' largest magnitude)
+            largest = xp.max(xp.abs(values)).astype(np.float64) if values.size else xp.zeros(())
+        usable = xp.isfinite(largest) & (largest > 0)  # else the plain sums say it (inf, NaN, zeros)
+        scale = xp.where(usable, 2.0 ** xp.floor(xp.log2(xp.where(usable, largest, 1.0))), 1.0)
+        scaled = x._with_values((values / scale).astype(values.dtype), copy_aux=False)
+        with np.errstate(over="ignore", under="ignore"):
+            total = _reduce_any(ctx, scaled, axes, self.keepdims, self.mode)
+        back = scale.reshape(total.shape) if x.stype == "default" else scale
+        out[...] = xp.sqrt(total) * back
 
     def gradient(self, out_grads, inputs, outputs):
         x, g = inputs[0], out_grads[0]

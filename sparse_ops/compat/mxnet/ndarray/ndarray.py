@@ -244,6 +244,8 @@ class NDArray(_LibNDArray, metaclass=FaceClass):
     def copyto(self, other: Any) -> Any:
         """Copy into ``other`` (an NDArray: ``other[:] = self``) or onto a context."""
         if isinstance(other, _LibNDArray):
+            if tuple(other.shape) != tuple(self.shape):
+                raise MXNetValueError(f"copyto: operands shape mismatch {tuple(self.shape)} vs {tuple(other.shape)}")
             if other is not self:
                 other[:] = self
             return other

@@ -64,11 +64,11 @@ def _custom_input_names(op_type: str, params: dict[str, Any]) -> list[str]:
     return list(prop.list_arguments()) + list(prop.list_auxiliary_states())
 
 
-_ACTIVATIONS = {"relu": "relu", "sigmoid": "sigmoid", "tanh": "tanh"}
+_ACTIVATIONS = {"relu": "relu", "sigmoid": "sigmoid", "tanh": "tanh", "softsign": "softsign"}
 
 
 def Activation(data: NDArray, act_type: str, out: NDArray | None = None, name: str | None = None) -> NDArray:
-    """MXNet's ``Activation`` for ``act_type`` relu, sigmoid or tanh."""
+    """MXNet's ``Activation`` for ``act_type`` relu, sigmoid, tanh or softsign."""
     op = _ACTIVATIONS.get(act_type)
     if op is None:
         raise MXNetValueError(f"Activation: act_type {act_type!r} is not supported here; "
