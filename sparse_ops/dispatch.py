@@ -23,7 +23,7 @@ from .device import Device
 from .dtypes import held_dtype
 from .errors import OperatorError, SparseFormatError, StorageFallbackWarning
 from .ndarray import (DENSE_CLASSES, STYPES, CSRNDArray, NDArray, RowSparseNDArray, bump_version, convert, kernel_form,
-                      take_storage)
+                      shares_memory, take_storage)
 from .registry import Op, OpDef, get_op
 from .tape import _record, _scope, _state, check_not_in_graph
 from .validation import normalize_shape
@@ -521,7 +521,7 @@ def _aliases(t: NDArray, inputs: Sequence[NDArray]) -> bool:
             return True
         for a in _components(x):
             for b in mine:
-                if a.__class__ is b.__class__ and _may_share(a, b):
+                if shares_memory(a, b):
                     return True
     return False
 
@@ -530,16 +530,6 @@ def _components(x: NDArray) -> tuple:
     if x.stype == "default":
         return (x._data,)
     return (x._data, x._indices, x._indptr) if x.stype == "csr" else (x._data, x._indices)
-
-
-def _may_share(a: Any, b: Any) -> bool:
-    if isinstance(a, np.ndarray):
-        return np.may_share_memory(a, b)
-    if not _dev.is_cupy_array(a):  # a NumPy scalar (x[0, 0]) shares nothing
-        return False
-    import cupy
-
-    return cupy.may_share_memory(a, b)
 
 
 def _check_outputs(plan: Plan, results: list[NDArray]) -> None:

@@ -227,7 +227,7 @@ class NDArray:
     def __getitem__(self, key: Any) -> "NDArray":
         values = self._data[_plain_key(key)]
         view = NDArray(values, self._device)
-        return share_version(view, self) if _shares_memory(values, self._data) else view
+        return share_version(view, self) if shares_memory(values, self._data) else view
 
     def __setitem__(self, key: Any, value: Any) -> None:
         if self._ag is not None:
@@ -351,14 +351,16 @@ def _plain_key(key: Any) -> Any:
     return key
 
 
-def _shares_memory(a: Any, b: Any) -> bool:
-    if isinstance(a, np.ndarray):
+def shares_memory(a: Any, b: Any) -> bool:
+    """Whether arrays ``a`` and ``b`` may share memory (NumPy's, or on a gpu CuPy's, bounds
+    test); a NumPy scalar (``x[0, 0]``'s values) shares none."""
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
         return np.may_share_memory(a, b)
-    if not _dev.is_cupy_array(a):  # a NumPy scalar (x[0, 0]) shares nothing
-        return False
-    import cupy
+    if _dev.is_cupy_array(a) and _dev.is_cupy_array(b):
+        import cupy
 
-    return cupy.may_share_memory(a, b)
+        return cupy.may_share_memory(a, b)
+    return False
 
 
 def _is_full_slice(key: Any) -> bool:

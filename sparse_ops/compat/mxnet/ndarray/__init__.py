@@ -17,8 +17,8 @@ from . import _op
 from .ndarray import (  # noqa: F401  (MXNet's mx.nd names of its ndarray module)
     NDArray, add, arange, array, choose_element_0index, concatenate, divide, empty, equal, eye, fill_element_0index,
     from_dlpack, from_numpy, full, greater, greater_equal, lesser, lesser_equal, linspace, logical_and, logical_or,
-    logical_xor, maximum, minimum, modulo, moveaxis, multiply, not_equal, onehot_encode, ones, power, split_v2, subtract, to_dlpack_for_read, to_dlpack_for_write,
-    true_divide, waitall, zeros,
+    logical_xor, maximum, minimum, modulo, moveaxis, multiply, not_equal, onehot_encode, ones, power, split_v2,
+    subtract, to_dlpack_for_read, to_dlpack_for_write, true_divide, waitall, zeros,
 )
 from .sparse import BaseSparseNDArray, CSRNDArray, RowSparseNDArray  # noqa: F401
 from .utils import load, load_frombuffer, save  # noqa: F401
@@ -49,5 +49,6 @@ __all__ = [
     "choose_element_0index", "fill_element_0index", "moveaxis", "split_v2",
     "add", "subtract", "multiply", "divide", "true_divide", "power", "maximum", "minimum",
     "equal", "not_equal", "greater", "greater_equal", "lesser", "lesser_equal",
-    "concatenate", "modulo", "logical_and", "logical_or", "logical_xor", "Activation", "contrib", "linalg", "random", "sparse", "uniform", "normal", "random_uniform", "random_normal",
+    "concatenate", "modulo", "logical_and", "logical_or", "logical_xor", "Activation", "Embedding", "contrib",
+    "linalg", "random", "sparse", "uniform", "normal", "random_uniform", "random_normal",
 ]

@@ -500,8 +500,12 @@ for _kind in ("add", "sub", "mul", "truediv", "pow", "matmul"):
         setattr(NDArray, _form, _binary_operator(_form))
     if _kind not in ("pow", "matmul"):
         setattr(NDArray, f"__i{_kind}__", _in_place_operator(f"__i{_kind}__"))
-NDArray.__mod__ = lambda self, other: modulo(self, other)
-NDArray.__rmod__ = lambda self, other: modulo(other, self)
+def _mod(self: NDArray, other: Any) -> Any:
+    return modulo(self, other)
+
+
+def _rmod(self: NDArray, other: Any) -> Any:
+    return modulo(other, self)
 
 
 def _imod(self: NDArray, other: Any) -> NDArray:
@@ -510,7 +514,7 @@ def _imod(self: NDArray, other: Any) -> NDArray:
     return self
 
 
-NDArray.__imod__ = _imod
+NDArray.__mod__, NDArray.__rmod__, NDArray.__imod__ = _mod, _rmod, _imod
 for _kind in ("eq", "ne", "gt", "ge", "lt", "le"):
     setattr(NDArray, f"__{_kind}__", _binary_operator(f"__{_kind}__"))
 for _form in ("__neg__", "__abs__"):
@@ -873,4 +877,5 @@ __all__ = ["NDArray", "py_slice", "array", "zeros", "ones", "full", "empty", "ar
            "from_numpy", "from_dlpack", "to_dlpack_for_read", "to_dlpack_for_write", "onehot_encode",
            "choose_element_0index", "fill_element_0index", "moveaxis", "split_v2", "waitall", "add", "subtract",
            "multiply", "divide", "true_divide", "power", "maximum", "minimum", "equal", "not_equal", "greater",
-           "greater_equal", "lesser", "lesser_equal", "concatenate", "modulo", "logical_and", "logical_or", "logical_xor"]
+           "greater_equal", "lesser", "lesser_equal", "concatenate", "modulo", "logical_and", "logical_or",
+           "logical_xor"]
