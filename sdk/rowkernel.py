@@ -153,13 +153,13 @@ from sparse_ops.kernels.assume import nonneg as {P}nonneg  # noqa: E402  (rows a
 {P}body = {P}kernel.cpu_body(inline={inline!r})  # for bodies that cannot be pasted in (they ``return``)
 {total_type}
 
-@{P}jit(cache={cache})
+@{P}jit(cache={cache}, error_model="numpy")
 def cpu_serial({P}start, {P}stop, {params}):
 {serial_start}    for {P}i in range({P}start, {P}stop):
 {row_code}
 {serial_end}
 
-@{P}jit(parallel=True, cache={cache})
+@{P}jit(parallel=True, cache={cache}, error_model="numpy")
 def cpu_parallel({P}n, {P}block, {params}):
 {parallel_start}    for {P}t in {P}numba.prange(({P}n + {P}block - 1) // {P}block):
 {task_start}        for {P}i in range({P}t * {P}block, min({P}n, ({P}t + 1) * {P}block)):
@@ -278,7 +278,7 @@ class RowKernel:
             from sparse_ops.settings import BOUNDSCHECK
 
             self._cpu_body = numba.njit(inline=inline, nogil=True, cache=self.cacheable and _numba_env.CACHE_OK,
-                                        boundscheck=BOUNDSCHECK or None)(self.body)
+                                        boundscheck=BOUNDSCHECK or None, error_model="numpy")(self.body)
         return self._cpu_body
 
     def drivers(self) -> Any:

@@ -49,6 +49,14 @@ def copy(a: np.ndarray, dtype: Any = None) -> np.ndarray:
     return out
 
 
+def aligned_bytes(nbytes: int) -> np.ndarray:
+    """``nbytes`` uninitialised bytes starting a cache line, whatever the size (a
+    workspace's pool: what ``ctx.workspace`` promises kernels, C ones included)."""
+    block = np.empty(nbytes + ALIGNMENT, dtype=np.uint8)
+    skip = -block.__array_interface__["data"][0] % ALIGNMENT
+    return block[skip:skip + nbytes]
+
+
 def is_aligned(a: np.ndarray) -> bool:
     """Whether ``a``'s first element starts a cache line."""
     return a.__array_interface__["data"][0] % ALIGNMENT == 0

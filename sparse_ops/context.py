@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from . import device as _dev
+from .alloc import aligned_bytes
 from .device import Device
 from .errors import OperatorError
 from .ndarray import CSRNDArray, NDArray, RowSparseNDArray
@@ -96,8 +97,11 @@ def _take(key: Any, device: Device, nbytes: int) -> Any:
     buf = _workspace.buffers.pop(key, None)  # re-inserted last: the dict's order is recency
     if buf is None or buf.shape[0] < start + nbytes:
         size = max(start + nbytes, 2 * (0 if buf is None else buf.shape[0]), 1 << 16)
-        with _dev.allocating_on(device):
-            buf = device.xp.empty(size, dtype=np.uint8)
+        if device.xp is np:
+            buf = aligned_bytes(size)
+        else:  # CuPy's allocations start on 512-byte boundaries
+            with _dev.allocating_on(device):
+                buf = device.xp.empty(size, dtype=np.uint8)
     _workspace.buffers[key] = buf
     _workspace.offsets[key] = start + nbytes
     if isinstance(key, tuple):

@@ -450,7 +450,8 @@ class _Target:
         """A hash of the plugin's source files (content, not times: an edit is an edit)."""
         digest = hashlib.sha256()
         for f in self.sources():
-            digest.update(os.path.relpath(f, os.path.dirname(self.file)).encode() + b"\0")
+            # by real paths: the same files reached through a symlink are the same plugin
+            digest.update(os.path.relpath(os.path.realpath(f), os.path.dirname(self.origin)).encode() + b"\0")
             try:
                 with open(f, "rb") as handle:
                     digest.update(handle.read())
@@ -560,6 +561,10 @@ def load_path(path: str | os.PathLike, name: str | None = None) -> ModuleType:
     name = target.name
     with _LOCK:
         done = _LOADED.get(name)
+        if done is None or not _loads_file(done, target.origin):
+            # the same file reached by another path (a symlink) or given another name=: the
+            # module loaded first, as for the same path (its init must not run twice)
+            done = next((r for r in _LOADED.values() if r.origin is not None and r.origin == target.origin), done)
         if done is not None:
             if not _loads_file(done, target.origin):
                 raise PluginError(f"plugin {name!r} is already loaded from {done.source}; "

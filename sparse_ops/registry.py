@@ -384,6 +384,7 @@ class Op:
 
 
 # ---- checking a declaration -------------------------------------------------------------------
+CALL_KEYWORDS = ("out", "req")  # what every operator call takes besides the op's own parameters
 RESOURCES = ("workspace", "random")  # Op.resources: what a kernel may ask its context for
 
 
@@ -452,6 +453,10 @@ class OpDef:
                     if callable(getattr(Op, attr, None)):
                         raise ValueError(f"operator {name!r}: parameter {attr!r} would hide the Op method of that "
                                          f"name; allowed: any name no Op method has")
+                    if attr in CALL_KEYWORDS or attr in self.arguments:
+                        raise ValueError(f"operator {name!r}: parameter {attr!r} is "
+                                         f"{'an input name' if attr in self.arguments else 'a keyword of every call'}; "
+                                         f"allowed: any other name (every call takes {', '.join(CALL_KEYWORDS)})")
                     value.name = attr
                     self.params[attr] = value
         self.partition = cls.partition
@@ -685,7 +690,8 @@ def add_class_adapter(adapter: Callable[[str, type], "type | None"]) -> None:
 def subscribe(callback: Callable[[str, "OpDef | None"], None]) -> None:
     """Call ``callback(name, opdef)`` after every change of the table: the new record after a
     registration or a restore, None after a removal. ``sparse_ops.ops`` subscribes to publish
-    each op's generated function. Subscribers must not raise."""
+    each op's generated function. A subscriber that raises on a registration undoes it
+    (the table as it was, announced again), and the error reaches the caller of ``register``."""
     if callback not in _SUBSCRIBERS:
         _SUBSCRIBERS.append(callback)
 
@@ -773,7 +779,17 @@ def register(name: str, replace: bool = False, plugin: str | None = None) -> Cal
             _OWNERS[opdef] = owner
             _DECLARED[opdef] = cls
             op_cls._opdef = opdef
-            _announce([(name, opdef)])
+            try:
+                _announce([(name, opdef)])
+            except BaseException:  # a subscriber refused it: the table is as it was, the name free
+                if old is None:
+                    del _TABLE[name]
+                else:
+                    _TABLE[name] = old
+                _OWNERS.pop(opdef, None)
+                _DECLARED.pop(opdef, None)
+                _announce([(name, old)])
+                raise
         return cls
 
     return deco

@@ -144,6 +144,20 @@ def test_loading_again_is_a_no_op_and_an_edit_needs_reload(build, isolated, tmp_
     np.testing.assert_array_equal(so.ops.factor_times(x).asnumpy(), 3 * np.arange(4.0))
 
 
+def test_the_same_file_by_another_path_or_name_is_the_module_loaded_first(build, isolated, tmp_path):
+    """A symlink to a loaded library, or the same file with name=, does not run its init again
+    (which would refuse its own ops as registered by another plugin)."""
+    lib = tmp_path / "libfactor.so"
+    install(build("factor.c", "libfactor2.so", "-DFACTOR=2"), lib)
+    first = so.library.load(lib)
+    link = tmp_path / "libfactorlink.so"
+    link.symlink_to(lib)
+    assert so.library.load(link) is first
+    assert so.library.load(lib, name="other") is first
+    assert "factorlink" not in so.plugins_info()["failed"] and "other" not in so.plugins_info()["failed"]
+    np.testing.assert_array_equal(so.ops.factor_times(so.array(np.arange(3.0))).asnumpy(), 2 * np.arange(3.0))
+
+
 def test_a_failed_reload_keeps_the_loaded_version(build, isolated, tmp_path):
     lib = tmp_path / "libfactor.so"
     install(build("factor.c", "libfactor2.so", "-DFACTOR=2"), lib)
@@ -520,3 +534,33 @@ def test_threads_get_their_own_results_and_messages(testops):
         results = list(pool.map(work, range(4)))
     for k, seen in enumerate(results):
         assert seen == [str(10 + k)] * 200
+
+
+def test_string_and_reserved_parameter_declarations():
+    """A string parameter holding a NUL is refused (the C side would read it cut short), and
+    a parameter named out or req (keywords of every call) is refused at declaration."""
+    from sparse_ops.clib import abi
+    from sparse_ops.clib.declare import RESERVED_NAMES, ParamSpec, make_param
+
+    p = make_param(ParamSpec("s", abi.PARAM_STRING, None, "a string"), "t_op")
+    assert p.parse_value("a b") == "a b"
+    with pytest.raises(ValueError, match="NUL character"):
+        p.parse_value("a\x00b")
+    assert {"out", "req"} <= RESERVED_NAMES
+
+
+@pytest.mark.parametrize("forgive", [True, False])
+def test_a_refused_callback_is_reported_on_every_path(build, isolated, forgive):
+    """A kernel asking for a workspace its op does not declare gets NULL and the host's reason
+    on the compiled fast path (a dense cpu kernel of an op declaring no resources) as on the
+    general one: an SO_OK after the refusal is refused, and SO_ERR_RESOURCE carries the
+    host's message."""
+    name = "ws_forgive" if forgive else "ws_strict"
+    flags = [f"-DOP_NAME=\"{name}\""] + (["-DFORGIVE"] if forgive else [])
+    so.library.load(build("undeclared.c", f"lib{name}.so", *flags))
+    fn = getattr(so.ops, name)
+    expected = "returned SO_OK after a host callback failed" if forgive else "returned SO_ERR_RESOURCE"
+    for _ in range(2):  # the refusal is reported each time, not only once
+        with pytest.raises(OperatorError, match=f"{expected}.*does not declare SO_RESOURCE_WORKSPACE"):
+            fn(so.array(np.arange(6.0)))
+    np.testing.assert_array_equal(so.ops.relu(so.array(np.arange(3.0))).asnumpy(), np.arange(3.0))

@@ -313,3 +313,41 @@ def test_out_that_is_an_input_gets_the_values_computed_from_the_inputs_before_th
     z = so.array(np.arange(6, dtype=np.float32).reshape(2, 3))
     so.relu(z, out=z)  # value by value: written in place, no new array
     np.testing.assert_array_equal(z.asnumpy(), np.arange(6).reshape(2, 3))
+
+
+def test_a_refused_registration_leaves_the_table_as_it_was():
+    """A declaration refused when registered (a parameter named like a call keyword or an
+    input), or refused by a subscriber of the table, leaves the name free: nothing half
+    registered blocks a corrected class."""
+    from sparse_ops import registry
+
+    def declared(**attrs):
+        def dense(self, ctx, x, y):
+            y[...] = x * 2
+
+        return type("T", (so.Op,), {"arguments": ("x",), "differentiable": False,
+                                    "dense": so.kernel(device="cpu")(dense), **attrs})
+
+    for bad, text in (({"req": so.Param(int, 1)}, "'req' is a keyword of every call"),
+                      ({"out": so.Param(int, 1)}, "'out' is a keyword of every call"),
+                      ({"x": so.Param(int, 1)}, "'x' is an input name")):
+        with pytest.raises(ValueError, match=text):
+            so.register("t_refused_param")(declared(**bad))
+        assert "t_refused_param" not in so.list_ops()
+
+    def refuse(name, opdef):
+        if name == "t_refused_param" and opdef is not None:
+            raise RuntimeError("a subscriber refuses it")
+
+    registry.subscribe(refuse)
+    try:
+        with pytest.raises(RuntimeError, match="a subscriber refuses it"):
+            so.register("t_refused_param")(declared())
+        assert "t_refused_param" not in so.list_ops()
+    finally:
+        registry._SUBSCRIBERS.remove(refuse)
+    try:
+        so.register("t_refused_param")(declared())
+        np.testing.assert_array_equal(so.invoke("t_refused_param", [so.array(np.ones(2))]).asnumpy(), [2, 2])
+    finally:
+        registry.unregister("t_refused_param")

@@ -224,3 +224,34 @@ def test_gpu_drivers_match_the_cpu():
     out = xp.empty(x.shape)
     _scaled_rows(gpu, 8, xp.asarray(x), xp.asarray(scale), out)
     np.testing.assert_array_equal(so.device.to_host(out), x * scale[:, None])
+
+
+@row_kernel
+def _row_mean(r, indptr, data, out):
+    s = data.dtype.type(0.0)
+    for j in range(indptr[r], indptr[r + 1]):
+        s += data[j]
+    out[r] = s / (indptr[r + 1] - indptr[r])
+
+
+@row_kernel
+def _floor_div(r, a, d, out):
+    out[r] = a[r] // d
+
+
+@pytest.mark.parametrize("threshold", [1, 1 << 60])
+def test_division_by_zero_follows_numpy_on_the_serial_and_parallel_forms(monkeypatch, threshold):
+    """The serial form (numba's default would raise ZeroDivisionError) and the parallel one
+    (numba's parallel loops take NumPy's rule) give the same values: NumPy's."""
+    monkeypatch.setattr(rowkernel, "PARALLEL_MIN_WORK", threshold)
+    indptr = np.array([0, 2, 2, 5, 5, 6], np.int64)
+    data = np.array([1.0, 3.0, -1.0, 0.5, 2.0, 4.0])
+    out = np.empty(5)
+    _row_mean.run_cpu(5, indptr, data, out, work=1 << 20)
+    with np.errstate(invalid="ignore"):
+        ref = np.add.reduceat(np.r_[data, 0.0], indptr[:-1]) * (np.diff(indptr) > 0) / np.diff(indptr)
+    np.testing.assert_array_equal(out, ref)  # NaN (0 / 0) in the empty rows
+    a, q = np.arange(-3, 5, dtype=np.int64), np.empty(8, np.int64)
+    _floor_div.run_cpu(8, a, np.int64(0), q, work=1 << 20)
+    with np.errstate(divide="ignore"):
+        np.testing.assert_array_equal(q, a // np.int64(0))  # NumPy: 0

@@ -115,11 +115,24 @@ class _Call:
 
 _CALLS: dict[int, _Call] = {}
 _ids = itertools.count(1)
+# what a callback refused in a call of the fast path (``opclass``: a dense cpu kernel of an op
+# declaring no resources, called with host 0), per thread; read and reset by ``fast_problem``
+_FAST = threading.local()
+
+
+def fast_problem() -> str | None:
+    """What a callback refused during this thread's last fast-path kernel call (None: nothing),
+    forgotten once read."""
+    problem = getattr(_FAST, "problem", None)
+    if problem is not None:
+        _FAST.problem = None
+    return problem
 
 
 def _workspace(host: int, nbytes: int) -> int | None:
     call = _CALLS.get(host)
     if call is None:
+        _FAST.problem = f"ctx->workspace({nbytes}) failed: the op does not declare SO_RESOURCE_WORKSPACE"
         return None
     try:
         if "workspace" not in call.ctx.op.resources:
@@ -134,6 +147,8 @@ def _workspace(host: int, nbytes: int) -> int | None:
 def _alloc_output(host: int, index: int, nnz: int, index_code: int, s: Any) -> int:
     call = _CALLS.get(host)
     if call is None:
+        _FAST.problem = (f"ctx->alloc_output(output={index}, nnz={nnz}) failed: output {index} is dense: "
+                         "it arrives allocated")
         return abi.ERR_RESOURCE
     try:
         if not 0 <= index < len(call.outputs):

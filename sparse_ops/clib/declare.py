@@ -15,7 +15,8 @@ from . import abi
 
 
 # attributes the Op class of a C declaration may carry besides Op's own: no parameter takes them
-RESERVED_NAMES = frozenset({"samples", "reference", "reference_op", "opcheck_skip", "c_library", "capacity"})
+RESERVED_NAMES = frozenset({"samples", "reference", "reference_op", "opcheck_skip", "c_library", "capacity",
+                            "out", "req"})  # the last two: keywords of every operator call
 
 
 class DeclarationError(ValueError):
@@ -318,8 +319,17 @@ def int64(value: Any) -> int:
     return v
 
 
+def c_string(value: Any) -> str:
+    """An ``SO_PARAM_STRING`` value: a str the C library reads whole (no NUL character, where
+    its NUL-terminated copy would end early)."""
+    v = Param(str).parse_value(value)
+    if "\0" in v:
+        raise ValueError(f"{v!r} holds a NUL character, which would end the C library's string there")
+    return v
+
+
 def make_param(p: ParamSpec, op: str) -> Param:
-    ptype = int64 if p.type == abi.PARAM_INT else abi.PARAM_TYPES[p.type]
+    ptype = int64 if p.type == abi.PARAM_INT else c_string if p.type == abi.PARAM_STRING else abi.PARAM_TYPES[p.type]
     default = REQUIRED
     if p.default is not None:
         try:

@@ -100,9 +100,12 @@ def _kernel(spec: KernelSpec, where: str, n_in: int, n_out: int, mutated: tuple[
                 status = call_dense(entry[0], *arrays)
             except Exception:  # arrays the compiled path has no signature for (float16)
                 status = NOT_CONTIGUOUS
+            problem = call.fast_problem()  # a callback the kernel made and the host refused
+            if status == abi.OK and problem is not None:
+                raise OperatorError(f"{where}: the kernel returned SO_OK after a host callback failed: {problem}")
             if status != abi.OK:
                 if status != NOT_CONTIGUOUS:
-                    raise call.failure(where, "the kernel", status)
+                    raise call.failure(where, "the kernel", status, problem)
                 call.run_kernel(fn, where, self, ctx, n_in, arrays, mutated)
     else:
         def run(self: Op, ctx: Any, *arrays: Any) -> None:

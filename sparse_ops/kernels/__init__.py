@@ -120,16 +120,21 @@ if FAST_EXIT:  # see sparse_ops/settings.py
     atexit.register(gc.freeze)
 
 
-def jit_options(parallel: bool = False, cache: bool = True, reassociate: bool = False) -> dict[str, Any]:
+def jit_options(parallel: bool = False, cache: bool = True, reassociate: bool = False,
+                error_model: str = "python") -> dict[str, Any]:
     """The options ``jit`` gives numba.njit (also the ``jit_options`` of our overloads)."""
     return dict(parallel=parallel, cache=cache and _numba_env.CACHE_OK, nogil=True, boundscheck=BOUNDSCHECK or None,
-                fastmath={"reassoc"} if reassociate else False)
+                fastmath={"reassoc"} if reassociate else False, error_model=error_model)
 
 
-def jit(parallel: bool = False, cache: bool = True, reassociate: bool = False) -> Callable[[Callable[..., Any]], Any]:
+def jit(parallel: bool = False, cache: bool = True, reassociate: bool = False,
+        error_model: str = "python") -> Callable[[Callable[..., Any]], Any]:
     """numba.njit with the project's settings (see the module docstring); ``cache=False``
     for functions numba cannot cache (no source file); ``reassociate=True`` lets LLVM reorder
-    floating-point sums (what vectorising a reduction needs), nothing else of fastmath."""
-    return numba.njit(**jit_options(parallel, cache, reassociate))
+    floating-point sums (what vectorising a reduction needs), nothing else of fastmath;
+    ``error_model="numpy"``: division by zero gives inf, NaN or 0 as NumPy's does instead of
+    raising (what numba's parallel loops always do: the row kernels' drivers use it on every
+    form, so serial and parallel runs agree)."""
+    return numba.njit(**jit_options(parallel, cache, reassociate, error_model))
 
 from . import checks  # noqa: E402,F401  (hooks the compiled format checks into validation.HOST_CHECKS)
