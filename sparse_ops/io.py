@@ -26,7 +26,7 @@ from .creation import array, csr_matrix, row_sparse_array
 from .dtypes import source_dtype
 from .errors import SparseFormatError
 from .ndarray import STYPES, NDArray
-from .validation import normalize_shape
+from .validation import check_csr, normalize_shape
 
 _HEADER = "__sparse_ops__"
 _FORMAT_VERSION = 1
@@ -321,11 +321,14 @@ def _load_scipy(loaded: Any, f: IO[bytes], start: int, device: Any, size: int) -
         for name, a in (("indices", indices), ("indptr", indptr)):
             if a.dtype.kind not in "iu":
                 raise SparseFormatError(f"{fmt} {name} must have an integer dtype, got {a.dtype}")
-        try:  # SciPy checks the lengths (before allocating anything of the shape's size) and
-            #     brings other integer index dtypes to its own; csr_matrix then checks every value
-            m = (sp.csr_matrix if fmt == "csr" else sp.csc_matrix)((data, indices, indptr), shape=shape)
-        except ValueError as exc:
-            raise SparseFormatError(f"{fmt} members do not fit together: {exc}") from None
+        # the lengths first (nothing of the shape's size is allocated before), in our words; a
+        # csc is the csr of its transpose
+        try:
+            check_csr(data, indices, indptr, shape if fmt == "csr" else shape[::-1], full=False)
+        except SparseFormatError as exc:
+            raise SparseFormatError(str(exc) if fmt == "csr" else f"csc (columns for rows): {exc}") from None
+        # SciPy brings other integer index dtypes to its own; csr_matrix then checks every value
+        m = (sp.csr_matrix if fmt == "csr" else sp.csc_matrix)((data, indices, indptr), shape=shape)
         return csr_matrix(m, device=device)  # the arrays np.load made: not copied again
     if fmt not in _SCIPY_FORMATS:
         raise ValueError(f"SciPy format {fmt[:20]!r} is not one save_npz writes ({', '.join(_SCIPY_FORMATS)})")

@@ -301,7 +301,7 @@ class SampleMultinomial(Op):
         host = np.asarray(data if xp is np else xp.asnumpy(data), dtype=np.float64)
         k = host.shape[-1]
         p = host.reshape(-1, k)
-        draws = max(1, int(np.prod(self.shape, dtype=np.int64)))
+        draws = int(np.prod(self.shape, dtype=np.int64))  # () is one draw; a 0 in shape, none
         u = ctx.rng.random((p.shape[0], draws))
         cdf = np.cumsum(p, axis=1)
         ids = np.empty(u.shape, dtype=np.int64)

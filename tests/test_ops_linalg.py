@@ -442,3 +442,16 @@ def test_out_may_be_the_dense_operand():
         dense = lhs if lhs_stype == "default" else rhs
         so.dot(lhs, rhs, forward_stype="default", out=dense)
         np.testing.assert_allclose(dense.asnumpy(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_potrf_and_trsm_take_float16():
+    """LAPACK has no half precision: float16 is computed in float32 and rounded back."""
+    a = np.array([[4., 2], [2, 3]], np.float16)
+    low = so.invoke("_linalg_potrf", [so.array(a)])
+    assert low.dtype == np.float16
+    np.testing.assert_allclose(low.asnumpy(), np.linalg.cholesky(a.astype(np.float32)), rtol=1e-3)
+    b = np.array([[1., 2], [3, 4]], np.float16)
+    x = so.invoke("_linalg_trsm", [so.array(np.tril(a)), so.array(b)])
+    assert x.dtype == np.float16
+    np.testing.assert_allclose(x.asnumpy(), np.linalg.solve(np.tril(a).astype(np.float32), b.astype(np.float32)),
+                               rtol=1e-3)

@@ -280,3 +280,30 @@ def test_lazy_update_over_many_row_blocks(row_kernels, name, clip, rng):
     for s, orig, e in zip(st, states, exp_states):
         _close(s.asnumpy()[rows], e, "float32")
         np.testing.assert_array_equal(s.asnumpy()[others], orig[others])
+
+
+def test_ftrl_row_sparse_update_keeps_nan_as_the_dense_rule_does():
+    """A NaN in a stored row of the gradient (or in lr) gives NaN weights on the lazy
+    row_sparse path as on the dense one, not 0 (which would hide the divergence)."""
+    w = np.array([[1., 2.], [3., 4.]])
+    g = np.array([[0., 0.], [np.nan, 1.]])
+
+    def states():
+        return [so.zeros((2, 2), dtype="float64"), so.zeros((2, 2), dtype="float64")]
+
+    dense = so.ftrl_update(so.array(w), so.array(g), *states(), lr=0.1).asnumpy()
+    rows = so.ftrl_update(so.array(w), so.row_sparse_array((g[1:], np.array([1])), shape=(2, 2)), *states(),
+                          lr=0.1).asnumpy()
+    np.testing.assert_array_equal(rows[1], dense[1])  # [nan, 1.9495...]
+    assert np.isnan(rows[1, 0])
+    ok = so.row_sparse_array((np.array([[0.5, 1.]]), np.array([1])), shape=(2, 2))
+    assert np.isnan(so.ftrl_update(so.array(w), ok, *states(), lr=float("nan")).asnumpy()[1]).all()
+
+
+def test_ftml_with_lr_zero_divides_as_ieee():
+    """lr = 0 is a division by zero in d_t: inf, then NaN weights, as MXNet's C kernel gives
+    (no Python ZeroDivisionError)."""
+    with np.errstate(invalid="ignore"):
+        out = so.ftml_update(so.array(np.ones((2, 2))), so.array(np.ones((2, 2))),
+                             *[so.zeros((2, 2), dtype="float64") for _ in range(3)], lr=0.0, t=1)
+    assert np.isnan(out.asnumpy()).all()

@@ -570,3 +570,22 @@ def test_take_rows_of_a_float16_csr():
     r = so.take(so.array(dense).tostype("csr"), so.array(np.array([2, 0, 2])))
     assert r.stype == "csr" and r.dtype == np.float16
     np.testing.assert_array_equal(r.asnumpy(), dense[[2, 0, 2]])
+
+
+def test_axes_out_of_range_or_named_twice_are_refused():
+    a, b = so.array(np.arange(3.).reshape(3, 1)), so.array(np.ones((2, 5)))
+    for kw, text in ((dict(lhs_axes=(7,), rhs_axes=(-9,)), "axis 7 is out of range"),
+                     (dict(lhs_axes=(1, 1), rhs_axes=(1, 0)), "lhs_axes .* names the same axis twice")):
+        with pytest.raises(so.OperatorError, match=text):
+            so.broadcast_like(a, b, **kw)
+    with pytest.raises(so.OperatorError, match="out of range for an array of 0 dimension"):
+        so.broadcast_like(so.array(np.float64(3.)), b, lhs_axes=(0,), rhs_axes=(0,))
+    assert so.broadcast_like(a, b, lhs_axes=(1,), rhs_axes=(-1,)).shape == (3, 5)
+    with pytest.raises(so.OperatorError, match="names the same axis twice"):
+        so.broadcast_axis(so.array(np.ones((1, 3))), axis=(0, 0), size=(2, 5))
+
+
+def test_multinomial_with_no_draws():
+    p = so.array(np.array([[0.2, 0.8], [0.5, 0.5]]))
+    assert so.invoke("_sample_multinomial", [p], {"shape": (0,)}).shape == (2, 0)
+    assert so.invoke("_sample_multinomial", [p], {}).shape == (2,)

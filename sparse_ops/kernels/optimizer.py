@@ -80,8 +80,8 @@ def ftrl_row(i, out, idx, grad, z, n, lr, lamda1, beta, wd, rescale, clip):
         nn = nn + g * g
         z[r, j] = zz
         n[r, j] = nn
-        if abs(zz) > lamda1:
-            sign = 1.0 if zz > 0 else -1.0
-            out[r, j] = (sign * lamda1 - zz) / ((beta + math.sqrt(nn)) / lr + wd)
-        else:
-            out[r, j] = 0.0
+        # the dense rule's (sign(z) * lamda1 - z) / denominator * (|z| > lamda1), NaN included:
+        # a NaN anywhere (the gradient, lr, lamda1) gives NaN, as it does there, not 0
+        sign = 1.0 if zz > 0 else -1.0 if zz < 0 else zz * 0.0
+        value = (sign * lamda1 - zz) / ((beta + math.sqrt(nn)) / lr + wd)
+        out[r, j] = value if abs(zz) > lamda1 else value * 0.0

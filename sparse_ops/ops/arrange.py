@@ -15,7 +15,7 @@ import numpy as np
 from ..registry import Op, Param, kernel, register
 from ..sdk.csr import index_add
 from ._util import T
-from .shape import _norm_axis
+from .shape import _norm_axes, _norm_axis
 
 _BOTH = ("cpu", "gpu")
 
@@ -306,7 +306,7 @@ class BroadcastAxis(Op):
         if len(self.axis) != len(self.size):
             raise ValueError(f"broadcast_axis: axis {self.axis} and size {self.size} differ in length "
                              "(arguments axis, size)")
-        return tuple(_norm_axis(a, ndim) for a in self.axis)
+        return _norm_axes(self.axis, ndim)
 
     def infer_shape(self, data):
         out = list(data)

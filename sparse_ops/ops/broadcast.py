@@ -13,6 +13,7 @@ from ..sdk import capacity as cap
 from ..storage import cast_storage as _cast_storage
 from ._util import T, broadcast_shape, float_math, row_ids, sum_to_shape
 from .elemwise import _Binary
+from .shape import _norm_axes
 
 _BOTH = ("cpu", "gpu")
 
@@ -333,7 +334,7 @@ class BroadcastLike(Op):
             la, ra = tuple(self.lhs_axes or ()), tuple(self.rhs_axes or ())
             if len(la) != len(ra) or not la:
                 raise ValueError(f"broadcast_like: lhs_axes {la} and rhs_axes {ra} must be non-empty and of one length")
-            pairs = [(a % len(lhs), b % len(rhs)) for a, b in zip(la, ra)]
+            pairs = list(zip(_norm_axes(la, len(lhs), "lhs_axes"), _norm_axes(ra, len(rhs), "rhs_axes")))
             target = list(lhs)
             for a, b in pairs:
                 target[a] = rhs[b]

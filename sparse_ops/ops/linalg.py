@@ -783,6 +783,12 @@ def _swap(xp: Any, a: Any) -> Any:
     return xp.swapaxes(a, -1, -2)
 
 
+def _lapack_values(a: Any) -> Any:
+    """float16 widened to float32 (LAPACK has no half precision); the result is rounded back
+    to float16 when written to the output."""
+    return a.astype(np.float32) if a.dtype == np.float16 else a
+
+
 @register("_linalg_potrf")
 class LinalgPotrf(Op):
     """The Cholesky factor ``L`` (lower triangular, ``A = L @ L.T``) of each symmetric
@@ -813,6 +819,7 @@ class LinalgPotrf(Op):
     @kernel(device=_BOTH)
     def dense(self, ctx, A, out):
         xp = ctx.xp
+        A = _lapack_values(A)
         sym = (A + _swap(xp, A)) * A.dtype.type(0.5)
         try:
             out[...] = xp.linalg.cholesky(sym)
@@ -940,6 +947,7 @@ class LinalgTrsm(Op):
     @kernel(device=_BOTH)
     def dense(self, ctx, A, B, out):
         xp = ctx.xp
+        A, B = _lapack_values(A), _lapack_values(B)
         tri = xp.tril(A) if self.lower else xp.triu(A)
         a = _swap(xp, tri) if self.transpose else tri
         b = B * B.dtype.type(self.alpha)

@@ -624,7 +624,10 @@ class FTMLUpdate(_DenseOnly):
     def rows(self, xp, w, grad, d, v, z):
         g = _clip_rows(xp, self.rescale_grad * grad + self.wd * w, self.clip_grad)
         v = self.beta2 * v + (1.0 - self.beta2) * (g * g)
-        d_t = (1.0 - self.beta1 ** self.t) / self.lr * (xp.sqrt(v / (1.0 - self.beta2 ** self.t)) + self.epsilon)
+        # IEEE division (as the C of MXNet's kernel): lr = 0 gives inf, not Python's ZeroDivisionError
+        with np.errstate(divide="ignore", invalid="ignore"):
+            d_t = np.float64(1.0 - self.beta1 ** self.t) / np.float64(self.lr) * (
+                xp.sqrt(v / (1.0 - self.beta2 ** self.t)) + self.epsilon)
         z = self.beta1 * z + (1.0 - self.beta1) * g - (d_t - self.beta1 * d) * w
         return [-z / d_t, d_t, v, z]
 

@@ -32,6 +32,14 @@ def _norm_axis(axis: int, ndim: int, extra: int = 0) -> int:
     return axis + n if axis < 0 else axis
 
 
+def _norm_axes(axes: Sequence[int], ndim: int, what: str = "axis") -> tuple[int, ...]:
+    """Each of ``axes`` in ``[0, ndim)`` (``_norm_axis``), none named twice."""
+    out = tuple(_norm_axis(a, ndim) for a in axes)
+    if len(set(out)) != len(out):
+        raise ValueError(f"{what} {tuple(axes)} names the same axis twice")
+    return out
+
+
 def _prod(dims: Sequence[int]) -> int:
     """The product of ``dims`` by multiplication alone: sizes ``torch.compile`` made symbolic
     stay symbolic (``int()`` would fix them to this call's values)."""
