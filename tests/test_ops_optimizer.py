@@ -307,3 +307,15 @@ def test_ftml_with_lr_zero_divides_as_ieee():
         out = so.ftml_update(so.array(np.ones((2, 2))), so.array(np.ones((2, 2))),
                              *[so.zeros((2, 2), dtype="float64") for _ in range(3)], lr=0.0, t=1)
     assert np.isnan(out.asnumpy()).all()
+
+
+def test_updates_write_into_their_weight_without_a_new_array():
+    """out=weight (MXNet's in-place update) is handed to the kernel itself (the updates
+    declare out_may_alias): no temporary of the weight's size, which a 200k-row table would
+    fault in on every step (tests/test_malloc.py counts those faults)."""
+    w = so.array(np.ones((4, 3)))
+    g = so.row_sparse_array((np.ones((1, 3)), np.array([2])), shape=(4, 3))
+    assert so.sgd_update(w, g, lr=0.5, lazy_update=True, out=w) is w
+    np.testing.assert_array_equal(w.asnumpy(), [[1, 1, 1], [1, 1, 1], [0.5, 0.5, 0.5], [1, 1, 1]])
+    assert all(so.registry.get_op(n).cls.out_may_alias for n in so.list_ops() if n.endswith("_update")
+               or n.startswith("lamb_update"))

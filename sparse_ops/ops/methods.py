@@ -63,12 +63,7 @@ def python_operator(kind: str, x: NDArray, other: Any, reverse: bool = False, ou
         other = float(other)
     if isinstance(other, numbers.Real):
         return (scalar_with if reverse else with_scalar)(x, scalar=other, out=out)
-    if isinstance(other, np.ndarray) and other.dtype != object:
-        # NumPy defers to us (NDArray.__array_priority__): the NumPy result it gave before,
-        # computed from a host view of x
-        a = np.asarray(x.tostype("default") if x.stype != "default" else x)
-        return _NUMPY_OPERATORS[kind](other, a) if reverse else _NUMPY_OPERATORS[kind](a, other)
-    return NotImplemented
+    return _numpy_result(_NUMPY_OPERATORS[kind], x, other, reverse)
 
 
 _NUMPY_OPERATORS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
@@ -142,11 +137,25 @@ def _abs_method(self: NDArray) -> NDArray:
 
 
 def _matmul_method(self: NDArray, other: Any) -> Any:
-    return matmul(self, other) if isinstance(other, NDArray) else NotImplemented
+    if isinstance(other, NDArray):
+        return matmul(self, other)
+    return _numpy_result(np.matmul, self, other, False)
 
 
 def _rmatmul_method(self: NDArray, other: Any) -> Any:
-    return matmul(other, self) if isinstance(other, NDArray) else NotImplemented
+    if isinstance(other, NDArray):
+        return matmul(other, self)
+    return _numpy_result(np.matmul, self, other, True)
+
+
+def _numpy_result(fn: Callable, x: NDArray, other: Any, reverse: bool) -> Any:
+    """``fn(x, other)`` (``fn(other, x)`` when ``reverse``) computed by NumPy on a host view of
+    x, for a NumPy array ``other`` (NumPy defers to our operators: ``NDArray.__array_priority__``):
+    the NumPy result it gave before; NotImplemented for other operands."""
+    if not isinstance(other, np.ndarray) or other.dtype == object:
+        return NotImplemented
+    a = np.asarray(x)  # (a sparse container refuses: it never densifies silently)
+    return fn(other, a) if reverse else fn(a, other)
 
 
 # ---- autograd methods ---------------------------------------------------------------------------

@@ -122,6 +122,9 @@ class _Update(Op):
     ``sparse_update`` as their storage-aware kernel for their number of states."""
 
     trusted = True  # built-in kernels, tested against NumPy/SciPy references
+    # out=weight is the update's usual form (MXNet's in-place write): every kernel reads a
+    # value of the weight before it writes that place, and a lazy update writes only its rows
+    out_may_alias = True
 
     differentiable = False
     lazy_update = True  # overridden by a Param where the op has one
@@ -684,6 +687,7 @@ class LambUpdatePhase2(Op):
     and the ratio 1 when either norm is zero."""
 
     trusted = True
+    out_may_alias = True  # out=weight, as every update: value by value
     differentiable = False
     arguments = ("weight", "g", "r1", "r2")
     lr = _lr()
