@@ -527,9 +527,7 @@ def _aliases(t: NDArray, inputs: Sequence[NDArray]) -> bool:
 
 
 def _components(x: NDArray) -> tuple:
-    if x.stype == "default":
-        return (x._data,)
-    return (x._data, x._indices, x._indptr) if x.stype == "csr" else (x._data, x._indices)
+    return (x._data,) if x.stype == "default" else (x._data, *x._aux())
 
 
 def _check_outputs(plan: Plan, results: list[NDArray]) -> None:
