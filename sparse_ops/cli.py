@@ -113,7 +113,8 @@ def _cmd_info(args: argparse.Namespace) -> int:
         print("  (none: the op runs its own code)")
     print(f"gradient: {'yes' if opdef.differentiable else 'no'}")
     samples = getattr(opdef.cls, "samples", None)
-    print(f"sample inputs: {'yes (samples())' if callable(samples) else 'none'}")
+    source = "so_sample" if hasattr(opdef.cls, "_c_spec") else "samples()"
+    print(f"sample inputs: {f'yes ({source})' if callable(samples) else 'none'}")
     if opdef.doc:
         print("\n" + opdef.doc)
     return 0
@@ -263,10 +264,13 @@ def _check_ops(so: Any, ops: list[str]) -> int:
 
     failed, without, broken, samples_run = [], [], [], 0
     for op in ops:
-        make = getattr(so.get_op(op).cls, "samples", None)
+        cls = so.get_op(op).cls
+        make = getattr(cls, "samples", None)
         if not callable(make):
             without.append(op)
-            print(f"  FAIL {op}: no samples() classmethod, so nothing was checked")
+            missing = ("its so_op_decl declares no samples (n_samples, samples: so_sample)" if hasattr(cls, "_c_spec")
+                       else "no samples() classmethod")
+            print(f"  FAIL {op}: {missing}, so nothing was checked")
             continue
         try:
             samples = list(make())

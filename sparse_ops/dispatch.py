@@ -693,9 +693,11 @@ def explain(op_name: str, *inputs: NDArray, **params: Any) -> dict[str, Any]:
 def _describe_backward(plan: Plan) -> dict[str, Any]:
     """What differentiating a call of ``plan`` runs. For a backward declared on the op
     (``backward_op``): the storage type of each input's gradient, its dispatch mode and
-    kernel, assuming each output's gradient arrives in the output's storage type (a head
-    of ones does not: it is dense). For a ``gradient()`` built from operators: only that (its
-    operators' storage types show when it runs; explain runs nothing)."""
+    kernel, assuming each output's gradient arrives in the output's storage type; where an
+    output is sparse, the same again under ``"dense_heads"`` for dense output gradients
+    (what ``y.backward()`` sends: a head of ones is dense). For a ``gradient()`` built from
+    operators: only that (its operators' storage types show when it runs; explain runs
+    nothing)."""
     opdef, inst = plan.opdef, plan.inst
     if opdef.constant:
         return {"gradient": "none: the outputs are constants (differentiable = False)", "grad_stypes": None}
@@ -706,16 +708,23 @@ def _describe_backward(plan: Plan) -> dict[str, Any]:
         return {"gradient": "gradient() built from operators: their storage types show when it runs",
                 "grad_stypes": None}
     backward = backward_of(opdef)
-    heads = list(plan.out_stypes[:plan.nvis])
     kept_in = range(len(opdef.arguments)) if opdef.backward_inputs is None else opdef.backward_inputs
-    in_stypes = tuple(heads + [plan.in_stypes[i] for i in kept_in] + [plan.out_stypes[j] for j in opdef.backward_outputs])
-    grad_stypes = list(backward_instance(backward, inst).infer_storage_type(*in_stypes))
-    mode, fn = choose_dispatch(backward, plan.device, in_stypes, grad_stypes)
-    return {"gradient": "declared on the op (backward kernels and rules)", "op": backward.name,
-            "assumes": {f"{o}_grad": st for o, st in zip(opdef.outputs, heads)},
-            "grad_stypes": {opdef.arguments[i]: st for i, st in zip(opdef.backward_grads, grad_stypes)},
-            "dispatch_mode": mode,
-            "kernel": fn.__qualname__ + (" (on densified inputs)" if mode == "fallback" else "")}
+    kept = [plan.in_stypes[i] for i in kept_in] + [plan.out_stypes[j] for j in opdef.backward_outputs]
+
+    def route(heads: list[str]) -> dict[str, Any]:
+        in_stypes = tuple(heads + kept)
+        grad_stypes = list(backward_instance(backward, inst).infer_storage_type(*in_stypes))
+        mode, fn = choose_dispatch(backward, plan.device, in_stypes, grad_stypes)
+        return {"assumes": {f"{o}_grad": st for o, st in zip(opdef.outputs, heads)},
+                "grad_stypes": {opdef.arguments[i]: st for i, st in zip(opdef.backward_grads, grad_stypes)},
+                "dispatch_mode": mode,
+                "kernel": fn.__qualname__ + (" (on densified inputs)" if mode == "fallback" else "")}
+
+    heads = list(plan.out_stypes[:plan.nvis])
+    described = {"gradient": "declared on the op (backward kernels and rules)", "op": backward.name, **route(heads)}
+    if any(st != "default" for st in heads):
+        described["dense_heads"] = route(["default"] * len(heads))
+    return described
 
 
 def op_function(name: str) -> Any:

@@ -718,6 +718,9 @@ def _refusal(name: str, old: OpDef, new_cls: type, new_owner: Owner, replace: bo
         # (the file is not compared: IPython names each run of a cell differently)
         return None
     by = f"plugin {new_owner.plugin!r}: " if new_owner.plugin else ""
+    if hasattr(new_cls, "_c_spec"):  # a C library's declaration: no replace=True to pass
+        return (f"{by}operator {name!r} is already registered (owner: {old_owner}); a C library cannot replace "
+                f"an operator: give its so_op_decl another name")
     hint = _reload_hint(old_owner, old) if new_owner.kind == "user" else ""
     return (f"{by}operator {name!r} is already registered (owner: {old_owner}); pass replace=True to replace "
             f"it{hint}")

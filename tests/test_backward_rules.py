@@ -85,8 +85,17 @@ def test_explain_describes_the_backward(rc):
     assert b["grad_stypes"] == {"x": "row_sparse"}
     assert b["assumes"] == {"output_grad": "row_sparse"}
     assert b["dispatch_mode"] == "fcompute_ex" and b["kernel"].endswith("rsp_backward")
+    # y.backward() sends a dense head of ones: described too, and what a real backward gives
+    d = b["dense_heads"]
+    assert d["assumes"] == {"output_grad": "default"} and d["kernel"].endswith("rsp_backward")
+    a.attach_grad()
+    with so.autograd.record():
+        y = so.ops.rc_row_clip(a, c=1.5)
+    y.backward()
+    assert d["grad_stypes"] == {"x": a.grad.stype}
     dense = so.explain(OP, so.array(_x()), c=1.5)["backward"]
     assert dense["grad_stypes"] == {"x": "default"} and dense["kernel"].endswith("dense_backward")
+    assert "dense_heads" not in dense  # a dense output's head is dense already
     # an op whose gradient() is built from operators: described, not run
     g = so.explain("relu", so.array(_x()))["backward"]
     assert g["gradient"].startswith("gradient() built from operators") and g["grad_stypes"] is None

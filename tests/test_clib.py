@@ -158,6 +158,21 @@ def test_the_same_file_by_another_path_or_name_is_the_module_loaded_first(build,
     np.testing.assert_array_equal(so.ops.factor_times(so.array(np.arange(3.0))).asnumpy(), 2 * np.arange(3.0))
 
 
+def test_check_and_info_name_so_sample_for_a_c_op(build, isolated, tmp_path, capsys):
+    """A C op without samples is reported in the C author's terms (its so_op_decl), not as a
+    missing Python classmethod."""
+    from sparse_ops.cli import main
+
+    lib = tmp_path / "libfactor.so"
+    install(build("factor.c", "libfactor2.so", "-DFACTOR=2"), lib)
+    assert main(["check", str(lib)]) == 1
+    out = capsys.readouterr().out
+    assert ("FAIL factor_times: its so_op_decl declares no samples (n_samples, samples: so_sample), so nothing "
+            "was checked") in out
+    assert main(["info", "factor_times"]) == 0
+    assert "sample inputs: none" in capsys.readouterr().out
+
+
 def test_a_failed_reload_keeps_the_loaded_version(build, isolated, tmp_path):
     lib = tmp_path / "libfactor.so"
     install(build("factor.c", "libfactor2.so", "-DFACTOR=2"), lib)
@@ -173,7 +188,8 @@ BAD = [
     ("NO_VERSION", r"missing symbol sparse_ops_library_abi_version"),
     ("WRONG_MAJOR", r"built for sparse_ops ABI 2\.0, but this sparse_ops speaks ABI 1\.1"),
     ("NEWER_MINOR", r"built for sparse_ops ABI 1\.7, newer than this sparse_ops \(ABI 1\.1\)"),
-    ("TAKEN", r"operator 'elemwise_add' is already registered \(owner: a built-in\)"),
+    ("TAKEN", r"operator 'elemwise_add' is already registered \(owner: a built-in\); a C library cannot replace "
+              r"an operator: give its so_op_decl another name"),
     ("NO_HEADER", r"so_op_decl has struct_size 0, but an ABI 1\.1 so_op_decl has \d+ bytes \(at least \d+ in "
                   r"ABI 1\.0\)"),
     ("BAD_NAME", r"operator name 'not an identifier' is not an identifier"),
