@@ -403,7 +403,12 @@ def test_l2_norm_neither_overflows_nor_underflows(dtype):
         np.testing.assert_allclose(so.norm(so.array(v)).asnumpy(), ref, rtol=1e-6)
         np.testing.assert_allclose(so.norm(so.array(v.reshape(1, 2)).tostype("csr")).asnumpy(), ref, rtol=1e-6)
     rows = np.array([[big, 3], [small, 0], [0, 0]], dtype)
-    np.testing.assert_allclose(so.norm(so.array(rows), axis=1).asnumpy(), [big, small, 0], rtol=1e-6)
+    for stype in ("default", "csr", "row_sparse"):  # each slice on its own terms, sparse ones too
+        x = so.array(rows).tostype(stype)
+        np.testing.assert_allclose(so.norm(x, axis=1).asnumpy(), [big, small, 0], rtol=1e-6)
+        np.testing.assert_allclose(so.norm(x.T if stype == "default" else so.array(rows.T).tostype(stype),
+                                           axis=0).asnumpy(), [big, small, 0], rtol=1e-6)
+        np.testing.assert_allclose(so.norm(x, axis=0).asnumpy(), [big, 3], rtol=1e-6)
     x = so.array(np.array([[big, big]], dtype))
     x.attach_grad()
     with so.autograd.record():

@@ -352,8 +352,10 @@ class Norm(_Reduction):
 
     def _run(self, ctx, x: NDArray, out: Any) -> None:
         """The L2 norm as the reduction engine sums squares, unless a square overflowed or
-        every square underflowed: then again on the values scaled by a power of two near
-        their largest magnitude (exact), the result scaled back, as a scaled nrm2 does."""
+        every square underflowed: then again, each reduced slice on its own terms. float16
+        and float32 squares always fit float64's range, so they are summed in float64;
+        float64 values are scaled by a power of two near their slice's magnitude (exact)
+        and the result scaled back, as a scaled nrm2 does."""
         if self.ord != 2 or x.dtype.kind != "f":
             return super()._run(ctx, x, out)
         xp, axes = ctx.xp, self.axes(x.ndim)
@@ -370,17 +372,26 @@ class Norm(_Reduction):
         if not bool(xp.any(lost)):
             self.finish(xp, total, 0, out)
             return
-        if x.stype == "default":  # each reduced slice by its own largest magnitude
-            largest = xp.max(xp.abs(values), axis=axes, keepdims=True).astype(np.float64)
-        else:  # sparse: one scale for all (the stored values' largest magnitude)
-            largest = xp.max(xp.abs(values)).astype(np.float64) if values.size else xp.zeros(())
-        usable = xp.isfinite(largest) & (largest > 0)  # else the plain sums say it (inf, NaN, zeros)
-        scale = xp.where(usable, 2.0 ** xp.floor(xp.log2(xp.where(usable, largest, 1.0))), 1.0)
-        scaled = x._with_values((values / scale).astype(values.dtype), copy_aux=False)
+        if values.dtype.itemsize < 8:
+            wide = x._with_values(values.astype(np.float64), copy_aux=False)
+            out[...] = xp.sqrt(_reduce_any(ctx, wide, axes, self.keepdims, self.mode))
+            return
+        scale = self._slice_scales(ctx, x, axes)  # the keepdims shape
+        per_value = scale if x.stype == "default" else _at_stored(x, axes, scale)
+        scaled = x._with_values(values / per_value, copy_aux=False)
         with np.errstate(over="ignore", under="ignore"):
             total = _reduce_any(ctx, scaled, axes, self.keepdims, self.mode)
-        back = scale.reshape(total.shape) if x.stype == "default" else scale
-        out[...] = xp.sqrt(total) * back
+        out[...] = xp.sqrt(total) * scale.reshape(total.shape)
+
+    @staticmethod
+    def _slice_scales(ctx, x: NDArray, axes: tuple[int, ...]) -> Any:
+        """A power of two near the largest magnitude of each reduced slice of float64 ``x``
+        (1 where the slice is zero or not finite: its plain sum says so), in the keepdims
+        shape."""
+        xp = ctx.xp
+        largest = _slice_max(xp, x, axes)
+        usable = xp.isfinite(largest) & (largest > 0)
+        return xp.where(usable, 2.0 ** xp.floor(xp.log2(xp.where(usable, largest, 1.0))), 1.0)
 
     def gradient(self, out_grads, inputs, outputs):
         x, g = inputs[0], out_grads[0]
@@ -395,6 +406,33 @@ class Norm(_Reduction):
 
         return [([x], {"axis": axis, "ord": o}) for o in (2, 1) for axis in (None, 0, 1)
                 for x in _samples.each_stype((3, 4))]
+
+
+def _slice_max(xp: Any, x: NDArray, axes: tuple[int, ...]) -> Any:
+    """The largest magnitude of each slice of ``x`` that reducing ``axes`` leaves, in the
+    keepdims shape (0 for a slice with no stored value)."""
+    magnitude = xp.abs(x.data)
+    if x.stype == "default":
+        return xp.max(magnitude, axis=axes, keepdims=True)
+    largest = xp.zeros(reduced_shape(x.shape, axes, True), dtype=magnitude.dtype)
+    if x.stype == "csr":
+        none = xp.zeros_like(x.indices)  # the one slice of a reduced axis
+        xp.maximum.at(largest, (row_ids(x) if 0 not in axes else none, x.indices if 1 not in axes else none),
+                      magnitude)
+        return largest
+    rows = xp.max(magnitude, axis=tuple(a for a in axes if a), keepdims=True)  # row_sparse: each stored row
+    if 0 in axes:
+        return xp.maximum(largest, xp.max(rows, axis=0, keepdims=True)) if rows.shape[0] else largest
+    largest[x.indices] = rows
+    return largest
+
+
+def _at_stored(x: NDArray, axes: tuple[int, ...], per_slice: Any) -> Any:
+    """``per_slice`` (one value a reduced slice of sparse ``x``, the keepdims shape) at each
+    stored value of ``x``, shaped to divide its values."""
+    if x.stype == "csr":
+        return per_slice[row_ids(x) if 0 not in axes else 0, x.indices if 1 not in axes else 0]
+    return per_slice[x.indices] if 0 not in axes else per_slice  # row_sparse: rows, broadcast the rest
 
 
 # ---- broadcasts (the reductions' gradients) --------------------------------------------------------
