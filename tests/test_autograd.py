@@ -524,3 +524,10 @@ def test_a_write_through_a_view_is_seen_by_a_node_that_kept_its_base_or_another_
     x[:] = 3
     loss.backward()
     np.testing.assert_array_equal(w.grad.asnumpy(), np.arange(6, dtype=np.float32).reshape(2, 3))
+    for x in (so.array(np.arange(12, dtype=np.float32).reshape(4, 3)), so.array(np.eye(3)).tostype("csr")):
+        x.attach_grad()
+        with ag.record():
+            loss = so.sum(x * x)
+        with pytest.raises((ValueError, TypeError)):  # a write NumPy or the container refuses: nothing written
+            x[:] = np.ones((5, 5))
+        loss.backward()  # so nothing to refuse

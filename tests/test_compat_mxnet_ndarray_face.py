@@ -448,6 +448,27 @@ def test_fresh_grad_is_set_by_backward_and_reset_by_the_user():
     assert y._fresh_grad is False
 
 
+@pytest.mark.parametrize("write", ["detached", "view", "itself"])
+def test_a_write_into_a_recorded_input_is_seen_by_backward(write):
+    """``x[...] = v`` through the array, a view of it or its detached twin after a recorded
+    call kept it: backward refuses to read the new values (as native arrays and torch do);
+    a write that failed leaves backward working."""
+    x = mx.nd.array(np.arange(4.0))
+    x.attach_grad()
+    with mx.autograd.record():
+        y = x * x
+    with pytest.raises(ValueError):
+        x[1] = [1.0, 2.0]  # refused by NumPy's rules: nothing written
+    target = {"detached": x.detach(), "view": x[1:3], "itself": x}[write]
+    target[0] = 7.0
+    with pytest.raises(so.OperatorError, match="written in place after the call was recorded"):
+        y.backward()
+    with mx.autograd.record():
+        y = x * x
+    y.backward()
+    np.testing.assert_array_equal(x.grad.asnumpy(), 2 * x.asnumpy())
+
+
 def test_autograd_grad_returns_face_arrays():
     x = mx.nd.ones((1,))
     x.attach_grad()

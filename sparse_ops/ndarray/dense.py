@@ -232,7 +232,10 @@ class NDArray:
     def __setitem__(self, key: Any, value: Any) -> None:
         if self._ag is not None:
             self._check_writable(self)
-        bump_version(self)
+        self._assign(key, value)
+        bump_version(self)  # after the write: a refused one (a shape NumPy cannot broadcast) wrote nothing
+
+    def _assign(self, key: Any, value: Any) -> None:
         if value.__class__ is NDArray and value._device is self._device and key.__class__ is slice:
             self._data[key] = value._data  # x[:] = y, x[a:b] = y: the common case, spelled out
             return

@@ -211,11 +211,11 @@ class BaseSparseNDArray(NDArray):
             raise TypeError(f"{type(self).__name__} supports only whole assignment, x[:] = value")
         if self._ag is not None:
             self._check_writable(self)
-        bump_version(self)
         shape = self.shape
         new = CONVERSIONS["coerce"](value, self.stype, self.dtype, self._device, shape=shape)
         if new.shape != shape:
             raise ValueError(f"cannot assign an array of shape {new.shape} to one of shape {shape}")
+        bump_version(self)
         self._take_parts(new)
 
     def _take_parts(self, other: "BaseSparseNDArray") -> None:

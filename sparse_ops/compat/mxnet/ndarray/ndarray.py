@@ -44,7 +44,7 @@ from ....autograd import Function as _Function
 from ....dtypes import value_dtype
 from ....sdk.csr import index_add
 from ....ndarray import NDArray as _LibNDArray
-from ....ndarray import kernel_form
+from ....ndarray import bump_version, kernel_form, share_version, shares_memory
 from ....ops.methods import FLUENT as _LIB_FLUENT
 from ....ops.methods import FLUENT_ALIASES as _LIB_FLUENT_ALIASES
 from ....registry import get_op
@@ -121,15 +121,22 @@ def _numpy_key(key: Any) -> Any:
     return key
 
 
-def _indexed(data: Any, key: Any, device: _dev.Device) -> "NDArray":
-    """``data[key]`` with MXNet's result rules: never 0-d, a view only when contiguous."""
-    xp = device.xp
-    a = data[key]
+def _indexed(base: _LibNDArray, key: Any) -> "NDArray":
+    """``base[key]`` with MXNet's result rules: never 0-d, a view only when contiguous."""
+    xp = base._device.xp
+    a = base._data[key]
     if not isinstance(a, xp.ndarray) or a.ndim == 0:
         a = xp.asarray(a).reshape(1)
     elif not a.flags.c_contiguous:
         a = xp.ascontiguousarray(a)
-    return as_face(_LibNDArray(a, device))
+    return _view_of(base, a)
+
+
+def _view_of(base: _LibNDArray, values: Any) -> "NDArray":
+    """``values`` as a face array: a view of ``base`` when it shares its memory, counting
+    in-place writes with it (``share_version``)."""
+    view = as_face(_LibNDArray(values, base._device))
+    return share_version(view, base) if shares_memory(values, base._data) else view
 
 
 class _Indexing(_Function):
@@ -142,7 +149,7 @@ class _Indexing(_Function):
 
     def forward(self, x: _LibNDArray) -> "NDArray":
         self.source = (x.shape, x.dtype, x._device)
-        return _indexed(x._data, self.key, x._device)
+        return _indexed(x, self.key)
 
     def backward(self, grad: _LibNDArray) -> "NDArray":
         shape, dtype, device = self.source
@@ -315,7 +322,7 @@ class NDArray(_LibNDArray, metaclass=FaceClass):
 
     def _view(self, shape: tuple) -> "NDArray":
         """A view of the values in ``shape`` (sharing memory, as MXNet's in-place reshapes)."""
-        return as_face(_LibNDArray(self._data.reshape(shape), self._device))
+        return _view_of(self, self._data.reshape(shape))
 
     def flatten(self, inplace: bool = False) -> "NDArray":
         """(d0, d1 * ... * dk); ``inplace=True`` gives a view."""
@@ -345,7 +352,7 @@ class NDArray(_LibNDArray, metaclass=FaceClass):
         np_key = _numpy_key(key)
         if _recorded(self):
             return _Indexing(np_key)(self)
-        return _indexed(self._data, np_key, self._device)
+        return _indexed(self, np_key)
 
     def __setitem__(self, key: Any, value: Any) -> None:
         if not self._recorded_write(key, value):
@@ -368,6 +375,7 @@ class NDArray(_LibNDArray, metaclass=FaceClass):
             if stripped is value:
                 raise
             self._data[np_key] = stripped
+        bump_version(self)  # seen by a recorded call that kept this array or a view of its memory
 
     def _recorded_write(self, key: Any, value: Any) -> bool:
         """MXNet's rules for ``self[key] = value`` while recording: refused when the write
