@@ -96,6 +96,12 @@ def test_row_sparse_indexing_is_numpys_on_the_array_not_on_the_stored_rows(seed)
     np.testing.assert_array_equal(x[2:, 1:].asnumpy(), d[2:, 1:])
     assert float(x[3, 2].asnumpy()) == d[3, 2]
     assert x[:] is x  # as MXNet
+    # tuples with arrays are NumPy's advanced indexing of the whole array: ids paired up, broadcast
+    for key in [(ids, np.array([0, 1, 2, 0, 1])), ([1, 3], [0, 2]), (np.array([0, 1]), 2),
+                (np.array([[0, 6], [3, 3]]), np.array([1, 2])), (np.array([5, -1]), slice(1, None)),
+                (2, np.array([0, 2])), (slice(1, 5), np.array([2, 0])), (Ellipsis, 1), (ids, Ellipsis), (None, 2)]:
+        np.testing.assert_array_equal(x[key].asnumpy(), d[key])
+        assert x[key].shape == d[key].shape
 
 
 def test_row_sparse_indexing_refuses_what_numpy_refuses():

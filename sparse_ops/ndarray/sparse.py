@@ -342,16 +342,24 @@ class RowSparseNDArray(BaseSparseNDArray):
         """Rows of the array (not of the stored rows), NumPy's rules on the first axis:
         ``x[i]`` is row i as a dense array (a copy; zeros where no row is stored);
         ``x[i:j:k]`` a row_sparse array of those rows (``x[:]`` is ``x``, as in MXNet); an
-        integer array (or NDArray) of row ids gives those rows, dense. A tuple indexes the
-        rows first, then the rest of the result (densified)."""
+        integer array (or NDArray) of row ids gives those rows, dense. A tuple is NumPy's
+        indexing of the dense array (``x[rows, cols]`` pairs them up), reading only the rows
+        it names."""
         if isinstance(key, tuple):
-            head = self[key[0]] if key else self
-            rest = key[1:]
-            if not rest:
-                return head
-            if head.stype != "default":
-                return head.tostype("default")[(slice(None), *rest)]
-            return head[rest]
+            if len(key) < 2:
+                return self[key[0]] if key else self
+            first, rest = key[0], key[1:]
+            if any(k is Ellipsis or k is None for k in key):
+                return self.tostype("default")[key]
+            if isinstance(first, slice):
+                return self[first].tostype("default")[(slice(None), *rest)]
+            try:
+                operator.index(first)
+            except TypeError:  # row ids: each distinct row read once, indexed as NumPy would
+                ids = self._row_ids(first)
+                distinct, where = self._device.xp.unique(ids, return_inverse=True)
+                return self._gather(distinct)[(NDArray(where.reshape(ids.shape), self._device), *rest)]
+            return self[first][rest]
         if key is Ellipsis or isinstance(key, slice) and key == slice(None):
             return self
         rows = self.shape[0]
@@ -392,7 +400,20 @@ class RowSparseNDArray(BaseSparseNDArray):
     def _gather(self, key: Any) -> NDArray:
         """Rows ``key`` (an int or integer array), dense: stored values where stored, zeros
         elsewhere."""
-        xp, idx, rows = self._device.xp, self._indices, self._shape[0]
+        xp, idx = self._device.xp, self._indices
+        ids = self._row_ids(key)
+        out = xp.zeros((*ids.shape, *self._shape[1:]), dtype=self._data.dtype)
+        if idx.shape[0]:
+            pos = xp.minimum(xp.searchsorted(idx, ids), idx.shape[0] - 1)
+            found = idx[pos] == ids
+            out[found] = self._data[pos[found]]
+        return NDArray(out, self._device)
+
+    def _row_ids(self, key: Any) -> Any:
+        """``key`` (an int or integer array, or a dense NDArray of them) as row ids on this
+        array's device, negative ones counted from the end; IndexError for anything else
+        and for ids out of range."""
+        xp, rows = self._device.xp, self._shape[0]
         ids = key._data if isinstance(key, NDArray) and key.stype == "default" else key
         ids = _dev.on_device(xp.asarray(ids), self._device)
         if ids.dtype.kind == "b":
@@ -401,13 +422,7 @@ class RowSparseNDArray(BaseSparseNDArray):
             raise IndexError(f"row_sparse arrays are indexed by ints, slices and integer arrays, got {key!r}")
         if ids.size and (int(ids.min()) < -rows or int(ids.max()) >= rows):
             raise IndexError(f"row ids must lie in [-{rows}, {rows}) for a row_sparse array with {rows} rows")
-        ids = xp.where(ids < 0, ids + rows, ids)
-        out = xp.zeros((*ids.shape, *self._shape[1:]), dtype=self._data.dtype)
-        if idx.shape[0]:
-            pos = xp.minimum(xp.searchsorted(idx, ids), idx.shape[0] - 1)
-            found = idx[pos] == ids
-            out[found] = self._data[pos[found]]
-        return NDArray(out, self._device)
+        return xp.where(ids < 0, ids + rows, ids)
 
     def retain(self, row_ids: Any) -> "RowSparseNDArray":
         """A row_sparse array keeping only the stored rows whose index is in ``row_ids``."""
