@@ -22,7 +22,7 @@ from .creation import zeros
 from .device import allocating_on
 from .dispatch import accumulate_into
 from .errors import OperatorError
-from .gradients import call_gradient
+from .gradients import call_gradient, not_an_array
 from .ndarray import NDArray
 from .ops import elemwise_add
 from .tape import (  # noqa: F401  (the public face re-exports the recording half)
@@ -122,10 +122,11 @@ def _node_backward(node: Node, out_grads: list) -> list:
     for i, (g, x, p) in enumerate(zip(grads, node.inputs, node.parents)):
         if p is None or g is None or (g.__class__ is x.__class__ is NDArray and g._data.shape == x._data.shape):
             continue
-        if getattr(g, "shape", None) != x.shape:
-            what = f"shape {g.shape}" if hasattr(g, "shape") else f"a {type(g).__name__}"
+        if not isinstance(g, NDArray):
+            raise not_an_array(node.label, i, g)
+        if g.shape != x.shape:
             raise OperatorError(f"backward of {node.label} gave input {i} (shape {x.shape}) a "
-                                f"gradient of {what}")
+                                f"gradient of shape {g.shape}")
     return grads
 
 
@@ -271,6 +272,11 @@ class Function:
         with pause(_state.training):
             outputs = self.forward(*inputs)
         outs = _as_list(outputs)
+        for i, o in enumerate(outs):
+            if not isinstance(o, NDArray):
+                raise OperatorError(f"{type(self).__name__}.forward returned a {type(o).__module__}."
+                                    f"{type(o).__qualname__} as output {i}, not an NDArray (wrap values with "
+                                    "sparse_ops.array)")
         if _state.recording:
             parents = parents_of(inputs)
             if any(p is not None for p in parents):

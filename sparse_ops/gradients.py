@@ -13,6 +13,7 @@ from typing import Any, Sequence
 from .backward_op import backward_arguments, backward_instance, backward_of
 from .dispatch import plan_for
 from .errors import OperatorError
+from .ndarray import NDArray
 from .registry import Op
 
 
@@ -66,7 +67,17 @@ def call_gradient(op: Op, out_grads: Sequence[Any], inputs: Sequence[Any], outpu
     if len(grads) != len(inputs):
         raise OperatorError(f"backward of {opdef.label} returned {len(grads)} gradients for "
                             f"{len(inputs)} inputs")
+    for i, g in enumerate(grads):
+        if g is not None and not isinstance(g, NDArray):
+            raise not_an_array(opdef.label, i, g)
     return grads
+
+
+def not_an_array(label: str, i: int, g: Any) -> OperatorError:
+    """The refusal of a gradient rule's result for input ``i`` that is not an NDArray."""
+    return OperatorError(f"backward of {label} gave input {i} a gradient that is a {type(g).__module__}."
+                         f"{type(g).__qualname__}, not an NDArray (wrap values with sparse_ops.array, or return "
+                         "None for no gradient)")
 
 
 def _declared_backward(op: Op, out_grads: Sequence[Any], inputs: Sequence[Any], outputs: Sequence[Any]) -> list:

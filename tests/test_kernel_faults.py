@@ -142,6 +142,8 @@ class DenseDouble(so.Op):
             raise ZeroDivisionError("gradient exploded")
         if self.fault == "gradient_shape":
             return [so.ones((1,))]
+        if self.fault == "gradient_numpy":  # the right values, but not in a container
+            return [2 * out_grads[0].asnumpy()]
         return [so.ops.plgfault_dense(out_grads[0]) ]
 
 
@@ -332,7 +334,8 @@ def test_legitimate_nan_and_returned_outputs_are_not_faults(plugin, monkeypatch,
 def test_gradient_faults_name_op_and_plugin_and_leave_autograd_usable(plugin):
     registry = so.list_ops()
     for fault, message in [("gradient_raises", "gradient failed: ZeroDivisionError: gradient exploded"),
-                           ("gradient_shape", r"gave input 0 \(shape \(3, 4\)\) a gradient of shape \(1,\)")]:
+                           ("gradient_shape", r"gave input 0 \(shape \(3, 4\)\) a gradient of shape \(1,\)"),
+                           ("gradient_numpy", r"gave input 0 a gradient that is a numpy\.ndarray, not an NDArray")]:
         w = so.array(GOOD)
         w.attach_grad()
         with autograd.record():
@@ -348,6 +351,37 @@ def test_gradient_faults_name_op_and_plugin_and_leave_autograd_usable(plugin):
                                                "ValueError: backward exploded"):
         y.backward()
     assert_usable("plgfault_mx", "default", "none", registry)
+
+
+def test_autograd_functions_returning_other_than_ndarrays_are_refused_by_name():
+    class Forward(autograd.Function):
+        def forward(self, x):
+            return 5.0
+
+        def backward(self, g):
+            return g
+
+    class Backward(autograd.Function):
+        def forward(self, x):
+            return x * 2
+
+        def backward(self, g):
+            return 2 * g.asnumpy()
+
+    x = so.array(GOOD)
+    x.attach_grad()
+    with autograd.record(), pytest.raises(so.OperatorError, match="Forward.forward returned a builtins.float as "
+                                                                 "output 0, not an NDArray"):
+        Forward()(x)
+    with autograd.record():
+        y = Backward()(x)
+    with pytest.raises(so.OperatorError, match="backward of Backward gave input 0 a gradient that is a "
+                                               "numpy.ndarray, not an NDArray"):
+        y.backward()
+    with autograd.record():
+        y = so.sum(x * x)
+    y.backward()
+    np.testing.assert_array_equal(x.grad.asnumpy(), 2 * GOOD)
 
 
 def test_trust_is_declared_not_inferred(plugin):
