@@ -266,3 +266,25 @@ def test_dropout_takes_training_fixed_where_the_call_is_traced():
     np.testing.assert_allclose(kept[kept != 0], 6.0)  # scaled by 1 / (1 - p)
     with pytest.raises(JaxBridgeError, match="training must be a bool"):
         jax.jit(lambda x, t: soj.ops.Dropout(x, p=0.5, training=t))(h, True)
+
+
+@pytest.mark.parametrize("op, params, shape, message", [
+    ("max", {}, (0, 3), r"cannot reduce an empty axis of shape \(0, 3\)"),
+    ("min", {"axis": 0}, (0, 3), r"cannot reduce an empty axis of shape \(0, 3\)"),
+    ("argmax", {"axis": 0}, (0, 3), r"cannot search an empty axis 0 of shape \(0, 3\)"),
+    ("argmin", {}, (2, 0), r"cannot search an empty array of shape \(2, 0\)"),
+    ("argmax_channel", {}, (3, 0), r"cannot search an empty last axis, shape \(3, 0\)")])
+def test_a_reduction_with_no_identity_over_an_empty_axis_is_refused_alike_on_every_path(op, params, shape, message):
+    """The refusal is the op's shape rule: natively, lowered to jnp under jit and through the
+    FFI the same words naming the op (jnp's own error named neither); an empty axis that is
+    not reduced gives an empty result, as NumPy's."""
+    x = np.zeros(shape, np.float32)
+    with pytest.raises(so.OperatorError, match=rf"operator '{op}'.*{message}"):
+        getattr(so, op)(so.array(x), **params)
+    for lowered in (True, False):
+        with soj.lowering.disabled(not lowered), pytest.raises(JaxBridgeError, match=rf"operator '{op}'.*{message}"):
+            jax.jit(lambda a: getattr(soj.ops, op)(a, **params))(jnp.asarray(x))
+    kept = {"max": 1, "min": 1, "argmax": 1}.get(op)
+    if kept is not None:
+        got = getattr(soj.ops, op)(jnp.zeros((0, 3)), axis=kept)
+        assert got.shape == getattr(np, op)(np.zeros((0, 3)), axis=kept).shape == (0,)

@@ -12,6 +12,8 @@ constants).
 """
 from __future__ import annotations
 
+import math
+
 from typing import Any
 
 import numpy as np
@@ -38,14 +40,15 @@ class _DenseReduction(Op):
         return reduce_axes(self.axis, ndim, self.exclude)
 
     def infer_shape(self, data):
-        return [reduced_shape(data, self.axes(len(data)), self.keepdims)]
+        axes = self.axes(len(data))
+        if self.function in ("max", "min") and any(data[a] == 0 for a in axes):  # no identity to give
+            raise ValueError(f"cannot reduce an empty axis of shape {tuple(data)} (argument axis)")
+        return [reduced_shape(data, axes, self.keepdims)]
 
     @kernel(device=_BOTH)
     def dense(self, ctx, data, output):
         axes = self.axes(data.ndim)
         fn = getattr(ctx.xp, self.function)
-        if data.size == 0 and self.function in ("max", "min") and any(data.shape[a] == 0 for a in axes):
-            raise ValueError(f"{self._opdef.name}: cannot reduce an empty axis of shape {data.shape} (argument axis)")
         with np.errstate(all="ignore"):
             output[...] = fn(data, axis=axes, keepdims=self.keepdims).astype(output.dtype, copy=False) \
                 if axes else data
@@ -145,13 +148,16 @@ class _Search(Op):
 
     def infer_shape(self, data):
         if self.axis is None:
+            if math.prod(data) == 0:
+                raise ValueError(f"cannot search an empty array of shape {tuple(data)} (argument data)")
             return [(1,) * len(data) if self.keepdims else ()]
-        return [reduced_shape(data, reduce_axes(self.axis, len(data)), self.keepdims)]
+        axes = reduce_axes(self.axis, len(data))
+        if data[axes[0]] == 0:  # (other axes may be empty: an empty result, as NumPy's)
+            raise ValueError(f"cannot search an empty axis {self.axis} of shape {tuple(data)} (argument data)")
+        return [reduced_shape(data, axes, self.keepdims)]
 
     @kernel(device=_BOTH)
     def dense(self, ctx, data, output):
-        if data.size == 0:
-            raise ValueError(f"{self._opdef.name}: cannot search an empty array of shape {data.shape} (argument data)")
         fn = getattr(ctx.xp, self.function)
         if self.axis is None:
             output[...] = fn(data.reshape(-1))
@@ -192,12 +198,12 @@ class ArgmaxChannel(Op):
     def infer_shape(self, data):
         if not data:
             raise ValueError("argmax_channel needs an array of at least one dimension (argument data)")
+        if data[-1] == 0:
+            raise ValueError(f"cannot search an empty last axis, shape {tuple(data)} (argument data)")
         return [tuple(data[:-1])]
 
     @kernel(device=_BOTH)
     def dense(self, ctx, data, output):
-        if data.shape[-1] == 0:
-            raise ValueError(f"argmax_channel: cannot search an empty last axis, shape {data.shape} (argument data)")
         output[...] = ctx.xp.argmax(data, axis=-1)
 
     @classmethod
