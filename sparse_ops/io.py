@@ -14,6 +14,7 @@ the object's current position and needs it seekable (as ``np.load`` does for ``.
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import zipfile
@@ -76,7 +77,11 @@ def save(file: File, data: Saved, attrs: dict[str, Any] | None = None) -> None:
     header = {"format": "sparse_ops", "version": _FORMAT_VERSION, "kind": kind, "entries": entries}
     if attrs:
         header["attrs"] = dict(attrs)
-    arrays[_HEADER] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
+    try:
+        text = json.dumps(header)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"save: attrs must be JSON-serialisable (strings, numbers, lists, dicts): {exc}") from None
+    arrays[_HEADER] = np.frombuffer(text.encode(), dtype=np.uint8)
 
     if hasattr(file, "write"):
         np.savez(file, **arrays)
@@ -85,6 +90,8 @@ def save(file: File, data: Saved, attrs: dict[str, Any] | None = None) -> None:
     folder = os.path.dirname(os.path.abspath(path))
     import tempfile  # here: not a cost of sparse_ops' import
 
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(errno.ENOENT, f"save: no folder {folder!r} to write into", path)
     fd, tmp = tempfile.mkstemp(prefix=".sparse_ops-", suffix=".npz.tmp", dir=folder)
     try:
         with os.fdopen(fd, "wb") as f:

@@ -174,6 +174,15 @@ def test_detach_and_drop_grad():
     assert x.grad is None
 
 
+def test_attach_grad_names_itself_when_refusing_a_storage_type():
+    x = so.ones((2, 2))
+    with pytest.raises(ValueError, match="attach_grad: unknown storage type 'coo' for the gradient"):
+        x.attach_grad(stype="coo")
+    assert x.grad is None
+    x.attach_grad(stype="row_sparse")
+    assert x.grad.stype == "row_sparse"
+
+
 def test_intermediate_attach_grad_keeps_its_gradient():
     x = arr(A)
     x.attach_grad()

@@ -70,6 +70,10 @@ def test_save_refuses_bad_input_and_keeps_old_file(tmp_path):
         so.save(path, [so.ones(2), np.ones(2)])
     with pytest.raises(TypeError, match="keys must be strings"):
         so.save(path, {1: so.ones(2)})
+    with pytest.raises(TypeError, match="save: attrs must be JSON-serialisable.*object is not JSON serializable"):
+        so.save(path, so.ones(2), attrs={"a": object()})
+    with pytest.raises(FileNotFoundError, match=f"save: no folder '{tmp_path / 'missing'}' to write into"):
+        so.save(tmp_path / "missing" / "new.npz", so.ones(2))
     assert so.load(path).asnumpy().tolist() == [[1, 1], [1, 1]]
     assert [p.name for p in tmp_path.iterdir()] == ["keep.npz"]  # no temporary left behind
 

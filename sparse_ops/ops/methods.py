@@ -22,7 +22,7 @@ import numpy as np
 from .. import tape as _tape
 from ..creation import zeros
 from ..dtypes import promote_types
-from ..ndarray import NDArray
+from ..ndarray import STYPES, NDArray
 from ._util import T
 
 # ---- Python operators ---------------------------------------------------------------------------
@@ -164,6 +164,9 @@ def attach_grad(self: NDArray, grad_req: str = "write", stype: str | None = None
     (a zero buffer of storage type ``stype``, default this array's own) per ``grad_req``
     (``write``, ``add`` or ``null``). On a recorded intermediate result the gradient is
     kept as well (MXNet 2's retain-grad semantics)."""
+    if stype is not None and stype not in STYPES:
+        raise ValueError(f"attach_grad: unknown storage type {stype!r} for the gradient (one of "
+                         f"{', '.join(map(repr, STYPES))})")
     buf = zeros(self.shape, stype=stype or self.stype, dtype=self.dtype, device=self._device)
     _tape.mark_variables([self], [buf], grad_req)
 
