@@ -134,7 +134,7 @@ class Plan:
                 else:
                     ret = self.kernel(self.inst, ctx, *[x._data for x in inputs], *[r._data for r in results])
         except Exception as exc:
-            raise _kernel_error(self, exc) from exc
+            raise _kernel_error(self, exc)
         finally:
             state.recording = recording
             if self.uses_workspace:
@@ -192,7 +192,7 @@ def _host_dense_call(plan: Plan) -> Any:
             else:
                 ret = kernel(inst, contexts[state.training], *[x._data for x in inputs], a)
         except Exception as exc:
-            raise _kernel_error(plan, exc) from exc
+            raise _kernel_error(plan, exc)
         result = new(NDArray)  # NDArray(a, device) less its __init__'s checks: a is our own ndarray
         result._data, result._device, result._ag = a, device, None
         if ret is not None and not trusted:
@@ -392,7 +392,7 @@ def _host_ufunc_call(plan: Plan) -> Any:
         try:
             a = ufunc(inputs[0]._data, inputs[1]._data) if binary else ufunc(inputs[0]._data)
         except Exception as exc:
-            raise _kernel_error(plan, exc) from exc
+            raise _kernel_error(plan, exc)
         if not a.flags.c_contiguous:  # NumPy follows the inputs' layout; outputs are row-major
             a = np.ascontiguousarray(a)
         result = new(NDArray)  # as in _host_dense_call
@@ -417,7 +417,7 @@ def _host_arrays_call(plan: Plan, ufunc: bool) -> Any:
             try:
                 a = apply(*xs)
             except Exception as exc:
-                raise _kernel_error(plan, exc) from exc
+                raise _kernel_error(plan, exc)
             return a if a.flags.c_contiguous else np.ascontiguousarray(a)  # outputs are row-major
 
         return ufunc_arrays
@@ -432,7 +432,7 @@ def _host_arrays_call(plan: Plan, ufunc: bool) -> Any:
         try:
             ret = kernel(inst, contexts[training], *xs, a)
         except Exception as exc:
-            raise _kernel_error(plan, exc) from exc
+            raise _kernel_error(plan, exc)
         if ret is not None and not trusted:
             _check_returned(plan, ret, [NDArray(a, plan.device)])
         return a
@@ -662,12 +662,17 @@ def invoke(op: OpDef | str, inputs: Sequence[NDArray], params: dict[str, Any] | 
 
 
 def _kernel_error(plan: Plan, exc: Exception) -> OperatorError:
+    """What a kernel's exception is raised as: an OperatorError as it is, anything else
+    wrapped naming the op, caused by it (``from exc``, set here: re-raising an error "from"
+    itself would make its cause a cycle, which tools walking causes never leave)."""
     if isinstance(exc, OperatorError):
         return exc
-    return OperatorError(
+    error = OperatorError(
         f"{plan.opdef.label}: kernel {plan.kernel.__qualname__} failed on {plan.device} with input "
         f"storage types {list(plan.in_stypes)}: {type(exc).__name__}: {exc}"
     )
+    error.__cause__ = exc
+    return error
 
 
 def explain(op_name: str, *inputs: NDArray, **params: Any) -> dict[str, Any]:

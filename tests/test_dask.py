@@ -303,6 +303,22 @@ def test_persist_and_files(client, rng, tmp_path):
         declared.compute()
 
 
+def test_an_operator_error_on_a_worker_reaches_the_client(client):
+    """A kernel's OperatorError (here an Embedding id out of range) is raised as it is, with
+    no cycle in its causes: the worker's error report walks them (it hung forever)."""
+    ids = sd.from_array(np.array([0.0, 1.0, 99.0, 2.0]), nblocks=2)
+    with pytest.raises(so.OperatorError, match="Embedding"):
+        sd.apply("Embedding", ids, np.ones((5, 3), np.float32), input_dim=5, output_dim=3).compute()
+    try:
+        so.Embedding(so.array(np.array([0.0, 99.0])), so.ones((5, 3)), input_dim=5, output_dim=3)
+    except so.OperatorError as exc:
+        seen = []
+        while exc is not None and not any(exc is s for s in seen):
+            seen.append(exc)
+            exc = exc.__cause__
+        assert exc is None, f"a cycle of causes: {seen}"
+
+
 # ---- plugins on the workers -------------------------------------------------------------------------------
 def test_op_registered_on_the_client_only_is_a_clear_error(client, isolated):
     name = f"client_only_{uuid.uuid4().hex[:8]}"
