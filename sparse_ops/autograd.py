@@ -26,7 +26,7 @@ from .gradients import call_gradient, not_an_array
 from .ndarray import NDArray
 from .ops import elemwise_add
 from .tape import (  # noqa: F401  (the public face re-exports the recording half)
-    GRAD_REQS, AGInfo, ArrayMeta, Node, _scope, _state, attach, changed_since_recorded, check_not_in_graph,
+    GRAD_REQS, AGInfo, ArrayMeta, NoDerivative, Node, _scope, _state, attach, changed_since_recorded, check_not_in_graph,
     is_recording, is_training, mark_variables, parents_of, pause, predict_mode, record, set_recording,
     set_training, train_mode,
 )
@@ -83,10 +83,8 @@ def _zeros_like_meta(m: Any) -> NDArray:
 
 
 def _not_in_graph(info: AGInfo | None) -> OperatorError:
-    if info is not None and info.constant_of is not None:
-        return OperatorError(
-            f"cannot differentiate the output of operator {info.constant_of!r}: it is declared "
-            "differentiable = False, so its outputs are constants with no gradient")
+    if info is not None and info.constant is not None:
+        return OperatorError(f"cannot differentiate {info.constant}")
     return OperatorError(
         "cannot differentiate an array that is not in a computational graph: run the computation "
         "inside autograd.record() on inputs marked with attach_grad()")
@@ -103,6 +101,8 @@ def _materialized(g: Any) -> Any:
 
 def _node_backward(node: Node, out_grads: list) -> list:
     """The input gradients of one recorded call, checked against its inputs' shapes."""
+    if node.fn.__class__ is NoDerivative:
+        raise OperatorError(f"cannot differentiate {node.fn.why}")
     changed = changed_since_recorded(node)
     if changed is not None:
         raise OperatorError(

@@ -240,6 +240,10 @@ def op_class_for_prop(name: str, prop_cls: type) -> type:
                 found = self.backward_plans[key] = (op, list(ograd_st), list(igrad_st))
             return found
 
+        gradient_not_recorded = ("it comes from the CustomOp's backward, imperative code the engine does not "
+                                 "record, so it has no derivative (no second derivative, no forward mode: jvp, "
+                                 "jacfwd, hessian); an op declared with gradient() made of operators has them")
+
         def gradient(self, out_grads, inputs, outputs):
             n_args = len(self.args)
             args, aux = inputs[:n_args], inputs[n_args:]

@@ -15,6 +15,7 @@ from .dispatch import plan_for
 from .errors import OperatorError
 from .ndarray import NDArray
 from .registry import Op
+from .tape import is_recording, mark_no_derivative
 
 
 def input_name(op: Op, i: int) -> str:
@@ -33,6 +34,12 @@ def require_gradient(op: Op, needs: Sequence[bool], *, face: str = "autograd", p
     if opdef.differentiable or not any(needs):
         return
     i = next(k for k, n in enumerate(needs) if n)
+    forward = getattr(opdef, "forward", None)
+    if forward is not None:  # the backward operator of an op declaring backward kernels
+        raise error(f"{prefix}{forward.label}'s gradient is its backward kernels ({opdef.name}), which have no "
+                    f"derivative, so {face} cannot differentiate {forward.label}'s gradient (second derivatives, "
+                    "and forward mode, which is derived from the gradient, are not available for it); reverse-mode "
+                    "first derivatives work, and a gradient() made of operators has derivatives")
     fix = ("declare so_gradient terms, or SO_OP_CONSTANT if its outputs are constants"
            if getattr(opdef.cls, "c_library", None) else
            "give the op a gradient (gradient() or backward kernels), or declare differentiable = False if its "
@@ -70,6 +77,9 @@ def call_gradient(op: Op, out_grads: Sequence[Any], inputs: Sequence[Any], outpu
     for i, g in enumerate(grads):
         if g is not None and not isinstance(g, NDArray):
             raise not_an_array(opdef.label, i, g)
+    why = op.gradient_not_recorded
+    if why is not None and is_recording():  # create_graph: what differentiates these must refuse
+        mark_no_derivative(grads, f"the gradient of {opdef.label}: {why}")
     return grads
 
 

@@ -289,6 +289,10 @@ class Op:
     # the inputs a backward declared with @backward_kernel gives gradients (None: every input)
     backward_grads: tuple[str, ...] | None = None
     differentiable: bool = True
+    # why the gradient rule's results have no derivative of their own, when it computes them
+    # with code the engine does not record (an MXNet-form CustomOp's imperative backward): a
+    # second derivative or forward mode through them is refused with these words, never a zero
+    gradient_not_recorded: str | None = None
     # kernels tested against references (the built-ins declare it): after them only the O(1)
     # structure checks of sparse outputs run; every other kernel's outputs are checked for
     # array type, dtype and shape, and fully (O(nnz), unset values) under SPARSE_OPS_BOUNDSCHECK=1.

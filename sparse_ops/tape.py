@@ -96,19 +96,21 @@ def predict_mode() -> _scope:
 # ---- graph records ----------------------------------------------------------------------------------
 class AGInfo:
     """Autograd information attached to an array (``x._ag``): the node that produced it
-    (and which output it is), for variables the gradient buffer and request, and for the
-    outputs of a ``differentiable = False`` op recorded from inputs that need a gradient,
-    that op's name (``constant_of``: they are constants, and messages say why). ``fresh``
+    (and which output it is), for variables the gradient buffer and request, and for an
+    array that depends on inputs needing a gradient through something with no derivative
+    (a ``differentiable = False`` op's outputs, a gradient computed by code the engine did not
+    record, and what is computed from them alone) why it has none (``constant``: the words
+    that end "cannot differentiate ...", for the messages of every face). ``fresh``
     says whether a backward pass has written the gradient buffer since the variable was
     marked (or the flag reset): MXNet's ``_fresh_grad``."""
 
-    __slots__ = ("node", "index", "grad", "grad_req", "constant_of", "fresh", "__weakref__")
+    __slots__ = ("node", "index", "grad", "grad_req", "constant", "fresh", "__weakref__")
 
     def __init__(self, node: "Node | None" = None, index: int = 0) -> None:
         self.node, self.index = node, index
         self.grad = None
         self.grad_req = "null"
-        self.constant_of: str | None = None
+        self.constant: str | None = None
         self.fresh = False
 
     @property
@@ -196,7 +198,8 @@ def _record(plan: Any, inputs: Sequence[Any], outputs: list) -> None:
     """Put one operator call on the graph if any input needs a gradient (``RecordOp``).
 
     The outputs of a ``differentiable = False`` op are constants: they join no graph, and
-    remember the op so that asking for their gradient says why there is none."""
+    remember the op so that asking for their gradient says why there is none; so do the
+    outputs of a call whose inputs are such constants (``mark_constant``)."""
     parents = []
     needed = False
     for x in inputs:  # _parent, inlined: this runs on every recorded call
@@ -207,12 +210,14 @@ def _record(plan: Any, inputs: Sequence[Any], outputs: list) -> None:
         else:
             parents.append(None)
     if not needed:
+        why = next((x._ag.constant for x in inputs if x._ag is not None and x._ag.constant), None)
+        if why is not None:
+            mark_constant(outputs, why)
         return
     opdef = plan.opdef
     if opdef.constant:
-        for y in outputs:
-            info = y._ag = AGInfo()
-            info.constant_of = opdef.name
+        mark_constant(outputs, f"the output of operator {opdef.name!r}: it is declared differentiable = False, so "
+                               "its outputs are constants with no gradient")
         return
     keep_in, keep_out = plan.kept
     kept_inputs = [x if keep_in is None or i in keep_in else ArrayMeta(x, f"input {i} of {opdef.name}")
@@ -220,6 +225,34 @@ def _record(plan: Any, inputs: Sequence[Any], outputs: list) -> None:
     kept_outputs = [y if i in keep_out else ArrayMeta(y, f"output {i} of {opdef.name}")
                     for i, y in enumerate(outputs)]
     attach(plan.inst, parents, kept_inputs, kept_outputs, outputs)
+
+
+def mark_constant(arrays: Sequence[Any], why: str) -> None:
+    """Mark ``arrays`` (computed from inputs needing a gradient, outside the graph) as having
+    no derivative, for the reason ``why`` (what follows "cannot differentiate")."""
+    for y in arrays:
+        if y is not None and y._ag is None:
+            info = y._ag = AGInfo()
+            info.constant = why
+
+
+class NoDerivative:
+    """The recorded "call" that made arrays computed by code the engine did not record (a
+    gradient rule's imperative results under ``create_graph``): they join the graph, so what
+    is computed from them is recorded too, and differentiating through them is refused,
+    saying ``why`` (what follows "cannot differentiate"), instead of reading as a zero."""
+
+    __slots__ = ("why",)
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+
+def mark_no_derivative(arrays: Sequence[Any], why: str) -> None:
+    """Put ``arrays`` (those not in the graph yet) on the graph as made by a ``NoDerivative``."""
+    fresh = [y for y in arrays if y is not None and y._ag is None]
+    if fresh:
+        attach(NoDerivative(why), [], [], [], fresh)
 
 
 def _parent(x: Any) -> AGInfo | None:

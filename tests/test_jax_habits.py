@@ -310,7 +310,7 @@ def test_forward_mode_refusals_name_the_op(isolated):
 
     assert jax.grad(lambda d: jnp.sum(softmax(d) ** 2))(d).shape == d.shape
     with pytest.raises(Exception, match=r"sparse_ops\.jax\.ops\.csr_row_softmax \(forward-mode derivative\): "
-                                        r"forward mode .*'_csr_row_softmax_backward', declared differentiable = False"):
+                                        r"forward mode .*'_csr_row_softmax_backward': it is declared differentiable = False"):
         jax.block_until_ready(jax.jvp(softmax, (d,), (d,)))
 
 

@@ -310,11 +310,10 @@ def _pushed(s: Any, what: str, heads: list, variables: list, head_grads: list) -
 
     for h in heads:
         info = getattr(h, "_ag", None)
-        if h is not None and info is not None and info.constant_of is not None:
+        if h is not None and info is not None and info.constant is not None:
             raise JaxBridgeError(
                 f"{s.label}: {what} differentiates {s.fwd.opdef.label}'s gradient rule with the sparse-ops "
-                f"engine, and the rule's result comes from operator {info.constant_of!r}, declared "
-                "differentiable = False; give that operator a gradient to make this derivative available")
+                f"engine, which cannot differentiate the rule's result, {info.constant}")
     kept = [(h, t) for h, t in zip(heads, head_grads) if h is not None and _in_graph(h)]
     if not kept:
         return [None] * len(variables)

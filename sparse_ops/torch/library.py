@@ -1337,6 +1337,10 @@ class _Vjp(torch.autograd.Function):
                 x.attach_grad()
             with _ag.record():
                 ys = fn(*xs)
+            why = next((y._ag.constant for y in ys if y._ag is not None and y._ag.constant), None)
+            if why is not None:  # a zero would be a wrong answer, not a derivative
+                raise BridgeError(f"{fn.label}: the derivative of the gradient rule, taken by the sparse-ops "
+                                  f"engine, is not available: it cannot differentiate the rule's result, {why}")
             pairs = [(y, c) for y, c in zip(ys, cs) if y._ag is not None and y._ag.needs_grad()]
             if not pairs:
                 return [NDArray(x._data * 0, x.device) for x in xs]
