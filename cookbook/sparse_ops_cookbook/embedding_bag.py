@@ -13,6 +13,7 @@ from sparse_ops.sdk import capacity as cap
 from sparse_ops.sdk.csr import runs_csr_dense
 
 from ._common import BOTH, backend, check_floats, dense_operand, matrix, spmm_t
+from .spmm import csr_sddmm
 
 _MODES = ("sum", "mean")
 
@@ -21,6 +22,14 @@ def _bag_shapes(bags: tuple, other: tuple, other_name: str) -> tuple[int, int, i
     n_bags, vocab = matrix("bags", bags)
     rows, dim = matrix(other_name, other)
     return n_bags, vocab, rows, dim
+
+
+def _bag_sizes(bags: so.NDArray) -> so.NDArray:
+    """Each bag's divisor under ``mean`` as an (n_bags, 1) array: its stored ids (its
+    nonzeros when dense), at least 1."""
+    xp = bags.device.xp
+    counts = xp.diff(bags.indptr) if bags.stype == "csr" else (bags.data != 0).sum(axis=1)
+    return so.array(_divisors(xp, counts).astype(bags.dtype), device=bags.device)
 
 
 def _divisors(xp, counts):
@@ -35,11 +44,13 @@ class EmbeddingBag(so.Op):
 
     ``bags`` csr (n_bags, vocab), ``weight`` (vocab, dim) dense (a row_sparse weight's
     missing rows read as zeros), float32 or float64; dense ``bags`` run a dense matmul. The weight gradient is row_sparse with the
-    ids present as rows (``_embedding_bag_backward``); the bags get no gradient.
+    ids present as rows (``_embedding_bag_backward``); the bags' per-id weights get theirs at
+    their stored places (``csr_sddmm``: torch's ``per_sample_weights`` gradient), computed
+    only when asked for.
     """
 
     arguments = ("bags", "weight")
-    backward_needs_inputs = ("bags",)
+    backward_needs_inputs = ("bags", "weight")  # the weight: for the per-id weights' gradient
     partition, partition_args = "rows", ("bags",)  # the weight whole (sparse_ops.dask)
     mode = so.Param(str, "sum", "pool by sum or mean", choices=_MODES)
 
@@ -65,22 +76,37 @@ class EmbeddingBag(so.Op):
         if self.mode == "mean":
             out /= _divisors(xp, (bags != 0).sum(axis=1))
 
-    def gradient(self, out_grads, inputs, outputs):
-        return [None, _embedding_bag_backward(inputs[0], out_grads[0], mode=self.mode)]
-
-    # the bags (ids and their per-id weights) are data: the op gives them no gradient
-    opcheck_skip = {"gradient:bags": "the bags are data; embedding_bag gives them no gradient by design"}
+    def gradient(self, out_grads, inputs, outputs, needs=(True, True)):
+        """The weight's (row_sparse) and, where asked for, the per-id weights': d w_bi =
+        <g_b, weight_i>, divided by bag b's size for ``mean`` (sizes count the ids a bag
+        holds, which small changes of the weights leave alone; so dense bags under ``mean``
+        give their zeros, which are no ids, no gradient)."""
+        bags, weight = inputs
+        g = out_grads[0]
+        d_bags = None
+        if needs[0]:
+            scaled = g if self.mode == "sum" else so.broadcast_div(g, _bag_sizes(bags))
+            if bags.stype == "csr":
+                d_bags = csr_sddmm(bags, scaled, weight)
+            else:
+                d_bags = so.dot(scaled, weight, transpose_b=True)
+                if self.mode == "mean":
+                    held = so.array((bags.data != 0).astype(bags.dtype), device=bags.device)
+                    d_bags = so.elemwise_mul(d_bags, held)
+        return [d_bags, _embedding_bag_backward(bags, g, mode=self.mode) if needs[1] else None]
 
     @classmethod
     def samples(cls) -> list:
         """``opcheck`` samples: csr bags (an empty bag) with a dense and a row_sparse weight,
-        sum and mean, dense bags."""
+        sum and mean, dense bags (under ``mean`` with every id present: a zero there is no
+        id, and finite differences would make it one)."""
         from sparse_ops.sdk.testing import sample_array
 
         bags, weight = sample_array((4, 6), "csr", seed=1, positive=True), sample_array((6, 3), seed=2)
+        full = sample_array((4, 6), seed=4, positive=True)
         return [([bags, weight], {"mode": m}) for m in ("sum", "mean")] + [
             ([bags, sample_array((6, 3), "row_sparse", seed=3)], {"mode": "mean"}),
-            ([bags.tostype("default"), weight], {"mode": "mean"}), [bags.tostype("default"), weight]]
+            ([full, weight], {"mode": "mean"}), [bags.tostype("default"), weight]]
 
 
 @so.register("_embedding_bag_backward")

@@ -12,6 +12,7 @@ import sparse_ops as so
 from sparse_ops.sdk import capacity as cap
 
 from ._common import BOTH, backend, check_floats, dense_operand, matrix, transpose_parts
+from .spmm import csr_sddmm
 
 
 def _fm_shapes(x: tuple, v: tuple) -> tuple[int, int, int]:
@@ -26,7 +27,8 @@ def _fm_shapes(x: tuple, v: tuple) -> tuple[int, int, int]:
 class FMInteraction(so.Op):
     """Factorization-machine pairwise interactions of csr X (n, d) with factors V (d, k):
     dense (n,), float32 or float64. X may also be dense. V's gradient is row_sparse for
-    csr X (rows = the features present; ``_fm_interaction_backward``); X gets none."""
+    csr X (rows = the features present; ``_fm_interaction_backward``); X's stored values get
+    theirs when asked for."""
 
     arguments = ("X", "V")
     backward_needs_inputs = ("X", "V")
@@ -48,11 +50,19 @@ class FMInteraction(so.Op):
         s = x @ v
         out[...] = 0.5 * (s * s - (x * x) @ (v * v)).sum(axis=1)
 
-    def gradient(self, out_grads, inputs, outputs):
+    def gradient(self, out_grads, inputs, outputs, needs=(True, True)):
+        """V's (row_sparse for csr X) and, where asked for, X's at its stored values:
+        dX_ij = g_i ((X V V^T)_ij - x_ij |v_j|^2) (``csr_sddmm`` for the first term)."""
         x, v = inputs
-        return [None, _fm_interaction_backward(x, v, out_grads[0])]
-
-    opcheck_skip = {"gradient:X": "X holds the features (data); fm_interaction gives it no gradient by design"}
+        g = out_grads[0]
+        d_x = None
+        if needs[0]:
+            col = so.reshape(g, shape=(-1, 1))
+            norms = so.reshape(so.sum(so.square(v), axis=1), shape=(1, -1))
+            s = so.broadcast_mul(so.dot(x, v), col)
+            pairs = csr_sddmm(x, s, v) if x.stype == "csr" else so.dot(s, v, transpose_b=True)
+            d_x = so.elemwise_sub(pairs, so.broadcast_mul(so.broadcast_mul(x, col), norms))
+        return [d_x, _fm_interaction_backward(x, v, g) if needs[1] else None]
 
     @classmethod
     def samples(cls) -> list:

@@ -54,7 +54,8 @@ def test_weight_gradient_is_row_sparse_over_the_ids_present(mode):
 def test_opcheck_and_row_sparse_weight():
     bags, weight = csr(BAGS), normal(10, 3, seed=4)
     samples = [([bags, weight], {"mode": m}) for m in ("sum", "mean")]
-    samples += [([bags.tostype("default"), weight], {"mode": "mean"}), [bags, weight.tostype("row_sparse")]]
+    full = so.array(np.abs(normal(4, 10, seed=5).asnumpy()) + 0.5)  # dense bags under mean: every id present
+    samples += [([full, weight], {"mode": "mean"}), [bags, weight.tostype("row_sparse")]]
     assert opcheck("embedding_bag", samples) == 4
     sparse_weight = so.array(np.where(np.arange(10)[:, None] % 2 == 0, weight.asnumpy(), 0)).tostype("row_sparse")
     np.testing.assert_allclose(embedding_bag(bags, sparse_weight).asnumpy(), BAGS @ sparse_weight.asnumpy())
@@ -73,3 +74,35 @@ def test_mean_pooling_serial_and_parallel_forms_agree_exactly(monkeypatch):
     (serial,), (parallel,) = serial_and_parallel(monkeypatch, lambda: [embedding_bag(a, weight, mode="mean")])
     np.testing.assert_array_equal(serial, parallel)
     np.testing.assert_allclose(serial, reference(bags, weight.asnumpy(), "mean"), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean"])
+def test_per_id_weights_get_their_gradient_when_asked(mode):
+    """The bags' stored values (per-id weights) get d w_bi = <g_b, weight_i> (over the bag's
+    size under mean): torch's per_sample_weights gradient, never a silent zero."""
+    bags, weight = csr(BAGS), normal(10, 5, seed=7)
+    check_numeric_gradient(lambda b: embedding_bag(b, weight, mode=mode), [bags])
+    bags.attach_grad()
+    with ag.record():
+        out = embedding_bag(bags, weight, mode=mode)
+    head = normal(4, 5, seed=8)
+    out.backward(head)
+    sizes = np.maximum((BAGS != 0).sum(axis=1), 1)[:, None] if mode == "mean" else 1
+    want = np.where(BAGS != 0, (head.asnumpy() / sizes) @ weight.asnumpy().T, 0)
+    assert bags.grad.stype == "csr"
+    np.testing.assert_allclose(bags.grad.asnumpy(), want, rtol=1e-12)
+
+
+def test_per_id_weights_through_torch_match_per_sample_weights():
+    torch = pytest.importorskip("torch")
+    import sparse_ops.torch as st
+
+    ids, offsets = torch.tensor([1, 4, 2, 7, 9]), torch.tensor([0, 2, 5])
+    psw = torch.tensor([0.5, 2.0, 1.0, 3.0, 0.25], dtype=torch.float64)
+    w = torch.randn(10, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    values = psw.clone().requires_grad_()
+    bags = torch.sparse_csr_tensor(offsets, ids, values, size=(2, 10))
+    st.ops.embedding_bag(bags, w).pow(2).sum().backward()
+    ref = psw.clone().requires_grad_()
+    torch.nn.functional.embedding_bag(ids, w, offsets[:-1], mode="sum", per_sample_weights=ref).pow(2).sum().backward()
+    torch.testing.assert_close(values.grad, ref.grad)

@@ -77,3 +77,23 @@ def test_fm_serial_and_parallel_forms_agree_exactly(monkeypatch):
                                rtol=1e-10, atol=1e-12)
     want = xd.T @ (hd[:, None] * (xd @ vd)) - vd * ((xd * xd).T @ hd)[:, None]
     np.testing.assert_allclose(serial[1], want, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("stype", ["csr", "default"])
+def test_the_features_get_their_gradient_when_asked(stype):
+    """dX_ij = g_i ((X V V^T)_ij - x_ij |v_j|^2) at X's stored values: finite differences
+    agree, and a csr X gets a csr gradient of its structure."""
+    x = random_csr(6, 8, 0.4, seed=3)
+    x = x if stype == "csr" else x.tostype("default")
+    v = normal(8, 3, seed=4)
+    check_numeric_gradient(lambda a: fm_interaction(a, v), [x])
+    x.attach_grad()
+    with ag.record():
+        y = fm_interaction(x, v)
+    g = normal(6, 1, seed=5).asnumpy().ravel()
+    y.backward(so.array(g))
+    xd, vd = x.asnumpy(), v.asnumpy()
+    want = g[:, None] * (xd @ vd @ vd.T - xd * (vd * vd).sum(axis=1)[None, :])
+    assert x.grad.stype == stype
+    np.testing.assert_allclose(x.grad.asnumpy(), np.where(xd != 0, want, 0) if stype == "csr" else want, rtol=1e-10,
+                               atol=1e-12)
