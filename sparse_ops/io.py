@@ -24,7 +24,7 @@ import numpy as np
 
 from . import device as _dev
 from .creation import array, csr_matrix, row_sparse_array
-from .dtypes import source_dtype
+from .dtypes import VALUE_DTYPES, source_dtype
 from .errors import SparseFormatError
 from .ndarray import STYPES, NDArray
 from .validation import check_csr, normalize_shape
@@ -116,11 +116,14 @@ def _components(x: NDArray) -> tuple:
     return (x._data, x._indices, x._indptr)
 
 
-def load(file: File, device: Any = None, attrs: dict[str, Any] | None = None) -> Saved:
+def load(file: File, device: Any = None, attrs: dict[str, Any] | None = None,
+         extra_dtypes: tuple = ()) -> Saved:
     """Read what ``save`` wrote (container, list or dict), a SciPy ``save_npz`` file (one
     csr) or a ``.npy`` file (one dense array), from a path or a seekable binary file object.
     A dict passed as ``attrs`` receives the ``attrs`` the file was saved with (none for
-    files of other writers)."""
+    files of other writers). Dense values of ``extra_dtypes`` are kept as they are (a face
+    holding more dtypes than the library, such as the MXNet face's int8 and uint8); other
+    dtypes the library does not hold are refused naming the file and the dtype."""
     if hasattr(file, "read"):
         label = _label(file)
         try:
@@ -130,7 +133,7 @@ def load(file: File, device: Any = None, attrs: dict[str, Any] | None = None) ->
         except (AttributeError, OSError, ValueError) as exc:
             raise ValueError(f"{label}: load needs a seekable binary file object (io.BytesIO, "
                              f"open(path, 'rb')): {exc}") from exc
-        return _load(file, start, size, label, device, attrs)
+        return _load(file, start, size, label, device, attrs, extra_dtypes)
     path = os.fspath(file)
     try:
         f = open(path, "rb")
@@ -139,7 +142,11 @@ def load(file: File, device: Any = None, attrs: dict[str, Any] | None = None) ->
     except OSError as exc:
         raise ValueError(f"{path}: not a readable .npz/.npy file ({exc})") from exc
     with f:
-        return _load(f, 0, os.fstat(f.fileno()).st_size, path, device, attrs)
+        return _load(f, 0, os.fstat(f.fileno()).st_size, path, device, attrs, extra_dtypes)
+
+
+class UnheldDtypeError(TypeError):
+    """A well-formed file whose values have a dtype the arrays do not hold."""
 
 
 def _label(f: Any) -> str:
@@ -148,7 +155,8 @@ def _label(f: Any) -> str:
     return name if isinstance(name, str) else f"<{type(f).__name__}>"
 
 
-def _load(f: IO[bytes], start: int, size: int, label: str, device: Any, attrs: dict | None = None) -> Saved:
+def _load(f: IO[bytes], start: int, size: int, label: str, device: Any, attrs: dict | None = None,
+          extra: tuple = ()) -> Saved:
     """``load`` from the open binary file ``f`` whose ``size`` bytes from ``start`` hold the file."""
     try:
         if f.read(len(_NPY_MAGIC)) == _NPY_MAGIC:
@@ -159,18 +167,20 @@ def _load(f: IO[bytes], start: int, size: int, label: str, device: Any, attrs: d
     except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
         raise ValueError(f"{label}: not a readable .npz/.npy file ({exc})") from exc
     if isinstance(loaded, np.ndarray):
-        return _dense(loaded, device)
+        return _dense(loaded, device, extra, label)
     with loaded:
         try:
             _check_members(loaded.zip, size)
             files = set(loaded.files)
             if _HEADER in files:
-                return _load_ours(loaded, files, device, attrs)
+                return _load_ours(loaded, files, device, attrs, extra, label)
             if "format" in files and "shape" in files:
                 return _load_scipy(loaded, f, start, device, size)
             raise ValueError("neither a sparse_ops file nor a SciPy save_npz file")
         except SparseFormatError as exc:
             raise SparseFormatError(f"{label}: {exc}") from exc
+        except UnheldDtypeError:
+            raise
         except (KeyError, TypeError, ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
             raise ValueError(f"{label}: corrupt sparse_ops file ({exc})") from exc
 
@@ -228,7 +238,7 @@ def _member(loaded: Any, name: str) -> np.ndarray:
     return a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))
 
 
-def _load_ours(loaded: Any, files: set, device: Any, attrs: dict | None = None) -> Saved:
+def _load_ours(loaded: Any, files: set, device: Any, attrs: dict | None, extra: tuple, label: str) -> Saved:
     if loaded.zip.getinfo(_HEADER + ".npy").file_size > _MAX_HEADER_BYTES + 4096:  # + the .npy header
         raise ValueError(f"header member larger than {_MAX_HEADER_BYTES} bytes")
     raw = _member(loaded, _HEADER)
@@ -261,7 +271,7 @@ def _load_ours(loaded: Any, files: set, device: Any, attrs: dict | None = None) 
         shape = e.get("shape")
         if not isinstance(shape, list):
             raise ValueError(f"bad shape in header entry {i}")
-        items.append((e["name"], _build(e["stype"], parts, tuple(shape), device)))
+        items.append((e["name"], _build(e["stype"], parts, tuple(shape), device, extra, label)))
     if attrs is not None:
         attrs.update(saved_attrs)
     if kind == "single":
@@ -271,23 +281,30 @@ def _load_ours(loaded: Any, files: set, device: Any, attrs: dict | None = None) 
     return dict(items)
 
 
-def _build(stype: str, parts: dict, shape: tuple, device: Any) -> NDArray:
+def _build(stype: str, parts: dict, shape: tuple, device: Any, extra: tuple, label: str) -> NDArray:
     """A container over the arrays ``np.load`` just made (ours: not copied again on the host)."""
     if stype == "default":
         values = parts["values"]
         if tuple(values.shape) != shape:
             raise SparseFormatError(f"dense values of shape {values.shape} where {shape} was declared")
-        return _dense(values, device)
+        return _dense(values, device, extra, label)
     if stype == "row_sparse":
         return row_sparse_array((parts["data"], parts["indices"]), shape=shape, device=device)
     return csr_matrix((parts["data"], parts["indices"], parts["indptr"]), shape=shape, device=device)
 
 
-def _dense(values: np.ndarray, device: Any) -> NDArray:
+def _dense(values: np.ndarray, device: Any, extra: tuple, label: str) -> NDArray:
     """A dense container over ``values`` (an array read from the file), moved or converted
-    only where the device or dtype asks."""
+    only where the device or dtype asks; ``extra`` dtypes kept as they are."""
     dev = _dev.as_device(device) if device is not None else _dev.current_device()
-    dt = source_dtype(values.dtype)
+    if values.dtype in extra:
+        return NDArray(_dev.on_device(np.ascontiguousarray(values), dev), dev)
+    try:
+        dt = source_dtype(values.dtype)
+    except TypeError:
+        raise UnheldDtypeError(f"{label}: the file holds values of dtype {values.dtype}, which sparse_ops arrays do not "
+                        f"hold (value dtypes: {', '.join(sorted(str(np.dtype(d)) for d in VALUE_DTYPES))}); the "
+                        "MXNet face's nd.load keeps int8 and uint8") from None
     if dev.xp is np and values.dtype == dt and values.flags.c_contiguous:
         return NDArray(values, dev)
     return array(values, device=dev)

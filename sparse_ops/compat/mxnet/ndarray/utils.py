@@ -13,6 +13,7 @@ from ....ndarray import kernel_form
 from .. import util as _util
 from ..base import MXNetArgumentError, MXNetError, MXNetValueError
 from ._op import as_face
+from .ndarray import EXTRA_DTYPES
 
 _NP_SHAPE = "mxnet_np_shape"  # the header attribute recording the shape mode a file was saved in
 
@@ -58,7 +59,7 @@ def load(fname: str | os.PathLike) -> list | dict:
     """What ``save`` wrote: a list of NDArrays or a dict of str -> NDArray (a file of
     one array written by ``sparse_ops.save`` also comes back as a list)."""
     attrs: dict = {}
-    data = _io.load(fname, attrs=attrs)
+    data = _io.load(fname, attrs=attrs, extra_dtypes=EXTRA_DTYPES)
     return _loaded(data, attrs)
 
 
@@ -69,7 +70,7 @@ def load_frombuffer(buf: bytes) -> list | dict:
         raise MXNetArgumentError(f"load_frombuffer: buf must be bytes, got {type(buf).__name__} (argument buf)")
     attrs: dict = {}
     try:
-        data = _io.load(_pyio.BytesIO(bytes(buf)), attrs=attrs)
+        data = _io.load(_pyio.BytesIO(bytes(buf)), attrs=attrs, extra_dtypes=EXTRA_DTYPES)
     except MXNetError:
         raise
     except ValueError as exc:
