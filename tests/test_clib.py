@@ -242,6 +242,21 @@ def test_dense_kernel_values_and_parameters(testops, dtype):
                                   (x.astype(np.float64) + y).astype(dtype))
 
 
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+def test_dtypes_the_c_abi_does_not_carry_are_refused_by_name(testops, dtype):
+    """The MXNet face holds int8 and uint8, which the C ABI has no code for: refused at type
+    inference naming the op and the input (a KeyError escaped from the call before)."""
+    import sparse_ops.compat.mxnet as mx
+
+    x = mx.nd.array(np.arange(3), dtype=dtype)
+    for call in (lambda: so.ops.t_axpy(x, x), lambda: mx.nd.t_axpy(x, x)):
+        with pytest.raises(OperatorError, match=rf"operator 't_axpy'.*input 0 \('x'\) has dtype {dtype}, which a C "
+                                                r"library's kernels do not take"):
+            call()
+    y = mx.nd.array(np.arange(3), dtype="float64")
+    np.testing.assert_array_equal(so.ops.t_axpy(y, y).asnumpy(), 2 * np.arange(3.0))
+
+
 def test_a_kernel_error_names_op_library_and_message_and_nothing_breaks(testops):
     x = so.array(np.ones(3, np.float16))
     with pytest.raises(OperatorError) as info:

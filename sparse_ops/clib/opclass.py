@@ -55,6 +55,21 @@ def _shape_rule(address: int, where: str) -> Callable:
     return infer_shape
 
 
+def _carried(rule: Callable, names: tuple) -> Callable:
+    """``rule`` (an infer_type) after refusing input dtypes the C ABI has no code for (the
+    MXNet face's int8 and uint8), naming the input."""
+    def infer_type(self: Op, *dtypes: Any) -> list:
+        for i, d in enumerate(dtypes):
+            if np.dtype(d) not in abi.DTYPE_CODES:
+                name = names[i] if i < len(names) else str(i)
+                carried = ", ".join(str(t) for t in abi.DTYPE_CODES)
+                raise TypeError(f"input {i} ({name!r}) has dtype {np.dtype(d)}, which a C library's kernels do not "
+                                f"take (the C ABI carries {carried}); convert it with astype")
+        return rule(self, *dtypes)
+
+    return infer_type
+
+
 def _codes_rule(address: int, where: str, what: str) -> Callable:
     """infer_type or infer_storage_type through a C callback on integer codes."""
     fn = abi.InferCodesFn(address)
@@ -192,8 +207,8 @@ def op_class(spec: OpSpec, where: str, module: str) -> type:
         attrs[p.name] = make_param(p, spec.name)
     if spec.infer_shape:
         attrs["infer_shape"] = _shape_rule(spec.infer_shape, where)
-    if spec.infer_type:
-        attrs["infer_type"] = _codes_rule(spec.infer_type, where, "type")
+    attrs["infer_type"] = _carried(_codes_rule(spec.infer_type, where, "type") if spec.infer_type else Op.infer_type,
+                                   spec.inputs)
     if spec.infer_storage_type:
         attrs["infer_storage_type"] = _codes_rule(spec.infer_storage_type, where, "storage_type")
     for i, k in enumerate(spec.kernels):
