@@ -26,9 +26,9 @@ from .gradients import call_gradient, not_an_array
 from .ndarray import NDArray
 from .ops import elemwise_add
 from .tape import (  # noqa: F401  (the public face re-exports the recording half)
-    GRAD_REQS, AGInfo, ArrayMeta, NoDerivative, Node, _scope, _state, attach, changed_since_recorded, check_not_in_graph,
-    is_recording, is_training, mark_variables, parents_of, pause, predict_mode, record, set_recording,
-    set_training, train_mode,
+    GRAD_REQS, AGInfo, ArrayMeta, NoDerivative, Node, _scope, _state, attach, changed_since_recorded,
+    check_not_in_graph, is_recording, is_training, mark_variables, parents_of, pause, predict_mode, record,
+    set_recording, set_training, train_mode,
 )
 
 

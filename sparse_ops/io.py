@@ -302,9 +302,10 @@ def _dense(values: np.ndarray, device: Any, extra: tuple, label: str) -> NDArray
     try:
         dt = source_dtype(values.dtype)
     except TypeError:
-        raise UnheldDtypeError(f"{label}: the file holds values of dtype {values.dtype}, which sparse_ops arrays do not "
-                        f"hold (value dtypes: {', '.join(sorted(str(np.dtype(d)) for d in VALUE_DTYPES))}); the "
-                        "MXNet face's nd.load keeps int8 and uint8") from None
+        held = ", ".join(sorted(str(np.dtype(d)) for d in VALUE_DTYPES))
+        raise UnheldDtypeError(f"{label}: the file holds values of dtype {values.dtype}, which sparse_ops arrays "
+                               f"do not hold (value dtypes: {held}); the MXNet face's nd.load keeps int8 and "
+                               "uint8") from None
     if dev.xp is np and values.dtype == dt and values.flags.c_contiguous:
         return NDArray(values, dev)
     return array(values, device=dev)
