@@ -7,8 +7,15 @@ See README.md for a tour and ARCHITECTURE.md for the architecture.
 import os as _os
 
 if _os.environ.get("SPARSE_OPS_CUDA_SIM", "0") == "1":
-    # Must precede the first import of numba anywhere in the process.
+    # Must precede the first import of numba anywhere in the process: numba reads it then.
     _os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+    import sys as _sys
+
+    if "numba" in _sys.modules and not _sys.modules["numba"].config.ENABLE_CUDASIM:
+        raise ImportError("SPARSE_OPS_CUDA_SIM=1, but numba was imported before sparse_ops without its CUDA "
+                          "simulator (numba reads NUMBA_ENABLE_CUDASIM at its first import): set "
+                          "SPARSE_OPS_CUDA_SIM=1 in the environment before the process imports numba, or import "
+                          "sparse_ops first")
 
 from ._numba_env import configure as _configure_numba  # noqa: E402
 

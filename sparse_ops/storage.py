@@ -19,8 +19,10 @@ from .ndarray.dense import CONVERSIONS
 _NUMBA_VALUE_DTYPES = frozenset(np.dtype(t) for t in ("float32", "float64", "int32", "int64"))
 
 
-def _numba_ok(xp: Any, *arrays: Any) -> bool:
-    return xp is np and all(a.dtype in _NUMBA_VALUE_DTYPES for a in arrays)
+def _numba_ok(device: Any, *arrays: Any) -> bool:
+    """Whether the numba cpu kernels serve these arrays: on the cpu (a simulated gpu's memory
+    is NumPy too, but its calls take the gpu's path) and of their dtypes."""
+    return device.device_type == "cpu" and all(a.dtype in _NUMBA_VALUE_DTYPES for a in arrays)
 
 
 def _bits(a: np.ndarray) -> np.ndarray:
@@ -42,7 +44,8 @@ def densify_into(x: NDArray, out: Any) -> None:
     """Write the dense values of sparse ``x`` into the existing array ``out`` (same shape)."""
     xp = x.device.xp
     if x.stype == "csr":
-        if _numba_ok(xp, x.data) or (xp is np and x.dtype == np.float16 and out.dtype == x.dtype):
+        on_cpu = x.device.device_type == "cpu"
+        if _numba_ok(x.device, x.data) or (on_cpu and x.dtype == np.float16 and out.dtype == x.dtype):
             if out.dtype == x.dtype and out.flags.c_contiguous:
                 from .kernels.convert import csr_clear_scatter_row
 
@@ -61,7 +64,7 @@ def _csr_to_dense(x: CSRNDArray) -> NDArray:
     xp = x.device.xp
     with _dev.allocating_on(x.device):
         out = xp.zeros(x.shape, dtype=x.dtype)
-    if xp is np:
+    if x.device.device_type == "cpu":
         from .kernels.convert import csr_scatter_row
 
         csr_scatter_row(None, x.shape[0], x.indptr, x.indices, _bits(x.data), _bits(out), work=x.nnz)
@@ -86,7 +89,7 @@ def _dense_to_csr(x: NDArray) -> CSRNDArray:
     xp = x.device.xp
     rows, cols = a.shape
     with _dev.allocating_on(x.device):
-        if _numba_ok(xp, a):
+        if _numba_ok(x.device, a):
             from .kernels.convert import count_row_nonzeros, fill_csr_row
 
             a = np.ascontiguousarray(a)

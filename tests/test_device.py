@@ -48,6 +48,18 @@ def test_missing_gpu_is_a_clear_error():
 
 
 @pytest.mark.gpu
+def test_the_simulator_asked_for_after_numba_started_without_it_is_refused_at_import():
+    """numba reads NUMBA_ENABLE_CUDASIM at its first import: asked for later, the simulated
+    gpu would half work (an unclear driver error from the first gpu kernel)."""
+    late = run_python("import numba\nimport sparse_ops", SPARSE_OPS_CUDA_SIM="1")
+    assert late.returncode != 0
+    assert ("ImportError: SPARSE_OPS_CUDA_SIM=1, but numba was imported before sparse_ops without its CUDA "
+            "simulator") in late.stderr
+    early = run_python("import numba\nimport sparse_ops as so\nassert so.num_gpus() == 1",
+                       SPARSE_OPS_CUDA_SIM="1", NUMBA_ENABLE_CUDASIM="1")
+    assert early.returncode == 0, early.stderr
+
+
 def test_simulated_gpu_round_trip():
     result = run_python("""
         import numpy as np, os, pickle

@@ -669,7 +669,7 @@ class SampledDot(Op):
             y = _sampled_rows(ctx, rhs, not self.transpose_b)
             k = lhs.shape[0] if self.transpose_a else lhs.shape[1]
             dtype = (x[2] if isinstance(x, tuple) else x).dtype
-            gpu = None if is_host(mask.indptr) else ctx
+            gpu = ctx if ctx.device.device_type == "gpu" else None  # the simulator's gpu memory is NumPy
             values = sampled(gpu, mask.indptr, mask.indices, x, y, k, dtype)
             ctx.set_csr(out, values.astype(out.dtype, copy=False), mask.indices, mask.indptr)
 

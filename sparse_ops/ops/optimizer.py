@@ -265,7 +265,8 @@ class _Update(Op):
             return
         n = o.shape[0]
         width = math.prod(o.shape[1:])
-        if ctx.xp is np and o.dtype in _NUMBA_FLOATS and all(a.flags.c_contiguous for a in (o, *st)):
+        if ctx.device.device_type == "cpu" and o.dtype in _NUMBA_FLOATS and all(a.flags.c_contiguous
+                                                                               for a in (o, *st)):
             # int64 rows and contiguous values: one compiled kernel per float dtype
             idx = grad.indices.astype(np.int64, copy=False)
             g2 = np.ascontiguousarray(grad.data).reshape(nnz, width)
