@@ -21,7 +21,7 @@ from . import device as _dev
 from .device import Device
 from .dtypes import DEFAULT_DTYPE, DEFAULT_INDEX_DTYPE, VALUE_DTYPES, source_dtype, value_dtype
 from .errors import SparseFormatError, SparseOpsError, StorageTypeError
-from .ndarray import STYPES, CSRNDArray, NDArray, RowSparseNDArray
+from .ndarray import STYPES, CSRNDArray, NDArray, RowSparseNDArray, share_version
 from .ndarray.dense import CONVERSIONS
 from .validation import check_csr, csr_is_canonical, normalize_shape
 
@@ -160,18 +160,22 @@ def _dlpack_array(obj: Any) -> Any:
 
 def from_dlpack(obj: Any, device: Device | str | None = None) -> NDArray:
     """A dense container sharing memory with a DLPack producer (NumPy, CuPy, PyTorch, ...),
-    copied only when ``device`` asks for another device than the producer's."""
+    copied only when ``device`` asks for another device than the producer's (a dense
+    sparse_ops array keeps its device and shares its count of in-place writes)."""
     if not (hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__")):
         raise TypeError(f"from_dlpack needs an object with __dlpack__ and __dlpack_device__, got a "
                         f"{type(obj).__name__}; sparse_ops.array(obj) copies other array-likes")
-    kind, dev_id = obj.__dlpack_device__()
-    data = _dlpack_array(obj)
-    own = _dev.cpu() if kind == 1 else _dev.gpu(dev_id)
+    if isinstance(obj, NDArray) and obj.stype == "default":  # ours: its own device (a simulated gpu's is NumPy)
+        own, data = obj.device, obj._data
+    else:
+        kind, dev_id = obj.__dlpack_device__()
+        data = _dlpack_array(obj)
+        own = _dev.cpu() if kind == 1 else _dev.gpu(dev_id)
     dev = own if device is None else _dev.as_device(device)
     source_dtype(data.dtype)
     if dev != own:
-        data = _dev.on_device(data, dev, copy=True)
-    return NDArray(data, dev)
+        return NDArray(_dev.on_device(data, dev, copy=True), dev)
+    return share_version(NDArray(data, dev), obj) if isinstance(obj, NDArray) else NDArray(data, dev)
 
 
 def coerce(value: Any, stype: str, dtype: Any, device: Device, shape: tuple[int, ...]) -> NDArray:

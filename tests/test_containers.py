@@ -300,6 +300,9 @@ def test_dlpack_round_trip_and_sparse_refusal():
     back = np.from_dlpack(x)
     assert np.shares_memory(back, src)
     assert so.from_dlpack(x).shape == (2, 3)
+    again = so.from_dlpack(x)
+    again[0, 0] = 7  # the same memory, counted as one write of it
+    assert src[0, 0] == 7 and again._version is x._version
     with pytest.raises(TypeError, match="dense arrays only"):
         np.from_dlpack(x.tostype("csr"))
     assert np.shares_memory(np.asarray(x), src)

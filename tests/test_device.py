@@ -79,6 +79,9 @@ def test_simulated_gpu_round_trip():
             assert back.device == so.cpu()
             np.testing.assert_array_equal(back.asnumpy(), dense)
             assert pickle.loads(pickle.dumps(g)).device == so.gpu(0)
+        g = so.array(dense).to(so.gpu(0))
+        shared = so.from_dlpack(g)  # ours: the producer's device, though the simulator's memory is NumPy
+        assert shared.device == so.gpu(0) and np.shares_memory(shared.data, g.data)
         with so.gpu(0):
             assert so.zeros((2, 2), stype="csr").device == so.gpu(0)
         try:
