@@ -173,6 +173,21 @@ def test_every_launch_runs_on_the_device_of_the_call_that_caused_it():
             launch.launch(bad, None, (1, 32))
 
 
+def test_a_gpu_call_takes_the_gpu_path_even_where_the_simulators_memory_is_numpy():
+    """Which kernels run is the call's device's choice, not the memory's: under the
+    simulator gpu arrays are NumPy, and the csr @ csr gradient (SDDMM) launched no gpu
+    kernel; its values equal the cpu's either way."""
+    from sparse_ops.sdk import launch
+
+    (ca, ga), (cp, gp), (cw, gw) = both(A, "csr"), both(B[:, :3].copy()), both(W)
+    with launch.recording() as log:
+        got = so.ops._sampled_dot(ga, gp, gw, transpose_b=True)
+    assert got.device == so.gpu(0) and log
+    want = np.where(A != 0, B[:, :3] @ W.T, 0)
+    np.testing.assert_allclose(got.asnumpy(), want)
+    np.testing.assert_allclose(so.ops._sampled_dot(ca, cp, cw, transpose_b=True).asnumpy(), want)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_gradients_that_add_into_repeated_positions_sum_in_order_on_the_gpu(dtype):
     """take's, _gather_along_axis's and reflect-pad's gradients and an MXNet-face index's
