@@ -24,6 +24,20 @@ def _bag_shapes(bags: tuple, other: tuple, other_name: str) -> tuple[int, int, i
     return n_bags, vocab, rows, dim
 
 
+def _bags_gradient(bags: so.NDArray, pooled: so.NDArray, table: so.NDArray, mode: str) -> so.NDArray:
+    """The gradient of the bags' values (per-id weights) of a product pooling ``table``'s rows
+    whose gradient per bag is ``pooled``: d w_bi = <pooled_b, table_i>, over bag b's size
+    under ``mean`` (sizes count the ids a bag holds, which small changes of the weights leave
+    alone; so dense bags under ``mean`` give their zeros, which are no ids, no gradient)."""
+    scaled = pooled if mode == "sum" else so.broadcast_div(pooled, _bag_sizes(bags))
+    if bags.stype == "csr":
+        return csr_sddmm(bags, scaled, table)
+    d_bags = so.dot(scaled, table, transpose_b=True)
+    if mode == "mean":
+        d_bags = so.elemwise_mul(d_bags, so.array((bags.data != 0).astype(bags.dtype), device=bags.device))
+    return d_bags
+
+
 def _bag_sizes(bags: so.NDArray) -> so.NDArray:
     """Each bag's divisor under ``mean`` as an (n_bags, 1) array: its stored ids (its
     nonzeros when dense), at least 1."""
@@ -77,23 +91,11 @@ class EmbeddingBag(so.Op):
             out /= _divisors(xp, (bags != 0).sum(axis=1))
 
     def gradient(self, out_grads, inputs, outputs, needs=(True, True)):
-        """The weight's (row_sparse) and, where asked for, the per-id weights': d w_bi =
-        <g_b, weight_i>, divided by bag b's size for ``mean`` (sizes count the ids a bag
-        holds, which small changes of the weights leave alone; so dense bags under ``mean``
-        give their zeros, which are no ids, no gradient)."""
+        """The weight's (row_sparse) and, where asked for, the per-id weights' (``_bags_gradient``)."""
         bags, weight = inputs
         g = out_grads[0]
-        d_bags = None
-        if needs[0]:
-            scaled = g if self.mode == "sum" else so.broadcast_div(g, _bag_sizes(bags))
-            if bags.stype == "csr":
-                d_bags = csr_sddmm(bags, scaled, weight)
-            else:
-                d_bags = so.dot(scaled, weight, transpose_b=True)
-                if self.mode == "mean":
-                    held = so.array((bags.data != 0).astype(bags.dtype), device=bags.device)
-                    d_bags = so.elemwise_mul(d_bags, held)
-        return [d_bags, _embedding_bag_backward(bags, g, mode=self.mode) if needs[1] else None]
+        return [_bags_gradient(bags, g, weight, self.mode) if needs[0] else None,
+                _embedding_bag_backward(bags, g, mode=self.mode) if needs[1] else None]
 
     @classmethod
     def samples(cls) -> list:
@@ -116,7 +118,7 @@ class EmbeddingBagBackward(so.Op):
     present) for csr bags, dense for dense bags."""
 
     arguments = ("bags", "out_grad")
-    backward_needs_inputs = ("bags",)
+    backward_needs_inputs = ("bags", "out_grad")
     capacity = cap.columns_of("bags")  # a row per id present in the bags
     partition = "sum"  # bags and out_grad cut on their shared rows; block gradients add up
     mode = so.Param(str, "sum", "pool by sum or mean", choices=_MODES)
@@ -147,18 +149,24 @@ class EmbeddingBagBackward(so.Op):
             out_grad = (out_grad / _divisors(xp, (bags != 0).sum(axis=1))).astype(out_grad.dtype, copy=False)
         xp.matmul(bags.T, out_grad, out=out)
 
-    def gradient(self, out_grads, inputs, outputs):
-        return [None, embedding_bag(inputs[0], out_grads[0], mode=self.mode)]
-
-    opcheck_skip = {"gradient:bags": "the bags are data; the backward gives them no gradient by design"}
+    def gradient(self, out_grads, inputs, outputs, needs=(True, True)):
+        """out_grad's: the head pooled by the bags (``embedding_bag``); the per-id weights':
+        d w_bi = <out_grad_b, head_i> (over bag b's size for ``mean``), as the forward op's."""
+        bags, g = inputs
+        head = out_grads[0]
+        return [_bags_gradient(bags, g, head, self.mode) if needs[0] else None,
+                embedding_bag(bags, head, mode=self.mode) if needs[1] else None]
 
     @classmethod
     def samples(cls) -> list:
-        """``opcheck`` samples: csr bags (row_sparse result) and dense bags, sum and mean."""
+        """``opcheck`` samples: csr bags (row_sparse result) and dense bags, sum and mean (dense
+        bags under ``mean`` with every id present, as for ``embedding_bag``)."""
         from sparse_ops.sdk.testing import sample_array
 
         bags, g = sample_array((4, 6), "csr", seed=1, positive=True), sample_array((4, 3), seed=2)
-        return [([b, g], {"mode": m}) for b in (bags, bags.tostype("default")) for m in ("sum", "mean")]
+        full = sample_array((4, 6), seed=4, positive=True)
+        return [([bags, g], {"mode": m}) for m in ("sum", "mean")] + [
+            ([bags.tostype("default"), g], {"mode": "sum"}), ([full, g], {"mode": "mean"})]
 
 
 embedding_bag = so.dispatch.op_function("embedding_bag")

@@ -106,3 +106,25 @@ def test_per_id_weights_through_torch_match_per_sample_weights():
     ref = psw.clone().requires_grad_()
     torch.nn.functional.embedding_bag(ids, w, offsets[:-1], mode="sum", per_sample_weights=ref).pow(2).sum().backward()
     torch.testing.assert_close(values.grad, ref.grad)
+
+
+@pytest.mark.parametrize("stype", ["csr", "default"])
+def test_the_weight_gradient_differentiates_in_the_per_id_weights(stype):
+    """Second order: the weight's gradient (bags.T @ g) depends on the per-id weights, so
+    differentiating it gives them the gradient dot gives (it read as zero)."""
+    weight = normal(10, 5, seed=9)
+    grads = {}
+    for name, f in (("bag", lambda b, w: embedding_bag(b, w)), ("dot", lambda b, w: so.dot(b, w))):
+        bags = csr(BAGS) if stype == "csr" else so.array(BAGS)
+        w = so.array(weight.asnumpy())
+        bags.attach_grad()
+        w.attach_grad()
+        with ag.record():
+            (gw,) = ag.grad(so.sum(f(bags, w)), [w], create_graph=True)
+            second = so.sum(so.elemwise_mul(gw.tostype("default"), gw.tostype("default")))
+        second.backward()
+        grads[name] = bags.grad.asnumpy()
+    assert np.abs(grads["dot"]).sum() > 0
+    # (native dot gives a csr every position's gradient; the per-id weights are the stored ones)
+    want = np.where(BAGS != 0, grads["dot"], 0) if stype == "csr" else grads["dot"]
+    np.testing.assert_allclose(grads["bag"], want, rtol=1e-12)
