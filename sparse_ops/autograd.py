@@ -27,8 +27,8 @@ from .ndarray import NDArray
 from .ops import elemwise_add
 from .tape import (  # noqa: F401  (the public face re-exports the recording half)
     GRAD_REQS, AGInfo, ArrayMeta, NoDerivative, Node, _scope, _state, attach, changed_since_recorded,
-    check_not_in_graph, is_recording, is_training, mark_variables, parents_of, pause, predict_mode, record,
-    set_recording, set_training, train_mode,
+    check_not_in_graph, is_recording, is_training, mark_no_derivative, mark_variables, parents_of, pause,
+    predict_mode, record, set_recording, set_training, train_mode,
 )
 
 
@@ -127,6 +127,9 @@ def _node_backward(node: Node, out_grads: list) -> list:
         if g.shape != x.shape:
             raise OperatorError(f"backward of {node.label} gave input {i} (shape {x.shape}) a "
                                 f"gradient of shape {g.shape}")
+    if _state.recording and isinstance(node.fn, Function):  # create_graph: results made outside the graph
+        mark_no_derivative(grads, f"the gradient of {node.label}: its backward computed it outside the graph "
+                                  "(not with sparse_ops operators), so it has no derivative")
     return grads
 
 

@@ -132,3 +132,34 @@ def test_forward_mode_of_backward_kernels_names_the_op(isolated):
     with pytest.raises(Exception, match=r"operator 'rc_row_clip' \(plugin \S+\)'s gradient is its backward kernels "
                                         r"\(_backward_rc_row_clip\), which have no derivative"):
         jax.block_until_ready(jax.jvp(lambda v: soj.ops.rc_row_clip(v, c=0.5), (x,), (jnp.ones_like(x),)))
+
+
+def test_an_autograd_function_whose_backward_leaves_the_graph_is_refused_second_order():
+    """A Function's backward computed with NumPy has no derivative: second order through it
+    is refused naming it (it dropped its part silently); one made of operators has one."""
+    class Cube(ag.Function):
+        def forward(self, x):
+            self.x = x
+            return so.array(x.asnumpy() ** 3)
+
+        def backward(self, dy):
+            return so.array(dy.asnumpy() * 3 * self.x.asnumpy() ** 2)
+
+    class CubeOps(Cube):
+        def backward(self, dy):
+            return dy * so.square(self.x) * 3
+
+    for fn, second in ((Cube, None), (CubeOps, 6 * X)):
+        x = so.array(X)
+        x.attach_grad()
+        with ag.record():
+            (g,) = ag.grad(so.sum(fn()(x)), [x], create_graph=True)
+            z = so.sum(g) + so.sum(x)
+        np.testing.assert_allclose(g.asnumpy(), 3 * X ** 2)
+        if second is None:
+            with pytest.raises(so.OperatorError, match="cannot differentiate the gradient of Cube: its backward "
+                                                       "computed it outside the graph"):
+                z.backward()
+        else:
+            z.backward()
+            np.testing.assert_allclose(x.grad.asnumpy(), second + 1)
