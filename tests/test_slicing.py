@@ -114,3 +114,21 @@ def test_row_sparse_indexing_refuses_what_numpy_refuses():
         x[np.array([True, False, True, False, True])]
     with pytest.raises(IndexError, match="indexed by ints, slices and integer arrays"):
         x[np.array([0.5])]
+
+
+def test_row_sparse_keys_mixing_an_int_a_slice_and_an_array_are_numpys():
+    """An int is an advanced index in NumPy: with an array after a slice, the broadcast axes
+    go first (x[2, :, [0, 1]] is (2, 3)); Python bools are no row numbers."""
+    d = np.arange(60, dtype=np.float32).reshape(5, 3, 4)
+    d[[1, 3]] = 0
+    x = so.array(d).tostype("row_sparse")
+    for key in [(2, slice(None), np.array([0, 1])), (-3, slice(None), [0, 3]),
+                (np.int64(2), slice(0, 2), np.array([[1], [3]])), (2, np.array([0, 1]), slice(None)), (4, 1, 2)]:
+        got = x[key].asnumpy()
+        assert got.shape == d[key].shape, key
+        np.testing.assert_array_equal(got, d[key])
+    for key in (True, False, (True, 2)):
+        with pytest.raises(IndexError, match="integer row ids"):
+            x[key]
+    with pytest.raises(IndexError, match="not a bool"):
+        so.array(d[:, :, 0]).tostype("csr")[True]

@@ -353,15 +353,15 @@ class RowSparseNDArray(BaseSparseNDArray):
                 return self.tostype("default")[key]
             if isinstance(first, slice):
                 return self[first].tostype("default")[(slice(None), *rest)]
-            try:
-                operator.index(first)
-            except TypeError:  # row ids: each distinct row read once, indexed as NumPy would
-                ids = self._row_ids(first)
-                distinct, where = self._device.xp.unique(ids, return_inverse=True)
-                return self._gather(distinct)[(NDArray(where.reshape(ids.shape), self._device), *rest)]
-            return self[first][rest]
+            # a row or row ids: each distinct row read once, the key applied as NumPy would (an
+            # int is an advanced index there: with an array after a slice, their axes go first)
+            ids = self._row_ids(first)
+            distinct, where = self._device.xp.unique(ids, return_inverse=True)
+            return self._gather(distinct)[(NDArray(where.reshape(ids.shape), self._device), *rest)]
         if key is Ellipsis or isinstance(key, slice) and key == slice(None):
             return self
+        if isinstance(key, bool):  # NumPy's x[True] adds an axis; not a row number
+            raise IndexError("row_sparse arrays take integer row ids, not a bool")
         rows = self.shape[0]
         if isinstance(key, slice):
             return self._row_range(*key.indices(rows))
@@ -525,6 +525,8 @@ class CSRNDArray(BaseSparseNDArray):
             if step != 1:
                 raise ValueError(f"csr row slices need step 1, got {step}")
             return self._row_slice(start, max(start, stop))
+        if isinstance(key, bool):  # NumPy's x[True] adds an axis; not a row number
+            raise IndexError("csr arrays take an integer row or a row slice, not a bool")
         try:
             i = operator.index(key)
         except TypeError:
