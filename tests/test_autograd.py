@@ -174,6 +174,28 @@ def test_detach_and_drop_grad():
     assert x.grad is None
 
 
+@pytest.mark.parametrize("stype", ["csr", "row_sparse"])
+def test_a_sparse_arrays_detach_gets_new_parts_on_assignment_leaving_the_original(stype):
+    """x.detach()[:] = v replaces the detached array's parts and writes no memory of x's:
+    x keeps its values, and a backward that kept x still runs (it was refused); the
+    detached array itself counts the write."""
+    x = so.array(np.eye(3)).tostype(stype)
+    w = so.array(np.ones((3, 3)))
+    w.attach_grad()
+    with ag.record():
+        loss = so.sum(so.elemwise_mul(w, x))
+    d = x.detach()
+    d[:] = so.array(2 * np.eye(3)).tostype(stype)
+    np.testing.assert_array_equal(x.asnumpy(), np.eye(3))
+    loss.backward()
+    np.testing.assert_array_equal(w.grad.asnumpy(), np.eye(3))
+    with ag.record():
+        loss = so.sum(so.elemwise_mul(w, d))
+    d[:] = so.array(3 * np.eye(3)).tostype(stype)
+    with pytest.raises(so.OperatorError, match="written in place after the call was recorded"):
+        loss.backward()
+
+
 def test_attach_grad_names_itself_when_refusing_a_storage_type():
     x = so.ones((2, 2))
     with pytest.raises(ValueError, match="attach_grad: unknown storage type 'coo' for the gradient"):

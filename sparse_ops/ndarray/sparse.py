@@ -31,7 +31,7 @@ from ..device import Device
 from ..dtypes import INDEX_DTYPES, VALUE_DTYPES, source_dtype
 from ..errors import SparseFormatError
 from ..validation import check_csr, check_row_sparse, normalize_shape
-from .dense import CONVERSIONS, NDArray, bump_version
+from .dense import CONVERSIONS, NDArray
 from .view import ComponentView, plain
 
 
@@ -215,7 +215,10 @@ class BaseSparseNDArray(NDArray):
         new = CONVERSIONS["coerce"](value, self.stype, self.dtype, self._device, shape=shape)
         if new.shape != shape:
             raise ValueError(f"cannot assign an array of shape {new.shape} to one of shape {shape}")
-        bump_version(self)
+        # the parts are replaced, not written: what shares the old ones (the array a detach()
+        # came from) is unchanged, so this array's count goes on alone
+        v = getattr(self, "_version", None)
+        self._version = [(v[0] if v is not None else 0) + 1]
         self._take_parts(new)
 
     def _take_parts(self, other: "BaseSparseNDArray") -> None:
