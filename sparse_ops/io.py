@@ -288,6 +288,11 @@ def _build(stype: str, parts: dict, shape: tuple, device: Any, extra: tuple, lab
         if tuple(values.shape) != shape:
             raise SparseFormatError(f"dense values of shape {values.shape} where {shape} was declared")
         return _dense(values, device, extra, label)
+    if parts["data"].dtype in extra:  # checked with held values in their place, then given its own
+        data = parts["data"]
+        x = _build(stype, dict(parts, data=data.astype(np.int32)), shape, device, (), label)
+        x._data = _dev.on_device(np.ascontiguousarray(data), x.device)
+        return x
     if stype == "row_sparse":
         return row_sparse_array((parts["data"], parts["indices"]), shape=shape, device=device)
     return csr_matrix((parts["data"], parts["indices"], parts["indptr"]), shape=shape, device=device)

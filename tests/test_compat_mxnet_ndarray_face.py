@@ -530,11 +530,16 @@ def test_int8_and_uint8_arrays_the_face_holds_come_back_from_its_files(tmp_path,
     """The face holds MXNet's int8 and uint8: its save and load round-trip them (load refused
     the file as corrupt); the library's own load says it does not hold that dtype."""
     x = mx.nd.array(np.array([1, 2, 250 if dtype == "uint8" else -7]), dtype=dtype)
+    m = mx.nd.array(np.array([[0, 3, 0], [5, 0, 0]]), dtype=dtype)
     path = tmp_path / "a.npz"
-    mx.nd.save(path, {"x": x})
-    back = mx.nd.load(path)["x"]
+    mx.nd.save(path, {"x": x, "csr": m.tostype("csr"), "rsp": m.tostype("row_sparse")})
+    loaded = mx.nd.load(path)
+    back = loaded["x"]
     assert type(back) is mx.nd.NDArray and back.dtype == np.dtype(dtype)
     np.testing.assert_array_equal(back.asnumpy(), x.asnumpy())
+    for name in ("csr", "rsp"):
+        assert loaded[name].dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(loaded[name].asnumpy(), m.asnumpy())
     with open(path, "rb") as f:
         assert mx.nd.load_frombuffer(f.read())["x"].dtype == np.dtype(dtype)
     with pytest.raises(TypeError, match=f"the file holds values of dtype {dtype}, which sparse_ops arrays do not "
