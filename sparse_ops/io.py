@@ -288,6 +288,7 @@ def _build(stype: str, parts: dict, shape: tuple, device: Any, extra: tuple, lab
         if tuple(values.shape) != shape:
             raise SparseFormatError(f"dense values of shape {values.shape} where {shape} was declared")
         return _dense(values, device, extra, label)
+    _held(parts["data"].dtype, extra, label)
     if parts["data"].dtype in extra:  # checked with held values in their place, then given its own
         data = parts["data"]
         x = _build(stype, dict(parts, data=data.astype(np.int32)), shape, device, (), label)
@@ -298,19 +299,26 @@ def _build(stype: str, parts: dict, shape: tuple, device: Any, extra: tuple, lab
     return csr_matrix((parts["data"], parts["indices"], parts["indptr"]), shape=shape, device=device)
 
 
+def _held(dtype: np.dtype, extra: tuple, label: str) -> np.dtype | None:
+    """The dtype to keep for values of ``dtype`` read from a file (None for an ``extra`` one),
+    or UnheldDtypeError naming the file."""
+    if dtype in extra:
+        return None
+    try:
+        return source_dtype(dtype)
+    except TypeError:
+        held = ", ".join(sorted(str(np.dtype(d)) for d in VALUE_DTYPES))
+        raise UnheldDtypeError(f"{label}: the file holds values of dtype {dtype}, which sparse_ops arrays do not "
+                               f"hold (value dtypes: {held}); the MXNet face's nd.load keeps int8 and uint8") from None
+
+
 def _dense(values: np.ndarray, device: Any, extra: tuple, label: str) -> NDArray:
     """A dense container over ``values`` (an array read from the file), moved or converted
     only where the device or dtype asks; ``extra`` dtypes kept as they are."""
     dev = _dev.as_device(device) if device is not None else _dev.current_device()
     if values.dtype in extra:
         return NDArray(_dev.on_device(np.ascontiguousarray(values), dev), dev)
-    try:
-        dt = source_dtype(values.dtype)
-    except TypeError:
-        held = ", ".join(sorted(str(np.dtype(d)) for d in VALUE_DTYPES))
-        raise UnheldDtypeError(f"{label}: the file holds values of dtype {values.dtype}, which sparse_ops arrays "
-                               f"do not hold (value dtypes: {held}); the MXNet face's nd.load keeps int8 and "
-                               "uint8") from None
+    dt = _held(values.dtype, extra, label)
     if dev.xp is np and values.dtype == dt and values.flags.c_contiguous:
         return NDArray(values, dev)
     return array(values, device=dev)
