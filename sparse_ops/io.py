@@ -24,7 +24,7 @@ import numpy as np
 
 from . import device as _dev
 from .creation import array, csr_matrix, row_sparse_array
-from .dtypes import VALUE_DTYPES, source_dtype
+from .dtypes import not_held, source_dtype
 from .errors import SparseFormatError
 from .ndarray import STYPES, NDArray
 from .validation import check_csr, normalize_shape
@@ -307,9 +307,8 @@ def _held(dtype: np.dtype, extra: tuple, label: str) -> np.dtype | None:
     try:
         return source_dtype(dtype)
     except TypeError:
-        held = ", ".join(sorted(str(np.dtype(d)) for d in VALUE_DTYPES))
-        raise UnheldDtypeError(f"{label}: the file holds values of dtype {dtype}, which sparse_ops arrays do not "
-                               f"hold (value dtypes: {held}); the MXNet face's nd.load keeps int8 and uint8") from None
+        raise UnheldDtypeError(f"{label}: the file holds values its arrays cannot: {not_held(dtype)}; the MXNet "
+                               "face's nd.load keeps int8 and uint8") from None
 
 
 def _dense(values: np.ndarray, device: Any, extra: tuple, label: str) -> NDArray:

@@ -98,7 +98,8 @@ def test_a_dict_with_one_name_twice_is_refused_not_halved(tmp_path):
     ("indptr past the values", {"0.data": np.ones(2), "0.indices": np.array([0, 1]),
                                 "0.indptr": np.array([0, 1003, 2])}, "non-decreasing"),
     ("complex values", {"0.data": np.ones(2, np.complex64), "0.indices": np.array([0, 1]),
-                        "0.indptr": np.array([0, 1, 2])}, "complex64 are not supported"),
+                        "0.indptr": np.array([0, 1, 2])},
+     "complex64 are not supported"),
 ])
 def test_a_broken_sparse_member_is_refused_naming_the_file(tmp_path, case, members, words):
     path = tmp_path / "bad.npz"
