@@ -36,8 +36,8 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from ..dispatch import invoke, make_plan
-from ..errors import StorageFallbackWarning
+from ..dispatch import STORAGE_AWARE, invoke, make_plan
+from ..errors import OperatorError, StorageFallbackWarning
 from ..gradients import call_gradient
 from ..ndarray import NDArray
 from ..ops._samples import array as sample_array, ints as sample_ints  # noqa: F401  (for samples())
@@ -51,7 +51,7 @@ CHECKS: dict[str, str] = {
     "reference": "the storage-aware kernel agrees with the dense kernel on densified inputs, or the "
                  "outputs agree with the op's NumPy reference",
     "gradient": "the declared gradient agrees with central finite differences, element by element",
-    "gpu": "cpu and gpu outputs agree (when a gpu exists)",
+    "gpu": "cpu and gpu outputs agree, and gradients from the same heads (when a gpu exists)",
 }
 
 # Outcomes of one check on one sample. A check that compared nothing and nobody said why
@@ -501,14 +501,18 @@ def opcheck(op: Any, samples: Sequence[Any], rtol: float = 1e-5, atol: float = 1
       own dtypes at ``NATIVE_GRAD`` (1e-3, 1e-2, 1e-3: float32 rounding, not a 0.1% error).
       The report says which ran. A differentiable op without a gradient rule fails here:
       declare ``differentiable = False`` or skip it;
-    - ``gpu``: when a gpu exists and the op has gpu kernels, cpu and gpu outputs agree.
+    - ``gpu``: when a gpu exists and the op has gpu kernels, cpu and gpu outputs agree, and
+      (with ``check_grad``, for a differentiable op whose gradient is not skipped) so do the
+      gradients from the same head gradients, in storage type and values.
 
     A check that compares nothing fails unless skipped with a reason: ``skip={"reference":
     "why"}`` here, or the op's class attribute ``opcheck_skip = {"gradient": "why"}``. The
     key ``"gradient:<input>"`` leaves one floating input out of the gradient check (ids or
     weights that are data by design, whose gradient the op does not give).
     Raises ``OpcheckError`` (an AssertionError) naming the op, the sample, the check and, for
-    value mismatches, the worst element (index and both values). ``verbose`` prints the report.
+    value mismatches, the worst element (index and both values); an error the op raises on
+    a sample (its rules refusing it, a kernel failing) is that check's failure, the error
+    kept as the cause. ``verbose`` prints the report.
     """
     opdef = get_op(op) if isinstance(op, str) else op
     options = _Options(rtol, atol, check_grad, grad_rtol, grad_atol, eps, _skip_table(opdef, skip), reference,
@@ -556,15 +560,20 @@ class _SampleCheck:
         self.sample = SampleReport(f"{opdef.name} sample {k} ({stypes}" + (f"; {self.params}" if self.params else "")
                                    + ")")
         self.seeded = "random" in opdef.resources
-        self.inst = opdef.instance(self.params)
-        self.plan = make_plan(opdef, self.inst, self.inputs)
         # states the op updates in place (optimizer moments): every run starts from a copy
         self.pristine = {i: self.inputs[i].copy() for i in (opdef.arguments.index(m) for m in opdef.mutate)}
 
     def run(self) -> None:
-        self.outs = self.execute(self.plan, self.fresh_inputs())
-        for check in (self.inference, self.format, self.determinism, self.reference, self.gradient, self.gpu):
-            check()
+        check = "inference"  # parsing the parameters, planning and the first run serve this check
+        try:
+            self.inst = self.opdef.instance(self.params)
+            self.plan = make_plan(self.opdef, self.inst, self.inputs)
+            self.outs = self.execute(self.plan, self.fresh_inputs())
+            for step in (self.inference, self.format, self.determinism, self.reference, self.gradient, self.gpu):
+                check = step.__name__
+                step()
+        except OperatorError as exc:  # the op refused the sample or a kernel failed: this check's finding
+            self.fail(check, f"{type(exc).__name__}: {exc}", exc)
         self.report.results.append(self.sample)
 
     # ---- helpers ----------------------------------------------------------------------------------
@@ -578,10 +587,10 @@ class _SampleCheck:
             _reseed()
         return plan.execute(xs)
 
-    def fail(self, check: str, message: str) -> None:
+    def fail(self, check: str, message: str, cause: BaseException | None = None) -> None:
         self.sample.add(check, FAILED, message)
         self.report.results.append(self.sample)
-        raise OpcheckError(f"{self.sample.label}: {check}: {message}", self.report)
+        raise OpcheckError(f"{self.sample.label}: {check}: {message}", self.report) from cause
 
     def nothing(self, check: str, why: str, fix: str) -> None:
         """Record a check that compared nothing: skipped when declared, else a failure."""
@@ -653,7 +662,7 @@ class _SampleCheck:
             self.compare("reference", self.outs, wanted, o.rtol, o.atol, f"output {{i}} and {label} disagree",
                          ("kernel", "reference"))
             self.sample.add("reference", PASSED, f"outputs vs {label} ({plan.mode} kernel)")
-        elif plan.mode != "fcompute_ex":
+        elif plan.mode not in STORAGE_AWARE:
             self.sample.add("reference", NOT_APPLICABLE, f"{plan.mode} ran the dense kernel, the reference itself")
         elif self.opdef.fcompute.get(plan.device.device_type) is None:
             self.nothing("reference", f"the {','.join(plan.in_stypes)} kernel ran and the op has no dense kernel and "
@@ -713,7 +722,34 @@ class _SampleCheck:
             gpu_outs = self.execute(make_plan(self.opdef, self.inst, dev_inputs), dev_inputs)
             self.compare("gpu", gpu_outs, self.outs, self.o.rtol, self.o.atol, "cpu and gpu disagree on output {i}",
                          ("gpu", "cpu"))
-            self.sample.add("gpu", PASSED, "gpu outputs equal the cpu outputs")
+            compared = "gpu outputs equal the cpu outputs"
+            if self.o.check_grad and self.opdef.differentiable and "gradient" not in self.o.skips:
+                compared += self.gpu_gradients()
+            self.sample.add("gpu", PASSED, compared)
+
+    def gpu_gradients(self) -> str:
+        """The op's gradient on the gpu against the cpu's, from the same head gradients: a
+        backward kernel of its own for each device, or a gradient() of operators, runs on the
+        gpu as training there would run it. What was compared, for the report."""
+        from ..device import gpu
+
+        heads, want = _declared_gradient(self.opdef, self.fresh_inputs(), self.params, self.rng, False)
+        dev_inputs = [x.to(gpu(0)) for x in self.fresh_inputs()]
+        got = _declared_gradient(self.opdef, dev_inputs, self.params, self.rng, False, heads)[1]
+        compared = []
+        for i, (a, b) in enumerate(zip(got, want)):
+            name = self.opdef.arguments[i] if i < len(self.opdef.arguments) else f"input {i}"
+            if (a is None) != (b is None):
+                self.fail("gpu", f"the gradient of {name!r} is None on the " + ("gpu" if a is None else "cpu")
+                          + " only")
+            if a is None:
+                continue
+            if a.stype != b.stype:
+                self.fail("gpu", f"the gradient of {name!r} is {a.stype} on the gpu but {b.stype} on the cpu")
+            self.compare("gpu", [a], [b], self.o.rtol, self.o.atol, f"cpu and gpu disagree on the gradient of {name!r}",
+                         ("gpu", "cpu"))
+            compared.append(name)
+        return f", and so do the gradients of {', '.join(map(repr, compared))}" if compared else ""
 
 
 def check_numeric_gradient(fn: Any, inputs: Sequence[NDArray], eps: float | None = None, rtol: float | None = None,

@@ -244,6 +244,11 @@ def grad(heads: Any, variables: Any, head_grads: Any = None, retain_graph: bool 
     for v in variables:
         g = results.get(v._ag)
         out.append(_materialized(g) if g is not None else _zeros_like_meta(v))
+    if create_graph:  # a gradient constant in the variables (radians, x * 2) is still their function
+        parents = [v._ag for v in variables]
+        for g in out:
+            if g._ag is None:
+                attach(_ConstantGradient(len(parents)), parents, [], [], [g])
     return out[0] if single else out
 
 
@@ -286,6 +291,21 @@ class Function:
                 metas = [ArrayMeta(x, f"input {i} of {type(self).__name__}") for i, x in enumerate(inputs)]
                 attach(self, parents, metas, list(outs), outs)
         return outputs
+
+
+class _ConstantGradient(Function):
+    """The recorded "call" that made a ``create_graph`` gradient that does not depend on the
+    variables (the derivative of ``radians`` or ``x * 2``): differentiating it again gives
+    them zero, as MXNet and JAX do, instead of refusing an array not in the graph."""
+
+    trusted = True
+
+    def __init__(self, count: int) -> None:
+        super().__init__()
+        self.count = count
+
+    def backward(self, *out_grads: Any) -> list:
+        return [None] * self.count
 
 
 __all__ = ["record", "pause", "train_mode", "predict_mode", "is_recording", "is_training", "set_recording",

@@ -37,6 +37,9 @@ class InferenceError(OperatorError, ValueError):
 
 
 # ---- plans -------------------------------------------------------------------------------------
+# dispatch modes whose kernel takes containers (storage-aware), and those that densify the inputs first
+STORAGE_AWARE = ("fcompute_ex", "fallback_ex")
+DENSIFIED = ("fallback", "fallback_ex")
 _HOST = contextlib.nullcontext()  # what the kernel of a host call enters: nothing
 
 
@@ -69,7 +72,7 @@ class Plan:
             "in_stypes": list(self.in_stypes),
             "out_stypes": list(self.out_stypes),
             "dispatch_mode": self.mode,
-            "kernel": f"{fn.__qualname__}" + (" (on densified inputs)" if self.mode == "fallback" else ""),
+            "kernel": f"{fn.__qualname__}" + (" (on densified inputs)" if self.mode in DENSIFIED else ""),
             "device": str(self.device),
             "out_shapes": [tuple(s) for s in self.out_shapes],
             "out_dtypes": [np.dtype(d).name for d in self.out_dtypes],
@@ -83,9 +86,9 @@ class Plan:
             for i in self.mutated:  # written in place: a recorded call that kept them sees it
                 x = inputs[i]
                 bump_version(x)
-        if mode == "fallback":
+        if mode in DENSIFIED:
             given = inputs
-            inputs = [x if x.stype == "default" else convert(x, "default") for x in inputs]
+            inputs = [x if x.stype == "default" else _densified(self, i, x) for i, x in enumerate(inputs)]
         if out is None:
             targets = None
             results = [_allocated(self, i) for i in range(self.nout)]
@@ -126,7 +129,7 @@ class Plan:
             # a gpu kernel, built-in or plugin, runs with its call's device current (CuPy's
             # allocations, its launches), never on whichever GPU happened to be current
             with _dev.allocating_on(device) if device.device_type == "gpu" else _HOST:
-                if mode == "fcompute_ex":
+                if mode in STORAGE_AWARE:
                     # a storage-aware kernel may call operators (an MXNet-form custom op's forward
                     # does): they are its own steps, not nodes of the caller's graph
                     state.recording = False
@@ -143,11 +146,12 @@ class Plan:
             _check_returned(self, ret, results)
         if self.check:
             _check_outputs(self, results)
-        if mode == "fallback":
+        if mode in DENSIFIED:
             for i in self.mutated:  # the kernel updated a densified copy: the caller's array gets it
                 if given[i] is not inputs[i]:
                     given[i][:] = inputs[i]
-            results = [r if s == "default" else convert(r, s) for r, s in zip(results, self.out_stypes)]
+            if mode == "fallback":  # the dense kernel's outputs, cast to the planned storage types
+                results = [r if s == "default" else convert(r, s) for r, s in zip(results, self.out_stypes)]
         if targets is not None:
             _store(targets, results, req)
             if given_out is not None:  # the caller's arrays get what their kernel forms received
@@ -246,26 +250,40 @@ def choose_dispatch(opdef: OpDef, device: Device, in_stypes: tuple[str, ...],
                     out_stypes: Sequence[str]) -> tuple[str, Any]:
     """(dispatch mode, kernel) for these storage types: a storage-aware kernel if one
     matches, the dense kernel when everything is dense, else the dense kernel on densified
-    inputs (fallback)."""
+    inputs (``fallback``), or, for an op without one, the storage-aware kernel declared for
+    dense inputs on densified inputs (``fallback_ex``: its outputs keep the storage types it
+    makes, a backward kernel's row_sparse gradient say)."""
     dev = device.device_type
-    ex = opdef.fcompute_ex
-    fn = ex.get((dev, in_stypes))  # a kernel declared for exactly these storage types
+    fn = _storage_aware(opdef, dev, in_stypes)
     if fn is not None:
         return "fcompute_ex", fn
     dense = opdef.fcompute.get(dev)
     all_dense = all(s == "default" for s in in_stypes) and all(s == "default" for s in out_stypes)
     if dense is not None and all_dense:
         return "fcompute", dense
-    for (d, pattern), f in ex.items():  # wildcard declarations: "*" entries, or ("...",)
-        if d == dev and (pattern == ("...",) or len(pattern) == len(in_stypes) and all(
-                p == "*" or p == s for p, s in zip(pattern, in_stypes))):
-            return "fcompute_ex", f
     if dense is not None:
         return "fallback", dense
+    fn = _storage_aware(opdef, dev, ("default",) * len(in_stypes))
+    if fn is not None:
+        return "fallback_ex", fn
     raise OperatorError(
         f"{opdef.label} has no kernel for device {device} and input storage types "
         f"{list(in_stypes)} (kernels: {_kernel_list(opdef)})"
     )
+
+
+def _storage_aware(opdef: OpDef, dev: str, in_stypes: tuple[str, ...]) -> Any:
+    """The storage-aware kernel declared for these input storage types on device type
+    ``dev``: declared for exactly them, else by a wildcard ("*" entries, or ("...",)); None."""
+    ex = opdef.fcompute_ex
+    fn = ex.get((dev, in_stypes))
+    if fn is not None:
+        return fn
+    for (d, pattern), f in ex.items():
+        if d == dev and (pattern == ("...",) or len(pattern) == len(in_stypes) and all(
+                p == "*" or p == s for p, s in zip(pattern, in_stypes))):
+            return f
+    return None
 
 
 def _kernel_list(opdef: OpDef) -> str:
@@ -283,10 +301,11 @@ def _warn_fallback(plan: Plan) -> None:
     if key in _warned:
         return
     _warned.add(key)
+    ran = ("running the dense kernel and casting the outputs to" if plan.mode == "fallback"
+           else "running the kernel declared for dense inputs, whose outputs are")
     warnings.warn(
         f"{plan.opdef.label}: no storage-aware kernel for input storage types "
-        f"{list(plan.in_stypes)} on {plan.device}; densifying the inputs, running the dense kernel "
-        f"and casting the outputs to {list(plan.out_stypes)}. "
+        f"{list(plan.in_stypes)} on {plan.device}; densifying the inputs, {ran} {list(plan.out_stypes)}. "
         "Set SPARSE_OPS_STORAGE_FALLBACK_LOG_VERBOSE=0 to silence this.",
         StorageFallbackWarning, stacklevel=4,
     )
@@ -332,7 +351,7 @@ def make_plan(opdef: OpDef, inst: Op, inputs: Sequence[NDArray]) -> Plan:
     # more, and in debug mode (SPARSE_OPS_BOUNDSCHECK=1) fully, with unset values detected
     plan.trusted = plan.kernel in opdef.trusted_kernels
     plan.debug = _settings.BOUNDSCHECK and not plan.trusted
-    plan.check = plan.mode == "fcompute_ex" or plan.debug
+    plan.check = plan.mode in STORAGE_AWARE or plan.debug
     plan.contexts = (OpContext(device, False, opdef, plan.debug), OpContext(device, True, opdef, plan.debug))
     # storage types the kernel itself produces: dense ones when it runs on densified inputs
     plan.kernel_stypes = ["default"] * plan.nout if plan.mode == "fallback" else list(plan.out_stypes)
@@ -474,6 +493,18 @@ def _empty_output(stype: str, shape: tuple, dtype: np.dtype, device: Device) -> 
             return CSRNDArray._trusted(xp.empty(0, dtype), xp.empty(0, np.int64), xp.zeros(shape[0] + 1, np.int64),
                                        shape, device)
         return RowSparseNDArray._trusted(xp.empty((0, *shape[1:]), dtype), xp.empty(0, np.int64), shape, device)
+
+
+def _densified(plan: Plan, i: int, x: NDArray) -> NDArray:
+    """Input ``i`` densified for a fallback; one too large for memory is refused naming the op,
+    the argument and the way out (a kernel for its storage type)."""
+    try:
+        return convert(x, "default")
+    except MemoryError as exc:
+        name = plan.opdef.arguments[i] if i < len(plan.opdef.arguments) else f"input {i}"
+        raise OperatorError(f"{plan.opdef.label}: no kernel for input storage types {list(plan.in_stypes)} on "
+                            f"{plan.device}, and the fallback cannot densify argument {name!r} ({x.stype}, shape "
+                            f"{x.shape}, {x.dtype}): {type(exc).__name__}: {exc}") from None
 
 
 def _allocated(plan: Plan, i: int) -> NDArray:
@@ -638,15 +669,31 @@ def plan_for(opdef: OpDef, inst: Op, inputs: Sequence[NDArray]) -> Plan:
     except AttributeError:
         bad = next(x for x in inputs if not isinstance(x, NDArray))
         raise OperatorError(f"{opdef.label}: inputs must be NDArrays, got {type(bad).__name__}") from None
+    except SparseFormatError as exc:  # a container's deferred full check, run by its first use: this call
+        raise _refused_input(opdef, inputs, exc) from None
     plan = opdef.plans.get(key)
     if plan is None:
         plan = make_plan(opdef, inst, inputs)
-        if plan.mode == "fallback":
+        if plan.mode in DENSIFIED:
             _warn_fallback(plan)
         if len(opdef.plans) >= _MAX_PLANS:
             opdef.plans.clear()
         opdef.plans[key] = plan
     return plan
+
+
+def _refused_input(opdef: OpDef, inputs: Sequence[NDArray], exc: SparseFormatError) -> SparseFormatError:
+    """The refusal ``exc`` of a malformed sparse input found by its deferred full check,
+    naming the op and the argument: the first input whose check fails (the inputs before
+    it passed theirs when the plan's key read their shapes)."""
+    for i, x in enumerate(inputs):
+        try:
+            if x.stype != "default":
+                x.check_format(full_check=True)
+        except SparseFormatError:
+            name = opdef.arguments[i] if i < len(opdef.arguments) else f"input {i}"
+            return SparseFormatError(f"{opdef.label}: argument {name!r} ({x.stype}): {exc}")
+    return SparseFormatError(f"{opdef.label}: {exc}")
 
 
 def invoke(op: OpDef | str, inputs: Sequence[NDArray], params: dict[str, Any] | None = None,
@@ -719,11 +766,14 @@ def _describe_backward(plan: Plan) -> dict[str, Any]:
     def route(heads: list[str]) -> dict[str, Any]:
         in_stypes = tuple(heads + kept)
         grad_stypes = list(backward_instance(backward, inst).infer_storage_type(*in_stypes))
-        mode, fn = choose_dispatch(backward, plan.device, in_stypes, grad_stypes)
-        return {"assumes": {f"{o}_grad": st for o, st in zip(opdef.outputs, heads)},
-                "grad_stypes": {opdef.arguments[i]: st for i, st in zip(opdef.backward_grads, grad_stypes)},
-                "dispatch_mode": mode,
-                "kernel": fn.__qualname__ + (" (on densified inputs)" if mode == "fallback" else "")}
+        described = {"assumes": {f"{o}_grad": st for o, st in zip(opdef.outputs, heads)},
+                     "grad_stypes": {opdef.arguments[i]: st for i, st in zip(opdef.backward_grads, grad_stypes)}}
+        try:
+            mode, fn = choose_dispatch(backward, plan.device, in_stypes, grad_stypes)
+        except OperatorError as exc:  # what the backward would raise: said here, before it runs
+            return {**described, "dispatch_mode": None, "kernel": f"none: {exc}"}
+        return {**described, "dispatch_mode": mode,
+                "kernel": fn.__qualname__ + (" (on densified inputs)" if mode in DENSIFIED else "")}
 
     heads = list(plan.out_stypes[:plan.nvis])
     described = {"gradient": "declared on the op (backward kernels and rules)", "op": backward.name, **route(heads)}
@@ -754,8 +804,8 @@ def op_function(name: str) -> Any:
             if not params and len(args) == nargs:
                 try:
                     plan = plans.get(plan_key(opdef._default_instance, args))
-                except AttributeError:  # not NDArrays (or no default parameters): invoke says so
-                    plan = None
+                except (AttributeError, SparseFormatError):  # not NDArrays (or no default parameters), a
+                    plan = None                                  # malformed input: invoke says so
                 if plan is not None:
                     return plan.call(args, out, req)  # the shortest path: a repeated call
             if len(args) != nargs:

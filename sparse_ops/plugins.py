@@ -174,6 +174,7 @@ def _load(owner: Owner, source: str, run: Callable[[], ModuleType], module_name:
     record = _Record(name=name, source=source, version=version, origin=origin, owner=owner)
     with _LOCK:
         saved = registry.snapshot()
+        builtins = {n for n in registry.list_ops() if registry.owner_of(n).kind == "built-in"}
         modules_before = set(sys.modules)
         packages = {name, module_name.partition(".")[0]}  # where its half-imported modules would be
         try:
@@ -186,7 +187,11 @@ def _load(owner: Owner, source: str, run: Callable[[], ModuleType], module_name:
             if declared is not None:
                 _check_sdk(name, declared)
                 record.sdk = declared
-        except (Exception, SystemExit) as exc:  # a plugin must never take the process down
+        except KeyboardInterrupt:  # the user's, not the plugin's: roll back and let it stop the process
+            _rollback(name, saved, modules_before, packages)
+            raise
+        except BaseException as exc:  # a plugin must never take the process down (sys.exit, a test
+            # framework's skip or exit raised at import time, its own BaseException subclasses)
             _rollback(name, saved, modules_before, packages)
             own = isinstance(exc, PluginError) and str(exc).startswith(f"plugin {name!r}")  # our SDK check
             reason = str(exc) if own else f"{type(exc).__name__}: {exc}"
@@ -198,6 +203,11 @@ def _load(owner: Owner, source: str, run: Callable[[], ModuleType], module_name:
             raise PluginError(f"plugin {name!r} failed to load: {reason}") from exc
         _adopt(owner, module)
         record.module = module
+        replaced = sorted(n for n in builtins if registry.owner_of(n).plugin == name)
+        if replaced:  # allowed (replace=True), and felt by every caller in the process: said once, here
+            warnings.warn(f"plugin {name!r} replaced the built-in operator(s) {', '.join(map(repr, replaced))} "
+                          "(register(..., replace=True)): every call of them in this process now runs the plugin's",
+                          PluginWarning, stacklevel=3)
         if record.version is None:
             v = getattr(module, "__version__", None)
             record.version = str(v) if v is not None else None

@@ -172,16 +172,16 @@ class Param:
     def required(self) -> bool:
         return self.default is REQUIRED
 
-    def parse(self, value: Any, op_name: str) -> Any:
+    def parse(self, value: Any, op_label: str) -> Any:
         if value is None and self.optional:
             return None
         try:
             parsed = self.parse_value(value)
         except (TypeError, ValueError) as exc:
-            raise ParameterError(f"{op_name}: bad value {value!r} for parameter {self.name!r}: {exc}") from None
+            raise ParameterError(f"{op_label}: bad value {value!r} for parameter {self.name!r}: {exc}") from None
         if self.choices is not None and parsed not in self.choices:
             raise ParameterError(
-                f"{op_name}: parameter {self.name!r} must be one of {self.choices}, got {value!r}"
+                f"{op_label}: parameter {self.name!r} must be one of {self.choices}, got {value!r}"
             )
         return parsed
 
@@ -558,14 +558,14 @@ class OpDef:
         if unknown:
             accepted = ", ".join(self.params) or "none"
             raise ParameterError(
-                f"{self.name}: unknown parameter(s) {', '.join(map(repr, unknown))}; accepted: {accepted}"
+                f"{self.label}: unknown parameter(s) {', '.join(map(repr, unknown))}; accepted: {accepted}"
             )
         inst = object.__new__(self.cls)
         for pname, p in self.params.items():
             if pname in kwargs:
-                value = p.parse(kwargs[pname], self.name)
+                value = p.parse(kwargs[pname], self.label)
             elif p.required:
-                raise ParameterError(f"{self.name}: missing required parameter {pname!r}")
+                raise ParameterError(f"{self.label}: missing required parameter {pname!r}")
             else:
                 value = p.default
             object.__setattr__(inst, pname, value)
@@ -574,7 +574,7 @@ class OpDef:
             try:
                 check()
             except (TypeError, ValueError) as exc:
-                raise ParameterError(f"{self.name}: {exc}") from None
+                raise ParameterError(f"{self.label}: {exc}") from None
         return inst
 
     @property
@@ -726,8 +726,10 @@ def _refusal(name: str, old: OpDef, new_cls: type, new_owner: Owner, replace: bo
         return (f"{by}operator {name!r} is already registered (owner: {old_owner}); a C library cannot replace "
                 f"an operator: give its so_op_decl another name")
     hint = _reload_hint(old_owner, old) if new_owner.kind == "user" else ""
-    return (f"{by}operator {name!r} is already registered (owner: {old_owner}); pass replace=True to replace "
-            f"it{hint}")
+    if hint:  # most likely the plugin's own module run again (a re-import, importlib.reload)
+        return (f"{by}operator {name!r} is already registered (owner: {old_owner}){hint}; to put another class "
+                "in its place, pass replace=True")
+    return f"{by}operator {name!r} is already registered (owner: {old_owner}); pass replace=True to replace it"
 
 
 def _reload_hint(owner: Owner, old: OpDef) -> str:

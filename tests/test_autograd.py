@@ -562,3 +562,22 @@ def test_a_write_through_a_view_is_seen_by_a_node_that_kept_its_base_or_another_
         with pytest.raises((ValueError, TypeError)):  # a write NumPy or the container refuses: nothing written
             x[:] = np.ones((5, 5))
         loss.backward()  # so nothing to refuse
+
+
+@pytest.mark.parametrize("op", ["radians", "degrees", "sign", "negative"])
+def test_the_second_derivative_of_an_op_with_a_constant_first_derivative_is_zero(op):
+    """The create_graph gradient of radians (a constant) does not depend on x, yet is x's
+    function: differentiating it again gives zero, as MXNet and JAX do, not a refusal."""
+    x = so.array(np.array([0.5, 1.0, 2.0]))
+    x.attach_grad()
+    with so.autograd.record():
+        y = getattr(so, op)(x)
+        (g,) = so.autograd.grad([y], [x], create_graph=True, retain_graph=True)
+    first = {"radians": np.pi / 180, "degrees": 180 / np.pi, "sign": 0.0, "negative": -1.0}[op]
+    np.testing.assert_allclose(g.asnumpy(), np.full(3, first))
+    (second,) = so.autograd.grad([g], [x], retain_graph=True)
+    np.testing.assert_array_equal(second.asnumpy(), np.zeros(3))
+    with so.autograd.record():  # and through further ops on it
+        z = so.sum(g * x)
+    z.backward()
+    np.testing.assert_allclose(x.grad.asnumpy(), np.full(3, first))

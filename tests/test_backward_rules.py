@@ -224,3 +224,68 @@ def test_a_backward_declaration_that_cannot_be_built_is_refused_at_registration(
         so.register("rc_bad")(type("Bad", (so.Op,), body))
     assert "rc_bad" not in so.list_ops()  # nothing registered; the table still works
     np.testing.assert_array_equal(so.ops.relu(so.array(np.array([-1.0, 2.0]))).asnumpy(), [0.0, 2.0])
+
+
+def _register_gather(name: str, backward_stypes: tuple) -> None:
+    """An embedding-style op: out = weight[ids], a dense forward kernel only, and one backward
+    kernel declared for ``backward_stypes`` (head, weight, ids) giving weight a row_sparse
+    gradient of the rows the ids touch."""
+
+    @so.register(name)
+    class Gather(so.Op):
+        arguments = ("weight", "ids")
+        backward_grads = ("weight",)
+
+        def infer_shape(self, weight, ids):
+            return [(ids[0], weight[1])]
+
+        def infer_type(self, weight, ids):
+            return [weight]
+
+        def backward_storage_type(self, output_grad, weight, ids):
+            return ["row_sparse"]
+
+        @so.kernel(device="cpu")
+        def dense(self, ctx, weight, ids, out):
+            out[...] = weight[ids]
+
+        @so.backward_kernel(device="cpu", stypes=backward_stypes)
+        def sparse_backward(self, ctx, g, weight, ids, dw):
+            rows, inverse = np.unique(ids.data, return_inverse=True)
+            values, out_rows = ctx.alloc_row_sparse(dw, rows.shape[0])
+            out_rows[:] = rows
+            values[...] = 0
+            np.add.at(values, inverse.ravel(), g.data)
+
+
+def test_a_backward_kernel_for_dense_inputs_serves_a_sparse_input_densified(isolated):
+    """No dense backward kernel and a row_sparse weight: the backward declared for dense
+    arrays runs on the densified weight (dispatch mode fallback_ex, once warned), its
+    row_sparse gradient kept; explain says so before anything runs."""
+    _register_gather("fx_gather", ("default", "default", "default"))
+    table = np.arange(21.0).reshape(7, 3)
+    table[[0, 5]] = 0
+    ids = so.array(np.array([1, 3, 1, 6]))
+    w = so.array(table).tostype("row_sparse")
+    w.attach_grad()
+    described = so.explain("fx_gather", w, ids)["backward"]
+    assert described["dispatch_mode"] == "fallback_ex" and described["kernel"].endswith("(on densified inputs)")
+    with pytest.warns(so.StorageFallbackWarning, match="running the kernel declared for dense inputs"):
+        with so.autograd.record():
+            y = so.ops.fx_gather(w, ids)
+        head = np.random.default_rng(0).standard_normal((4, 3))
+        y.backward(so.array(head))
+    want = np.zeros((7, 3))
+    np.add.at(want, [1, 3, 1, 6], head)
+    assert w.grad.stype == "row_sparse"
+    np.testing.assert_allclose(w.grad.asnumpy(), want)
+
+
+def test_explain_reports_a_backward_with_no_kernel_instead_of_raising(isolated):
+    _register_gather("fx_gather_csr", ("default", "csr", "default"))  # a backward for a csr weight only
+    w = so.array(np.ones((5, 2)))
+    described = so.explain("fx_gather_csr", w, so.array(np.array([0, 4])))["backward"]
+    assert described["dispatch_mode"] is None
+    assert described["kernel"].startswith("none: operator '_backward_fx_gather_csr'") and "no kernel" in \
+        described["kernel"]
+    assert described["grad_stypes"] == {"weight": "row_sparse"}

@@ -479,6 +479,17 @@ def test_autograd_grad_returns_face_arrays():
     assert dx.asscalar() == np.float32(2.7182817) + 1
 
 
+def test_autograd_grad_returns_a_list_for_a_single_variable_too():
+    """MXNet makes a lone variable a list first: ``grad(y, x)[0]`` is x's whole gradient."""
+    x = mx.nd.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    x.attach_grad()
+    with mx.autograd.record():
+        y = x * x
+    got = mx.autograd.grad(y, x)
+    assert isinstance(got, list) and len(got) == 1
+    np.testing.assert_array_equal(got[0].asnumpy(), 2 * x.asnumpy())
+
+
 # ---- files ------------------------------------------------------------------------------------------------------
 def test_load_frombuffer_and_the_shape_mode_of_files(tmp_path):
     data = {"a": mx.nd.array(A), "c": mx.nd.array(DENSE).tostype("csr")}
@@ -574,3 +585,17 @@ def test_row_sparse_indexing_is_mxnets_only_whole_slice():
     c = mx.nd.array(dense).tostype("csr")
     assert c[1].stype == "csr" and c[1].shape == (1, 3)
     np.testing.assert_array_equal(c[-1].asnumpy(), dense[-1:])
+
+
+def test_shape_and_assignment_refusals_are_mxnet_errors():
+    """What MXNet refuses in C++ (a reshape that changes the size, a value that does not
+    broadcast to its slot) is an MXNetError on the face, and a ValueError as Python's."""
+    a = mx.nd.ones((2, 3))
+    with pytest.raises(mx.base.MXNetError, match=r"reshape: .*6 elements do not fit"):
+        a.reshape((7,))
+    with pytest.raises(mx.base.MXNetError, match=r"__setitem__: .*could not broadcast"):
+        a[:] = mx.nd.ones((4, 4))
+    with pytest.raises(ValueError):
+        a[0] = np.ones(5)
+    a[:] = mx.nd.array([[5.0]])  # the array is intact and takes what broadcasts
+    np.testing.assert_array_equal(a.asnumpy(), np.full((2, 3), 5.0))

@@ -132,9 +132,9 @@ def test_reimporting_an_installed_plugin_points_to_library_reload_which_loads_th
     with pytest.raises(so.OperatorError) as info:
         importlib.reload(sys.modules["dereload"])
     assert str(info.value) == (
-        f"operator 'dereload_scale' is already registered (owner: plugin 'dereload'); pass replace=True to replace "
-        f"it; to load the edited code of plugin 'dereload', call sparse_ops.library.reload({str(package)!r}) "
-        f"instead: it replaces all of the plugin's ops together")
+        f"operator 'dereload_scale' is already registered (owner: plugin 'dereload'); to load the edited code of "
+        f"plugin 'dereload', call sparse_ops.library.reload({str(package)!r}) instead: it replaces all of the "
+        f"plugin's ops together; to put another class in its place, pass replace=True")
 
     module = so.library.reload(package)
     assert module is sys.modules["dereload"]

@@ -351,3 +351,20 @@ def test_a_refused_registration_leaves_the_table_as_it_was():
         np.testing.assert_array_equal(so.invoke("t_refused_param", [so.array(np.ones(2))]).asnumpy(), [2, 2])
     finally:
         registry.unregister("t_refused_param")
+
+
+def test_a_fallback_that_cannot_densify_an_input_names_the_op_and_the_argument():
+    """A row_sparse array of 10**10 rows holds two; densifying it for an op without a
+    row_sparse kernel is refused naming the op, the argument and its size, and the process
+    goes on."""
+    big = so.RowSparseNDArray(np.ones((2, 3)), np.array([0, 5]), (10**10, 3))
+    with warnings.catch_warnings(), pytest.raises(
+            so.OperatorError, match=r"operator 'softmax': no kernel for input storage types \['row_sparse'\] on "
+                                    r"cpu\(0\), and the fallback cannot densify argument 'data' \(row_sparse, shape "
+                                    r"\(10000000000, 3\), float64\): MemoryError"):
+        warnings.simplefilter("ignore", so.StorageFallbackWarning)
+        so.softmax(big)
+    small = so.RowSparseNDArray(np.ones((2, 3)), np.array([0, 5]), (6, 3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", so.StorageFallbackWarning)  # warned once per signature: above
+        np.testing.assert_allclose(so.softmax(small).asnumpy(), np.full((6, 3), 1 / 3))

@@ -27,6 +27,8 @@ def tools():
     ("from mxnet.test_utils import *\n", "from sparse_ops.compat.mxnet.test_utils import *\n"),
     ("import mxnet.ndarray as nd\n", "import sparse_ops.compat.mxnet.ndarray as nd\n"),
     ("import mxnet.autograd\n", "import sparse_ops.compat.mxnet as mxnet, sparse_ops.compat.mxnet.autograd\n"),
+    ("import mxnet\n", "import sparse_ops.compat.mxnet as mxnet\n"),
+    ("  import mxnet  # bare\n", "  import sparse_ops.compat.mxnet as mxnet  # bare\n"),
     ("import mxnet_extra as mx\n", "import mxnet_extra as mx\n"),
     ("x = 'import mxnet as mx'\n", "x = 'import mxnet as mx'\n"),
 ])

@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import textwrap
 
 import numba
 import numpy as np
@@ -283,3 +284,78 @@ def test_every_shipped_op_has_samples_for_each_of_its_kernels():
         if missing:
             gaps[d.name] = missing
     assert gaps == {}
+
+
+# ---- errors the op raises on a sample are the failing check's finding ------------------------------
+@pytest.mark.parametrize("where, check", [("kernel", "inference"), ("rule", "inference"), ("gradient", "gradient")])
+def test_an_error_of_the_op_is_an_opcheck_failure_naming_sample_and_check(isolated, where, check):
+    @so.register("opcheck_raising")
+    class Raising(so.Op):
+        fails = so.Param(str, "none")
+
+        def infer_shape(self, x):
+            if self.fails == "rule":
+                raise ValueError("the rule refuses")
+            return [x]
+
+        @so.kernel(device="cpu")
+        def dense(self, ctx, x, y):
+            if self.fails == "kernel":
+                raise RuntimeError("the kernel broke")
+            y[...] = 2 * x
+
+        def gradient(self, out_grads, inputs, outputs):
+            if self.fails == "gradient":
+                raise RuntimeError("the gradient broke")
+            return [so.ops._mul_scalar(out_grads[0], scalar=2.0)]
+
+    x = so.array(np.array([1.0, -2.0, 3.0]))
+    with pytest.raises(OpcheckError, match=rf"opcheck_raising sample 1 \(default; {{'fails': '{where}'}}\): {check}: "
+                                           r"\w*Error: operator 'opcheck_raising'") as info:
+        opcheck("opcheck_raising", [[x], ([x], {"fails": where})])
+    assert isinstance(info.value.__cause__, so.OperatorError)
+    assert [s.label.startswith("opcheck_raising sample 0") for s in info.value.report.results][0]
+
+
+def test_a_wrong_gpu_gradient_fails_the_gpu_check_in_the_simulator(tmp_path):
+    """Forward kernels that agree and a gpu backward kernel that does not: opcheck's gpu check
+    compares the gradients too (here in numba's CUDA simulator, in a child process)."""
+    script = tmp_path / "gpu_grad.py"
+    script.write_text(textwrap.dedent('''
+        import numpy as np
+        import sparse_ops as so
+        from sparse_ops.sdk.testing import OpcheckError, opcheck
+
+        def make(name, factor):
+            @so.register(name)
+            class Triple(so.Op):
+                arguments = ("x",)
+
+                @so.kernel(device=("cpu", "gpu"))
+                def dense(self, ctx, x, y):
+                    ctx.xp.multiply(x, 3.0, out=y)
+
+                @so.backward_kernel(device="cpu")
+                def back_cpu(self, ctx, g, x, dx):
+                    ctx.xp.multiply(g, 3.0, out=dx)
+
+                @so.backward_kernel(device="gpu")
+                def back_gpu(self, ctx, g, x, dx):
+                    ctx.xp.multiply(g, factor, out=dx)
+
+        make("good_gpu_grad", 3.0)
+        make("bad_gpu_grad", 300.0)
+        x = so.array(np.array([1.0, 2.0, -1.0]))
+        report = opcheck("good_gpu_grad", [[x]])
+        print("GOOD", *[o.detail for o in report.results[0].outcomes if o.check == "gpu"])
+        try:
+            opcheck("bad_gpu_grad", [[x]])
+        except OpcheckError as exc:
+            print("BAD", exc)
+        '''))
+    env = {**os.environ, "SPARSE_OPS_CUDA_SIM": "1", "SPARSE_OPS_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert "GOOD gpu outputs equal the cpu outputs, and so do the gradients of 'x'" in out.stdout
+    assert re.search(r"BAD bad_gpu_grad sample 0 \(default\): gpu: cpu and gpu disagree on the gradient of 'x': "
+                     r"3 of 3 elements differ; worst at index \(\d,\): gpu -?[\d.]+, cpu -?[\d.]+", out.stdout), out.stdout

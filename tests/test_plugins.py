@@ -159,6 +159,24 @@ def test_a_plugin_failing_part_way_leaves_nothing_registered(tmp_path, isolated)
     assert "plg_half" in so.plugins_info()["loaded"] and "plg_half" not in so.plugins_info()["failed"]
 
 
+@pytest.mark.parametrize("raising", ["raise SystemExit(3)", "class Stop(BaseException):\n    pass\nraise Stop('stop')"])
+def test_a_plugin_raising_a_base_exception_is_reported_not_fatal(tmp_path, isolated, raising):
+    """sys.exit, a test framework's skip raised at import time, or any BaseException of the
+    plugin's own: the load fails by name and the process goes on."""
+    path = write(tmp_path / "plg_base.py", plugin_source("plgbase") + "\n" + raising + "\n")
+    with pytest.raises(PluginError, match="plugin 'plg_base' failed to load: (SystemExit: 3|Stop: stop)"):
+        so.library.load(path)
+    assert "plgbase_double" not in so.list_ops() and "plg_base" not in sys.modules
+    assert "plg_base" in so.plugins_info()["failed"]
+
+
+def test_a_keyboard_interrupt_while_a_plugin_loads_stops_and_rolls_back(tmp_path, isolated):
+    path = write(tmp_path / "plg_ctrlc.py", plugin_source("plgctrlc") + "\nraise KeyboardInterrupt\n")
+    with pytest.raises(KeyboardInterrupt):
+        so.library.load(path)
+    assert "plgctrlc_double" not in so.list_ops() and "plg_ctrlc" not in sys.modules
+
+
 def test_a_plugin_replacing_a_builtin_is_restored_when_it_fails(tmp_path, isolated):
     builtin = so.get_op("negative")
     path = write(tmp_path / "plg_replace.py", """
@@ -392,3 +410,19 @@ def test_a_failed_package_leaves_no_half_imported_modules(site):
         so.load_plugins(["plgpkgfail"])
     assert "plg_pkgfail" not in sys.modules and "plg_pkgfail.ops" not in sys.modules
     assert "plgpkgfail_double" not in so.list_ops()
+
+
+def test_a_plugin_replacing_a_builtin_is_said_in_a_warning(tmp_path, isolated):
+    path = write(tmp_path / "plg_steal.py", """
+        import sparse_ops as so
+
+        @so.register("negative", replace=True)
+        class MyNegative(so.Op):
+            @so.kernel(device="cpu")
+            def dense(self, ctx, x, y):
+                y[...] = -x
+        """)
+    with pytest.warns(PluginWarning, match=r"plugin 'plg_steal' replaced the built-in operator\(s\) 'negative'"):
+        so.library.load(path)
+    assert so.get_op("negative").plugin == "plg_steal"
+    np.testing.assert_array_equal(so.negative(so.array(np.array([1.0, -2.0]))).asnumpy(), [-1.0, 2.0])

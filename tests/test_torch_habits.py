@@ -483,6 +483,10 @@ def test_explain_says_how_a_call_runs():
     assert st.explain("Dropout", w, p=0.5, training=False)["training"] is False
     assert "randomness='different'" in st.explain("Dropout", w, p=0.5)["vmap"]
     assert st.explain("cast_storage", w, stype="csr")["vmap"].startswith("refused")
+    ids = torch.tensor([0, 2, 2])  # integer ids get no gradient in torch: said so, not "dense"
+    grads = st.explain("Embedding", ids, torch.nn.Parameter(_seeded(5, 3)), input_dim=5, output_dim=3)["gradients"]
+    assert grads == {"data": "none: torch.int64 values have no gradient in torch",
+                     "weight": "dense (sparse_ops.torch.sparse_grad(t) marks a leaf for a sparse COO gradient)"}
 
 
 # ---- 3. errors in torch's words ---------------------------------------------------------------------

@@ -5,6 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import sparse_ops as so
+from sparse_ops.errors import SparseFormatError
 from conftest import INDEX_DTYPES, csr_parts, dense_arrays, row_sparse_parts
 
 F32 = np.float32
@@ -196,3 +197,24 @@ def test_numpy_int32_and_int64_indices_take_the_compiled_checks_other_index_dtyp
             so.row_sparse_array((np.ones((2, 2), F32), np.array([2, 0], dt)), shape=(4, 2))
         with pytest.raises(so.SparseFormatError, match="row index 7 at position 1 is out of range"):
             so.row_sparse_array((np.ones((2, 2), F32), np.array([2, 7], dt)), shape=(4, 2))
+
+
+def test_an_op_meeting_a_malformed_unchecked_input_names_itself_and_the_argument():
+    """A container whose full check was deferred (check=False, from_torch, the MXNet face's
+    constructors) is refused at its first use by an op as any malformed input is: naming the
+    op and the argument, on the native functions, invoke and the MXNet face alike."""
+    import sparse_ops.compat.mxnet as mx
+
+    def bad():
+        return so.CSRNDArray(np.array([1.0, 2.0]), np.array([0, 99]), np.array([0, 1, 2]), (2, 3), check=False)
+
+    want = r"operator 'dot': argument 'rhs' \(csr\): csr column index 99 at position 1 is out of range \[0, 3\)"
+    with pytest.raises(SparseFormatError, match=want):
+        so.dot(so.ones((2, 2)), bad())
+    with pytest.raises(SparseFormatError, match=want):
+        so.invoke("dot", [so.ones((2, 2)), bad()])
+    face = mx.nd.sparse.csr_matrix((np.array([1.0, 2.0]), np.array([0, 99]), np.array([0, 1, 2])), shape=(2, 3))
+    with pytest.raises(SparseFormatError, match=want.replace("rhs", "lhs")):
+        mx.nd.dot(face, mx.nd.ones((3, 2)))
+    y = so.dot(so.ones((2, 2)), so.csr_matrix(np.eye(2, 3)))  # and the next call is served as before
+    np.testing.assert_array_equal(y.asnumpy(), np.ones((2, 2)) @ np.eye(2, 3))

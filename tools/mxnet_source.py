@@ -5,7 +5,7 @@ at a tag, and the one rewriting applied to it, of its import lines.
 import names`` becomes ``from sparse_ops.compat.mxnet[.sub] import names``; ``import
 mxnet.sub as x`` becomes ``import sparse_ops.compat.mxnet.sub as x``; and ``import
 mxnet.sub`` (which binds the name ``mxnet``) binds ``mxnet`` to the face and imports the
-submodule. Nothing else of a file changes.
+submodule; a bare ``import mxnet`` binds ``mxnet`` to the face. Nothing else of a file changes.
 """
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ _IMPORT = re.compile(r"^([ \t]*)import mxnet as mx(?=[ \t]*(#.*)?$)")
 _FROM = re.compile(r"^(\s*)from mxnet((?:\.\w+)*) import ")
 _IMPORT_SUB_AS = re.compile(r"^(\s*)import mxnet((?:\.\w+)+) as ")
 _IMPORT_SUB = re.compile(r"^(\s*)import mxnet((?:\.\w+)+)[ \t]*$")
+_IMPORT_BARE = re.compile(r"^([ \t]*)import mxnet(?=[ \t]*(#.*)?$)")
 
 
 def rewrite_imports(source: str) -> tuple[str, int]:
@@ -30,6 +31,8 @@ def rewrite_imports(source: str) -> tuple[str, int]:
             new = _IMPORT_SUB_AS.sub(r"\1import sparse_ops.compat.mxnet\2 as ", line)
         if new == line:  # `import mxnet.sub` binds the name mxnet: bind it to the face
             new = _IMPORT_SUB.sub(r"\1import sparse_ops.compat.mxnet as mxnet, sparse_ops.compat.mxnet\2", line)
+        if new == line:
+            new = _IMPORT_BARE.sub(r"\1import sparse_ops.compat.mxnet as mxnet", line)
         n += new != line
         out.append(new)
     return "".join(out), n

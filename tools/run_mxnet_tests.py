@@ -11,8 +11,11 @@ temporary folder at each run and deleted afterwards (``--keep DIR`` keeps them t
 
 What is run, with the test bodies unchanged:
 
-- ``tests/python/unittest/test_sparse_ndarray.py`` and ``test_sparse_operator.py``, every
-  test that does not build a Symbol graph;
+- ``tests/python/unittest/test_sparse_ndarray.py``, ``test_sparse_operator.py``,
+  ``test_optimizer.py``, ``test_kvstore.py``, ``test_io.py``, ``test_ndarray.py``,
+  ``test_autograd.py``, ``test_higher_order_grad.py`` and ``test_contrib_krprod.py``, every test that does not build a
+  Symbol graph (``MXNET_WRONG`` leaves out, with the reason, the tests asserting MXNet's own
+  wrong values);
 - the custom-operator tests (``test_custom_op*``) of ``tests/python/unittest/test_operator.py``
   (the rest of that file is deselected);
 - beside them their helpers, also unchanged but for the import lines:
@@ -60,6 +63,17 @@ TEST_FILES = {
     "tests/python/unittest/test_io.py": None,
     "tests/python/unittest/test_ndarray.py": None,
     "tests/python/unittest/test_autograd.py": None,
+    "tests/python/unittest/test_higher_order_grad.py": None,
+    "tests/python/unittest/test_contrib_krprod.py": None,
+}
+# Tests whose assertions are MXNet's own mistakes, left out with the reason (the face computes
+# the right value, which the test would call wrong).
+MXNET_WRONG = {
+    "test_higher_order_grad.py": {
+        "test_arcsinh": "MXNet 1.9.1's second derivative of arcsinh has the wrong sign (its _backward_arcsinh "
+                        "gives x / (x**2 + 1) ** 1.5, and the test asserts that); the face gives "
+                        "-x / (x**2 + 1) ** 1.5",
+    },
 }
 HELPERS = ["tests/python/unittest/common.py", "tests/python/common/models.py"]
 
@@ -160,7 +174,7 @@ def prepare(root: Path, tag: str, dest: Path) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(src)
         if path in TEST_FILES:
-            skipped[target.name] = skipped_tests(src)
+            skipped[target.name] = {**skipped_tests(src), **MXNET_WRONG.get(target.name, {})}
             if TEST_FILES[path] is not None:
                 only[target.name] = TEST_FILES[path]
     unit = dest / "tests/python/unittest"

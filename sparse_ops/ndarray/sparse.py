@@ -37,7 +37,8 @@ from .view import ComponentView, plain
 
 def _deferred_error(exc: SparseFormatError, stype: str) -> SparseFormatError:
     return SparseFormatError(f"{exc} (found on the first use of a {stype} array whose full check was deferred "
-                             "to it: built with check=False, or by sparse_ops.torch.from_torch)")
+                             "to it: built with check=False, by sparse_ops.torch.from_torch or by the MXNet face's "
+                             "constructors)")
 
 
 _INT64_MAX = 2**63 - 1

@@ -988,3 +988,75 @@ class LinalgTrsm(Op):
                 ([a, _samples.array((2, 3), seed=2)], {"rightside": True}),
                 ([a, _samples.array((2, 3), seed=3)], {"rightside": True, "transpose": True, "lower": False}),
                 ([a, _samples.array((3, 2), seed=4)], {"transpose": True})]
+
+
+@register("khatri_rao")
+class KhatriRao(Op):
+    """The column-wise Kronecker product of matrices with one column count ``k`` (MXNet's
+    ``khatri_rao``): inputs of shapes ``(n_1, k) ... (n_m, k)`` give ``(n_1 * ... * n_m, k)``
+    whose row ``(i_1, ..., i_m)`` (row-major: the last input's rows vary fastest) is the
+    elementwise product of row ``i_j`` of each input; one input is itself. Dense."""
+
+    trusted = True  # built-in kernels, tested against NumPy references
+    arguments = ("args",)
+    variadic = True
+
+    def infer_shape(self, *shapes):
+        if not shapes:
+            raise ValueError("khatri_rao needs at least one input")
+        for i, s in enumerate(shapes):
+            if len(s) != 2:
+                raise ValueError(f"khatri_rao takes matrices; input {i} has shape {tuple(s)}")
+            if s[1] != shapes[0][1]:
+                raise ValueError(f"khatri_rao needs one column count; input {i} has {s[1]} columns, input 0 "
+                                 f"{shapes[0][1]}")
+        return [(int(np.prod([s[0] for s in shapes], dtype=np.int64)), shapes[0][1])]
+
+    def infer_type(self, *dtypes):
+        return [require_one_dtype("khatri_rao", ("args",), dtypes)]
+
+    @kernel(device=_BOTH)
+    def dense(self, ctx, *arrays):
+        *xs, out = arrays
+        product = xs[0]
+        for x in xs[1:]:  # rows of the product so far, each times every row of x
+            product = (product[:, None, :] * x[None, :, :]).reshape(-1, x.shape[1])
+        out[...] = product
+
+    def gradient(self, out_grads, inputs, outputs):
+        # d out[(i_1..i_m), c] / d A_j[i_j, c] is the product of the other inputs' rows: input
+        # j's gradient sums the head over the other inputs' rows, weighted by their product
+        g = out_grads[0]
+        if len(inputs) == 1:
+            return [g]
+        dims = tuple(x.shape[0] for x in inputs)
+        if 0 in dims:  # an empty product: nothing reaches any input (and reshape reads 0 as "keep")
+            return [T.zeros_like(x) for x in inputs]
+        k = g.shape[1]
+        head = T.reshape(g, shape=dims + (k,))
+        grads = []
+        for j, x in enumerate(inputs):
+            others = [y for i, y in enumerate(inputs) if i != j]
+            weights = others[0] if len(others) == 1 else T.khatri_rao(*others)
+            rest = int(np.prod([d for i, d in enumerate(dims) if i != j], dtype=np.int64))
+            axes = (j,) + tuple(i for i in range(len(dims)) if i != j) + (len(dims),)
+            gj = T.reshape(T.transpose(head, axes=axes), shape=(dims[j], rest, k))
+            grads.append(T.sum(T.broadcast_mul(gj, T.expand_dims(weights, axis=0)), axis=1))
+        return grads
+
+    def reference(self, *arrays):
+        out = arrays[0]
+        for x in arrays[1:]:
+            out = np.einsum("ik,jk->ijk", out, x).reshape(-1, x.shape[1])
+        return [out]
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: one, two and three inputs, an empty one, float32."""
+        from . import _samples
+
+        A = _samples.array
+        return [[A((3, 2), seed=1)], [A((3, 2), seed=1), A((4, 2), seed=2)],
+                [A((3, 2), seed=1), A((1, 2), seed=2), A((2, 2), seed=3)],
+                [A((2, 3), seed=1), A((0, 3), seed=2)],
+                [A((2, 3), seed=4, dtype="float32"), A((2, 3), seed=5, dtype="float32")]]

@@ -661,8 +661,12 @@ def explain(name: str, *args: Any, **params: Any) -> dict[str, Any]:
     shown = ", ".join(f"<{n}>" for n in _component_names(ov)) + (f", {ptext!r}" if ptext else "")
     asks = "sparse_grad" in opdef.params and bool(getattr(inst, "sparse_grad", False))
     grads = {}
-    for argname, st, a in zip(arg_names(opdef, len(args)), stypes, args):
-        if st != "default":
+    for i, (argname, st, a) in enumerate(zip(arg_names(opdef, len(args)), stypes, args)):
+        if i < len(opdef.arguments) and i not in opdef.backward_grads:
+            grads[argname] = "none: the op's backward_grads leaves it out"
+        elif isinstance(a, torch.Tensor) and not (a.is_floating_point() or a.is_complex()):
+            grads[argname] = f"none: {a.dtype} values have no gradient in torch"
+        elif st != "default":
             layout = "sparse_csr" if st == "csr" else "sparse COO"
             grads[argname] = f"{st}: the gradient of each stored value ({layout})"
         elif asks or is_sparse_grad(a):

@@ -56,7 +56,7 @@ from ..bridging import encode_params  # noqa: F401  (re-exported: the bridge and
 from ..bridging import decode_params as _decode_params
 from ..bridging import register_param_type
 from ..device import Device, as_device
-from ..dispatch import _infer, plan_for
+from ..dispatch import STORAGE_AWARE, _infer, plan_for
 from ..errors import OperatorError
 from ..boundary import FULL, OURS, admit
 from ..ndarray import NDArray
@@ -619,7 +619,7 @@ def run_host(plan: Any, arrays: Sequence[NDArray], training: bool) -> tuple[list
     of ``plan`` on ``arrays``, never recorded on our tape, with the training flag ``training``."""
     with _scope(False, training), torch_drawn(plan.inst, training):
         results = plan.execute(arrays)
-    return results, tuple(tensor_of(p) for p in output_parts(results, arrays, plan.mode != "fcompute_ex"))
+    return results, tuple(tensor_of(p) for p in output_parts(results, arrays, plan.mode not in STORAGE_AWARE))
 
 
 def host_call(ov: Overload, inst: registry.Op, parts: Sequence[Any], ptext: str, grad: bool) -> tuple:
@@ -807,7 +807,7 @@ def _make_impl(ov: Overload) -> Callable:
                 results = plan.execute(arrays)
             if ov.mutated:
                 _write_back(ov, args, arrays)
-            parts = output_parts(results, arrays, plan.mode != "fcompute_ex")
+            parts = output_parts(results, arrays, plan.mode not in STORAGE_AWARE)
             return _tensors(parts)
 
     return _speaking_torch(impl)

@@ -24,13 +24,18 @@ from ...autograd import (  # noqa: F401
     train_mode,
 )
 from ...autograd import grad as _grad
+from ...ndarray import NDArray
 from .ndarray._op import as_face
 
 
 def grad(heads: Any, variables: Any, head_grads: Any = None, retain_graph: bool | None = None,
          create_graph: bool = False, train_mode: bool = True) -> Any:
-    """Gradients of ``heads`` with respect to ``variables``, returned as NDArrays of the face
-    (``.grad`` untouched); ``create_graph=True`` records them for higher order."""
+    """Gradients of ``heads`` with respect to ``variables``, returned as a list of NDArrays of
+    the face (``.grad`` untouched), one per variable, a single variable too: MXNet 1.x makes
+    a lone NDArray a list before computing, so ``grad(y, x)[0]`` is x's gradient there;
+    ``create_graph=True`` records them for higher order."""
+    if isinstance(variables, NDArray):
+        variables = [variables]
     return as_face(_grad(heads, variables, head_grads, retain_graph, create_graph, train_mode))
 
 

@@ -15,7 +15,7 @@ import numbers
 from typing import Any, Callable
 
 from ....dispatch import invoke, plan_key
-from ....errors import OperatorError
+from ....errors import OperatorError, SparseFormatError
 from ....ndarray import NDArray
 from ....registry import OpDef, find_op, get_op
 from ..base import MXNetArgumentError
@@ -152,8 +152,8 @@ def make_function(mx_name: str, target: str) -> Callable[..., Any]:
             if len(args) == len(opdef.arguments):  # a repeated call: its plan, as the native function's fast path
                 try:
                     plan = opdef.plans.get(plan_key(opdef._default_instance, args))
-                except AttributeError:  # not NDArrays: the native function says so
-                    plan = None
+                except (AttributeError, SparseFormatError):  # not NDArrays, a malformed input: the
+                    plan = None                                  # native function says so
                 if plan is not None:
                     res = plan.call(args, None, "write")
             if res is _NO_PLAN and opdef.function is not None:  # inputs, then parameters, by position

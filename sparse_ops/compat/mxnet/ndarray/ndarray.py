@@ -369,12 +369,16 @@ class NDArray(_LibNDArray, metaclass=FaceClass):
             value = value.toarray()
         np_key = _numpy_key(key)
         try:
-            self._data[np_key] = value
-        except (ValueError, TypeError):  # NumPy's errors for a one-element sequence into a scalar slot
-            stripped = _strip_unit_axes(value)
-            if stripped is value:
-                raise
-            self._data[np_key] = stripped
+            try:
+                self._data[np_key] = value
+            except (ValueError, TypeError):  # NumPy's errors for a one-element sequence into a scalar slot
+                stripped = _strip_unit_axes(value)
+                if stripped is value:
+                    raise
+                self._data[np_key] = stripped
+        except ValueError as exc:  # a value that does not broadcast to the slot: an MXNetError, as MXNet's
+            raise MXNetValueError(f"__setitem__: cannot assign to key {key!r} of an array of shape {self.shape}: "
+                                  f"{exc}") from None
         bump_version(self)  # seen by a recorded call that kept this array or a view of its memory
 
     def _recorded_write(self, key: Any, value: Any) -> bool:
@@ -442,7 +446,9 @@ def _shape_by(op: str, params: dict, shape: tuple) -> tuple:
     opdef = get_op(op)
     try:
         return tuple(opdef.instance(params).infer_shape(tuple(shape))[0])
-    except (TypeError, IndexError) as exc:
+    except (TypeError, ValueError, IndexError) as exc:  # the rule's refusal, an MXNetError as MXNet's
+        if isinstance(exc, MXNetError):
+            raise
         raise MXNetValueError(f"{op}: {exc}") from None
 
 
