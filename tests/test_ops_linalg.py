@@ -455,3 +455,24 @@ def test_potrf_and_trsm_take_float16():
     assert x.dtype == np.float16
     np.testing.assert_allclose(x.asnumpy(), np.linalg.solve(np.tril(a).astype(np.float32), b.astype(np.float32)),
                                rtol=1e-3)
+
+
+def test_khatri_rao_is_the_columnwise_kronecker_product_with_its_gradient():
+    rng = np.random.default_rng(0)
+    a, b, c = rng.standard_normal((3, 2)), rng.standard_normal((4, 2)), rng.standard_normal((2, 2))
+    want = np.einsum("ik,jk,lk->ijlk", a, b, c).reshape(-1, 2)
+    xs = [so.array(m) for m in (a, b, c)]
+    np.testing.assert_allclose(so.khatri_rao(*xs).asnumpy(), want, rtol=1e-12)
+    np.testing.assert_allclose(so.khatri_rao(xs[0]).asnumpy(), a)
+    for x in xs:
+        x.attach_grad()
+    head = rng.standard_normal(want.shape)
+    with so.autograd.record():
+        y = so.khatri_rao(*xs)
+    y.backward(so.array(head))
+    h = head.reshape(3, 4, 2, 2)
+    np.testing.assert_allclose(xs[0].grad.asnumpy(), np.einsum("ijlk,jk,lk->ik", h, b, c), rtol=1e-10)
+    np.testing.assert_allclose(xs[1].grad.asnumpy(), np.einsum("ijlk,ik,lk->jk", h, a, c), rtol=1e-10)
+    np.testing.assert_allclose(xs[2].grad.asnumpy(), np.einsum("ijlk,ik,jk->lk", h, a, b), rtol=1e-10)
+    with pytest.raises(InferenceError, match="one column count; input 1 has 3 columns"):
+        so.khatri_rao(so.ones((2, 2)), so.ones((2, 3)))

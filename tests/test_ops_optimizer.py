@@ -319,3 +319,127 @@ def test_updates_write_into_their_weight_without_a_new_array():
     np.testing.assert_array_equal(w.asnumpy(), [[1, 1, 1], [1, 1, 1], [0.5, 0.5, 0.5], [1, 1, 1]])
     assert all(so.registry.get_op(n).cls.out_may_alias for n in so.list_ops() if n.endswith("_update")
                or n.startswith("lamb_update"))
+
+
+# ---- AdamW (MXNet's contrib ops) and group AdaGrad ------------------------------------------------
+def _adamw_reference(w, g, m, v, s, lr, eta, wd, beta1=0.9, beta2=0.999, eps=1e-8, clip=-1.0):
+    g = s * g
+    if clip >= 0:
+        g = np.clip(g, -clip, clip)
+    m = beta1 * m + (1 - beta1) * g
+    v = beta2 * v + (1 - beta2) * g * g
+    return w - eta * (lr * m / (np.sqrt(v) + eps) + wd * w), m, v
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("clip", [-1.0, 0.3])
+def test_adamw_update_matches_the_formula_and_updates_the_states_in_place(dtype, clip):
+    rng = np.random.default_rng(0)
+    w, g, m = (rng.standard_normal((5, 4)).astype(dtype) for _ in range(3))
+    v = rng.random((5, 4)).astype(dtype)
+    weight, mean, var = so.array(w), so.array(m), so.array(v)
+    so.ops._adamw_update(weight, so.array(g), mean, var, so.array(np.array([4.0], np.float32)), lr=0.1, eta=0.5,
+                         wd=0.01, clip_gradient=clip, out=weight)
+    want_w, want_m, want_v = _adamw_reference(w.astype(np.float64), g, m, v, 4.0, 0.1, 0.5, 0.01, clip=clip)
+    tol = 1e-6 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(weight.asnumpy(), want_w, rtol=tol, atol=tol)
+    np.testing.assert_allclose(mean.asnumpy(), want_m, rtol=tol, atol=tol)
+    np.testing.assert_allclose(var.asnumpy(), want_v, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("factor", [0.0, np.nan, np.inf, -np.inf])
+def test_adamw_skips_the_update_for_a_factor_that_is_not_finite_or_zero(factor):
+    """What a mixed-precision loss scaler sends on overflow: weight, master weight and states
+    are left exactly as they were (MXNet's rule)."""
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal((3, 2)).astype(np.float16)
+    weight, grad = so.array(w), so.array(rng.standard_normal((3, 2)).astype(np.float16))
+    mean, var, master = so.zeros((3, 2)), so.ones((3, 2)), so.array(w.astype(np.float32))
+    scale = so.array(np.array([factor], np.float32))
+    so.ops._mp_adamw_update(weight, grad, mean, var, master, scale, lr=0.1, eta=1.0, out=weight)
+    np.testing.assert_array_equal(weight.asnumpy(), w)
+    np.testing.assert_array_equal(master.asnumpy(), w.astype(np.float32))
+    np.testing.assert_array_equal(mean.asnumpy(), 0)
+    np.testing.assert_array_equal(var.asnumpy(), 1)
+
+
+def test_mp_adamw_steps_the_float32_master_and_rounds_it_into_the_weight():
+    rng = np.random.default_rng(2)
+    w32 = rng.standard_normal((4, 3)).astype(np.float32)
+    g16 = rng.standard_normal((4, 3)).astype(np.float16)
+    weight, master = so.array(w32.astype(np.float16)), so.array(w32)
+    mean, var = so.zeros((4, 3)), so.zeros((4, 3))
+    out = so.ops._mp_adamw_update(weight, so.array(g16), mean, var, master, so.array(np.array([1.0], np.float32)),
+                                  lr=0.01, eta=1.0, wd=0.1)
+    want, _, _ = _adamw_reference(w32.astype(np.float64), g16.astype(np.float64), 0.0, 0.0, 1.0, 0.01, 1.0, 0.1)
+    np.testing.assert_allclose(master.asnumpy(), want, rtol=1e-6, atol=1e-6)
+    assert out.dtype == np.float16
+    np.testing.assert_array_equal(out.asnumpy(), master.asnumpy().astype(np.float16))
+    with pytest.raises(so.OperatorError, match="mean must be float32"):
+        so.ops._mp_adamw_update(weight, so.array(g16), so.zeros((4, 3), dtype="float16"), var, master,
+                                so.array(np.array([1.0], np.float32)), lr=0.01, eta=1.0)
+
+
+def test_the_mxnet_face_takes_adamw_as_mxnet_does():
+    """mx.nd.contrib.adamw_update with a number or an array as rescale_grad, and the
+    multi-tensor form, each weight with its own rate, decay and multiplier."""
+    import sparse_ops.compat.mxnet as mx
+
+    rng = np.random.default_rng(3)
+    shapes = [(3, 4), (2, 5)]
+    ws = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    gs = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    weights, grads = [mx.nd.array(w) for w in ws], [mx.nd.array(g) for g in gs]
+    means, vars_ = [mx.nd.zeros(s) for s in shapes], [mx.nd.zeros(s) for s in shapes]
+    lrs, wds, etas = [0.1, 0.2], [0.01, 0.0], [1.0, 0.5]
+    mx.nd.contrib.multi_adamw_update(weights, grads, means, vars_, 2.0, lrs=lrs, wds=wds, etas=etas, out=weights)
+    for i in range(2):
+        want, _, _ = _adamw_reference(ws[i].astype(np.float64), gs[i], 0.0, 0.0, 2.0, lrs[i], etas[i], wds[i])
+        np.testing.assert_allclose(weights[i].asnumpy(), want, rtol=1e-5, atol=1e-6)
+    single = mx.nd.array(ws[0])
+    mx.nd.contrib.adamw_update(single, grads[0], mx.nd.zeros((3, 4)), mx.nd.zeros((3, 4)), mx.nd.array([2.0]),
+                               lr=0.1, eta=1.0, wd=0.01, out=single)
+    np.testing.assert_allclose(single.asnumpy(), weights[0].asnumpy(), rtol=1e-6)
+    with pytest.raises(mx.base.MXNetError, match="lrs holds 1 values for 2 weights"):
+        mx.nd.contrib.multi_adamw_update(weights, grads, means, vars_, 1.0, lrs=[0.1], wds=wds, etas=etas,
+                                         out=weights)
+
+
+@pytest.mark.parametrize("gstype", ["default", "row_sparse"])
+def test_group_adagrad_updates_each_row_with_one_rate(gstype):
+    rng = np.random.default_rng(4)
+    w = rng.standard_normal((5, 3))
+    g = rng.standard_normal((5, 3))
+    g[[1, 3]] = 0
+    hist = rng.random((5, 1))
+    weight, history = so.array(w), so.array(hist)
+    grad = so.array(g).tostype(gstype)
+    so.ops._contrib_group_adagrad_update(weight, grad, history, lr=0.1, rescale_grad=2.0, clip_gradient=0.8,
+                                         out=weight)
+    gg = np.clip(2.0 * g, -0.8, 0.8)
+    rows = [0, 2, 4] if gstype == "row_sparse" else list(range(5))  # a row_sparse grad's rows only
+    want_h = hist.copy()
+    want_h[rows] += (gg[rows] ** 2).mean(axis=1, keepdims=True)
+    want_w = w.copy()
+    want_w[rows] -= 0.1 * gg[rows] / np.sqrt(want_h[rows] + 1e-5)
+    np.testing.assert_allclose(history.asnumpy(), want_h, rtol=1e-12)
+    np.testing.assert_allclose(weight.asnumpy(), want_w, rtol=1e-12)
+
+
+def test_group_adagrad_optimizer_of_the_mxnet_face_matches_its_python_form():
+    import sparse_ops.compat.mxnet as mx
+
+    opt = mx.optimizer.contrib.GroupAdaGrad(learning_rate=0.1, rescale_grad=0.5, clip_gradient=0.4)
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((4, 3)).astype(np.float32)
+    weight = mx.nd.array(w).tostype("row_sparse")
+    state = opt.create_state(0, weight)
+    assert state.shape == (4, 1) and state.stype == "row_sparse"
+    g = rng.standard_normal((4, 3)).astype(np.float32)
+    opt.update(0, weight, mx.nd.array(g).tostype("row_sparse"), state)
+    gg = np.clip(0.5 * g, -0.4, 0.4)
+    h = (gg ** 2).mean(axis=1, keepdims=True)
+    np.testing.assert_allclose(weight.asnumpy(), w - 0.1 * gg / np.sqrt(h + 1e-5), rtol=1e-5)
+    assert isinstance(mx.optimizer.create("groupadagrad"), mx.optimizer.contrib.GroupAdaGrad)
+    with pytest.raises(mx.base.MXNetError, match="weight decay is not supported"):
+        mx.optimizer.contrib.GroupAdaGrad(wd=0.1).update(0, weight, mx.nd.array(g), state)

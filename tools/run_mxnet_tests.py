@@ -13,9 +13,9 @@ What is run, with the test bodies unchanged:
 
 - ``tests/python/unittest/test_sparse_ndarray.py``, ``test_sparse_operator.py``,
   ``test_optimizer.py``, ``test_kvstore.py``, ``test_io.py``, ``test_ndarray.py``,
-  ``test_autograd.py``, ``test_higher_order_grad.py`` and ``test_contrib_krprod.py``, every test that does not build a
-  Symbol graph (``MXNET_WRONG`` leaves out, with the reason, the tests asserting MXNet's own
-  wrong values);
+  ``test_autograd.py``, ``test_higher_order_grad.py``, ``test_contrib_krprod.py`` and
+  ``test_contrib_optimizer.py``, every test that does not build a Symbol graph
+  (``MXNET_WRONG`` leaves out, with the reason, the tests asserting MXNet's own wrong values);
 - the custom-operator tests (``test_custom_op*``) of ``tests/python/unittest/test_operator.py``
   (the rest of that file is deselected);
 - beside them their helpers, also unchanged but for the import lines:
@@ -65,6 +65,7 @@ TEST_FILES = {
     "tests/python/unittest/test_autograd.py": None,
     "tests/python/unittest/test_higher_order_grad.py": None,
     "tests/python/unittest/test_contrib_krprod.py": None,
+    "tests/python/unittest/test_contrib_optimizer.py": None,
 }
 # Tests whose assertions are MXNet's own mistakes, left out with the reason (the face computes
 # the right value, which the test would call wrong).

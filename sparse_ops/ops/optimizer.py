@@ -1,8 +1,11 @@
 """Optimizer updates with MXNet 1.9 semantics: ``sgd_update``, ``sgd_mom_update``,
 ``adam_update``, ``adagrad_update``, ``ftrl_update``, ``nag_mom_update``, ``rmsprop_update``,
-``rmspropalex_update``, ``signsgd_update``, ``signum_update``, ``ftml_update`` and LAMB's two
+``rmspropalex_update``, ``signsgd_update``, ``signum_update``, ``ftml_update``, LAMB's two
 phases ``lamb_update_phase1`` (the step direction; mean and var updated) and
-``lamb_update_phase2`` (the step, scaled by the ratio of the weight's and the direction's norms).
+``lamb_update_phase2`` (the step, scaled by the ratio of the weight's and the direction's norms),
+and MXNet's contrib updates ``_adamw_update`` / ``_mp_adamw_update`` (decoupled weight decay,
+the rescale factor an input; skipped when it is not finite or zero) and
+``_contrib_group_adagrad_update`` (one AdaGrad rate per row).
 
 The new weight is the output, so ``sgd_update(w, g, lr=0.1, out=w)`` updates ``w`` in
 place (the dispatcher hands ``w`` itself to the kernel) while a call without ``out=``
@@ -738,3 +741,225 @@ class LambUpdatePhase2(Op):
 
     def reference(self, weight: np.ndarray, g: np.ndarray, r1: np.ndarray, r2: np.ndarray) -> np.ndarray:
         return weight - self.lr * self.ratio(np, r1, r2) * g
+
+
+# ---- AdamW (MXNet's contrib ops): the rescale factor an input, decoupled weight decay -------------
+def _rescale_factor(rescale_grad: Any) -> float | None:
+    """The one value of the ``rescale_grad`` input, or None where MXNet skips the update: a
+    factor that is not finite or is zero (what a mixed-precision loss scaler sends on overflow)."""
+    s = float(rescale_grad.reshape(-1)[0])
+    return s if math.isfinite(s) and s != 0.0 else None
+
+
+class _AdamW(Op):
+    """AdamW as MXNet's ``_adamw_update`` computes it: Loshchilov & Hutter's decoupled weight
+    decay, without bias correction (the caller folds it into ``lr``). The step::
+
+        g = clip(rescale_grad * grad, clip_gradient)
+        mean = beta1 * mean + (1 - beta1) * g;  var = beta2 * var + (1 - beta2) * g**2
+        weight = weight - eta * (lr * mean / (sqrt(var) + epsilon) + wd * weight)
+
+    ``rescale_grad`` is an input holding one value, read on the host; when it is not finite
+    or is zero the update is skipped: weight (and ``out``) and states are left as they are.
+    Dense arrays; a row_sparse gradient takes the storage fallback (MXNet has only dense
+    kernels)."""
+
+    trusted = True
+    out_may_alias = True  # out=weight, value by value
+    differentiable = False
+    lr = _lr()
+    eta = Param(float, doc="the learning rate schedule's multiplier of the whole step")
+    beta1 = Param(float, 0.9, "decay of the first moment")
+    beta2 = Param(float, 0.999, "decay of the second moment")
+    epsilon = Param(float, 1e-8, "added to sqrt(var)")
+    wd = Param(float, 0.0, "decoupled weight decay: eta * wd * weight is subtracted")
+    clip_gradient = _clip_gradient()
+    master = False  # _mp_adamw_update: a float32 master copy of the weight is an input too
+
+    def infer_shape(self, weight, *others):
+        *arrays, rescale = others
+        for name, s in zip(self._opdef.arguments[1:], arrays):
+            if tuple(s) != tuple(weight):
+                raise ValueError(f"{name} has shape {tuple(s)}, weight {tuple(weight)}")
+        if math.prod(rescale) != 1:
+            raise ValueError(f"rescale_grad must hold one value, got shape {tuple(rescale)}")
+        return [tuple(weight)]
+
+    def infer_type(self, weight, grad, *others):
+        *states, rescale = others
+        if weight not in _FLOATS:
+            raise TypeError(f"weight must be float16, float32 or float64, got {weight.name}")
+        if rescale.kind != "f":
+            raise TypeError(f"rescale_grad must be floating point, got {rescale.name}")
+        names = self._opdef.arguments
+        if self.master:  # MXNet's multi-precision form: states and master weight in float32
+            require_one_dtype(self._opdef.name, names[:2], (weight, grad))
+            for name, d in zip(names[2:], states):
+                if d != np.float32:
+                    raise TypeError(f"{name} must be float32 (the master copy's dtype), got {d.name}")
+        else:
+            require_one_dtype(self._opdef.name, names[:-1], (weight, grad, *states))
+        return [weight]
+
+    def infer_storage_type(self, weight, *others):
+        return ["default"]
+
+    @kernel(device=_BOTH)
+    def dense(self, ctx, weight, grad, mean, var, *rest):
+        *master, rescale_grad, out = rest
+        s = _rescale_factor(rescale_grad)
+        if s is None:
+            if out is not weight:
+                out[...] = weight
+            return
+        xp = ctx.xp
+        work = np.float64 if weight.dtype == np.float64 else np.float32  # float16 computes in float32
+        w = master[0] if master else weight.astype(work, copy=False)
+        g = grad.astype(work, copy=False) * work(s)
+        if self.clip_gradient >= 0:
+            g = xp.clip(g, -self.clip_gradient, self.clip_gradient)
+        m = self.beta1 * mean + (1.0 - self.beta1) * g
+        v = self.beta2 * var + (1.0 - self.beta2) * (g * g)
+        new = w - self.eta * (self.lr * m / (xp.sqrt(v) + self.epsilon) + self.wd * w)
+        mean[...] = m
+        var[...] = v
+        if master:
+            master[0][...] = new
+        out[...] = new
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: float64 (float16 with float32 states for the master form) with
+        a factor, a clipped one, and a skipped update (factor 0)."""
+        from . import _samples
+        from ..creation import array
+
+        n = len(cls._opdef.arguments) - 1
+        if cls.master:
+            w = _samples.array((4, 3), seed=1, dtype="float16")
+            xs = [w, _samples.array((4, 3), seed=2, dtype="float16"), _samples.array((4, 3), seed=3, dtype="float32"),
+                  _samples.array((4, 3), seed=4, positive=True, dtype="float32"), w.astype("float32")]
+        else:
+            xs = _samples.by_stypes([("default",) * n], [(4, 3)] * n, positive=(False,) * (n - 1) + (True,))[0][0]
+        params = {"lr": 0.1, "eta": 0.5, "wd": 0.01}
+        return [(xs + [array(np.array([s], np.float32))], {**params, **extra})
+                for s, extra in ((2.0, {}), (1.0, {"clip_gradient": 0.1}), (0.0, {}))]
+
+    def reference(self, weight: np.ndarray, grad: np.ndarray, mean: np.ndarray, var: np.ndarray,
+                  *rest: np.ndarray) -> np.ndarray:
+        *master, rescale = rest
+        s = float(rescale.reshape(-1)[0])
+        if not math.isfinite(s) or s == 0:
+            return weight.copy()
+        w = (master[0] if master else weight).astype(np.float64)
+        g = np.clip(s * grad.astype(np.float64), -self.clip_gradient, self.clip_gradient) \
+            if self.clip_gradient >= 0 else s * grad.astype(np.float64)
+        m = self.beta1 * mean + (1 - self.beta1) * g
+        v = self.beta2 * var + (1 - self.beta2) * g * g
+        return (w - self.eta * (self.lr * m / (np.sqrt(v) + self.epsilon) + self.wd * w)).astype(weight.dtype)
+
+
+@register("_adamw_update")
+class AdamWUpdate(_AdamW):
+    __doc__ = _AdamW.__doc__
+    arguments = ("weight", "grad", "mean", "var", "rescale_grad")
+    mutate = ("mean", "var")
+
+
+@register("_mp_adamw_update")
+class MPAdamWUpdate(_AdamW):
+    """``_adamw_update`` in mixed precision (MXNet's ``_mp_adamw_update``): a float16 (or
+    other) weight and gradient, float32 states and a float32 master copy ``weight32`` of the
+    weight, which the step updates in float32; the output is the new master weight in the
+    weight's dtype. Skipped, as ``_adamw_update``, for a factor that is not finite or zero."""
+
+    arguments = ("weight", "grad", "mean", "var", "weight32", "rescale_grad")
+    mutate = ("mean", "var", "weight32")
+    master = True
+
+
+@register("_contrib_group_adagrad_update")
+class GroupAdagradUpdate(Op):
+    """AdaGrad with one rate per row (MXNet's ``group_adagrad_update``). For a weight of
+    shape (rows, d) and a ``history`` of shape (rows, 1)::
+
+        g = clip(rescale_grad * grad, clip_gradient)
+        history += mean(g**2, axis=1, keepdims=True)
+        weight -= lr * g / sqrt(history + epsilon)
+
+    A row_sparse gradient updates only the rows it stores (lazily, as MXNet's kernel);
+    ``history`` is updated in place. No weight decay (MXNet has none for it). Other storage
+    types (a row_sparse weight and history) take the storage fallback, whose dense update
+    leaves the rows a gradient does not store as they were."""
+
+    trusted = True
+    out_may_alias = True  # out=weight, row by row
+    differentiable = False
+    arguments = ("weight", "grad", "history")
+    mutate = ("history",)
+    lr = _lr()
+    rescale_grad, clip_gradient = _rescale(), _clip_gradient()
+    epsilon = Param(float, 1e-5, "added to the history under the square root")
+
+    def infer_shape(self, weight, grad, history):
+        if len(weight) != 2:
+            raise ValueError(f"weight must be 2-d (rows, d), got shape {tuple(weight)}")
+        if tuple(grad) != tuple(weight):
+            raise ValueError(f"grad has shape {tuple(grad)}, weight {tuple(weight)}")
+        if tuple(history) != (weight[0], 1):
+            raise ValueError(f"history must have shape ({weight[0]}, 1), got {tuple(history)}")
+        return [tuple(weight)]
+
+    def infer_type(self, weight, grad, history):
+        if weight not in _FLOATS:
+            raise TypeError(f"weight must be float16, float32 or float64, got {weight.name}")
+        require_one_dtype(self._opdef.name, self._opdef.arguments, (weight, grad, history))
+        return [weight]
+
+    def infer_storage_type(self, weight, grad, history):
+        return ["row_sparse" if weight == "row_sparse" else "default"]
+
+    def step(self, xp: Any, w: Any, g: Any, h: Any) -> tuple:
+        """(new weight rows, new history rows) for weight rows ``w``, their gradient ``g``
+        and history ``h``."""
+        work = np.float32 if w.dtype == np.float16 else w.dtype  # float16 computes in float32
+        g = g.astype(work, copy=False) * self.rescale_grad
+        if self.clip_gradient >= 0:
+            g = xp.clip(g, -self.clip_gradient, self.clip_gradient)
+        h = h.astype(work, copy=False) + (g * g).mean(axis=1, keepdims=True)
+        return w - self.lr * g / xp.sqrt(h + self.epsilon), h
+
+    @kernel(device=_BOTH)
+    def dense(self, ctx, weight, grad, history, out):
+        new, h = self.step(ctx.xp, weight, grad, history)
+        history[...] = h
+        out[...] = new
+
+    @kernel(device=_BOTH, stypes=("default", "row_sparse", "default"))
+    def rsp_grad(self, ctx, weight, grad, history, out):
+        w, o, h = weight.data, out.data, history.data
+        if o is not w:
+            o[...] = w
+        rows = grad.indices
+        if rows.shape[0]:
+            new, hist = self.step(ctx.xp, w[rows], grad.data, h[rows])
+            h[rows] = hist
+            o[rows] = new
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: dense and row_sparse gradients, with and without clipping."""
+        from . import _samples
+
+        out = []
+        for gst in ("default", "row_sparse"):
+            xs = [_samples.array((4, 3), seed=1), _samples.array((4, 3), gst, seed=2),
+                  _samples.array((4, 1), seed=3, positive=True)]
+            out += [(xs, {"lr": 0.1}), (xs, {"lr": 0.1, "rescale_grad": 2.0, "clip_gradient": 0.5})]
+        return out
+
+    def reference(self, weight: np.ndarray, grad: np.ndarray, history: np.ndarray) -> np.ndarray:
+        rows = np.flatnonzero(np.any(grad != 0, axis=1))  # the samples' row_sparse grads store no zero rows
+        out = weight.copy()
+        out[rows] = self.step(np, weight[rows], grad[rows], history[rows])[0]
+        return out

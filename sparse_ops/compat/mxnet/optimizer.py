@@ -48,7 +48,7 @@ from .base import MXNetError
 from . import ndarray as nd
 from .ndarray import zeros
 
-__all__ = ["Optimizer", "SGD", "NAG", "Signum", "Adam", "AdaGrad", "RMSProp", "Ftrl", "FTRL", "FTML", "LAMB",
+__all__ = ["Optimizer", "SGD", "NAG", "Signum", "Adam", "AdaGrad", "GroupAdaGrad", "contrib", "RMSProp", "Ftrl", "FTRL", "FTML", "LAMB",
            "SGLD", "Adamax", "Nadam", "AdaDelta", "DCASGD", "ccSGD", "Updater", "get_updater", "create", "register",
            "OptimizerError", "OptimizerTypeError"]
 
@@ -501,6 +501,49 @@ class AdaGrad(Optimizer):
         elif self.clip_gradient is not None:  # MXNet's dense path clips whenever it is given (0 included)
             kwargs["clip_gradient"] = self.clip_gradient
         _ops.adagrad_update(weight, grad, state, out=weight, lr=lr, wd=wd, **kwargs)
+
+
+class GroupAdaGrad(Optimizer):
+    """AdaGrad with one rate per row (``mx.optimizer.contrib.GroupAdaGrad``) for 2-d weights::
+
+        g = clip(rescale_grad * grad); history += mean(g**2, axis=1, keepdims=True)
+        weight -= lr * g / sqrt(history + eps)
+
+    ``history`` has shape (rows, 1) and the weight's storage type; a row_sparse gradient
+    updates only its rows. Weight decay is refused, as MXNet's assertion refuses it."""
+
+    def __init__(self, eps: float = 1e-5, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        _need_real("GroupAdaGrad", "eps", eps)
+        self.float_stable_eps = eps
+
+    def create_state(self, index: Any, weight: NDArray) -> Any:
+        if len(weight.shape) != 2:
+            raise OptimizerError(f"GroupAdaGrad updates 2-d weights (rows, d), got shape {weight.shape}")
+        return zeros((weight.shape[0], 1), weight.context, dtype=weight.dtype, stype=weight.stype)
+
+    def update(self, index: Any, weight: NDArray, grad: NDArray, state: Any) -> None:
+        self._check(weight, grad)
+        self._update_count(index)
+        lr, wd = self._get_lr(index), self._get_wd(index)
+        if wd != 0:
+            raise OptimizerError(f"GroupAdaGrad: weight decay is not supported, got wd={wd}")
+        kwargs: dict = {"epsilon": self.float_stable_eps, "rescale_grad": self.rescale_grad}
+        if grad.stype == "row_sparse":
+            _clip_kwargs(kwargs, self.clip_gradient)
+        elif self.clip_gradient is not None:  # MXNet's dense path clips whenever it is given (0 included)
+            kwargs["clip_gradient"] = self.clip_gradient
+        _ops._contrib_group_adagrad_update(weight, grad, state, out=weight, lr=lr, **kwargs)
+
+
+class _Contrib:
+    """``mx.optimizer.contrib``: MXNet's contributed optimizers."""
+
+    GroupAdaGrad = GroupAdaGrad
+
+
+contrib = _Contrib()
+Optimizer.register(GroupAdaGrad)
 
 
 @register

@@ -1,5 +1,5 @@
 """``mx.nd.contrib``: MXNet's contrib operators (``getnnz``, ``quadratic``, ``SparseEmbedding``,
-``isinf``/``isnan``/``isfinite``, ...).
+``isinf``/``isnan``/``isfinite``, the AdamW updates, ...).
 
 ``mx.nd.contrib.<name>`` is operator ``_contrib_<name>`` of the table (MXNet's own table
 name), else operator ``<name>``, called the MXNet way. ``SparseEmbedding`` is
@@ -8,9 +8,13 @@ gradient).
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
+import numpy as np
+
+from ..base import MXNetArgumentError
 from . import _op
+from .ndarray import array
 from .op import Embedding
 
 
@@ -38,6 +42,68 @@ def isfinite(data: Any) -> Any:
                                                {"scalar": float("inf")})])
 
 
+def _rescale_array(rescale_grad: Any, weight: Any) -> Any:
+    """``rescale_grad`` as the one-value float32 array the AdamW ops take (MXNet's
+    ``_get_rescale_grad``): a number becomes one on the weight's device."""
+    if isinstance(rescale_grad, (int, float, np.floating, np.integer)):
+        return array(np.array([rescale_grad], np.float32), ctx=weight.context)
+    return rescale_grad
+
+
+def adamw_update(weight: Any, grad: Any, mean: Any, var: Any, rescale_grad: Any, lr: float, eta: float,
+                 beta1: float = 0.9, beta2: float = 0.999, epsilon: float = 1e-8, wd: float = 0.0,
+                 clip_gradient: float = -1.0, out: Any = None, name: Any = None, **kwargs: Any) -> Any:
+    """AdamW's step (operator ``_adamw_update``): ``mean`` and ``var`` updated in place, the
+    new weight written to ``out``; skipped when ``rescale_grad`` (a number or a one-value
+    array) is not finite or zero."""
+    params = dict(lr=lr, eta=eta, beta1=beta1, beta2=beta2, epsilon=epsilon, wd=wd, clip_gradient=clip_gradient,
+                  **kwargs)
+    return _op.call("_adamw_update", [weight, grad, mean, var, _rescale_array(rescale_grad, weight)], params, out)
+
+
+def mp_adamw_update(weight: Any, grad: Any, mean: Any, var: Any, weight32: Any, rescale_grad: Any, lr: float,
+                    eta: float, beta1: float = 0.9, beta2: float = 0.999, epsilon: float = 1e-8, wd: float = 0.0,
+                    clip_gradient: float = -1.0, out: Any = None, name: Any = None, **kwargs: Any) -> Any:
+    """``adamw_update`` in mixed precision (operator ``_mp_adamw_update``): float32 states and
+    master weight ``weight32``, updated in place; ``out`` gets the new weight in its dtype."""
+    params = dict(lr=lr, eta=eta, beta1=beta1, beta2=beta2, epsilon=epsilon, wd=wd, clip_gradient=clip_gradient,
+                  **kwargs)
+    return _op.call("_mp_adamw_update", [weight, grad, mean, var, weight32, _rescale_array(rescale_grad, weight)],
+                    params, out)
+
+
+def _multi(update: Any, groups: Sequence[Sequence[Any]], rescale_grad: Any, lrs: Any, wds: Any, etas: Any,
+           out: Any, size: int, kwargs: dict) -> list:
+    """``update`` on each weight's arrays in turn, with its own rate, decay and multiplier
+    (MXNet's ``multi_*`` ops update a list of weights in one call)."""
+    size = size or len(groups[0])
+    for what, values in (("lrs", lrs), ("wds", wds), ("etas", etas), *(("arrays", g) for g in groups)):
+        if len(values) < size:
+            raise MXNetArgumentError(f"multi-tensor AdamW: {what} holds {len(values)} values for {size} weights")
+    outs = list(out) if isinstance(out, (list, tuple)) else [None] * size if out is None else None
+    if outs is None or len(outs) < size:
+        raise MXNetArgumentError("multi-tensor AdamW: out must be a list with one array per weight")
+    scale = _rescale_array(rescale_grad, groups[0][0])
+    return [update(*(g[i] for g in groups), scale, lr=lrs[i], wd=wds[i], eta=etas[i], out=outs[i], **kwargs)
+            for i in range(size)]
+
+
+def multi_adamw_update(weights: Sequence[Any], grads: Sequence[Any], mean: Sequence[Any], var: Sequence[Any],
+                       rescale_grad: Any, lrs: Any, wds: Any, etas: Any, out: Any = None, name: Any = None,
+                       size: int = 0, **kwargs: Any) -> list:
+    """``adamw_update`` on every weight of the lists, each with its ``lrs``/``wds``/``etas``
+    value; one ``rescale_grad`` for all (all skipped when it is not finite or zero)."""
+    return _multi(adamw_update, (weights, grads, mean, var), rescale_grad, lrs, wds, etas, out, size, kwargs)
+
+
+def multi_mp_adamw_update(weights: Sequence[Any], grads: Sequence[Any], mean: Sequence[Any], var: Sequence[Any],
+                          weights32: Sequence[Any], rescale_grad: Any, lrs: Any, wds: Any, etas: Any, out: Any = None,
+                          name: Any = None, size: int = 0, **kwargs: Any) -> list:
+    """``mp_adamw_update`` on every weight of the lists (see ``multi_adamw_update``)."""
+    return _multi(mp_adamw_update, (weights, grads, mean, var, weights32), rescale_grad, lrs, wds, etas, out, size,
+                  kwargs)
+
+
 def __getattr__(name: str) -> Any:
     if name.startswith("__"):
         raise AttributeError(name)
@@ -47,4 +113,5 @@ def __getattr__(name: str) -> Any:
         return _op.cached_function(name)
 
 
-__all__ = ["SparseEmbedding", "isinf", "isnan", "isfinite"]
+__all__ = ["SparseEmbedding", "isinf", "isnan", "isfinite", "adamw_update", "mp_adamw_update", "multi_adamw_update",
+           "multi_mp_adamw_update"]
