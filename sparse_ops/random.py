@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .device import Device, as_device, current_device
-from .dispatch import invoke
+from .dispatch import invoke, op_function
 from .ndarray import NDArray
 from .registry import Op, Param, get_op, kernel, register
 from .rng import DEFAULT_SEED, generator, seed  # noqa: F401  (part of sparse_ops.random)
@@ -262,13 +262,13 @@ class SampleMultinomial(Op):
     """Draws from the categorical distributions whose probabilities are the last axis of
     ``data`` (MXNet's ``random.multinomial``): the output has shape ``data.shape[:-1] +
     shape`` and holds category ids; with ``get_prob`` a second output holds the log
-    probability of each draw. Not differentiable here (MXNet's REINFORCE-style gradient of
-    the log probabilities is not provided)."""
+    probability of each draw, which is differentiable as MXNet's is (the REINFORCE form):
+    ``data``'s gradient at each drawn category is the draw's head gradient over the drawn
+    probability, summed over the draws. The ids themselves have no gradient."""
 
     trusted = True  # built-in kernels, tested against NumPy references
     arguments = ("data",)
     outputs = ("output", "prob")
-    differentiable = False
     resources = ("random",)
     shape = Param("shape", (), "draws per distribution (default: one, no extra axis)")
     get_prob = Param(bool, False, "also return the log probability of each draw")
@@ -283,6 +283,23 @@ class SampleMultinomial(Op):
 
     def visible_output_count(self) -> int:
         return self.output_count()
+
+    def kept_for_backward(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        return (), ((0, 1) if self.get_prob else ())
+
+    def gradient(self, out_grads, inputs, outputs):
+        if not self.get_prob:
+            return [None]
+        ids, logp = outputs
+        data = inputs[0]  # its shape and dtype (not kept)
+        op = op_function
+        if ids.dtype.kind == "f":
+            ids = op("cast")(ids, dtype="int64")
+        per_draw = op("elemwise_div")(out_grads[1], op("exp")(logp))  # head / drawn probability
+        hot = op("one_hot")(ids, depth=data.shape[-1], dtype=data.dtype)
+        grad = op("broadcast_mul")(hot, op("expand_dims")(per_draw, axis=-1))
+        lead, draws = len(data.shape) - 1, len(self.shape)
+        return [op("sum")(grad, axis=tuple(range(lead, lead + draws))) if draws else grad]
 
     def infer_shape(self, data):
         if not data or data[-1] < 1:
@@ -321,6 +338,71 @@ class SampleMultinomial(Op):
         p = array(np.array([[0.2, 0.3, 0.5], [0.6, 0.0, 0.4]]))
         return [[p], ([p], {"shape": (4,)}), ([p], {"shape": (2, 2), "get_prob": True}),
                 ([array(np.array([0.1, 0.9], dtype=np.float32))], {"dtype": "int64"})]
+
+
+def unique_zipfian_row(rng: np.random.Generator, range_max: int, needed: int) -> tuple[np.ndarray, int]:
+    """(``needed`` distinct classes in the order first drawn, the draws it took) from the
+    log-uniform (Zipfian) distribution over [0, range_max): class k has probability
+    log((k + 2) / (k + 1)) / log(range_max + 1). Candidates are drawn in growing batches
+    and kept at their first occurrence; the count of draws is where the last one kept was
+    drawn."""
+    log_range = np.log(range_max + 1.0)
+    drawn = np.empty(0, dtype=np.int64)
+    batch = max(2 * needed, 64)
+    while True:
+        more = (np.exp(rng.random(batch) * log_range) - 1.0).astype(np.int64) % range_max
+        drawn = np.concatenate([drawn, more])
+        first = np.sort(np.unique(drawn, return_index=True)[1])
+        if first.shape[0] >= needed:
+            first = first[:needed]
+            return drawn[first], (int(first[-1]) + 1 if needed else 0)
+        batch = drawn.shape[0]  # doubles what was drawn
+
+
+@register("_sample_unique_zipfian")
+class SampleUniqueZipfian(Op):
+    """Distinct classes from the log-uniform (Zipfian) distribution over [0, range_max)
+    (MXNet's ``_sample_unique_zipfian``, the candidate sampler of sampled softmax): for
+    ``shape=(batch, n)``, each row draws until it holds ``n`` distinct classes; outputs the
+    classes (int64, in the order first drawn) and each row's number of draws (int64,
+    shape ``(batch,)``). Class k has probability log((k + 2) / (k + 1)) / log(range_max + 1)."""
+
+    trusted = True  # built-in kernels, tested against NumPy references
+    arguments = ()
+    outputs = ("output", "num_trials")
+    differentiable = False
+    resources = ("random",)
+    range_max = Param(int, doc="the number of classes")
+    shape = Param("shape", (1,), "(batch, distinct classes per row)")
+
+    def check_params(self) -> None:
+        if self.range_max < 1:
+            raise ValueError(f"range_max must be at least 1, got {self.range_max}")
+        if len(self.shape) != 2:
+            raise ValueError(f"shape must be (batch, num_sampled), got {self.shape}")
+        if not 0 <= self.shape[1] <= self.range_max or self.shape[0] < 0:
+            raise ValueError(f"cannot draw {self.shape[1]} distinct classes of {self.range_max} "
+                             f"(shape {self.shape})")
+
+    def infer_shape(self):
+        return [tuple(self.shape), (self.shape[0],)]
+
+    def infer_type(self):
+        return [np.dtype(np.int64), np.dtype(np.int64)]
+
+    @kernel(device=_BOTH)
+    def dense(self, ctx, out, trials):
+        batch, needed = self.shape
+        classes, counts = np.empty((batch, needed), np.int64), np.empty(batch, np.int64)
+        for i in range(batch):  # a row at a time: each draws until its classes are distinct
+            classes[i], counts[i] = unique_zipfian_row(ctx.rng, self.range_max, needed)
+        _host_of(ctx.xp, out, classes)
+        _host_of(ctx.xp, trials, counts)
+
+    @classmethod
+    def samples(cls) -> list:
+        """``opcheck`` samples: a batch of rows, a row taking every class."""
+        return [([], {"range_max": 50, "shape": (3, 10)}), ([], {"range_max": 5, "shape": (1, 5)})]
 
 
 @register("_shuffle")

@@ -103,3 +103,57 @@ def test_each_thread_has_its_own_generator():
     t.start()
     t.join()
     assert seen[0] is not rnd.generator(so.cpu())
+
+
+# ---- multinomial's log-probability gradient, Zipfian candidate samplers --------------------------
+@pytest.mark.parametrize("shape", [(), (300,)])
+def test_multinomial_log_probabilities_have_the_reinforce_gradient(shape):
+    """d prob / d data: at each drawn category, the head over the drawn probability, summed
+    over the draws (MXNet's gradient); the ids get none."""
+    p = np.array([[0.1, 0.2, 0.3, 0.4], [0.4, 0.3, 0.2, 0.1]])
+    x = so.array(p)
+    x.attach_grad()
+    with so.autograd.record():
+        ids, logp = rnd.multinomial(x, shape=shape, get_prob=True)
+        loss = so.sum(logp * 5.0)
+    loss.backward()
+    drawn = ids.asnumpy().reshape(2, -1).astype(int)
+    np.testing.assert_allclose(logp.asnumpy().reshape(2, -1), np.log(np.take_along_axis(p, drawn, axis=1)))
+    want = np.zeros_like(p)
+    for i in range(2):
+        np.add.at(want[i], drawn[i], 5.0 / p[i, drawn[i]])
+    np.testing.assert_allclose(x.grad.asnumpy(), want, rtol=1e-12)
+
+
+def test_unique_zipfian_draws_distinct_log_uniform_classes_and_counts_the_draws():
+    so.random.seed(7)
+    classes, trials = so.invoke("_sample_unique_zipfian", [], {"range_max": 1000, "shape": (3, 200)})
+    c, t = classes.asnumpy(), trials.asnumpy()
+    assert c.dtype == t.dtype == np.int64 and c.shape == (3, 200) and t.shape == (3,)
+    assert all(np.unique(row).size == 200 for row in c) and c.min() >= 0 and c.max() < 1000
+    assert (t >= 200).all()
+    # the first classes are the likeliest: class 0 (probability log 2 / log 1001, ~10%) is in every row
+    assert all(0 in row for row in c)
+    so.random.seed(7)
+    again = so.invoke("_sample_unique_zipfian", [], {"range_max": 1000, "shape": (3, 200)})
+    np.testing.assert_array_equal(again[0].asnumpy(), c)  # seeded
+    with pytest.raises(ParameterError, match="cannot draw 6 distinct classes of 5"):
+        so.invoke("_sample_unique_zipfian", [], {"range_max": 5, "shape": (1, 6)})
+
+
+def test_the_mxnet_face_rand_zipfian_and_contrib_autograd():
+    import sparse_ops.compat.mxnet as mx
+
+    true = mx.nd.array([0, 3, 19], dtype="int32")
+    sampled, exp_true, exp_sampled = mx.nd.contrib.rand_zipfian(true, 5000, 20)
+    prob = lambda k: np.log((k + 2.0) / (k + 1.0)) / np.log(21)  # noqa: E731
+    s = sampled.asnumpy()
+    assert s.dtype == np.int64 and s.min() >= 0 and s.max() < 20
+    np.testing.assert_allclose(exp_true.asnumpy(), prob(np.array([0, 3, 19])) * 5000)
+    np.testing.assert_allclose(exp_sampled.asnumpy(), prob(s) * 5000)
+    counts = np.bincount(s, minlength=20)
+    assert abs(counts[0] - prob(0) * 5000) < 5 * np.sqrt(prob(0) * 5000)
+    x = mx.nd.array([1.0, 2.0, 3.0])
+    grads, out = mx.contrib.autograd.grad_and_loss(lambda a: mx.nd.sum(a * a))(x)
+    np.testing.assert_array_equal(grads[0].asnumpy(), [2.0, 4.0, 6.0])
+    assert out.asscalar() == 14.0

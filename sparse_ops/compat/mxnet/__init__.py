@@ -21,6 +21,7 @@ from .context import Context, cpu, current_context, gpu, num_gpus
 from .util import is_np_shape, np_shape, set_np_shape, use_np_shape
 from . import lr_scheduler, optimizer  # noqa: F401,E402  (mx.optimizer, mx.lr_scheduler)
 from . import gluon, runtime  # noqa: F401,E402  (mx.runtime.Features; gluon only names what is missing)
+from . import contrib  # noqa: F401,E402  (mx.contrib.autograd, mx.contrib.nd)
 
 nd = ndarray
 kv = kvstore

@@ -1,5 +1,5 @@
 """``mx.nd.contrib``: MXNet's contrib operators (``getnnz``, ``quadratic``, ``SparseEmbedding``,
-``isinf``/``isnan``/``isfinite``, the AdamW updates, ...).
+``isinf``/``isnan``/``isfinite``, ``rand_zipfian``, the AdamW updates, ...).
 
 ``mx.nd.contrib.<name>`` is operator ``_contrib_<name>`` of the table (MXNet's own table
 name), else operator ``<name>``, called the MXNet way. ``SparseEmbedding`` is
@@ -8,12 +8,14 @@ gradient).
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 import numpy as np
 
 from ..base import MXNetArgumentError
 from . import _op
+from . import random as _random
 from .ndarray import array
 from .op import Embedding
 
@@ -104,6 +106,26 @@ def multi_mp_adamw_update(weights: Sequence[Any], grads: Sequence[Any], mean: Se
                   kwargs)
 
 
+def rand_zipfian(true_classes: Any, num_sampled: int, range_max: int, ctx: Any = None) -> tuple:
+    """(``num_sampled`` classes drawn with replacement from the log-uniform (Zipfian)
+    distribution over [0, range_max) as int64, the expected count of each true class, the
+    expected count of each drawn class), as MXNet's ``contrib.rand_zipfian`` gives for
+    sampled softmax: class k has probability log((k + 2) / (k + 1)) / log(range_max + 1), and
+    a class's expected count is that times ``num_sampled``; the counts are float64."""
+    if not hasattr(true_classes, "asnumpy"):
+        raise MXNetArgumentError(f"rand_zipfian: true_classes must be an NDArray, got {type(true_classes).__name__}")
+    device = true_classes.context if ctx is None else ctx
+    log_range = math.log(range_max + 1)
+    draws = _random.uniform(0, log_range, shape=(num_sampled,), dtype="float64", ctx=device)
+    sampled = (draws.exp() - 1).astype("int64") % range_max
+
+    def expected(classes: Any) -> Any:
+        c = classes.astype("float64")
+        return ((c + 2.0) / (c + 1.0)).log() / log_range * num_sampled
+
+    return sampled, expected(true_classes), expected(sampled)
+
+
 def __getattr__(name: str) -> Any:
     if name.startswith("__"):
         raise AttributeError(name)
@@ -113,5 +135,5 @@ def __getattr__(name: str) -> Any:
         return _op.cached_function(name)
 
 
-__all__ = ["SparseEmbedding", "isinf", "isnan", "isfinite", "adamw_update", "mp_adamw_update", "multi_adamw_update",
+__all__ = ["SparseEmbedding", "isinf", "isnan", "isfinite", "rand_zipfian", "adamw_update", "mp_adamw_update", "multi_adamw_update",
            "multi_mp_adamw_update"]
