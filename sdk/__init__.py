@@ -34,13 +34,21 @@ _REEXPORTS = {"Op": "registry", "Param": "registry", "kernel": "registry", "regi
               "OpContext": "context", "jit": "kernels"}
 
 
+# the submodules an author reaches as attributes (sparse_ops.sdk.cbuild.compile_library(...)),
+# imported when first touched: several pull in numba, a compiler driver or CUDA tooling
+_SUBMODULES = frozenset(("cabi", "capacity", "cbuild", "csr", "csr_cpu", "gpu_compile", "groups", "launch",
+                         "rowkernel", "scaffold", "testing"))
+
+
 def __getattr__(name: str) -> Any:
     # Lazy: this package is imported while sparse_ops itself is still importing.
+    import importlib
+
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
     module = _REEXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'sparse_ops.sdk' has no attribute {name!r}")
-    import importlib
-
     return getattr(importlib.import_module(f"sparse_ops.{module}"), name)
 
 

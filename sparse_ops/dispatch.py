@@ -86,6 +86,8 @@ class Plan:
             for i in self.mutated:  # written in place: a recorded call that kept them sees it
                 x = inputs[i]
                 bump_version(x)
+        if self.debug:  # debug mode: indices changed in place since validation must not reach the kernel
+            _recheck_inputs(self, inputs)
         if mode in DENSIFIED:
             given = inputs
             inputs = [x if x.stype == "default" else _densified(self, i, x) for i, x in enumerate(inputs)]
@@ -495,6 +497,21 @@ def _empty_output(stype: str, shape: tuple, dtype: np.dtype, device: Device) -> 
         return RowSparseNDArray._trusted(xp.empty((0, *shape[1:]), dtype), xp.empty(0, np.int64), shape, device)
 
 
+def _recheck_inputs(plan: Plan, inputs: Sequence[NDArray]) -> None:
+    """Under ``SPARSE_OPS_BOUNDSCHECK=1``, every sparse input's full check again before a
+    kernel we do not trust reads it: index arrays shared with NumPy may have been written
+    since the container was validated, and a C kernel has no bounds checks of its own."""
+    for i, x in enumerate(inputs):
+        if x.stype != "default":
+            try:
+                x.check_format(full_check=True)
+            except SparseFormatError as exc:
+                name = plan.opdef.arguments[i] if i < len(plan.opdef.arguments) else f"input {i}"
+                raise SparseFormatError(f"{plan.opdef.label}: argument {name!r} ({x.stype}): {exc} (found by "
+                                        "SPARSE_OPS_BOUNDSCHECK=1's check of the inputs before the kernel: its "
+                                        "arrays were written since it was validated)") from None
+
+
 def _densified(plan: Plan, i: int, x: NDArray) -> NDArray:
     """Input ``i`` densified for a fallback; one too large for memory is refused naming the op,
     the argument and the way out (a kernel for its storage type)."""
@@ -600,7 +617,7 @@ def _output_problem(plan: Plan, i: int, r: NDArray) -> tuple[str, str] | None:
     (``boundary.output_problem``; in debug mode also values left unset)."""
     problem = output_problem(r, plan.kernel_stypes[i], plan.out_shapes[i], plan.out_dtypes[i], plan.device.xp)
     if problem is None and plan.debug and holds_unset(r._data):
-        return "an output it left (partly) unset", ("values the kernel never wrote remain (debug mode marks "
+        return "a partly unset output", ("values the kernel never wrote remain (debug mode marks "
                                                      "outputs before the kernel runs)")
     return problem
 
@@ -704,6 +721,9 @@ def invoke(op: OpDef | str, inputs: Sequence[NDArray], params: dict[str, Any] | 
     ``write``/``inplace`` overwrite it, ``add`` accumulates into it, ``null`` leaves it.
     """
     opdef = get_op(op) if isinstance(op, str) else op
+    if isinstance(inputs, NDArray):
+        raise TypeError(f"invoke({opdef.name!r}, ...) takes its inputs as a list ([x] for one), got an "
+                        f"{type(inputs).__name__}")
     inst = opdef.instance(params) if params else (opdef._default_instance or opdef.instance({}))
     return plan_for(opdef, inst, inputs).call(inputs, out, req)
 
@@ -810,10 +830,13 @@ def op_function(name: str) -> Any:
                     return plan.call(args, out, req)  # the shortest path: a repeated call
             if len(args) != nargs:
                 if len(args) < nargs:
-                    raise TypeError(f"{name}() takes {nargs} input(s) ({', '.join(opdef.arguments)}), got {len(args)}")
+                    raise TypeError(f"{name}() ({opdef.label}) takes {nargs} input(s) ({', '.join(opdef.arguments)}), "
+                                    f"got {len(args)}")
                 extra = args[nargs:]
                 if len(extra) > len(pnames):
-                    raise TypeError(f"{name}() got {len(args)} positional values; parameters: {', '.join(pnames)}")
+                    raise TypeError(f"{name}() ({opdef.label}) takes {nargs} input(s) ({', '.join(opdef.arguments)}) "
+                                    f"and {len(pnames)} parameter(s) ({', '.join(pnames) or 'none'}), got "
+                                    f"{len(args)} positional values")
                 for pname, v in zip(pnames, extra):
                     if pname in params:
                         raise TypeError(f"{name}() got parameter {pname!r} twice")

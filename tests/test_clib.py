@@ -595,3 +595,97 @@ def test_a_refused_callback_is_reported_on_every_path(build, isolated, forgive):
         with pytest.raises(OperatorError, match=f"{expected}.*does not declare SO_RESOURCE_WORKSPACE"):
             fn(so.array(np.arange(6.0)))
     np.testing.assert_array_equal(so.ops.relu(so.array(np.arange(3.0))).asnumpy(), np.arange(3.0))
+
+
+def test_a_graph_recorded_before_a_reload_is_differentiated_by_the_version_it_ran(build, isolated, tmp_path):
+    """The gradient ops a library names are bound when it loads: a reload (the library is
+    never unloaded) changes later calls, not what a recorded graph differentiates."""
+    lib = tmp_path / "libscaled.so"
+    install(build("scaled.c", "libscaled2.so", "-DFACTOR=2"), lib)
+    so.library.load(lib)
+    x = so.array(np.array([1.0, -2.0]))
+    x.attach_grad()
+    with so.autograd.record():
+        y = so.sum(so.ops.sc_times(x))
+    install(build("scaled.c", "libscaled3.so", "-DFACTOR=3"), lib)
+    so.library.reload(lib)
+    y.backward()
+    np.testing.assert_array_equal(x.grad.asnumpy(), [2.0, 2.0])  # the version recorded, not the reloaded one
+    with so.autograd.record():
+        z = so.sum(so.ops.sc_times(x))
+    z.backward()
+    np.testing.assert_array_equal(x.grad.asnumpy(), [3.0, 3.0])
+
+
+def test_an_input_without_a_gradient_term_is_refused_not_read_as_zero(build, isolated, tmp_path):
+    so.library.load(build("scaled.c", "libscaled2.so", "-DFACTOR=2"))
+    x, y = so.array(np.array([1.0, 2.0])), so.array(np.array([3.0, 4.0]))
+    x.attach_grad()
+    with so.autograd.record():
+        out = so.sum(so.ops.sc_axpy(x, y))
+    out.backward()  # only x needs a gradient: its term
+    np.testing.assert_array_equal(x.grad.asnumpy(), [2.0, 2.0])
+    y.attach_grad()
+    with so.autograd.record():
+        out = so.sum(so.ops.sc_axpy(x, y))
+    with pytest.raises(OperatorError, match=r"operator 'sc_axpy' \(plugin scaled2\): cannot differentiate with "
+                                            r"respect to input 'y': the library declares no gradient term for it"):
+        out.backward()
+    with so.autograd.record():  # and autograd goes on
+        out = so.sum(so.ops.sc_times(x))
+    out.backward()
+    np.testing.assert_array_equal(x.grad.asnumpy(), [2.0, 2.0])
+
+
+def test_debug_mode_checks_sparse_inputs_again_before_a_c_kernel(build, tmp_path):
+    """Index arrays shared with NumPy and written after validation: under
+    SPARSE_OPS_BOUNDSCHECK=1 the inputs are checked again before the C kernel reads them."""
+    lib = build("testops.c", "libtestops.so")
+    script = textwrap.dedent(f"""
+        import numpy as np, sparse_ops as so
+        so.library.load({str(lib)!r})
+        cols = np.array([0, 2, 1])
+        a = so.csr_matrix((np.ones(3), cols, np.array([0, 2, 3])), shape=(2, 4))
+        cols[1] = 10**9
+        try:
+            so.ops.t_scale(a, alpha=2.0)
+        except so.SparseFormatError as exc:
+            print("refused", exc)
+        cols[1] = 3
+        print("fine", so.ops.t_scale(a, alpha=2.0).asnumpy().sum())
+    """)
+    env = dict(os.environ, SPARSE_OPS_BOUNDSCHECK="1")
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("refused operator 't_scale'") and "argument 'x' (csr)" in lines[0], lines
+    assert "out of range" in lines[0] and "written since it was validated" in lines[0]
+    assert lines[1] == "fine 6.0"
+
+
+def test_opcheck_on_the_simulated_gpu_passes_over_compiled_gpu_kernels(build, tmp_path):
+    """Compiled gpu kernels cannot run on numba's simulated gpu: opcheck says so (n/a)
+    instead of failing the library."""
+    lib = build("scaled.c", "libscaledgpu.so", "-DWITH_GPU")
+    script = textwrap.dedent(f"""
+        import numpy as np, sparse_ops as so
+        from sparse_ops.sdk.testing import opcheck
+        so.library.load({str(lib)!r})
+        report = opcheck("sc_times", [[so.array(np.array([1.0, -2.0]))]])
+        print(*[o.status + ": " + o.detail for o in report.results[0].outcomes if o.check == "gpu"])
+    """)
+    env = dict(os.environ, SPARSE_OPS_CUDA_SIM="1")
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == ("n/a: compiled (C/CUDA) gpu kernels need a real GPU; the simulated one "
+                                  "(SPARSE_OPS_CUDA_SIM=1) runs numba kernels only"), out.stdout
+
+
+def test_the_sdk_submodules_are_reached_as_attributes_after_import_sparse_ops():
+    """As the C-library guide writes it: sparse_ops.sdk.cbuild.compile_library(...) after
+    import sparse_ops alone (the submodules load when first touched)."""
+    code = ("import sys, sparse_ops; assert 'sparse_ops.sdk.cbuild' not in sys.modules; "
+            "print(sparse_ops.sdk.cbuild.compile_library.__name__, sparse_ops.sdk.testing.opcheck.__name__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["compile_library", "opcheck"]

@@ -368,3 +368,12 @@ def test_a_fallback_that_cannot_densify_an_input_names_the_op_and_the_argument()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", so.StorageFallbackWarning)  # warned once per signature: above
         np.testing.assert_allclose(so.softmax(small).asnumpy(), np.full((6, 3), 1 / 3))
+
+
+def test_call_shape_errors_name_the_op_its_inputs_and_parameters():
+    with pytest.raises(TypeError, match=r"negative\(\) \(operator 'negative'\) takes 1 input\(s\) \(data\) and 0 "
+                                        r"parameter\(s\) \(none\), got 2 positional values"):
+        so.negative(so.ones(2), so.ones(2))
+    with pytest.raises(TypeError, match=r"invoke\('negative', \.\.\.\) takes its inputs as a list \(\[x\] for one\)"):
+        so.invoke("negative", so.ones(2))
+    np.testing.assert_array_equal(so.invoke("negative", [so.ones(2)]).asnumpy(), [-1.0, -1.0])

@@ -224,7 +224,7 @@ OPS = {"csr": ("plgfault_csr", "csr"), "rsp": ("plgfault_rsp", "row_sparse"), "d
        "dense_ex": ("plgfault_dense_ex", "default"), "mx": ("plgfault_mx", "default")}
 MALFORMED_CSR = r"malformed csr output 0 \('output'\): csr "
 MALFORMED_RSP = r"malformed row_sparse output 0 \('output'\): row_sparse "
-UNSET = r"output it left \(partly\) unset 0 \('output'\): values the kernel never wrote"
+UNSET = r"a partly unset output 0 \('output'\): values the kernel never wrote"
 
 # op, fault, when it is caught ("always", or only in "debug" mode), message
 CASES = [

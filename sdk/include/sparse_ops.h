@@ -326,9 +326,12 @@ typedef struct so_kernel {
 
 /*
  * The gradient of input `input` is op `op` (an op of this library or any op in the
- * table, looked up when backward runs) applied to `args` with parameters `param_keys` /
+ * table, looked up once the library has loaded, so a graph recorded before a reload is
+ * differentiated by the version it ran) applied to `args` with parameters `param_keys` /
  * `param_values`, plus this op's own parameters when forward_params is 1. Its first output
- * is the gradient. An input with no term gets no gradient; two terms for one input add up.
+ * is the gradient. Two terms for one input add up. An input with no term has no gradient:
+ * differentiating with respect to it (a float input that needs a gradient) is refused,
+ * naming the op and the input, rather than read as zero.
  */
 typedef struct so_gradient {
   uint32_t struct_size;

@@ -224,6 +224,9 @@ def _run_init(lib: Library, init: Any, module: str) -> None:
     problem = missing_ops(lib.ops)
     if problem:
         raise LibraryError(f"library {lib.path}: {problem}")
+    for name in lib.ops:  # the ops each gradient names, as they are now: a graph recorded before a
+        cls = registry.get_op(name).cls  # reload differentiates with this version, not the next
+        cls._gradient_ops = {t.op: registry.get_op(t.op) for t in cls._c_spec.gradients}
 
 
 def missing_ops(names: list[str]) -> str | None:

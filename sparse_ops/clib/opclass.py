@@ -12,7 +12,7 @@ import numpy as np
 
 from ..creation import array
 from ..sdk import capacity
-from ..dispatch import op_function
+from ..dispatch import invoke, op_function
 from ..errors import OperatorError
 from ..registry import Op, kernel
 from . import abi, call
@@ -146,17 +146,25 @@ def _gradient(spec: OpSpec) -> Callable:
     terms = spec.gradients
 
     def gradient(self: Op, out_grads: list, inputs: list, outputs: list, needs: Any = None) -> list:
-        """The declared terms: each input's gradient from the ops the library names."""
+        """The declared terms: each input's gradient from the ops the library names, as they
+        were when it was loaded (``_gradient_ops``: a reload does not change a recorded graph)."""
         grads: list = [None] * len(inputs)
         sources = {abi.REF_INPUT: inputs, abi.REF_OUTPUT: outputs, abi.REF_OUT_GRAD: out_grads}
+        bound = type(self)._gradient_ops
         for t in terms:
             if needs is not None and not needs[t.input]:
                 continue
             params = {**self.params_dict(), **dict(t.params)} if t.forward_params else dict(t.params)
-            g = op_function(t.op)(*[sources[kind][i] for kind, i in t.args], **params)
+            g = invoke(bound.get(t.op) or t.op, [sources[kind][i] for kind, i in t.args], params)
             if isinstance(g, (list, tuple)):
                 g = g[0]
             grads[t.input] = g if grads[t.input] is None else op_function("elemwise_add")(grads[t.input], g)
+        for i, (g, x) in enumerate(zip(grads, inputs)):
+            if g is None and needs is not None and needs[i] and np.dtype(x.dtype).kind == "f":
+                raise OperatorError(
+                    f"{self._opdef.label}: cannot differentiate with respect to input {spec.inputs[i]!r}: the "
+                    "library declares no gradient term for it (so_gradient), and its gradient is not zero; declare "
+                    "one, or do not ask for its gradient (no attach_grad, requires_grad=False)")
         return grads
 
     return gradient
@@ -202,6 +210,7 @@ def op_class(spec: OpSpec, where: str, module: str) -> type:
         # sizes it hands them rather than running them on symbolic ones
         "symbolic_shapes": False,
         "c_library": where,  # messages speak C to these ops (SO_OP_CONSTANT, so_gradient)
+        "_gradient_ops": {},  # name -> OpDef of the ops the gradient names, bound once the library loaded
     }
     for p in spec.params:
         attrs[p.name] = make_param(p, spec.name)

@@ -406,9 +406,10 @@ class BridgedOp:
         if spec.missing and need_capacity:
             raise JaxBridgeError(
                 f"{label}: {self.opdef.label} declares no capacity rule for its sparse result(s) "
-                f"{', '.join(spec.missing)} (an upper bound of the stored values, the op's `capacity`), so "
-                "jax.jit cannot size its buffers; pass max_nnz=N (an upper bound of the stored values) to this "
-                "call, or declare the rule on the op (sparse_ops.sdk.capacity)")
+                f"{', '.join(spec.missing)} (an upper bound of the stored entries: values of a csr result, rows "
+                "of a row_sparse one; the op's `capacity`), so jax.jit cannot size its buffers; pass max_nnz=N "
+                "(that bound) to this call, or declare the rule on the op (sparse_ops.sdk.capacity; a C library: "
+                "the so_op_decl's capacity_like)")
         return spec, flat
 
     def __call__(self, *args: Any, **params: Any) -> Any:
