@@ -2,7 +2,7 @@
 
 The libraries are compiled here with the system C compiler, as users build them
 (``tests/clib/*.c``). ``testops.c`` exercises the whole header; ``badlib.c`` is wrong in one
-way per ``-D`` flag; ``factor.c`` is built twice to test reloading.
+way per ``-D`` flag; ``factor.c`` is built twice to test reloading (and gradients across it).
 """
 from __future__ import annotations
 
@@ -227,8 +227,9 @@ def test_register_shared_attributes_ops_to_the_loading_plugin(build, isolated, t
     pkg.mkdir()
     (pkg / "__init__.py").write_text(f"import sparse_ops\nlibrary = sparse_ops.library.register_shared({str(lib)!r})\n")
     module = so.library.load(pkg)
-    assert module.library.ops == ["factor_times"]
-    assert so.plugins_info()["loaded"]["cfactor"]["ops"] == ["factor_times"]
+    ops = ["factor_times", "factor_scaled", "factor_axpy"]
+    assert module.library.ops == ops
+    assert so.plugins_info()["loaded"]["cfactor"]["ops"] == sorted(ops)
 
 
 # ---- calling ops -----------------------------------------------------------------------------------------
@@ -600,39 +601,39 @@ def test_a_refused_callback_is_reported_on_every_path(build, isolated, forgive):
 def test_a_graph_recorded_before_a_reload_is_differentiated_by_the_version_it_ran(build, isolated, tmp_path):
     """The gradient ops a library names are bound when it loads: a reload (the library is
     never unloaded) changes later calls, not what a recorded graph differentiates."""
-    lib = tmp_path / "libscaled.so"
-    install(build("scaled.c", "libscaled2.so", "-DFACTOR=2"), lib)
+    lib = tmp_path / "libfactor.so"
+    install(build("factor.c", "libfactor2.so", "-DFACTOR=2"), lib)
     so.library.load(lib)
     x = so.array(np.array([1.0, -2.0]))
     x.attach_grad()
     with so.autograd.record():
-        y = so.sum(so.ops.sc_times(x))
-    install(build("scaled.c", "libscaled3.so", "-DFACTOR=3"), lib)
+        y = so.sum(so.ops.factor_scaled(x))
+    install(build("factor.c", "libfactor3.so", "-DFACTOR=3"), lib)
     so.library.reload(lib)
     y.backward()
     np.testing.assert_array_equal(x.grad.asnumpy(), [2.0, 2.0])  # the version recorded, not the reloaded one
     with so.autograd.record():
-        z = so.sum(so.ops.sc_times(x))
+        z = so.sum(so.ops.factor_scaled(x))
     z.backward()
     np.testing.assert_array_equal(x.grad.asnumpy(), [3.0, 3.0])
 
 
 def test_an_input_without_a_gradient_term_is_refused_not_read_as_zero(build, isolated, tmp_path):
-    so.library.load(build("scaled.c", "libscaled2.so", "-DFACTOR=2"))
+    so.library.load(build("factor.c", "libfactor2.so", "-DFACTOR=2"))
     x, y = so.array(np.array([1.0, 2.0])), so.array(np.array([3.0, 4.0]))
     x.attach_grad()
     with so.autograd.record():
-        out = so.sum(so.ops.sc_axpy(x, y))
+        out = so.sum(so.ops.factor_axpy(x, y))
     out.backward()  # only x needs a gradient: its term
     np.testing.assert_array_equal(x.grad.asnumpy(), [2.0, 2.0])
     y.attach_grad()
     with so.autograd.record():
-        out = so.sum(so.ops.sc_axpy(x, y))
-    with pytest.raises(OperatorError, match=r"operator 'sc_axpy' \(plugin scaled2\): cannot differentiate with "
+        out = so.sum(so.ops.factor_axpy(x, y))
+    with pytest.raises(OperatorError, match=r"operator 'factor_axpy' \(plugin factor2\): cannot differentiate with "
                                             r"respect to input 'y': the library declares no gradient term for it"):
         out.backward()
     with so.autograd.record():  # and autograd goes on
-        out = so.sum(so.ops.sc_times(x))
+        out = so.sum(so.ops.factor_scaled(x))
     out.backward()
     np.testing.assert_array_equal(x.grad.asnumpy(), [2.0, 2.0])
 
@@ -666,12 +667,12 @@ def test_debug_mode_checks_sparse_inputs_again_before_a_c_kernel(build, tmp_path
 def test_opcheck_on_the_simulated_gpu_passes_over_compiled_gpu_kernels(build, tmp_path):
     """Compiled gpu kernels cannot run on numba's simulated gpu: opcheck says so (n/a)
     instead of failing the library."""
-    lib = build("scaled.c", "libscaledgpu.so", "-DWITH_GPU")
+    lib = build("factor.c", "libfactorgpu.so", "-DWITH_GPU")
     script = textwrap.dedent(f"""
         import numpy as np, sparse_ops as so
         from sparse_ops.sdk.testing import opcheck
         so.library.load({str(lib)!r})
-        report = opcheck("sc_times", [[so.array(np.array([1.0, -2.0]))]])
+        report = opcheck("factor_scaled", [[so.array(np.array([1.0, -2.0]))]])
         print(*[o.status + ": " + o.detail for o in report.results[0].outcomes if o.check == "gpu"])
     """)
     env = dict(os.environ, SPARSE_OPS_CUDA_SIM="1")

@@ -177,18 +177,21 @@ def test_a_keyboard_interrupt_while_a_plugin_loads_stops_and_rolls_back(tmp_path
     assert "plgctrlc_double" not in so.list_ops() and "plg_ctrlc" not in sys.modules
 
 
+# a plugin replacing the built-in negative with its own (the same values)
+REPLACES_NEGATIVE = """
+    import sparse_ops as so
+
+    @so.register("negative", replace=True)
+    class MyNegative(so.Op):
+        @so.kernel(device="cpu")
+        def dense(self, ctx, x, y):
+            y[...] = -x
+    """
+
+
 def test_a_plugin_replacing_a_builtin_is_restored_when_it_fails(tmp_path, isolated):
     builtin = so.get_op("negative")
-    path = write(tmp_path / "plg_replace.py", """
-        import sparse_ops as so
-
-        @so.register("negative", replace=True)
-        class MyNegative(so.Op):
-            @so.kernel(device="cpu")
-            def dense(self, ctx, x, y):
-                y[...] = -x
-        raise RuntimeError("boom")
-        """)
+    path = write(tmp_path / "plg_replace.py", REPLACES_NEGATIVE + '    raise RuntimeError("boom")\n')
     with pytest.raises(PluginError, match="RuntimeError: boom"):
         so.library.load(path)
     assert so.get_op("negative") is builtin and so.get_op("negative").plugin is None
@@ -413,15 +416,7 @@ def test_a_failed_package_leaves_no_half_imported_modules(site):
 
 
 def test_a_plugin_replacing_a_builtin_is_said_in_a_warning(tmp_path, isolated):
-    path = write(tmp_path / "plg_steal.py", """
-        import sparse_ops as so
-
-        @so.register("negative", replace=True)
-        class MyNegative(so.Op):
-            @so.kernel(device="cpu")
-            def dense(self, ctx, x, y):
-                y[...] = -x
-        """)
+    path = write(tmp_path / "plg_steal.py", REPLACES_NEGATIVE)
     with pytest.warns(PluginWarning, match=r"plugin 'plg_steal' replaced the built-in operator\(s\) 'negative'"):
         so.library.load(path)
     assert so.get_op("negative").plugin == "plg_steal"

@@ -144,18 +144,24 @@ def _workspace(host: int, nbytes: int) -> int | None:
         return None
 
 
+# what alloc_output says of a dense output: often a kernel declared without stypes (a dense
+# kernel, whose outputs are dense and cast afterwards) for an op whose rule infers a sparse one
+_DENSE_OUTPUT = ("output {i} is dense for this kernel: it arrives allocated (a kernel declared with stypes = NULL "
+                 "is dense: its outputs arrive dense and are cast to the storage types infer_storage_type gives; "
+                 "a kernel that builds a sparse output declares the input storage types it takes)")
+
+
 def _alloc_output(host: int, index: int, nnz: int, index_code: int, s: Any) -> int:
     call = _CALLS.get(host)
     if call is None:
-        _FAST.problem = (f"ctx->alloc_output(output={index}, nnz={nnz}) failed: output {index} is dense: "
-                         "it arrives allocated")
+        _FAST.problem = (f"ctx->alloc_output(output={index}, nnz={nnz}) failed: {_DENSE_OUTPUT.format(i=index)}")
         return abi.ERR_RESOURCE
     try:
         if not 0 <= index < len(call.outputs):
             raise OperatorError(f"output {index} does not exist ({len(call.outputs)} outputs)")
         out = call.outputs[index]
         if not isinstance(out, NDArray) or out.stype == "default":
-            raise OperatorError(f"output {index} is dense: it arrives allocated")
+            raise OperatorError(_DENSE_OUTPUT.format(i=index))
         if nnz < 0:
             raise OperatorError(f"negative nnz {nnz} for output {index}")
         dtype = next((dt for dt, code in abi.INDEX_CODES.items() if code == index_code), None)
