@@ -36,6 +36,9 @@ def unsupported(opdef: OpDef, inst: Op | None = None, shapes: Sequence[tuple[int
     elif not opdef.differentiable:
         for f in GRADIENT_FACES:
             reasons[f] = "it declares no gradient"
+    elif inst is not None and inst.no_gradient() is not None:
+        for f in GRADIENT_FACES:
+            reasons[f] = inst.no_gradient()
     if opdef.mutate:
         reasons["dask"] = (f"it updates input(s) {', '.join(opdef.mutate)} in place, which row blocks on "
                            "workers cannot do")

@@ -287,6 +287,9 @@ class SampleMultinomial(Op):
     def kept_for_backward(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
         return (), ((0, 1) if self.get_prob else ())
 
+    def no_gradient(self) -> str | None:
+        return None if self.get_prob else "without get_prob it gives only category ids, which have no gradient"
+
     def gradient(self, out_grads, inputs, outputs):
         if not self.get_prob:
             return [None]

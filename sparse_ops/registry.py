@@ -332,6 +332,13 @@ class Op:
         n = self.output_count()
         return self._opdef.num_visible_outputs if n == len(self.outputs) else n
 
+    def no_gradient(self) -> str | None:
+        """Why this parameter set has no gradient although the op has one (its outputs are
+        then constants), or None: what ``explain``'s faces say for the gradient faces. The
+        default: None (override when a parameter decides, e.g. ``multinomial`` without
+        ``get_prob`` gives only category ids)."""
+        return None
+
     def draws_random(self, training: bool) -> bool:
         """Whether a call of this parameter set in this training mode draws random numbers
         (``ctx.rng``): what ``vmap``'s randomness rule and the bridges' seeding ask. The
@@ -439,6 +446,8 @@ class OpDef:
         # constant: declared differentiable = False (outputs carry no gradient); differentiable:
         # has a gradient rule. An op that is neither cannot be differentiated through (an error).
         self.constant = not cls.differentiable
+        # whether a parameter set may have no gradient (Op.no_gradient overridden): the tape asks it then
+        self.gradient_by_params = cls.no_gradient is not Op.no_gradient
         # the backward as kernels on the op (sparse_ops.backward_op): (method name, method, spec)
         self.backward_kernels = [(attr, value, spec) for klass in reversed(cls.__mro__)
                                  for attr, value in vars(klass).items()

@@ -219,6 +219,11 @@ def _record(plan: Any, inputs: Sequence[Any], outputs: list) -> None:
         mark_constant(outputs, f"the output of operator {opdef.name!r}: it is declared differentiable = False, so "
                                "its outputs are constants with no gradient")
         return
+    if opdef.gradient_by_params:  # this parameter set's outputs may be constants (multinomial's ids alone)
+        why = plan.inst.no_gradient()
+        if why is not None:
+            mark_constant(outputs, f"the output of operator {opdef.name!r}: {why}")
+            return
     keep_in, keep_out = plan.kept
     kept_inputs = [x if keep_in is None or i in keep_in else ArrayMeta(x, f"input {i} of {opdef.name}")
                    for i, x in enumerate(inputs)]
