@@ -290,7 +290,54 @@ def test_gradient_csr_dense(ta, tb):
     grads = check_gradient("dot", [lhs, rhs], {"transpose_a": ta, "transpose_b": tb})
     # MXNet: csr lhs without transposes gives a row_sparse gradient for the dense rhs
     assert grads[1].stype == ("row_sparse" if not ta and not tb else "default")
-    assert grads[0].stype == "default"
+    # the csr's gradient is that of its stored values: its own structure (the product sampled there)
+    assert grads[0].stype == "csr"
+    np.testing.assert_array_equal(grads[0].indices, lhs.indices)
+    np.testing.assert_array_equal(grads[0].indptr, lhs.indptr)
+
+
+def test_a_csr_operand_gradient_costs_its_stored_values_not_its_columns():
+    """A wide design matrix (a million columns, a few values stored): the gradient of its
+    values is the product sampled at them, never the dense rows x columns product."""
+    cols = np.array([3, 10**6 - 1, 17])
+    x = so.csr_matrix((np.array([1.0, 2.0, 3.0]), cols, np.array([0, 2, 3])), shape=(2, 10**6))
+    w = np.random.default_rng(0).standard_normal((10**6, 3))
+    x.attach_grad()
+    g = np.array([[1.0, 0.0, 2.0], [0.5, 1.0, 0.0]])
+    with so.autograd.record():
+        y = so.dot(x, so.array(w))
+    y.backward(so.array(g))
+    assert x.grad.stype == "csr" and x.grad.nnz == 3
+    np.testing.assert_allclose(x.grad.data, [g[0] @ w[3], g[0] @ w[10**6 - 1], g[1] @ w[17]])
+
+
+def test_second_derivatives_through_a_csr_operand_of_dot():
+    """The csr operand's gradient (``_sampled_dot``) is differentiable too: the mixed second
+    derivative of sum((x @ w) ** 2) with respect to x's values and w."""
+    rng = np.random.default_rng(5)
+    m = sparse_dense(rng, (4, 5), "float64", 0.5)
+    x, w = make(m, "csr"), so.array(rng.standard_normal((5, 2)))
+    w.attach_grad()
+    x.attach_grad()
+    with so.autograd.record():
+        y = so.dot(x, w)
+        loss = so.sum(y * y)
+        (gx,) = so.autograd.grad([loss], [x], create_graph=True)
+        second = so.sum(gx * gx)
+    second.backward()
+    # gx = 2 (x w) w.T at x's stored positions; d sum(gx^2)/dw, by finite differences
+    mask = m != 0
+
+    def f(wv):
+        return float(np.sum((2 * (m @ wv) @ wv.T * mask) ** 2))
+
+    eps, wv, want = 1e-6, w.asnumpy(), np.zeros((5, 2))
+    for i in range(5):
+        for j in range(2):
+            d = np.zeros((5, 2))
+            d[i, j] = eps
+            want[i, j] = (f(wv + d) - f(wv - d)) / (2 * eps)
+    np.testing.assert_allclose(w.grad.asnumpy(), want, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("ta,tb", FLAGS)
@@ -301,6 +348,7 @@ def test_gradient_dense_csr_is_dense(ta, tb):
     rhs = make(sparse_dense(rng, sb, "float64", 0.4), "csr")
     grads = check_gradient("dot", [lhs, rhs], {"transpose_a": ta, "transpose_b": tb})
     assert grads[0].stype == "default"
+    assert grads[1].stype == "csr" and np.array_equal(grads[1].indices, rhs.indices)  # its stored values
 
 
 @pytest.mark.parametrize("lhs_stype", ["default", "csr"])

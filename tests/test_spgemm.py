@@ -466,15 +466,24 @@ def test_sampled_dot_against_dense_reference():
         np.testing.assert_allclose(out.asnumpy(), want, rtol=1e-12, atol=1e-12)
 
 
-def test_second_order_is_refused_by_name():
+def test_the_sampled_product_is_differentiable_for_second_order():
+    """``_sampled_dot`` (the gradient of a csr operand) has a gradient of its own: each
+    operand's, at its stored values, from the head at the mask's entries; the mask's values
+    are not read, so its gradient is zero."""
     rng = np.random.default_rng(15)
     mask, x, y = random_csr(rng, (3, 2), 0.5), random_csr(rng, (3, 4), 0.5), random_csr(rng, (4, 2), 0.5)
-    m = ours(mask)
-    m.attach_grad()
+    m, a, b = ours(mask), ours(x), ours(y)
+    for v in (m, a, b):
+        v.attach_grad()
+    head = rng.standard_normal((3, 2))
     with autograd.record():
-        out = so.ops._sampled_dot(m, ours(x), ours(y))
-    with pytest.raises(Exception, match="_sampled_dot"):
-        out.backward()
+        out = so.ops._sampled_dot(m, a, b)
+    out.backward(so.array(head))
+    h = head * (mask.toarray() != 0)  # the outputs are the mask's entries only
+    np.testing.assert_allclose(a.grad.asnumpy(), (h @ y.toarray().T) * (x.toarray() != 0), rtol=1e-12)
+    np.testing.assert_allclose(b.grad.asnumpy(), (x.toarray().T @ h) * (y.toarray() != 0), rtol=1e-12)
+    assert not m.grad.asnumpy().any()
+    assert a.grad.stype == b.grad.stype == "csr"
 
 
 # ---- the simulated gpu ----------------------------------------------------------------------------------

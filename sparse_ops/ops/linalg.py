@@ -15,8 +15,10 @@ choice, as MXNet's parameter of the same name does.
 Storage-aware kernels cover every pair with one sparse operand (``c,d``, ``c,r``,
 ``d,c``, ``r,d``, ``d,r``) under every transpose flag, and ``c,c`` (SpGEMM, a csr result
 under every flag: canonical, with sums that cancel to exactly zero dropped as SciPy's
-``A @ B`` drops them; its gradients are csr with each operand's own structure, through
-``_sampled_dot``); ``r,r`` and ``r,c`` densify (fallback). The csr kernels are numba on the cpu and numba.cuda on a gpu
+``A @ B`` drops them); ``r,r`` and ``r,c`` densify (fallback). A csr operand's gradient, with
+any other operand, is that of its stored values: a csr of its own structure, the product
+sampled there (``_sampled_dot``, itself differentiable), never the dense rows x columns
+product (MXNet refuses a csr gradient of ``dot``). The csr kernels are numba on the cpu and numba.cuda on a gpu
 (``sparse_ops.cuda.kernels``); the row_sparse ones are array-module code for both
 devices. The sparse kernels take a matrix lhs and a matrix or vector rhs; other shapes
 are densified inside them.
@@ -286,6 +288,35 @@ def _dot_capacity(op: "Dot", out: cap.Stored, lhs: cap.Stored, rhs: cap.Stored) 
     return rows * _nonempty(rhs, rows=op.transpose_b)
 
 
+def _product_gradient(g: NDArray, lhs: NDArray, rhs: NDArray, ta: bool, tb: bool,
+                      needs: Any = (True, True)) -> list[NDArray | None]:
+    """[d lhs, d rhs] of ``op(lhs) @ op(rhs)`` (matrices) for the head gradient ``g`` (dense,
+    or csr for ``_sampled_dot``'s): d op(lhs) = g @ op(rhs).T and d op(rhs) = op(lhs).T @ g,
+    each one dot with the transposes folded into its flags; a csr operand's gradient at its
+    stored values only (``_sampled_dot``); a dense lhs's dense. None where ``needs`` says no."""
+    d_lhs = d_rhs = None
+    if needs[0]:
+        if lhs.stype == "csr":
+            d_lhs = (T._sampled_dot(lhs, rhs, g, transpose_a=tb, transpose_b=True) if ta else
+                     T._sampled_dot(lhs, g, rhs, transpose_b=not tb))
+        elif ta:
+            d_lhs = T.dot(rhs, g, transpose_a=tb, transpose_b=True, forward_stype="default")
+        else:
+            d_lhs = T.dot(g, rhs, transpose_b=not tb, forward_stype="default")
+    if needs[1]:
+        # a csr head (second order of a csr operand) keeps a dense rhs's gradient dense; a csr lhs
+        # with a dense head gives a row_sparse one (MXNet's rule)
+        hint = {"forward_stype": "default"} if g.stype == "csr" and lhs.stype != "csr" else {}
+        if rhs.stype == "csr":
+            d_rhs = (T._sampled_dot(rhs, g, lhs, transpose_a=True, transpose_b=ta) if tb else
+                     T._sampled_dot(rhs, lhs, g, transpose_a=not ta))
+        elif tb:
+            d_rhs = T.dot(g, lhs, transpose_a=True, transpose_b=ta, **hint)
+        else:
+            d_rhs = T.dot(lhs, g, transpose_a=not ta, **hint)
+    return [d_lhs, d_rhs]
+
+
 @register("dot")
 class Dot(Op):
     """op(lhs) @ op(rhs), op = transpose where asked; N-d operands as in MXNet (lhs
@@ -534,14 +565,15 @@ class Dot(Op):
     @in_input_dtypes
     def gradient(self, out_grads, inputs, outputs, needs=None):
         """d lhs = g @ op(rhs).T and d rhs = op(lhs).T @ g, each written as one dot with the
-        transposes folded into its flags. A csr lhs gives a row_sparse d rhs (MXNet); a
-        dense lhs always gets a dense gradient (``dense @ csr`` would otherwise be csr).
-        Other than matrices, operands are reshaped to their 2-d forms and back. An input
-        that needs no gradient (a constant csr data matrix, say) gets none computed."""
+        transposes folded into its flags. A csr operand's gradient is that of its stored
+        values: a csr of its own structure, the product sampled there (``_sampled_dot``), the
+        dense product never formed (memory and time follow its stored values, whatever its
+        column count: hashed features). A csr lhs gives a row_sparse d rhs (MXNet); a dense
+        lhs always gets a dense gradient (``dense @ csr`` would otherwise be csr). Other than
+        matrices, operands are reshaped to their 2-d forms and back. An input that needs no
+        gradient (a constant csr data matrix, say) gets none computed."""
         (g,) = out_grads
         lhs, rhs = inputs
-        if lhs.stype == "csr" and rhs.stype == "csr":
-            return self._csr_csr_gradient(g, lhs, rhs, needs or (True, True))
         if lhs.ndim == 2 and rhs.ndim == 2:
             return self._matrix_gradient(g, lhs, rhs, needs or (True, True))
         shape_l, shape_r, shape_out = self._matrix_shapes(lhs.shape, rhs.shape)
@@ -552,36 +584,9 @@ class Dot(Op):
                                              T.reshape(rhs, shape=shape_r))
         return [T.reshape(d_lhs, shape=lhs.shape), T.reshape(d_rhs, shape=rhs.shape)]
 
-    def _csr_csr_gradient(self, g: NDArray, lhs: NDArray, rhs: NDArray, needs: Any) -> list[NDArray | None]:
-        """Gradients of csr @ csr for the stored values only: csr arrays with each operand's
-        own structure, d op(lhs) = g @ op(rhs).T and d op(rhs) = op(lhs).T @ g sampled
-        there (``_sampled_dot``; the dense products are never formed). g is dense or csr."""
-        ta, tb = self.transpose_a, self.transpose_b
-        d_lhs = d_rhs = None
-        if needs[0]:
-            d_lhs = (T._sampled_dot(lhs, rhs, g, transpose_a=tb, transpose_b=True) if ta else
-                     T._sampled_dot(lhs, g, rhs, transpose_b=not tb))
-        if needs[1]:
-            d_rhs = (T._sampled_dot(rhs, g, lhs, transpose_a=True, transpose_b=ta) if tb else
-                     T._sampled_dot(rhs, lhs, g, transpose_a=not ta))
-        return [d_lhs, d_rhs]
-
     def _matrix_gradient(self, g: NDArray, lhs: NDArray, rhs: NDArray,
                          needs: Any = (True, True)) -> list[NDArray | None]:
-        ta, tb = self.transpose_a, self.transpose_b
-        hint = {} if lhs.stype == "csr" else {"forward_stype": "default"}
-        d_lhs = d_rhs = None
-        if needs[0]:
-            if ta:
-                d_lhs = T.dot(rhs, g, transpose_a=tb, transpose_b=True, **hint)
-            else:
-                d_lhs = T.dot(g, rhs, transpose_b=not tb, **hint)
-        if needs[1]:
-            if tb:
-                d_rhs = T.dot(g, lhs, transpose_a=True, transpose_b=ta)
-            else:
-                d_rhs = T.dot(lhs, g, transpose_a=not ta)
-        return [d_lhs, d_rhs]
+        return _product_gradient(g, lhs, rhs, self.transpose_a, self.transpose_b, needs)
 
     @classmethod
     def samples(cls) -> list:
@@ -621,17 +626,30 @@ def _sampled_rows(ctx, x: NDArray, transpose: bool) -> Any:
 @register("_sampled_dot")
 class SampledDot(Op):
     """``op(lhs) @ op(rhs)`` at the stored entries of csr ``mask`` only (SDDMM): a csr with
-    mask's structure (index arrays shared). The gradient of ``dot(csr, csr)`` for each
-    operand's stored values; lhs and rhs are dense or csr, and the dense product is never
-    formed. Its own gradient is not implemented (second order through csr @ csr)."""
+    mask's structure (index arrays shared). The gradient of a csr operand of ``dot`` for
+    its stored values; lhs and rhs are dense or csr, and the dense product is never formed.
+    Linear in lhs and rhs: its gradient is ``dot``'s for the head gradient (a csr of mask's
+    structure); mask's values are not read (no gradient)."""
 
     trusted = True  # built-in kernels, tested against NumPy/SciPy references
     arguments = ("mask", "lhs", "rhs")
-    backward_needs_inputs = ()
+    backward_needs_inputs = None  # mask's structure too (the head is read at its entries)
     capacity = cap.same_as("mask")  # mask's structure
     transpose_a = Param(bool, False, doc="use the transpose of lhs")
     transpose_b = Param(bool, False, doc="use the transpose of rhs")
-    opcheck_skip = {"gradient": "no gradient: second order through dot(csr, csr) raises naming the op"}
+    opcheck_skip = {"gradient:mask": "only its structure is read: its values get no gradient"}
+
+    def gradient(self, out_grads, inputs, outputs, needs=None):
+        mask, lhs, rhs = inputs
+        g = out_grads[0]
+        if mask.stype != "csr":  # a dense mask (the fallback): its non-zero entries are the outputs
+            g = T.elemwise_mul(g, T._not_equal_scalar(mask, scalar=0.0).astype(g.dtype))
+        elif g.stype != "csr":  # only the stored entries are outputs: the head there, as a csr of their structure
+            pattern = CSRNDArray._trusted(mask._device.xp.ones(mask.nnz, dtype=g.dtype), mask._indices,
+                                          mask._indptr, mask.shape, mask._device)
+            g = T.elemwise_mul(pattern, g)
+        needs = needs or (True, True, True)
+        return [None, *_product_gradient(g, lhs, rhs, self.transpose_a, self.transpose_b, needs[1:])]
 
     def infer_shape(self, mask, lhs, rhs):
         if len(mask) != 2 or len(lhs) != 2 or len(rhs) != 2:
