@@ -3,6 +3,8 @@ gradients equal to the native op's on its own samples), the Python handler's fas
 forward mode and second order from the op's gradient rule, BCSR with unsorted or repeated
 columns, RowSparse results where JAX expects an array, and what jax.export takes."""
 import re
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -430,6 +432,16 @@ def test_jax_export_refuses_ffi_calls_and_runs_them_only_in_this_process_when_to
     forget("square")  # the call descriptions its ids name are gone (as in another process)
     with pytest.raises(Exception, match="no bridged call with id"):
         jax.block_until_ready(exported.call(a, x))
+
+
+def test_call_ids_differ_between_processes():
+    """An exported FFI program carries the ids of this process's call descriptions: another
+    process numbers its own calls differently, so such an id names none there (refused, as
+    above) instead of naming another call that happens to share the number."""
+    code = "import sparse_ops.jax.spec as s; print(s._new_id(), s._new_id())"
+    ids = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+           for _ in range(2)]
+    assert int(ids[0][1]) == int(ids[0][0]) + 1 and ids[0] != ids[1] and ids[0][0] != ids[1][0]
 
 
 def test_vmap_stacks_row_sparse_results_with_batch_dimensions():

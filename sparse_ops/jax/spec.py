@@ -37,6 +37,7 @@ back to its static rows, ``_symbolic_capacity``).
 """
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
@@ -266,11 +267,15 @@ _LOCK = threading.Lock()
 _SPECS: dict[int, Any] = {}
 _BY_KEY: dict[tuple, CallSpec] = {}
 _NEXT = [1]
+# the high half of every id: random per process, so an id carried by a program exported from
+# another process (jax.export with the safety check disabled) names no call here and is refused,
+# rather than naming whatever call this process numbered the same
+_PROCESS = int.from_bytes(os.urandom(4), "little") & 0x7FFFFFFF
 
 
 def _new_id() -> int:
     with _LOCK:
-        sid = _NEXT[0]
+        sid = (_PROCESS << 32) | _NEXT[0]
         _NEXT[0] += 1
         return sid
 
