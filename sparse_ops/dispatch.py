@@ -256,16 +256,20 @@ def choose_dispatch(opdef: OpDef, device: Device, in_stypes: tuple[str, ...],
     dense inputs on densified inputs (``fallback_ex``: its outputs keep the storage types it
     makes, a backward kernel's row_sparse gradient say)."""
     dev = device.device_type
-    fn = _storage_aware(opdef, dev, in_stypes)
+    fn = opdef.fcompute_ex.get((dev, in_stypes))  # a kernel declared for exactly these storage types
     if fn is not None:
         return "fcompute_ex", fn
     dense = opdef.fcompute.get(dev)
     all_dense = all(s == "default" for s in in_stypes) and all(s == "default" for s in out_stypes)
     if dense is not None and all_dense:
         return "fcompute", dense
+    fn = _wildcard(opdef, dev, in_stypes)
+    if fn is not None:
+        return "fcompute_ex", fn
     if dense is not None:
         return "fallback", dense
-    fn = _storage_aware(opdef, dev, ("default",) * len(in_stypes))
+    dense_in = ("default",) * len(in_stypes)
+    fn = opdef.fcompute_ex.get((dev, dense_in)) or _wildcard(opdef, dev, dense_in)
     if fn is not None:
         return "fallback_ex", fn
     raise OperatorError(
@@ -274,14 +278,10 @@ def choose_dispatch(opdef: OpDef, device: Device, in_stypes: tuple[str, ...],
     )
 
 
-def _storage_aware(opdef: OpDef, dev: str, in_stypes: tuple[str, ...]) -> Any:
-    """The storage-aware kernel declared for these input storage types on device type
-    ``dev``: declared for exactly them, else by a wildcard ("*" entries, or ("...",)); None."""
-    ex = opdef.fcompute_ex
-    fn = ex.get((dev, in_stypes))
-    if fn is not None:
-        return fn
-    for (d, pattern), f in ex.items():
+def _wildcard(opdef: OpDef, dev: str, in_stypes: tuple[str, ...]) -> Any:
+    """The storage-aware kernel a wildcard declaration ("*" entries, or ("...",)) gives these
+    input storage types on device type ``dev``, or None."""
+    for (d, pattern), f in opdef.fcompute_ex.items():
         if d == dev and (pattern == ("...",) or len(pattern) == len(in_stypes) and all(
                 p == "*" or p == s for p, s in zip(pattern, in_stypes))):
             return f
