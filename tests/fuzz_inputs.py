@@ -432,6 +432,8 @@ def _param_defaults(name: str, m: int, n: int) -> dict[str, Any]:
         "axis": 0, "begin": (0, 0), "end": (max(m, 1), n), "num_outputs": 1,
         "dtype": "float16", "reps": (1, 2), "repeats": 2, "size": max(n, 1),  # cast's dtype: the float16 test maps it to float32
         "t": 1,  # an optimizer's update count
+        "eta": 1.0,  # AdamW's schedule multiplier
+        "range_max": max(n, 1),  # the Zipfian sampler's classes
     }
 
 

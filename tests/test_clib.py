@@ -618,24 +618,23 @@ def test_a_graph_recorded_before_a_reload_is_differentiated_by_the_version_it_ra
     np.testing.assert_array_equal(x.grad.asnumpy(), [3.0, 3.0])
 
 
-def test_an_input_without_a_gradient_term_is_refused_not_read_as_zero(build, isolated, tmp_path):
+def test_an_input_without_a_gradient_term_has_a_zero_gradient_and_opcheck_finds_it_missing(build, isolated,
+                                                                                          tmp_path):
+    """The header's rule: an input no so_gradient term names gets a zero gradient (right for
+    a relu backward's data, a mask); where its derivative is not zero, opcheck says so."""
     so.library.load(build("factor.c", "libfactor2.so", "-DFACTOR=2"))
     x, y = so.array(np.array([1.0, 2.0])), so.array(np.array([3.0, 4.0]))
     x.attach_grad()
-    with so.autograd.record():
-        out = so.sum(so.ops.factor_axpy(x, y))
-    out.backward()  # only x needs a gradient: its term
-    np.testing.assert_array_equal(x.grad.asnumpy(), [2.0, 2.0])
     y.attach_grad()
     with so.autograd.record():
         out = so.sum(so.ops.factor_axpy(x, y))
-    with pytest.raises(OperatorError, match=r"operator 'factor_axpy' \(plugin factor2\): cannot differentiate with "
-                                            r"respect to input 'y': the library declares no gradient term for it"):
-        out.backward()
-    with so.autograd.record():  # and autograd goes on
-        out = so.sum(so.ops.factor_scaled(x))
     out.backward()
     np.testing.assert_array_equal(x.grad.asnumpy(), [2.0, 2.0])
+    np.testing.assert_array_equal(y.grad.asnumpy(), [0.0, 0.0])
+    from sparse_ops.sdk.testing import OpcheckError
+
+    with pytest.raises(OpcheckError, match=r"factor_axpy sample 0 \(default, default\): gradient: .*input 1"):
+        opcheck("factor_axpy", [[x, y]])
 
 
 def test_debug_mode_checks_sparse_inputs_again_before_a_c_kernel(build, tmp_path):

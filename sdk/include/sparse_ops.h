@@ -329,9 +329,9 @@ typedef struct so_kernel {
  * table, looked up once the library has loaded, so a graph recorded before a reload is
  * differentiated by the version it ran) applied to `args` with parameters `param_keys` /
  * `param_values`, plus this op's own parameters when forward_params is 1. Its first output
- * is the gradient. Two terms for one input add up. An input with no term has no gradient:
- * differentiating with respect to it (a float input that needs a gradient) is refused,
- * naming the op and the input, rather than read as zero.
+ * is the gradient. Two terms for one input add up. An input with no term has a zero
+ * gradient (a relu backward's data, a mask): declare a term for every input whose
+ * derivative is not zero; opcheck's gradient check finds one missing.
  */
 typedef struct so_gradient {
   uint32_t struct_size;

@@ -159,12 +159,6 @@ def _gradient(spec: OpSpec) -> Callable:
             if isinstance(g, (list, tuple)):
                 g = g[0]
             grads[t.input] = g if grads[t.input] is None else op_function("elemwise_add")(grads[t.input], g)
-        for i, (g, x) in enumerate(zip(grads, inputs)):
-            if g is None and needs is not None and needs[i] and np.dtype(x.dtype).kind == "f":
-                raise OperatorError(
-                    f"{self._opdef.label}: cannot differentiate with respect to input {spec.inputs[i]!r}: the "
-                    "library declares no gradient term for it (so_gradient), and its gradient is not zero; declare "
-                    "one, or do not ask for its gradient (no attach_grad, requires_grad=False)")
         return grads
 
     return gradient

@@ -767,6 +767,7 @@ class _AdamW(Op):
     trusted = True
     out_may_alias = True  # out=weight, value by value
     differentiable = False
+    capacity = cap.sum_of()  # a sparse weight or state (the storage fallback writes them back): their rows
     lr = _lr()
     eta = Param(float, doc="the learning rate schedule's multiplier of the whole step")
     beta1 = Param(float, 0.9, "decay of the first moment")
@@ -895,6 +896,7 @@ class GroupAdagradUpdate(Op):
     trusted = True
     out_may_alias = True  # out=weight, row by row
     differentiable = False
+    capacity = cap.sum_of()  # a row_sparse weight and history: the union of the stored rows
     arguments = ("weight", "grad", "history")
     mutate = ("history",)
     lr = _lr()
