@@ -25,7 +25,8 @@ per-round ratios (below 1: the bridge is faster).
     source's memory (no copy; checked on every component).
 (e) **Per-call cost** of ``sparse_ops.torch.ops.relu(x)`` on 4x4 float32 against
     ``torch.relu(x)``, forward and forward + backward (issue 38 item 4). Target: forward
-    <= 2 us (set where ``torch.relu`` takes ~0.9 us; the ratio is reported beside it).
+    <= 2 us where ``torch.relu`` takes 0.9 us, judged as that ratio (2.2x ``torch.relu``
+    timed beside it), since the same call takes 0.9-3 us from one machine or load to another.
 (f) **Recommender step**: a plugin author's embedding-bag op (``bench_bag_sum``, defined
     here as the author's guide (docs/author/) shows: a kernel-first op, row kernels forward and backward, a
     row_sparse table gradient) on csr bags of ~20 zipf(1.2) ids, the table marked
@@ -392,7 +393,11 @@ def run_overhead(scale: int = 1) -> list[OverheadRow]:
 
 
 # ---- (e) per-call cost of a small all-dense op: relu on 4x4 --------------------------------------------
-PERCALL_TARGET_US = 2.0  # bridged relu forward on 4x4 float32 (issue 38 item 4; torch.relu: ~0.9 us there)
+# bridged relu forward on 4x4 float32: issue 38 item 4 asks for 2 us where torch.relu takes 0.9 us; machines
+# differ (torch.relu itself takes 0.9-3 us on this project's shared machine), so the verdict is the same
+# budget as a ratio to torch.relu timed beside it in the same run
+PERCALL_TARGET_US, PERCALL_TORCH_US = 2.0, 0.9
+PERCALL_TARGET_RATIO = PERCALL_TARGET_US / PERCALL_TORCH_US
 
 
 @dataclass
@@ -810,8 +815,11 @@ def targets(result: Result) -> list[list[str]]:
                      f"{o.ratio:.2f}x", _verdict(o.ratio, TARGETS["overhead"])])
     for p in result.percall:
         if p.case.startswith("forward,"):
-            rows.append([f"bridged `relu` {p.case} (written `st.ops.relu(x)`)", f"<= {PERCALL_TARGET_US:g} us",
-                         f"{p.ours_us:.2f} us ({p.ratio:.1f}x `torch.relu`)", _verdict(p.ours_us, PERCALL_TARGET_US)])
+            rows.append([f"bridged `relu` {p.case} (written `st.ops.relu(x)`)",
+                         f"<= {PERCALL_TARGET_US:g} us where `torch.relu` takes {PERCALL_TORCH_US:g} us: "
+                         f"<= {PERCALL_TARGET_RATIO:.1f}x `torch.relu`",
+                         f"{p.ratio:.2f}x ({p.ours_us:.2f} us; `torch.relu` {p.torch_us:.2f} us)",
+                         _verdict(p.ratio, PERCALL_TARGET_RATIO)])
         else:  # no number set: reported beside torch.relu's
             rows.append([f"bridged `relu` {p.case}", "as low as it goes (reported)",
                          f"{p.ours_us:.1f} us ({p.ratio:.1f}x `torch.relu`)", "reported"])

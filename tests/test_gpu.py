@@ -188,6 +188,23 @@ def test_a_gpu_call_takes_the_gpu_path_even_where_the_simulators_memory_is_numpy
     np.testing.assert_allclose(so.ops._sampled_dot(ca, cp, cw, transpose_b=True).asnumpy(), want)
 
 
+@pytest.mark.parametrize("transpose", [False, True])
+def test_sampled_products_read_a_row_sparse_operand_at_its_stored_rows_on_the_gpu(transpose):
+    """``_sampled_dot`` with a row_sparse operand (a hashed table's gradient path) on the
+    gpu: its stored rows found by binary search, or its transpose as csr parts; the cpu's
+    values."""
+    table = W.copy()
+    table[2] = 0  # a row it does not store
+    lhs = B[:, :3].copy() if transpose else B[:, :5] @ W  # (6, 3): k = 3
+    rhs = table if transpose else table.T.copy()  # op(rhs) = (3, 5)
+    (cm, gm), (cl, gl), (cr, gr) = both(A, "csr"), both(lhs), both(rhs, "row_sparse")
+    want = np.where(A != 0, lhs @ (rhs.T if transpose else rhs), 0)
+    got = so.ops._sampled_dot(gm, gl, gr, transpose_b=transpose)
+    assert got.device == so.gpu(0)
+    np.testing.assert_allclose(got.asnumpy(), want, rtol=1e-12)
+    np.testing.assert_allclose(so.ops._sampled_dot(cm, cl, cr, transpose_b=transpose).asnumpy(), want, rtol=1e-12)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_gradients_that_add_into_repeated_positions_sum_in_order_on_the_gpu(dtype):
     """take's, _gather_along_axis's and reflect-pad's gradients and an MXNet-face index's

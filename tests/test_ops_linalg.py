@@ -311,6 +311,50 @@ def test_a_csr_operand_gradient_costs_its_stored_values_not_its_columns():
     np.testing.assert_allclose(x.grad.data, [g[0] @ w[3], g[0] @ w[10**6 - 1], g[1] @ w[17]])
 
 
+@pytest.mark.parametrize("lhs_stype,rhs_stype", list(itertools.product(["default", "csr", "row_sparse"], repeat=2)))
+@pytest.mark.parametrize("ta,tb", FLAGS)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_sampled_dot_reads_every_operand_storage_in_place(lhs_stype, rhs_stype, ta, tb, dtype):
+    """``_sampled_dot`` (the csr operand's gradient) on dense, csr and row_sparse operands,
+    transposed or not: the product at the mask's entries, by its storage-aware kernel (no
+    densifying fallback); rows a row_sparse operand does not store read as zero."""
+    rng = np.random.default_rng(6)
+    sa, sb = operand_shapes(5, 4, 6, ta, tb)
+    lhs, rhs = sparse_dense(rng, sa, dtype, 0.5), sparse_dense(rng, sb, dtype, 0.5)
+    lhs[1] = 0  # a row a row_sparse operand leaves out
+    rhs[-1] = 0
+    mask = sparse_dense(rng, (5, 6), dtype, 0.5)
+    args = [make(mask, "csr"), make(lhs, lhs_stype), make(rhs, rhs_stype)]
+    params = {"transpose_a": ta, "transpose_b": tb}
+    assert so.explain("_sampled_dot", *args, **params)["kernel"] == "SampledDot.sampled"
+    got = so.ops._sampled_dot(*args, **params)
+    want = np.where(mask != 0, (lhs.T if ta else lhs) @ (rhs.T if tb else rhs), 0)
+    assert got.stype == "csr" and got.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(got.indices, args[0].indices)
+    np.testing.assert_allclose(got.asnumpy(), want, rtol=1e-5 if dtype == "float32" else 1e-12, atol=1e-6)
+
+
+def test_a_csr_operand_gradient_reads_a_hashed_table_at_its_stored_rows():
+    """dot(csr, row_sparse) over a hashed vocabulary of 2**26 rows (a few stored): the csr's
+    gradient reads the table's stored rows where they are; densifying it would take 4 GiB."""
+    rng = np.random.default_rng(7)
+    vocab, k = 1 << 26, 16
+    cols = np.sort(rng.choice(vocab, 40, replace=False)).reshape(8, 5)
+    x = so.csr_matrix((rng.standard_normal(40), cols.reshape(-1), np.arange(0, 41, 5)), shape=(8, vocab))
+    stored = np.unique(np.concatenate([cols[:, :3].reshape(-1), [5, vocab - 1]]))  # some columns of x absent
+    table = rng.standard_normal((stored.shape[0], k))
+    w = so.row_sparse_array((table, stored), shape=(vocab, k))
+    x.attach_grad()
+    g = rng.standard_normal((8, k))
+    with so.autograd.record():
+        y = so.dot(x, w)
+    y.backward(so.array(g))
+    rows = dict(zip(stored.tolist(), table))
+    want = [g[i] @ rows[c] if c in rows else 0.0 for i in range(8) for c in cols[i].tolist()]
+    assert x.grad.stype == "csr" and x.grad.nnz == 40
+    np.testing.assert_allclose(x.grad.data, want, rtol=1e-12, atol=1e-12)
+
+
 def test_second_derivatives_through_a_csr_operand_of_dot():
     """The csr operand's gradient (``_sampled_dot``) is differentiable too: the mixed second
     derivative of sum((x @ w) ** 2) with respect to x's values and w."""

@@ -31,6 +31,7 @@ to float32, float64 or int64 and share one dtype.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numba
@@ -38,7 +39,7 @@ import numpy as np
 from numba import prange, types
 from numba.core import cgutils
 from numba.cpython.unsafe.numbers import trailing_zeros
-from numba.extending import intrinsic
+from numba.extending import intrinsic, register_jitable
 
 from ..sdk.rowkernel import parallel_worth, row_kernel
 from . import jit
@@ -367,17 +368,45 @@ def spgemm_fill(a_ptr, a_idx, a_val, b_ptr, b_idx, b_val, n_cols, bounds, bases,
                            taken, lengths, done, state)
 
 
+# how ``sampled_entry`` reads X or Y: csr parts; a row-major dense matrix (values k wide); or
+# a row_sparse matrix's stored rows (ptr: their sorted row ids; values k wide): a hashed
+# table's few rows read where they are, never densified
+CSR, DENSE, STORED_ROWS = 0, 1, 2
+
+
+@register_jitable  # numba compiles it into either device's kernel; the CUDA simulator calls it as Python
+def stored_position(rows, r):
+    """The position of row id ``r`` among the sorted ``rows``, or -1 when it is not stored."""
+    lo, hi = 0, rows.shape[0]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if rows[mid] < r:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo if lo < rows.shape[0] and rows[lo] == r else -1
+
+
 @row_kernel
-def sampled_entry(s, s_rows, s_idx, x_ptr, x_idx, x_val, x_dense, y_ptr, y_idx, y_val, y_dense, k, out):
+def sampled_entry(s, s_rows, s_idx, x_ptr, x_idx, x_val, x_mode, y_ptr, y_idx, y_val, y_mode, k, out):
     """out[s] = sum over l of X[p, l] * Y[q, l] for the stored entry s = (s_rows[s], s_idx[s])
-    of a csr structure S: (X @ Y.T) sampled at S, never formed whole. X and Y are csr
-    parts, or with ``x_dense`` / ``y_dense`` row-major dense matrices k wide flattened into
-    ``x_val`` / ``y_val`` (their ptr and idx arrays unused). A csr row meets a dense one
-    by direct reads; two csr rows by walking the shorter and binary-searching the longer."""
+    of a csr structure S: (X @ Y.T) sampled at S, never formed whole. X and Y are each read
+    as ``x_mode`` / ``y_mode`` says (``CSR``, ``DENSE`` or ``STORED_ROWS``; the arrays a
+    form does not use are ignored). A stored row is found by binary search and then read as
+    a dense one (a row not stored gives 0); a csr row meets a dense one by direct reads; two
+    csr rows by walking the shorter and binary-searching the longer."""
     p = s_rows[s]
     q = s_idx[s]
     out[s] = 0
-    if x_dense and y_dense:
+    if x_mode == STORED_ROWS:
+        p = stored_position(x_ptr, p)
+    if y_mode == STORED_ROWS:
+        q = stored_position(y_ptr, q)
+    x_dense = x_mode != CSR
+    y_dense = y_mode != CSR
+    if p < 0 or q < 0:
+        pass
+    elif x_dense and y_dense:
         for l in range(k):
             out[s] += x_val[p * k + l] * y_val[q * k + l]
     elif y_dense:
@@ -526,11 +555,23 @@ def spgemm(a: tuple, b: tuple, n_cols: int, index_dtype: Any, parallel: bool | N
     return ptr, indices, values
 
 
+@dataclass(frozen=True)
+class StoredRows:
+    """A row_sparse matrix for ``sampled``: its sorted stored row ids and their values (a
+    row-major 2-d array, one row each)."""
+    rows: Any
+    values: Any
+
+    @property
+    def dtype(self) -> Any:
+        return self.values.dtype
+
+
 def sampled(ctx: Any, s_ptr: Any, s_idx: Any, x: Any, y: Any, k: int, dtype: Any) -> Any:
     """The values of (X @ Y.T) at the stored entries of the csr structure (``s_ptr``,
     ``s_idx``), for X (one row per row of S) and Y (one row per column of S), both ``k``
-    wide, each csr parts (indptr, indices, values) or a dense row-major 2-d array, values
-    of ``dtype``; on ``ctx``'s device (None: the cpu)."""
+    wide, each csr parts (indptr, indices, values), a dense row-major 2-d array or
+    ``StoredRows``, values of ``dtype``; on ``ctx``'s device (None: the cpu)."""
     from ..sdk.csr import row_ids
 
     xp = np if ctx is None else ctx.xp
@@ -540,14 +581,17 @@ def sampled(ctx: Any, s_ptr: Any, s_idx: Any, x: Any, y: Any, k: int, dtype: Any
     none = xp.zeros(1, dtype=s_idx.dtype)
 
     def parts(m: Any) -> tuple:
+        if isinstance(m, StoredRows):
+            return m.rows, none, xp.ascontiguousarray(m.values).reshape(-1), STORED_ROWS
         if isinstance(m, tuple):
-            return m[0], m[1], m[2], False
-        return none, none, xp.ascontiguousarray(m).reshape(-1), True
+            return m[0], m[1], m[2], CSR
+        return none, none, xp.ascontiguousarray(m).reshape(-1), DENSE
 
-    xp_, xi, xv, xd = parts(x)
-    yp, yi, yv, yd = parts(y)
-    per_entry = k if (xd and yd) else max(1, (xv.shape[0] if not xd else yv.shape[0]) // max(1, s_ptr.shape[0] - 1))
+    xp_, xi, xv, xm = parts(x)
+    yp, yi, yv, ym = parts(y)
+    per_entry = k if CSR not in (xm, ym) else \
+        max(1, (xv.shape[0] if xm == CSR else yv.shape[0]) // max(1, s_ptr.shape[0] - 1))
     rows = row_ids(ctx, s_ptr)
-    sampled_entry(ctx, out.shape[0], rows, s_idx, xp_, xi, xv, xd, yp, yi, yv, yd, k, out,
+    sampled_entry(ctx, out.shape[0], rows, s_idx, xp_, xi, xv, xm, yp, yi, yv, ym, k, out,
                   work=out.shape[0] * per_entry)
     return out

@@ -613,21 +613,37 @@ class Dot(Op):
 
 def _sampled_rows(ctx, x: NDArray, transpose: bool) -> Any:
     """``op(x)``'s rows for ``sparse_ops.kernels.spgemm.sampled``: csr parts (transposed
-    structurally) or a row-major dense matrix, values widened for the kernels."""
+    structurally), a row-major dense matrix, or a row_sparse matrix's stored rows where
+    they are (its transpose as csr parts: a column a row, the stored rows its entries), so
+    a hashed table is never densified; values widened for the kernels."""
+    from ..kernels.spgemm import StoredRows
+
     xp = ctx.xp
+
+    def widened(d: Any) -> Any:
+        return numba_values(d) if not is_host(d) else _kernel_values(d)
+
     if x.stype == "csr":
-        parts = (x.indptr, x.indices, numba_values(x.data) if not is_host(x.data) else _kernel_values(x.data))
+        parts = (x.indptr, x.indices, widened(x.data))
         return sdk_csr.transpose(ctx, x.shape[1], *parts) if transpose else parts
-    d = x.data if x.stype == "default" else x.tostype("default").data
-    d = numba_values(d) if not is_host(d) else _kernel_values(d)
-    return xp.ascontiguousarray(d.T if transpose else d)
+    if x.stype == "row_sparse":
+        k, stored = x.shape[1], x.indices.shape[0]
+        rows, values = x.indices, widened(x.data).reshape(stored, k)
+        if not transpose:
+            return StoredRows(rows, values)
+        return (xp.arange(k + 1, dtype=rows.dtype) * stored, xp.tile(rows, k), xp.ascontiguousarray(values.T).reshape(-1))
+    return xp.ascontiguousarray(widened(x.data).T if transpose else widened(x.data))
+
+
+_OPERANDS = ("default", "csr", "row_sparse")  # what _sampled_rows reads in place
 
 
 @register("_sampled_dot")
 class SampledDot(Op):
     """``op(lhs) @ op(rhs)`` at the stored entries of csr ``mask`` only (SDDMM): a csr with
     mask's structure (index arrays shared). The gradient of a csr operand of ``dot`` for
-    its stored values; lhs and rhs are dense or csr, and the dense product is never formed.
+    its stored values; lhs and rhs are dense, csr or row_sparse (read at its stored rows),
+    and the dense product is never formed.
     Linear in lhs and rhs: its gradient is ``dot``'s for the head gradient (a csr of mask's
     structure); mask's values are not read (no gradient)."""
 
@@ -674,8 +690,7 @@ class SampledDot(Op):
         b = rhs.T if self.transpose_b else rhs
         out[...] = ctx.xp.where(mask != 0, ctx.xp.matmul(a, b), 0)
 
-    @kernel(device=_BOTH, stypes=[("csr", "default", "default"), ("csr", "csr", "default"),
-                                  ("csr", "default", "csr"), ("csr", "csr", "csr")])
+    @kernel(device=_BOTH, stypes=[("csr", a, b) for a in _OPERANDS for b in _OPERANDS])
     def sampled(self, ctx, mask, lhs, rhs, out):
         from ..device import allocating_on
         from ..kernels.spgemm import sampled
