@@ -186,11 +186,11 @@ def test_a_failed_reload_keeps_the_loaded_version(build, isolated, tmp_path):
 BAD = [
     ("NO_INIT", r"no entry point sparse_ops_library_init"),
     ("NO_VERSION", r"missing symbol sparse_ops_library_abi_version"),
-    ("WRONG_MAJOR", r"built for sparse_ops ABI 2\.0, but this sparse_ops speaks ABI 1\.1"),
-    ("NEWER_MINOR", r"built for sparse_ops ABI 1\.7, newer than this sparse_ops \(ABI 1\.1\)"),
+    ("WRONG_MAJOR", r"built for sparse_ops ABI 2\.0, but this sparse_ops speaks ABI 1\.2"),
+    ("NEWER_MINOR", r"built for sparse_ops ABI 1\.7, newer than this sparse_ops \(ABI 1\.2\)"),
     ("TAKEN", r"operator 'elemwise_add' is already registered \(owner: a built-in\); a C library cannot replace "
               r"an operator: give its so_op_decl another name"),
-    ("NO_HEADER", r"so_op_decl has struct_size 0, but an ABI 1\.1 so_op_decl has \d+ bytes \(at least \d+ in "
+    ("NO_HEADER", r"so_op_decl has struct_size 0, but an ABI 1\.2 so_op_decl has \d+ bytes \(at least \d+ in "
                   r"ABI 1\.0\)"),
     ("BAD_NAME", r"operator name 'not an identifier' is not an identifier"),
     ("NO_KERNEL", r"operator 'bad_no_kernel': kernels\[0\]\.fn is NULL"),
@@ -462,6 +462,42 @@ def test_dask_runs_a_c_op_over_row_blocks(testops):
     x, y = dense((12, 3), seed=12), dense((12, 3), seed=13)
     got = sd.apply("t_axpy", sd.from_array(so.array(x), 3), sd.from_array(so.array(y), 3), alpha=2.0).compute()
     np.testing.assert_allclose(got.asnumpy(), 2.0 * x + y)
+
+
+def test_dask_keeps_whole_the_inputs_a_c_op_does_not_cut(build, isolated):
+    """partition_args (ABI 1.2): rm_matmul cuts x into row blocks and sends w whole to each;
+    rm_matmul_cut_all, declared without it, has w cut too, which Dask refuses naming the
+    C field to set."""
+    pytest.importorskip("distributed")
+    import sparse_ops.dask as sd
+
+    so.library.load(build("rowmatmul.c", "librowmatmul.so"))
+    assert registry.get_op("rm_matmul").partition_args == ("x",)
+    assert registry.get_op("rm_matmul_cut_all").partition_args is None
+    x, w = dense((12, 4), seed=16), dense((4, 3), seed=17)
+    got = sd.apply("rm_matmul", sd.from_array(so.array(x), 3), so.array(w)).compute()
+    np.testing.assert_allclose(got.asnumpy(), x @ w)
+    with pytest.raises(sd.PartitionMismatchError, match=r"input 'w' of shape \(4, 3\) is cut into the row blocks.*"
+                                                        r"so_op_decl\.partition_args, ABI 1\.2, lists the indices"):
+        sd.apply("rm_matmul_cut_all", sd.from_array(so.array(x), 3), so.array(w))
+
+
+@pytest.mark.parametrize("flag,message", [
+    ("BAD_INDEX", r"operator 'rm_matmul': partition_args\[0\] is 2; allowed: each input index 0\.\.1 at most once"),
+    ("NO_RULE", r"operator 'rm_matmul': partition_args needs a partition rule .*it is SO_PARTITION_NONE")])
+def test_a_bad_partition_args_declaration_is_refused(build, isolated, flag, message):
+    before = registry.list_ops()
+    with pytest.raises(plugins.PluginError, match=message):
+        so.library.load(build("rowmatmul.c", f"librowmatmul_{flag.lower()}.so", f"-D{flag}"))
+    assert registry.list_ops() == before
+
+
+def test_a_library_built_for_abi_1_1_loads_without_partition_args(build, isolated):
+    """A library built for ABI 1.1 (its so_op_decl ends before partition_args) loads: every
+    input is cut, as before."""
+    so.library.load(build("factor.c", "libfactor_abi11.so", "-DSPARSE_OPS_TARGET_MINOR=1"))
+    assert registry.get_op("factor_times").partition_args is None
+    np.testing.assert_array_equal(so.ops.factor_times(so.array(np.ones(2))).asnumpy(), [2.0, 2.0])
 
 
 def test_the_torch_bridge_runs_c_ops_with_autograd(testops):

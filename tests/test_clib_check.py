@@ -366,22 +366,26 @@ def test_a_library_built_for_abi_1_0_still_loads(build, isolated, capsys):
     assert line_of(out, "ck_matmul") == "  ok   ck_matmul: 1 samples; compared: determinism, gradient, inference"
 
 
-def test_the_abi_1_0_so_op_decl_is_a_prefix_of_the_1_1_one(tmp_path):
-    """Compiled with SPARSE_OPS_TARGET_MINOR=0 the header gives 1.0's layout: the size the host
-    accepts as the smallest, and the version 1.0."""
+def test_each_older_abi_so_op_decl_is_a_prefix_of_the_newer_one(tmp_path):
+    """Compiled with SPARSE_OPS_TARGET_MINOR=m the header gives ABI 1.m's layout: 1.0's is the
+    size the host accepts as the smallest, 1.1's ends where the host's 1.2 fields begin,
+    1.2's is the host's whole struct; each with its version."""
     source = tmp_path / "sizes.c"
     source.write_text('#include <stdio.h>\n#include "sparse_ops.h"\n'
                       'int main(void) { printf("%u %u\\n", (unsigned)sizeof(so_op_decl), '
                       '(unsigned)SPARSE_OPS_ABI_VERSION); return 0; }\n')
     printed = {}
-    for minor in (0, 1):
+    for minor in (0, 1, 2):
         exe = tmp_path / f"sizes{minor}"
         subprocess.run([c_compiler(), f"-DSPARSE_OPS_TARGET_MINOR={minor}", f"-I{so.sdk.include_dir()}",
                         str(source), "-o", str(exe)], check=True)
         printed[minor] = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split()
     assert printed[0] == [str(abi.minimum_size(abi.OpDecl)), str(1 << 16)]
-    assert printed[1] == [str(ctypes.sizeof(abi.OpDecl)), str((1 << 16) | 1)]
-    assert abi.minimum_size(abi.OpDecl) < ctypes.sizeof(abi.OpDecl)
+    assert printed[1] == [str(abi.OpDecl.n_partition_args.offset), str((1 << 16) | 1)]
+    assert printed[2] == [str(ctypes.sizeof(abi.OpDecl)), str((1 << 16) | 2)]
+    assert abi.minimum_size(abi.OpDecl) < abi.OpDecl.n_partition_args.offset < ctypes.sizeof(abi.OpDecl)
+    assert not abi.has_field(abi.OpDecl, int(printed[1][0]), "partition_args")
+    assert abi.has_field(abi.OpDecl, int(printed[1][0]), "capacity_like")
 
 
 # ---- refusals ------------------------------------------------------------------------------------------

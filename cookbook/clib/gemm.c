@@ -249,7 +249,8 @@ static int32_t register_gemm_op(const so_registrar* reg, so_error* err, const ch
   so_op_decl op = {SO_HEADER(so_op_decl), name, doc, 2, 1, arguments, outputs, 0, 2, NULL, params,
                    shape, float_type, NULL, /* no storage callback: dense in, dense out */
                    1, 2, kernels, gradients, 0, 0, n_samples, 0, samples,
-                   NULL, 0, 0, NULL, NULL}; /* ABI 1.1: no reference op, no opcheck skips, no capacity rule */
+                   NULL, 0, 0, NULL, NULL, /* ABI 1.1: no reference op, no opcheck skips, no capacity rule */
+                   0, NULL};               /* ABI 1.2: no partition_args (no partition rule) */
   return reg->register_op(reg->host, &op, err);
 }
 

@@ -233,12 +233,14 @@ SO_EXPORT int32_t sparse_ops_library_init(uint32_t host_abi_version, const so_re
                      1, 1, relu_args, outputs, 0, 0, NULL, NULL,
                      NULL, float_type, NULL, n_kernels, 1, relu_kernels, relu_grads,
                      0, 0, 3, SO_PARTITION_ROWS, relu_samples,
-                   NULL, 0, 0, NULL, NULL}; /* ABI 1.1: no reference op, no opcheck skips, no capacity rule */
+                     NULL, 0, 0, NULL, NULL, /* ABI 1.1: no reference op, no opcheck skips, no capacity rule */
+                     0, NULL};               /* ABI 1.2: every input is cut into row blocks */
   so_op_decl backward = {SO_HEADER(so_op_decl), "c_relu_backward", "out_grad where data > 0, else 0",
                          2, 1, backward_args, outputs, 0, 0, NULL, NULL,
                          backward_shape, float_type, NULL, n_kernels, 1, backward_kernels, backward_grads,
                          0, 0, 1, SO_PARTITION_ROWS, backward_samples,
-                   NULL, 0, 0, NULL, NULL}; /* ABI 1.1: no reference op, no opcheck skips, no capacity rule */
+                         NULL, 0, 0, NULL, NULL, /* ABI 1.1: no reference op, no opcheck skips, no capacity rule */
+                         0, NULL};               /* ABI 1.2: every input is cut into row blocks */
   if ((status = reg->register_op(reg->host, &relu, err)) != SO_OK) return status;
   return reg->register_op(reg->host, &backward, err);
 }

@@ -276,7 +276,8 @@ SO_EXPORT int32_t sparse_ops_library_init(uint32_t host_abi_version, const so_re
                    threshold_shape, float_type, threshold_stype, 2, 1, kernels, grads,
                    0, 0, 5, SO_PARTITION_ROWS, samples,
                    /* ABI 1.1: no reference op, no opcheck skips; a csr result keeps at most data's values */
-                   NULL, 0, 0, NULL, capacity_like_data};
+                   NULL, 0, 0, NULL, capacity_like_data,
+                   0, NULL}; /* ABI 1.2: no partition_args: every input is cut into row blocks */
   if ((status = reg->register_op(reg->host, &op, err)) != SO_OK) return status;
 
   /* c_csr_threshold_backward: one function serves a dense and a csr out_grad */
@@ -306,6 +307,7 @@ SO_EXPORT int32_t sparse_ops_library_init(uint32_t host_abi_version, const so_re
                          backward_shape, float_type, threshold_stype, 3, 1, backward_kernels, backward_grads,
                          0, 0, 3, SO_PARTITION_ROWS, backward_samples,
                          /* ABI 1.1: at most data's (input 1's) stored values */
-                         NULL, 0, 0, NULL, capacity_like_backward};
+                         NULL, 0, 0, NULL, capacity_like_backward,
+                         0, NULL}; /* ABI 1.2: every input is cut into row blocks */
   return reg->register_op(reg->host, &backward, err);
 }

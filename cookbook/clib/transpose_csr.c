@@ -174,6 +174,7 @@ SO_EXPORT int32_t sparse_ops_library_init(uint32_t host_abi_version, const so_re
                    1, 1, args, outputs, 0, 0, NULL, NULL,
                    transpose_shape, NULL, transpose_stype, 2, 1, kernels, grads,
                    SO_RESOURCE_WORKSPACE, 0, 4, SO_PARTITION_NONE, samples,
-                   NULL, 0, 0, NULL, capacity_like_data}; /* ABI 1.1: no reference op, no opcheck skips */
+                   NULL, 0, 0, NULL, capacity_like_data, /* ABI 1.1: no reference op, no opcheck skips */
+                   0, NULL}; /* ABI 1.2: no partition_args (no partition rule) */
   return reg->register_op(reg->host, &op, err);
 }

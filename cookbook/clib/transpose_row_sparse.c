@@ -238,6 +238,7 @@ SO_EXPORT int32_t sparse_ops_library_init(uint32_t host_abi_version, const so_re
                    SO_RESOURCE_WORKSPACE, 0, 7, SO_PARTITION_NONE, samples,
                    /* ABI 1.1: no reference op, no opcheck skips; no capacity rule: a row_sparse result's
                       rows are the input's columns, which its stored rows do not bound */
-                   NULL, 0, 0, NULL, NULL};
+                   NULL, 0, 0, NULL, NULL,
+                   0, NULL}; /* ABI 1.2: no partition_args (no partition rule) */
   return reg->register_op(reg->host, &op, err);
 }

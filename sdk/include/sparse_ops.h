@@ -50,9 +50,11 @@ extern "C" {
      1.0  the first ABI;
      1.1  so_op_decl gains, at its end, `reference` / `reference_forward_params` (an op opcheck
           compares the outputs with), `opcheck_skips` (checks skipped, with a reason) and
-          `capacity_like` (a bound of each sparse output's stored entries). */
+          `capacity_like` (a bound of each sparse output's stored entries);
+     1.2  so_op_decl gains, at its end, `n_partition_args` / `partition_args` (the inputs
+          sparse_ops.dask cuts into row blocks; the others go whole to every block). */
 #define SPARSE_OPS_ABI_MAJOR 1
-#define SPARSE_OPS_ABI_MINOR 1
+#define SPARSE_OPS_ABI_MINOR 2
 /* The minor version a library is built for: this header's, unless the library defines
    SPARSE_OPS_TARGET_MINOR before including it (0: the structs of ABI 1.0, without the fields
    added since, so a sparse-ops that speaks only 1.0 loads it). A host loads libraries built
@@ -431,6 +433,13 @@ typedef struct so_op_decl {
      stored entries of input k (a dense input counts as fully stored); SO_CAPACITY_NONE: no
      rule for that output. Every bound is capped at the output's dense size. */
   const int32_t* capacity_like;
+#endif
+#if SPARSE_OPS_TARGET_MINOR >= 2
+  /* ABI 1.2. With a partition rule: the indices of the inputs sparse_ops.dask cuts into row
+     blocks; every other input goes whole to every block (a weight, the dense operand of a
+     product). 0 / NULL: every input is cut. */
+  int32_t n_partition_args;
+  const int32_t* partition_args;
 #endif
 } so_op_decl;
 

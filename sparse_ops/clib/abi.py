@@ -15,7 +15,8 @@ import ctypes as C
 import numpy as np
 
 ABI_MAJOR = 1
-ABI_MINOR = 1  # 1.1: so_op_decl's reference / reference_forward_params / opcheck_skips / capacity_like
+ABI_MINOR = 2  # 1.1: so_op_decl's reference / reference_forward_params / opcheck_skips / capacity_like;
+#                1.2: its n_partition_args / partition_args
 ABI_VERSION = (ABI_MAJOR << 16) | ABI_MINOR
 
 MAX_NDIM = 8
@@ -147,7 +148,9 @@ class OpDecl(C.Structure):
                 # ABI 1.1 (read only when the declaration's struct_size covers them: see has_field)
                 ("reference", C.c_char_p), ("reference_forward_params", C.c_int32),
                 ("n_opcheck_skips", C.c_int32), ("opcheck_skips", C.POINTER(OpcheckSkip)),
-                ("capacity_like", C.POINTER(C.c_int32))]
+                ("capacity_like", C.POINTER(C.c_int32)),
+                # ABI 1.2
+                ("n_partition_args", C.c_int32), ("partition_args", C.POINTER(C.c_int32))]
 
 
 RegisterOpFn = C.CFUNCTYPE(C.c_int32, C.c_void_p, C.POINTER(OpDecl), C.POINTER(Error))
@@ -166,7 +169,7 @@ STRUCTS = {"so_error": Error, "so_array": Array, "so_param_decl": ParamDecl, "so
 
 # The first field each minor version added to a struct: a struct written against an older
 # minor ends before it (its struct_size says so), and the host reads only the fields it has.
-ADDED_IN: dict[type, dict[int, str]] = {OpDecl: {1: "reference"}}
+ADDED_IN: dict[type, dict[int, str]] = {OpDecl: {1: "reference", 2: "n_partition_args"}}
 
 
 def minimum_size(struct: type) -> int:

@@ -72,6 +72,7 @@ class OpSpec:
     reference_forward_params: bool = False
     opcheck_skip: dict[str, str] = field(default_factory=dict)
     capacity_like: dict[str, str] = field(default_factory=dict)  # output -> the input bounding its stored count
+    partition_args: tuple[str, ...] | None = None  # ABI 1.2: the inputs cut into row blocks (None: every input)
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -275,9 +276,32 @@ def decode(address: int, load_samples: Callable[[list, Any], list]) -> OpSpec:
                 raise DeclarationError(f"{where}: capacity_like[{i}] (output {out!r}) is {k}; allowed: "
                                        f"SO_CAPACITY_NONE (-1) or an input index 0..{len(spec.inputs) - 1}")
             spec.capacity_like[out] = spec.inputs[k]
+    if abi.has_field(abi.OpDecl, size, "partition_args"):
+        spec.partition_args = _partition_args(d, spec, where)
     raw_samples = _items(d.samples, abi.Sample, _count(d.n_samples, f"{where}: n_samples"), f"{where}: samples")
     spec.samples = load_samples(raw_samples, spec)
     return spec
+
+
+def _partition_args(d: Any, spec: OpSpec, where: str) -> tuple[str, ...] | None:
+    """The names of the inputs ``partition_args`` lists (None when it lists none: every
+    input is cut), checked: indices of inputs, each once, and a partition rule to cut by."""
+    n = _count(d.n_partition_args, f"{where}: n_partition_args")
+    if not n:
+        return None
+    if not d.partition_args:
+        raise DeclarationError(f"{where}: n_partition_args is {n} but partition_args is NULL")
+    picked = [int(d.partition_args[j]) for j in range(n)]
+    if spec.partition is None:
+        raise DeclarationError(f"{where}: partition_args needs a partition rule (partition = SO_PARTITION_ROWS or "
+                               f"SO_PARTITION_SUM); it is SO_PARTITION_NONE")
+    names = []
+    for j, k in enumerate(picked):
+        if not 0 <= k < len(spec.inputs) or spec.inputs[k] in names:
+            raise DeclarationError(f"{where}: partition_args[{j}] is {k}; allowed: each input index "
+                                   f"0..{len(spec.inputs) - 1} at most once")
+        names.append(spec.inputs[k])
+    return tuple(names)
 
 
 # ---- parameters as C strings ---------------------------------------------------------------------

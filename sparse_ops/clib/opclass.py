@@ -199,7 +199,7 @@ def op_class(spec: OpSpec, where: str, module: str) -> type:
         "__doc__": spec.doc or f"{spec.name}: an operator of a C library.",
         "__module__": module,
         "arguments": spec.inputs, "outputs": spec.outputs, "mutate": spec.aux, "resources": resources,
-        "differentiable": not spec.constant, "partition": spec.partition,
+        "differentiable": not spec.constant, "partition": spec.partition, "partition_args": spec.partition_args,
         # the rules are C callbacks on concrete sizes: a tracer (torch.compile) specializes the
         # sizes it hands them rather than running them on symbolic ones
         "symbolic_shapes": False,

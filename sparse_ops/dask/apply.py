@@ -66,7 +66,8 @@ def apply(op: str, *args: Any, **params: Any) -> DistributedArray:
             if inputs[i].ndim == 0 or inputs[i].shape[0] != ref.shape[0]:
                 raise PartitionMismatchError(
                     f"operator {op!r}: input {names[i]!r} of shape {inputs[i].shape} is cut into the row blocks "
-                    f"of the distributed input(s), which have {ref.shape[0]} rows")
+                    f"of the distributed input(s), which have {ref.shape[0]} rows; if every block needs it whole "
+                    f"(a weight), the op must say so ({_how_to_declare(opdef, whole=names[i])})")
             splits = ref.row_splits
             local_pieces[i] = [row_block(inputs[i], a, b) for a, b in zip(splits[:-1], splits[1:])]
     whole_infos = {i: _whole_info(x) for i, x in enumerate(inputs) if i not in cut}
@@ -98,6 +99,21 @@ def apply(op: str, *args: Any, **params: Any) -> DistributedArray:
 
 
 # ---- the declaration ------------------------------------------------------------------------------
+def _how_to_declare(opdef: OpDef, whole: str | None = None) -> str:
+    """How the op's author declares its split, in the terms of the language it is written
+    in (a C library's declaration, or an Op class); with ``whole``, how to keep that input
+    whole."""
+    if getattr(opdef.cls, "c_library", None):
+        if whole is not None:
+            return (f"so_op_decl.partition_args, ABI 1.2, lists the indices of the inputs cut into row blocks, "
+                    f"leaving out {whole!r}")
+        return ("so_op_decl.partition = SO_PARTITION_ROWS or SO_PARTITION_SUM, and partition_args (ABI 1.2) for "
+                "the inputs cut into row blocks")
+    if whole is not None:
+        return f"Op.partition_args names the inputs cut into row blocks, leaving out {whole!r}"
+    return "Op.partition = 'rows' or 'sum', and Op.partition_args for the inputs cut into row blocks"
+
+
 def _declared(opdef: OpDef, inst: Any, names: list[str], inputs: list) -> tuple[str, list[int]]:
     """(rule, positions of the inputs cut into row blocks), or NotPartitionableError."""
     try:
@@ -108,7 +124,7 @@ def _declared(opdef: OpDef, inst: Any, names: list[str], inputs: list) -> tuple[
         raise NotPartitionableError(
             f"operator {opdef.name!r} cannot run over row blocks: it declares no partition for these parameters "
             f"and input shapes (Op.partition is None). Compute its inputs (DistributedArray.compute()) and run it "
-            f"on one machine, or declare how it splits (partition = 'rows' or 'sum') if it does")
+            f"on one machine, or declare how it splits ({_how_to_declare(opdef)}) if it does")
     if rule not in ("rows", "sum"):
         raise OperatorError(f"operator {opdef.name!r}: unknown partition rule {rule!r} "
                             f"(expected 'rows', 'sum' or None)")
