@@ -106,6 +106,23 @@ def test_a_capacity_too_small_is_an_error_naming_the_op():
         jax.block_until_ready(jax.jit(lambda a: soj.ops.square(a, max_nnz=2))(bcsr(m)))
 
 
+@pytest.mark.parametrize("jit", [False, True])
+def test_a_capacity_of_zero_is_checked_too(jit):
+    """max_nnz=0 gives zero-sized result buffers that reading the result never touches: the
+    call still runs (XLA would drop it otherwise) and refuses a result that holds values,
+    eager and under jit; a result that holds none reads back as zeros."""
+    m = rand_csr(6, 5, 0.5, np.float64, 4)
+    wrap = jax.jit if jit else (lambda f: f)
+    with pytest.raises(Exception, match=r"sparse_ops.jax.ops.square.*capacity is 0.*max_nnz"):
+        jax.block_until_ready(wrap(lambda a: soj.ops.square(a, max_nnz=0).todense())(bcsr(m)))
+    with pytest.raises(Exception, match=r"sparse_ops.jax.ops.dot.*capacity is 0.*max_nnz"):
+        jax.block_until_ready(wrap(lambda a: jnp.asarray(soj.ops.dot(a, jnp.ones((6, 2)), transpose_a=True,
+                                                                  max_nnz=0)))(bcsr(m)))
+    empty = bcsr(sp.csr_matrix((6, 5)))
+    np.testing.assert_array_equal(np.asarray(wrap(lambda a: soj.ops.square(a, max_nnz=0).todense())(empty)),
+                                  np.zeros((6, 5)))
+
+
 def test_row_sparse_in_and_out():
     m = rand_csr(7, 4, 0.3, np.float64, 5)
     g = np.random.default_rng(6).standard_normal((7, 3))

@@ -66,7 +66,7 @@ from . import derivatives, lowering
 from .handlers import target  # noqa: F401  (re-exported: the FFI target of an op and kind)
 from ..bridging import PARTS, BridgedTable, arg_names
 from .spec import (INT32_MAX, X64, ArgLayout, CallSpec, JaxBridgeError, addressed, as_dim, dims_operand, forget,
-                   spec_for, surely_over)
+                   is_symbolic, spec_for, surely_over)
 
 TRACES = [0]  # bridged calls traced so far, lowered or FFI (a counter for tests of compile counts)
 
@@ -308,7 +308,11 @@ def _forward_call(spec: CallSpec, flat: Sequence[Any]) -> list:
     from . import native
 
     tname = native.target_for(spec) or target(spec.name)
-    call = jax.ffi.ffi_call(tname, _result_types(spec.outs + spec.states), vmap_method="sequential")
+    # a sparse result of capacity 0 has zero-sized buffers that nothing reads: XLA would drop
+    # the call (and its refusal of a result holding more): kept as a side effect
+    empty = any(lay.stype != "default" and not is_symbolic(lay.nse) and lay.nse == 0 for lay in spec.outs)
+    call = jax.ffi.ffi_call(tname, _result_types(spec.outs + spec.states), vmap_method="sequential",
+                            has_side_effect=empty)
     extra = [dims_operand(spec)] if spec.symbolic else []  # the sizes a symbolic spec runs at
     return list(call(*flat, *extra, call=np.int64(spec.id)))
 
