@@ -59,6 +59,28 @@ def row_sparse_parts(dense: np.ndarray, index_dtype):
     return dense[rows], rows.astype(index_dtype)
 
 
+# values where implementations part ways: NaN, infinities, signed zeros, halves (rounding),
+# overflow of exp and of float32, and integers at their extremes and zero (division by zero);
+# sums of any of them are exact in float32, so reductions agree whatever their order
+SPECIAL_FLOATS = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0, -3.0, 700.0, -700.0,
+                           100.0, 1e6, -2.5, 3e38, -1.5])
+SPECIAL_INTS = np.array([0, 1, -1, 7, -7, 2**31 - 1, -2**31, 3, -3, 100, 0, -2])
+
+
+def special_like(x: np.ndarray, shift: int = 0) -> np.ndarray:
+    """An array of ``x``'s shape and dtype filled with ``SPECIAL_FLOATS`` (or, for an integer
+    dtype, ``SPECIAL_INTS`` that fit it), cycled from position ``shift``; booleans as they are."""
+    if x.dtype.kind == "f":
+        src = SPECIAL_FLOATS
+    elif x.dtype.kind in "iu":
+        info = np.iinfo(x.dtype)
+        src = SPECIAL_INTS[(SPECIAL_INTS >= info.min) & (SPECIAL_INTS <= info.max)]
+    else:
+        return x
+    with np.errstate(over="ignore"):
+        return np.resize(np.roll(src, shift), x.size).reshape(x.shape).astype(x.dtype)
+
+
 def make(dense: np.ndarray, stype: str, index_dtype="int64"):
     """A container of storage type ``stype`` holding ``dense``, built from its components."""
     import sparse_ops as so

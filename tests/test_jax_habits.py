@@ -19,6 +19,7 @@ from jax.experimental.sparse import BCSR  # noqa: E402
 from jax.test_util import check_grads  # noqa: E402
 
 import sparse_ops as so  # noqa: E402
+from conftest import special_like  # noqa: E402
 import sparse_ops.jax as soj  # noqa: E402
 import sparse_ops_cookbook  # noqa: E402,F401
 from sparse_ops.jax import JaxBridgeError, RowSparse, lowering  # noqa: E402
@@ -69,6 +70,24 @@ def test_each_lowered_op_matches_the_native_op_on_its_samples(name):
         got, want = np.asarray(f(*args)), _native(name, inputs, params)
         assert got.dtype == want.dtype and got.shape == want.shape, (name, params, got.dtype, want.dtype)
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, err_msg=f"{name} {params}")
+
+
+@pytest.mark.parametrize("name", lowering.names())
+def test_each_lowered_op_matches_the_native_op_at_special_values(name):
+    """The op's samples refilled with NaN, infinities, signed zeros, float32 overflow and
+    integer extremes (``conftest.special_like``), and scalar parameters of 0 and 0.5: the
+    lowering gives the native kernels' values (NaN where they give NaN), integers cast from
+    NaN or out-of-range floats included."""
+    for inputs, params in _dense_samples(name):
+        variants = [params] + ([{**params, "scalar": s} for s in (0.0, 0.5)] if "scalar" in params else [])
+        for shift in (0, 5, 11):
+            xs = [special_like(x, shift + 3 * i) for i, x in enumerate(inputs)]
+            for p in variants:
+                want = _native(name, xs, p)
+                got = np.asarray(_bridged(name, p)(*[jnp.asarray(x) for x in xs]))
+                assert got.dtype == want.dtype, (name, p)
+                np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=1e-6, atol=0,
+                                           equal_nan=True, err_msg=f"{name} {p} {[x.tolist() for x in xs]}")
 
 
 @pytest.mark.parametrize("name", lowering.names())

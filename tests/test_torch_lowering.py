@@ -14,6 +14,7 @@ torch = pytest.importorskip("torch")
 
 import sparse_ops as so  # noqa: E402
 import sparse_ops.torch as st  # noqa: E402
+from conftest import special_like  # noqa: E402
 from sparse_ops.torch import BridgeError, bridge, lowering  # noqa: E402
 
 
@@ -54,6 +55,31 @@ def test_each_lowered_op_matches_the_ops_kernels_on_its_samples(name):
         tol = 2e-3 if want.dtype == torch.float16 else 1e-6  # float32 transcendentals: torch's own rounding
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=tol, atol=tol * 1e-3, err_msg=f"{name} {params}")
     assert _was_lowered(name), f"{name}: no sample took the lowering"
+
+
+@pytest.mark.parametrize("name", lowering.names())
+def test_each_lowered_op_matches_the_ops_kernels_at_special_values(name):
+    """The op's samples refilled with NaN, infinities, signed zeros, float32 overflow and
+    integer extremes (``conftest.special_like``), and scalar parameters of 0 and 0.5: the
+    lowering gives the kernels' values (NaN where they give NaN), or the same error."""
+    f = st.op(name)
+    for inputs, params in _dense_samples(name):
+        variants = [params] + ([{**params, "scalar": s} for s in (0.0, 0.5)] if "scalar" in params else [])
+        for shift in (0, 5, 11):
+            xs = [torch.from_numpy(special_like(x.numpy(), shift + 3 * i)) for i, x in enumerate(inputs)]
+            for p in variants:
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        got = f(*xs, **p)
+                except (BridgeError, RuntimeError) as exc:
+                    with pytest.raises(type(exc)):
+                        _kernels(f, *xs, **p)
+                    continue
+                want = _kernels(f, *xs, **p)
+                assert got.dtype == want.dtype, (name, p)
+                np.testing.assert_allclose(got.double().numpy(), want.double().numpy(), rtol=1e-6, atol=0,
+                                           equal_nan=True, err_msg=f"{name} {p} {[x.tolist() for x in xs]}")
 
 
 @pytest.mark.parametrize("name", lowering.names())

@@ -130,6 +130,20 @@ def _round_half_away(x: Any) -> Any:
     return jnp.sign(x) * jnp.floor(jnp.abs(x) + 0.5)
 
 
+# the special functions at the points where jax.scipy parts from SciPy (the native kernels' values)
+def _gammaln(x: Any) -> Any:
+    return jnp.where(x == -jnp.inf, x, jax.scipy.special.gammaln(x))  # log|Gamma| -> -inf there, as SciPy
+
+
+def _digamma(x: Any) -> Any:  # the poles at -0 and +0: +inf and -inf, as SciPy
+    return jnp.where(x == 0, jnp.where(jnp.signbit(x), jnp.inf, -jnp.inf).astype(x.dtype),
+                     jax.scipy.special.digamma(x))
+
+
+def _polygamma1(x: Any) -> Any:
+    return jnp.where(x == jnp.inf, jnp.zeros((), x.dtype), jax.scipy.special.polygamma(1, x))
+
+
 _relu = _with_slope(lambda x: jnp.maximum(x, jnp.zeros((), x.dtype)), lambda x, y: jnp.sign(y))
 
 _UNARY = {
@@ -141,8 +155,8 @@ _UNARY = {
     "arccosh": jnp.arccosh, "arctanh": jnp.arctanh, "degrees": jnp.degrees, "radians": jnp.radians,
     "expm1": jnp.expm1, "log2": jnp.log2, "log10": jnp.log10, "cbrt": jnp.cbrt, "rsqrt": lax.rsqrt,
     "rcbrt": lambda x: 1 / jnp.cbrt(x), "reciprocal": lambda x: 1 / x,
-    "gamma": jax.scipy.special.gamma, "gammaln": jax.scipy.special.gammaln,
-    "_digamma": jax.scipy.special.digamma, "_polygamma1": lambda x: jax.scipy.special.polygamma(1, x),
+    "gamma": jax.scipy.special.gamma, "gammaln": lambda x: _gammaln(x), "_digamma": lambda x: _digamma(x),
+    "_polygamma1": lambda x: _polygamma1(x),
     "erf": jax.scipy.special.erf, "erfinv": jax.scipy.special.erfinv,
     "softsign": lambda x: x / (1 + jnp.abs(x)),
 }
@@ -197,6 +211,8 @@ def _scalar_op(fn: Callable[[Any, Any], Any]) -> Lowering:
         if _is_int(x.dtype) and (inst.float_math or spec.name in ("_div_scalar", "_rdiv_scalar")):
             wide = _float_for(x.dtype)  # computed in floating point, truncated back (NumPy's unsafe cast)
             return fn(x.astype(wide), np.asarray(s, wide))
+        if spec.name == "_power_scalar" and s == 0.5:  # NumPy's own x ** 0.5 is sqrt (NaN at -inf, not inf)
+            return jnp.sqrt(x)
         return fn(x, s)
     return lower
 
@@ -449,8 +465,10 @@ def _hard_sigmoid(inst: Any, spec: CallSpec, x: Any) -> Any:
 @lowers("smooth_l1")
 def _smooth_l1(inst: Any, spec: CallSpec, x: Any) -> Any:
     s2 = np.asarray(inst.scalar * inst.scalar, x.dtype)
+    with np.errstate(divide="ignore"):  # scalar 0: every |x| is below 1 / 0 = inf
+        bound, half = 1 / s2, 0.5 / s2
     a = jnp.abs(x)
-    return jnp.where(a < 1 / s2, 0.5 * s2 * x * x, a - 0.5 / s2)
+    return jnp.where(a < bound, 0.5 * s2 * x * x, a - half)
 
 
 @lowers("LeakyReLU")

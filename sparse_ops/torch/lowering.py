@@ -106,6 +106,17 @@ def _round_half_away(x: torch.Tensor) -> torch.Tensor:
     return torch.sign(x) * torch.floor(torch.abs(x) + 0.5)
 
 
+def _sign(x: torch.Tensor) -> torch.Tensor:
+    """NumPy's sign: NaN at NaN (torch.sign gives 0 there)."""
+    s = torch.sign(x)
+    return torch.where(x != x, x, s) if x.is_floating_point() else s
+
+
+def _lgamma(x: torch.Tensor) -> torch.Tensor:
+    """log|Gamma(x)|, -inf at -inf as SciPy's gammaln (torch.lgamma gives +inf there)."""
+    return torch.where(x == -math.inf, x, torch.lgamma(x))
+
+
 _UNARY = {
     "sqrt": torch.sqrt, "exp": torch.exp, "log": torch.log, "log1p": torch.log1p, "tanh": torch.tanh,
     "sigmoid": _sigmoid, "round": _round_half_away, "rint": torch.round, "fix": torch.trunc,
@@ -113,12 +124,12 @@ _UNARY = {
     "tan": torch.tan, "arcsin": torch.asin, "arccos": torch.acos, "arctan": torch.atan, "sinh": torch.sinh,
     "cosh": torch.cosh, "arcsinh": torch.asinh, "arccosh": torch.acosh, "arctanh": torch.atanh,
     "degrees": torch.rad2deg, "radians": torch.deg2rad, "expm1": torch.expm1, "log2": torch.log2,
-    "log10": torch.log10, "rsqrt": torch.rsqrt, "reciprocal": torch.reciprocal, "gammaln": torch.lgamma,
+    "log10": torch.log10, "rsqrt": torch.rsqrt, "reciprocal": torch.reciprocal, "gammaln": _lgamma,
     "_digamma": torch.digamma, "erf": torch.erf, "erfinv": torch.erfinv,
     "softsign": lambda x: x / (1 + torch.abs(x)),
 }
 # the native kernels compute these on integers as they are (the others in float64, cast back)
-_INTEGER_AS_IS = {"negative": torch.neg, "abs": torch.abs, "sign": torch.sign, "square": torch.square,
+_INTEGER_AS_IS = {"negative": torch.neg, "abs": torch.abs, "sign": _sign, "square": torch.square,
                   "relu": torch.relu}
 
 
