@@ -65,6 +65,8 @@ def row_sparse_parts(dense: np.ndarray, index_dtype):
 SPECIAL_FLOATS = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0, -3.0, 700.0, -700.0,
                            100.0, 1e6, -2.5, 3e38, -1.5])
 SPECIAL_INTS = np.array([0, 1, -1, 7, -7, 2**31 - 1, -2**31, 3, -3, 100, 0, -2])
+# (an integer sum or mean that overflows wraps in the op's integer dtype, as MXNet's: what the
+# kernels and the lowerings both do)
 
 
 def special_like(x: np.ndarray, shift: int = 0) -> np.ndarray:

@@ -421,7 +421,9 @@ class BridgedOp:
         TRACES[0] += 1
         lowered = lowering.lowering_for(spec)
         if lowered is not None:  # a dense built-in: its jnp expression, no FFI call
-            return lowering.apply(spec, lowered, flat)
+            out = lowering.apply(spec, lowered, flat)
+            if out is not None:
+                return out
         outs = _apply(_Static(spec), *flat)
         return assemble(spec, outs)
 

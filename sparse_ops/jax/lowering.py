@@ -61,19 +61,34 @@ def lowering_for(spec: CallSpec) -> Lowering | None:
 
 def describe(spec: CallSpec) -> str | None:
     """``explain``'s handler line for a lowered call, or None."""
-    if lowering_for(spec) is None:
+    fn = lowering_for(spec)
+    if fn is None:
         return None
+    try:  # traced on abstract inputs: a lowering that leaves these integers to the kernels says so
+        jax.eval_shape(lambda *xs: fn(spec.inst, spec, *xs), *[jax.ShapeDtypeStruct(lay.shape, lay.dtype)
+                                                               for lay in spec.ins])
+    except _NotExact:
+        spec.lowered = _NONE
+        return None
+    except Exception:  # noqa: BLE001 - symbolic sizes and the like: the call itself decides
+        pass
     return f"lowered: the jax.numpy / lax expression of {spec.name} (no FFI call; XLA fuses it with its neighbours)"
 
 
 def apply(spec: CallSpec, fn: Lowering, flat: list) -> Any:
     """The lowered call: ``fn``'s result in the dtype and shape the op's ``infer_*`` rules
-    give (checked: a lowering disagreeing with its op is an error, never a silent result)."""
+    give (checked: a lowering disagreeing with its op is an error, never a silent result);
+    None where the lowering cannot compute it exactly (the caller takes the FFI call)."""
     lay = spec.outs[0]
-    out = jnp.asarray(fn(spec.inst, spec, *flat))
+    try:
+        out = jnp.asarray(fn(spec.inst, spec, *flat))
+    except _NotExact:
+        spec.lowered = _NONE
+        return None
     want = jax.dtypes.canonicalize_dtype(lay.dtype)
     if out.dtype != want:
-        out = out.astype(want)
+        out = _as_integers(out, want) if _is_int(want) and not _is_int(out.dtype) and out.dtype != bool else \
+            out.astype(want)
     if tuple(out.shape) != tuple(lay.shape):
         raise JaxBridgeError(f"{spec.label}: its jnp lowering gave shape {tuple(out.shape)} but the op's "
                              f"infer_shape says {lay.shape}; lowering.disabled() sends it to the FFI call")
@@ -95,9 +110,27 @@ def _is_int(dtype: Any) -> bool:
     return np.dtype(dtype).kind in "iu"
 
 
+class _NotExact(Exception):
+    """Raised while tracing a lowering that cannot compute a call's integers as the native
+    kernels do: the call takes its FFI target."""
+
+
 def _float_for(dtype: Any) -> Any:
-    """The floating dtype integer inputs are computed in (float64 where JAX holds it)."""
-    return jax.dtypes.canonicalize_dtype(np.float64) if _is_int(dtype) else dtype
+    """``dtype`` itself for floating inputs; integer inputs that the native kernels compute in
+    float64 and truncate take the FFI call instead (``_NotExact``): float32 without x64, and
+    XLA's transcendental functions at integers (gamma(3) = 1.9999...), truncate elsewhere."""
+    if _is_int(dtype):
+        raise _NotExact
+    return dtype
+
+
+def _as_integers(x: Any, dtype: Any) -> Any:
+    """Floating ``x`` cast to integer ``dtype`` as NumPy casts on the cpu (truncated; NaN,
+    infinities and values out of range give the dtype's minimum, where XLA's cast saturates)."""
+    info = np.iinfo(dtype)
+    bound = float(2 ** (info.bits - 1)) if info.min < 0 else float(2 ** info.bits)
+    fits = jnp.isfinite(x) & (x > -bound - 1 if info.min < 0 else x > -1) & (x < bound)
+    return jnp.where(fits, x, jnp.asarray(info.min, x.dtype)).astype(dtype)
 
 
 def _with_slope(value: Callable[[Any], Any], slope: Callable[[Any, Any], Any]) -> Callable[[Any], Any]:
@@ -299,7 +332,7 @@ def _extremum(inst: Any, spec: CallSpec, a: Any, b: Any) -> Any:
 @lowers("_scaled_mul")
 def _scaled_mul(inst: Any, spec: CallSpec, a: Any, b: Any) -> Any:
     a, b = _promoted(spec, a, b)
-    return (a * b) * np.asarray(inst.scalar, a.dtype)
+    return (a * b) * np.asarray(inst.scalar, _float_for(a.dtype))  # integers: the product times a float scalar
 
 
 @lowers("_div_or_zero")
@@ -403,7 +436,7 @@ def _norm(inst: Any, spec: CallSpec, x: Any) -> Any:
     v = x.astype(_acc(x.dtype))
     if inst.ord == 1:
         return jnp.sum(jnp.abs(v), axis=axes, keepdims=inst.keepdims)
-    return _l2(axes, inst.keepdims)(v)
+    return _l2(axes, inst.keepdims)(v.astype(_float_for(v.dtype)))  # integers: the kernels' float64 squares
 
 
 def _tied(reduce: Callable[..., Any], axes: tuple[int, ...], keepdims: bool) -> Callable[[Any], Any]:

@@ -352,13 +352,17 @@ class Norm(_Reduction):
 
     def _run(self, ctx, x: NDArray, out: Any) -> None:
         """The L2 norm as the reduction engine sums squares, unless a square overflowed or
-        every square underflowed: then again, each reduced slice on its own terms. float16
-        and float32 squares always fit float64's range, so they are summed in float64;
+        every square underflowed: then again, each reduced slice on its own terms. Integer,
+        float16 and float32 squares always fit float64's range, so they are summed in float64;
         float64 values are scaled by a power of two near their slice's magnitude (exact)
         and the result scaled back, as a scaled nrm2 does."""
-        if self.ord != 2 or x.dtype.kind != "f":
+        if self.ord != 2:
             return super()._run(ctx, x, out)
         xp, axes = ctx.xp, self.axes(x.ndim)
+        if x.dtype.kind != "f":  # integers: squares summed in float64 (int64 ones would wrap), the root truncated
+            wide = x._with_values(x.data.astype(np.float64), copy_aux=False)
+            out[...] = xp.asarray(xp.sqrt(_reduce_any(ctx, wide, axes, self.keepdims, self.mode))).astype(out.dtype)
+            return
         with np.errstate(over="ignore", under="ignore"):  # seen below, and computed again
             total = _reduce_any(ctx, x, axes, self.keepdims, self.mode)
         info = np.finfo(total.dtype)

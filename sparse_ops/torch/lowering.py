@@ -195,7 +195,7 @@ def _binary(fn: Callable[..., torch.Tensor], in_float: bool = False) -> Lowering
     ``float_math`` power do."""
     def make(inst: Any, dtype: torch.dtype, in_dtypes: tuple) -> Callable[..., torch.Tensor]:
         if in_float and dtype in _INTEGERS:
-            return _promoting(_FLOAT64, (), fn)
+            return _promoting(_FLOAT64, in_dtypes, fn)  # (in_dtypes are integers: converted)
         return _promoting(dtype, in_dtypes, fn)
     return make
 
@@ -233,7 +233,9 @@ def _sum(inst: Any, dtype: torch.dtype, in_dtypes: tuple) -> Callable[..., torch
         count = math.prod(x.shape[a] for a in axes)
         if count == 0 and acc in _INTEGERS:
             return torch.zeros_like(total)
-        return total.to(_FLOAT64) / count if acc in _INTEGERS else total / count
+        if acc in _INTEGERS:  # the sum wraps to the input's integer dtype first, as the kernels (and MXNet)
+            return total.to(in_dtypes[0]).to(_FLOAT64) / count
+        return total / count
     return lower
 
 
