@@ -10,6 +10,7 @@ import textwrap
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+import pytest
 import scipy.sparse as sp
 
 import sparse_ops as so
@@ -99,3 +100,39 @@ def test_workqueue_layer_aborts_on_the_same_workload():
     """Why we choose the layer: numba's default, workqueue, kills the process here."""
     out = run_concurrent_kernels(2000, NUMBA_THREADING_LAYER="workqueue")
     assert out.returncode != 0 and "Concurrent access has been detected" in out.stderr
+
+
+FIRST_CALLS = r'''
+import sys, threading, warnings
+import numpy as np, scipy.sparse as sp, torch
+import sparse_ops as so, sparse_ops.torch as st, sparse_ops_cookbook  # noqa: F401
+warnings.simplefilter("ignore")
+m = sp.random(40, 40, density=0.1, format="csr", dtype=np.float32, random_state=0)
+A = st.to_torch(so.csr_matrix(m))
+x = torch.randn(40, 4)
+calls = [lambda: st.ops.csr_spmm(A, x), lambda: st.ops.dot(A, x), lambda: st.ops.square(A),
+         lambda: st.ops.elemwise_add(x, x), lambda: so.dot(so.csr_matrix(m), so.array(x.numpy())),
+         lambda: st.ops.sum(x, axis=0), lambda: st.ops.relu(x.requires_grad_(False))]
+bar, errors = threading.Barrier(8), []
+def work(k):
+    bar.wait()
+    for call in calls:  # every thread the same first call at once, then the next
+        try:
+            call()
+        except Exception as exc:
+            errors.append(f"{type(exc).__name__}: {exc}")
+threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+[t.start() for t in threads]
+[t.join() for t in threads]
+print(len(errors), errors[:2])
+'''
+
+
+def test_threads_making_their_first_calls_at_once_all_succeed():
+    """Eight threads in a fresh process each make the first calls of several ops at the
+    same moment (the torch bridge defines its torch operators then, the dispatcher makes
+    its plans): every call succeeds; none meets a half-defined operator."""
+    pytest.importorskip("torch")
+    out = subprocess.run([sys.executable, "-c", FIRST_CALLS], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().startswith("0 "), out.stdout

@@ -179,6 +179,7 @@ class Overload:
         self.qualname = f"{NAMESPACE}::{opdef.name}" + ("" if self.name == "default" else f".{self.name}")
         self.dense = all(s == "default" for s in (*in_stypes, *out_stypes))
         self.torch_op: Any = None
+        self.ready = False  # defined with torch (overload_for): what other threads may take
         self.backward_op: Any = None       # <overload>_backward: the gradient under tracing
         self.backward_rows_op: Any = None  # <overload>_backward_rows: the same, some as (values, rows)
         self.impl: Callable | None = None      # the registered implementation
@@ -237,11 +238,11 @@ def overload_for(opdef: registry.OpDef, in_stypes: tuple[str, ...], out_stypes: 
     """The registered torch overload of ``opdef`` for these storage types (defined on first use)."""
     key = (opdef.name, in_stypes, out_stypes)
     ov = _OVERLOADS.get(key)
-    if ov is not None and ov.opdef is opdef:
+    if ov is not None and ov.ready and ov.opdef is opdef:
         return ov
-    with _LOCK:
+    with _LOCK:  # another thread defining it holds the lock until it is ready
         ov = _OVERLOADS.get(key)
-        if ov is not None and ov.opdef is opdef:
+        if ov is not None and ov.opdef is opdef:  # ready, or being defined by this thread (torch's look-up)
             return ov
         if ov is not None:  # the op was re-registered in our table: its torch op goes too
             forget(opdef.name)
@@ -252,6 +253,7 @@ def overload_for(opdef: registry.OpDef, in_stypes: tuple[str, ...], out_stypes: 
         except BaseException:
             _OVERLOADS.pop(key, None)
             raise
+        ov.ready = True
         return ov
 
 
