@@ -153,6 +153,41 @@ def test_max_axis_alias_and_nan_handling():
     np.testing.assert_allclose(x.grad.asnumpy(), [[1 + 3.0, 0.0, 1 + 1.0], [1 - 10.0, 1 - 8.0, 1 + 20.0]])
 
 
+def _others_products(v, axis):
+    """For each value, the product of the other values of its slice along ``axis`` (None:
+    the whole array), by brute force: the exact derivative of the product."""
+    out = np.empty_like(v)
+    for idx in np.ndindex(v.shape):
+        mask = np.zeros(v.shape, bool)
+        if axis is None:
+            mask[...] = True
+        else:
+            sl = list(idx)
+            sl[axis] = slice(None)
+            mask[tuple(sl)] = True
+        mask[idx] = False
+        out[idx] = np.prod(v[mask])
+    return out
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1])
+@pytest.mark.parametrize("name", ["prod", "nanprod"])
+def test_the_gradient_of_a_product_is_exact_where_values_are_zero(name, axis):
+    """Slices with no zero, one zero and two zeros: the product of the other values (torch's
+    and JAX's gradient), not y / x (NaN at a zero); nanprod counts NaN as 1 and gives it 0."""
+    v = np.array([[0.0, 2.0, 3.0, 1.5], [1.0, -2.0, 4.0, 0.5], [0.0, 0.0, 5.0, 2.0]])
+    if name == "nanprod":
+        v[1, 3] = np.nan
+    x = so.array(v)
+    x.attach_grad()
+    with so.autograd.record():
+        y = getattr(so, name)(x, axis=axis)
+    y.backward()
+    counted = np.where(np.isnan(v), 1.0, v)
+    want = np.where(np.isnan(v), 0.0, _others_products(counted, axis))
+    np.testing.assert_allclose(x.grad.asnumpy(), want, rtol=1e-12, atol=0)
+
+
 @pytest.mark.parametrize("stype", ["csr", "row_sparse"])
 @pytest.mark.parametrize("name", list(REDUCTIONS))
 def test_reductions_of_sparse_fall_back_to_dense(name, stype):

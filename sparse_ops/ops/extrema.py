@@ -6,9 +6,10 @@ MXNet 1.9 declares dense kernels only for these, so a row_sparse or csr input fa
 to dense with one ``StorageFallbackWarning``; outputs are dense and keep the input dtype
 (the indices of ``argmax``/``argmin`` too, as MXNet's float indices). As ``sum`` here, a full
 reduction gives a 0-d array. Gradients are MXNet's: ``max``/``min`` send the head gradient
-to every entry equal to the result (ties each get it), ``prod`` gives ``y / x``, the
-``nan`` forms give 0 at NaN entries; the index searches have none (their results are
-constants).
+to every entry equal to the result (ties each get it), ``prod`` the product of the other
+values (``y / x`` where the slice holds no zero, exact where it does: MXNet's ``y / x``
+gives NaN there), the ``nan`` forms give 0 at NaN entries; the index searches have none
+(their results are constants).
 """
 from __future__ import annotations
 
@@ -104,7 +105,21 @@ class Prod(_DenseReduction):
     backward_needs_inputs = ("data",)
 
     def local_gradient(self, x, g, y):
-        return T.elemwise_div(T.elemwise_mul(g, y), x)
+        return T.elemwise_mul(g, self._others(x, y))
+
+    def _others(self, x: Any, y: Any) -> Any:
+        """d y / d x: for each value the product of the other values of its slice. That is
+        ``y / x`` in a slice without zeros; in a slice with one zero, the product of the rest
+        at the zero and 0 elsewhere; with more zeros, 0 (``y / x`` would be 0 / 0 there).
+        ``y`` is the output spread back to ``x``'s shape."""
+        reduced = {"axis": self.axis, "keepdims": self.keepdims, "exclude": self.exclude}
+        zero = T._equal_scalar(x, scalar=0.0)
+        safe = T.where(zero, T.ones_like(x), x)
+        zeros = self._spread(T.sum(zero, **reduced), x.shape)
+        rest = self._spread(T.prod(safe, **reduced), x.shape)
+        only_zero = T.elemwise_mul(zero, T._equal_scalar(zeros, scalar=1.0))
+        with_zero = T.where(only_zero, rest, T.zeros_like(x))
+        return T.where(T._equal_scalar(zeros, scalar=0.0), T.elemwise_div(y, safe), with_zero)
 
 
 @register("nansum")
@@ -124,14 +139,14 @@ class Nansum(_DenseReduction):
 
 
 @register("nanprod")
-class Nanprod(_DenseReduction):
+class Nanprod(Prod):
     """The product over ``axis`` with NaN counted as 1."""
 
     function = "nanprod"
-    backward_needs_inputs = ("data",)
 
     def local_gradient(self, x, g, y):
-        return T.where(T.broadcast_equal(x, x), T.elemwise_div(T.elemwise_mul(g, y), x), T.zeros_like(x))
+        number = T.broadcast_equal(x, x)  # 0 at NaN: no gradient there
+        return T.elemwise_mul(T.elemwise_mul(g, number), self._others(T.where(number, x, T.ones_like(x)), y))
 
 
 # ---- index searches ---------------------------------------------------------------------------------
