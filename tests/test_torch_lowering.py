@@ -231,6 +231,28 @@ def test_torch_func_transforms_take_lowered_ops_forward_mode_and_vmap_included()
     assert st.explain("hard_sigmoid", x)["torch.func"].startswith("grad, vjp, jacrev: ")
 
 
+def test_forward_ad_dual_tensors_get_lowered_tangents_or_a_refusal_never_a_dropped_tangent():
+    """torch.autograd.forward_ad: a lowered op carries the tangent (torch's own operations);
+    a call the kernels serve (a csr input, a plugin op, lowering off) would drop it, so it is
+    refused as torch.func.jvp is, and the dual level stays usable after."""
+    import scipy.sparse as sp
+
+    import torch.autograd.forward_ad as fwad
+
+    x, t = torch.randn(5, 3, dtype=torch.float64), torch.randn(5, 3, dtype=torch.float64)
+    a = st.to_torch(so.csr_matrix(sp.random(4, 5, density=0.5, format="csr", random_state=0)))
+    with fwad.dual_level():
+        d = fwad.make_dual(x, t)
+        tangent = fwad.unpack_dual(st.ops.tanh(d)).tangent
+        torch.testing.assert_close(tangent, (1 - torch.tanh(x) ** 2) * t)
+        with pytest.raises(BridgeError, match=r"ops\.dot: forward-mode derivatives \(torch\.autograd\.forward_ad"):
+            st.ops.dot(a, d)
+        with lowering.disabled(), pytest.raises(BridgeError, match="sigmoid: forward-mode derivatives"):
+            st.ops.sigmoid(d)
+        torch.testing.assert_close(fwad.unpack_dual(st.ops.exp(d)).tangent, torch.exp(x) * t)
+    torch.testing.assert_close(st.ops.dot(a, x), a.to_dense() @ x)  # plain tensors: no tangents, no refusal
+
+
 def test_comparisons_are_lowered_unless_an_input_needs_a_gradient():
     x, y = torch.tensor([1.0, 2.0, 3.0]), torch.tensor([2.0, 2.0, 2.0])
     f = st.ops.broadcast_greater

@@ -63,6 +63,7 @@ _PLAIN_CLASSES = frozenset((_PLAIN, _PARAMETER))  # tensors whose memory the bri
 _STRIDED = torch.strided
 _grad_enabled = torch.is_grad_enabled
 _compiling = torch.compiler.is_compiling
+_FORWARD_AD = torch.autograd.forward_ad  # its _current_level: -1 outside dual_level()
 _modes = torch._C._len_torch_dispatch_stack
 increment_version = torch.autograd.graph.increment_version
 
@@ -139,6 +140,8 @@ class BridgedOp:
         output), the plan's kernel on NumPy views of them, recorded, when they need a
         gradient, by ``library.EagerAutograd``. Anything else it leaves to ``_dense_call``
         or the general ``_call``, which make the plans and say what is wrong."""
+        if _FORWARD_AD._current_level >= 0:  # inside torch.autograd.forward_ad.dual_level()
+            self._refuse_tangents(args)
         if _compiling() or _functorch_active():  # traced and transformed calls take the one general path
             return self._call(args, params, None)
         try:  # parameters by type and value: True, 1 and 1.0 are three calls
@@ -172,6 +175,19 @@ class BridgedOp:
                 except (OperatorError, TypeError, ValueError) as exc:
                     raise self._refusal(exc, args) from _cause(exc)
         return self._dense_call(fast, args, params, key)
+
+    def _refuse_tangents(self, args: tuple) -> None:
+        """A BridgedError for an input carrying a forward-mode tangent (a dual tensor of
+        ``torch.autograd.forward_ad``): the kernels would drop it, giving a wrong tangent
+        without a word (the same refusal as ``torch.func.jvp``'s)."""
+        for a in args:
+            parts = (a.values, a.indices) if isinstance(a, (CSRParts, RowSparseParts)) else (a,)
+            if any(isinstance(p, torch.Tensor) and p.layout == _STRIDED and _FORWARD_AD.unpack_dual(p).tangent is not None
+                   for p in parts):
+                raise BridgeError(f"sparse_ops.torch.ops.{self.opdef.name}: forward-mode derivatives "
+                                  "(torch.autograd.forward_ad, torch.func.jvp, jacfwd) are not supported through the "
+                                  "torch bridge: an op's gradient rule is a vector-Jacobian product; use reverse mode "
+                                  "(backward, torch.func.grad, vjp, jacrev)")
 
     def _dense_call(self, fast: HostCall, args: tuple, params: dict, key: tuple) -> Any:
         """A repeated all-dense call the shortest path did not take: plain contiguous tensors
