@@ -69,6 +69,16 @@ SPECIAL_INTS = np.array([0, 1, -1, 7, -7, 2**31 - 1, -2**31, 3, -3, 100, 0, -2])
 # kernels and the lowerings both do)
 
 
+# finite values at the kinks and ties of piecewise functions (abs, relu, clip, maximum at
+# equal values, rounding at halves): where a framework's derivative may pick another side
+KINKS = np.array([0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 0.0, 2.0, -3.0, 1.0, 6.0, -2.5])
+
+
+def kinks_like(x: np.ndarray, shift: int = 0) -> np.ndarray:
+    """An array of ``x``'s shape and (floating) dtype filled with ``KINKS`` from ``shift``."""
+    return np.resize(np.roll(KINKS, shift), x.size).reshape(x.shape).astype(x.dtype)
+
+
 def special_like(x: np.ndarray, shift: int = 0) -> np.ndarray:
     """An array of ``x``'s shape and dtype filled with ``SPECIAL_FLOATS`` (or, for an integer
     dtype, ``SPECIAL_INTS`` that fit it), cycled from position ``shift``; booleans as they are."""

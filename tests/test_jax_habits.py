@@ -19,7 +19,7 @@ from jax.experimental.sparse import BCSR  # noqa: E402
 from jax.test_util import check_grads  # noqa: E402
 
 import sparse_ops as so  # noqa: E402
-from conftest import special_like  # noqa: E402
+from conftest import kinks_like, special_like  # noqa: E402
 import sparse_ops.jax as soj  # noqa: E402
 import sparse_ops_cookbook  # noqa: E402,F401
 from sparse_ops.jax import JaxBridgeError, RowSparse, lowering  # noqa: E402
@@ -119,6 +119,33 @@ def test_each_lowered_gradient_equals_the_ops_gradient_rule(name):
             rule = jax.grad(loss, argnums=floats)(*args)
         for a, b in zip(lowered, rule):
             np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-10, atol=1e-12, err_msg=f"{name} {params}")
+
+
+@pytest.mark.parametrize("name", lowering.names())
+def test_each_lowered_gradient_takes_the_rules_side_at_kinks(name):
+    """The op's samples refilled with kinks and ties (0, -0, equal values, halves:
+    ``conftest.kinks_like``), where JAX's derivative may pick another side than the op's
+    rule (abs at 0): the lowered gradient equals the rule's wherever both are finite (at a
+    pole one may say inf where the other says NaN)."""
+    f = soj.op(name)
+    for inputs, params in _dense_samples(name):
+        floats = tuple(i for i, x in enumerate(inputs) if x.dtype.kind == "f")
+        if not floats or not so.get_op(name).differentiable:
+            continue
+        for k in (0, 3):
+            args = [jnp.asarray(kinks_like(x, 4 * i + k) if x.dtype.kind == "f" else x) for i, x in enumerate(inputs)]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                if _native(name, [np.asarray(a) for a in args], params).dtype.kind != "f":
+                    break
+                lowered = jax.grad(lambda *xs: jnp.sum(f(*xs, **params)), argnums=floats)(*args)
+                with _Ffi():
+                    rule = jax.grad(lambda *xs: jnp.sum(f(*xs, **params)), argnums=floats)(*args)
+            for a, b in zip(lowered, rule):
+                a, b = np.asarray(a), np.asarray(b)
+                both = np.isfinite(a) & np.isfinite(b)
+                np.testing.assert_allclose(a[both], b[both], rtol=1e-10, atol=1e-12,
+                                           err_msg=f"{name} {params} {[np.asarray(x).tolist() for x in args]}")
 
 
 def test_float32_and_integer_inputs_follow_the_ops_dtype_rules():

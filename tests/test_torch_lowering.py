@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 
 import sparse_ops as so  # noqa: E402
 import sparse_ops.torch as st  # noqa: E402
-from conftest import special_like  # noqa: E402
+from conftest import kinks_like, special_like  # noqa: E402
 from sparse_ops.torch import BridgeError, bridge, lowering  # noqa: E402
 
 
@@ -105,6 +105,36 @@ def test_each_lowered_gradient_equals_the_ops_gradient_rule(name):
         for a, b in zip(grads(), _kernels(grads)):
             np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-8, atol=1e-12,  # special functions: ~1e-9
                                        err_msg=f"{name} {params}")
+
+
+@pytest.mark.parametrize("name", lowering.names())
+def test_each_lowered_gradient_takes_the_rules_side_at_kinks(name):
+    """The op's samples refilled with kinks and ties (0, -0, equal values, halves:
+    ``conftest.kinks_like``), where torch's derivative may pick another side than the op's
+    rule: the lowered gradient equals the kernels' wherever both are finite."""
+    f = st.op(name)
+    if not so.get_op(name).differentiable:
+        return
+    for inputs, params in _dense_samples(name):
+        if not all(x.dtype.is_floating_point for x in inputs):
+            continue
+        for k in (0, 3):
+            xs = [torch.from_numpy(kinks_like(x.numpy(), 4 * i + k)).to(torch.float64) for i, x in enumerate(inputs)]
+            if not _kernels(f, *xs, **params).dtype.is_floating_point:
+                break
+
+            def grads():
+                leaves = [x.clone().requires_grad_(True) for x in xs]
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    f(*leaves, **params).sum().backward()
+                return [x.grad for x in leaves]
+
+            for a, b in zip(grads(), _kernels(grads)):
+                a, b = a.numpy(), b.numpy()
+                both = np.isfinite(a) & np.isfinite(b)
+                np.testing.assert_allclose(a[both], b[both], rtol=1e-8, atol=1e-12,
+                                           err_msg=f"{name} {params} {[x.tolist() for x in xs]}")
 
 
 def test_float16_and_integer_inputs_follow_the_ops_dtype_rules():

@@ -177,10 +177,11 @@ def _polygamma1(x: Any) -> Any:
     return jnp.where(x == jnp.inf, jnp.zeros((), x.dtype), jax.scipy.special.polygamma(1, x))
 
 
+_abs = _with_slope(jnp.abs, lambda x, y: jnp.sign(x))  # the rule's slope at 0 is 0 (JAX's abs takes 1 there)
 _relu = _with_slope(lambda x: jnp.maximum(x, jnp.zeros((), x.dtype)), lambda x, y: jnp.sign(y))
 
 _UNARY = {
-    "negative": jnp.negative, "abs": jnp.abs, "sign": jnp.sign, "square": jnp.square, "sqrt": jnp.sqrt,
+    "negative": jnp.negative, "abs": _abs, "sign": jnp.sign, "square": jnp.square, "sqrt": jnp.sqrt,
     "exp": jnp.exp, "log": jnp.log, "log1p": jnp.log1p, "tanh": jnp.tanh, "sigmoid": _sigmoid,
     "round": _round_half_away, "rint": jnp.rint, "fix": jnp.trunc, "floor": jnp.floor, "ceil": jnp.ceil,
     "trunc": jnp.trunc, "sin": jnp.sin, "cos": jnp.cos, "tan": jnp.tan, "arcsin": jnp.arcsin,
@@ -301,7 +302,12 @@ _TABLE["broadcast_power"] = _binary(jnp.power, integers_in_float=True)
 def _mod(inst: Any, spec: CallSpec, a: Any, b: Any) -> Any:
     a, b = _promoted(spec, a, b)
     zero = b == 0
-    return jnp.where(zero, jnp.zeros((), a.dtype), jnp.mod(a, jnp.where(zero, jnp.ones((), b.dtype), b)))
+    # 0 where b is 0, with the rule's slope 1 for a there too
+    by_zero = _zero_slope_one(a) if jnp.issubdtype(a.dtype, jnp.inexact) else jnp.zeros((), a.dtype)
+    return jnp.where(zero, by_zero, jnp.mod(a, jnp.where(zero, jnp.ones((), b.dtype), b)))
+
+
+_zero_slope_one = _with_slope(lambda x: jnp.zeros_like(x), lambda x, y: jnp.ones_like(x))  # 0 (inf and NaN too), derivative 1
 
 
 def _pick(lhs_wins: Callable[[Any, Any], Any], value: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
@@ -435,7 +441,7 @@ def _norm(inst: Any, spec: CallSpec, x: Any) -> Any:
     axes = inst.axes(x.ndim)
     v = x.astype(_acc(x.dtype))
     if inst.ord == 1:
-        return jnp.sum(jnp.abs(v), axis=axes, keepdims=inst.keepdims)
+        return jnp.sum(_abs(v), axis=axes, keepdims=inst.keepdims)
     return _l2(axes, inst.keepdims)(v.astype(_float_for(v.dtype)))  # integers: the kernels' float64 squares
 
 
