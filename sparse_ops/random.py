@@ -10,6 +10,7 @@ reproducible, if not the fastest (a device-side generator can replace it later).
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -257,6 +258,31 @@ class RandomRandint(_Sampler):
 _CATEGORY_DTYPES = frozenset(np.dtype(t) for t in ("int32", "int64", "float16", "float32", "float64"))
 
 
+def _check_probabilities(p: np.ndarray, dtype: np.dtype) -> None:
+    """Refuse distributions (rows of ``p``) with a negative, NaN or infinite probability, or
+    none above zero: nothing could be drawn from them right (a negative class was always
+    drawn). A sum away from 1 by more than NumPy's ``Generator.choice`` allows (the square
+    root of the dtype's epsilon, at least float64's) is drawn from as MXNet does (the rest
+    of a short sum goes to the last category, the categories past 1 of a long one are never
+    drawn), with a ``RuntimeWarning`` saying so: MXNet's own code passes such weights."""
+    bad = ~np.isfinite(p) | (p < 0)
+    if bad.any():
+        row = int(np.argmax(bad.any(axis=1)))
+        raise ValueError(f"multinomial: probabilities must be finite and non-negative; distribution {row} is "
+                         f"{p[row].tolist() if p.shape[1] <= 8 else p[row, :8].tolist() + ['...']}")
+    sums = p.sum(axis=1)
+    if (sums <= 0).any():
+        raise ValueError(f"multinomial: distribution {int(np.argmax(sums <= 0))} has no probability above zero")
+    tol = max(np.sqrt(np.finfo(np.float64).eps), np.sqrt(np.finfo(dtype).eps))
+    off = np.abs(sums - 1.0) > tol
+    if off.any():
+        row = int(np.argmax(off))
+        warnings.warn(f"multinomial: distribution {row} sums to {float(sums[row]):.6g}, not 1: drawn as MXNet draws "
+                      "(a short sum's rest goes to the last category; categories past 1 are never drawn); "
+                      "normalize the probabilities to draw from the distribution they weigh", RuntimeWarning,
+                      stacklevel=2)
+
+
 @register("_sample_multinomial")
 class SampleMultinomial(Op):
     """Draws from the categorical distributions whose probabilities are the last axis of
@@ -321,6 +347,7 @@ class SampleMultinomial(Op):
         host = np.asarray(data if xp is np else xp.asnumpy(data), dtype=np.float64)
         k = host.shape[-1]
         p = host.reshape(-1, k)
+        _check_probabilities(p, data.dtype)
         draws = int(np.prod(self.shape, dtype=np.int64))  # () is one draw; a 0 in shape, none
         u = ctx.rng.random((p.shape[0], draws))
         cdf = np.cumsum(p, axis=1)

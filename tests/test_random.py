@@ -1,5 +1,6 @@
 """Random numbers: seeding, per-thread generators, uniform and normal sampling."""
 import threading
+import warnings
 
 import numpy as np
 import pytest
@@ -157,3 +158,28 @@ def test_the_mxnet_face_rand_zipfian_and_contrib_autograd():
     grads, out = mx.contrib.autograd.grad_and_loss(lambda a: mx.nd.sum(a * a))(x)
     np.testing.assert_array_equal(grads[0].asnumpy(), [2.0, 4.0, 6.0])
     assert out.asscalar() == 14.0
+
+
+@pytest.mark.parametrize("probabilities,match", [
+    ([[0.5, -0.5]], "finite and non-negative; distribution 0"),
+    ([[0.2, 0.8], [np.nan, 0.5]], "finite and non-negative; distribution 1"),
+    ([[np.inf, 0.0]], "finite and non-negative"),
+    ([[0.5, 0.5], [0.0, 0.0]], "distribution 1 has no probability above zero")])
+def test_multinomial_refuses_what_is_no_distribution(probabilities, match):
+    """NumPy's Generator.choice and torch.multinomial refuse these; drawing from them gave
+    ids of no distribution (the negative class always drawn)."""
+    with pytest.raises(so.OperatorError, match=f"_sample_multinomial.*{match}"):
+        so.random.multinomial(so.array(np.array(probabilities, np.float32)), shape=4)
+
+
+def test_multinomial_weights_that_do_not_sum_to_one_are_drawn_as_mxnet_draws_them_with_a_warning():
+    """MXNet's own tests pass weights summing to 0.625: drawn as MXNet draws (the short
+    sum's rest to the last category), with a RuntimeWarning; rounding within NumPy's
+    tolerance is silent."""
+    with pytest.warns(RuntimeWarning, match="distribution 0 sums to 0.6, not 1"):
+        ids = so.random.multinomial(so.array(np.array([[0.3, 0.3]], np.float32)), shape=2000).asnumpy()
+    assert 0.25 < np.mean(ids == 0) < 0.35  # the rest, 0.4, went to category 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ok = so.random.multinomial(so.array(np.array([[0.1, 0.2, 0.7 + 1e-6]], np.float32)), shape=50).asnumpy()
+    assert ok.shape == (1, 50) and set(np.unique(ok)) <= {0, 1, 2}
