@@ -33,3 +33,9 @@ class StorageFallbackWarning(UserWarning):
 
 class OperatorError(SparseOpsError, RuntimeError):
     """An operator failed; the message names the operator (and its plugin, if any)."""
+
+
+class InvalidIndexError(OperatorError, IndexError):
+    """An index or id given to an operator is no index: NaN or infinite (a cast would make
+    it the dtype's minimum, which clipping turns into row 0), or outside what the operator
+    accepts."""

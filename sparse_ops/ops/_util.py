@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..dispatch import op_function
+from ..errors import InvalidIndexError
 from ..registry import subscribe
 from ..storage import _csr_row_ids, _result_index_dtype  # noqa: F401  (re-exported)
 
@@ -129,3 +130,18 @@ def sum_to_shape(g: Any, shape: tuple[int, ...]) -> Any:
 def float_math(dtype: np.dtype) -> Any:
     """The ufunc ``dtype=`` that computes integer inputs in float64 (None: the input's own loop)."""
     return np.float64 if dtype.kind in "iu" else None
+
+
+def int_ids(xp: Any, ids: Any, op: str, argument: str) -> Any:
+    """Indices or ids as integers: integer arrays as they are, floats truncated toward zero
+    (MXNet's cast). NaN and infinite floats are refused naming the op and the argument: a
+    cast would give the dtype's minimum, which clipping turned into row 0 without a word."""
+    if ids.dtype.kind in "iu":
+        return ids
+    if ids.dtype.kind == "f" and ids.size:
+        finite = xp.isfinite(ids)
+        if not bool(finite.all()):
+            bad = ids.ravel()[int(xp.argmin(finite.ravel()))].item()
+            raise InvalidIndexError(f"operator {op!r}: argument {argument!r} holds {bad}, which is no index "
+                                    "(float indices must be finite; they truncate toward zero)")
+    return ids.astype(np.int64)

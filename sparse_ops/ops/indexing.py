@@ -21,7 +21,7 @@ from ..sdk import capacity as cap
 from ..sdk import csr as sdk_csr
 from ..storage import cast_storage as _cast_storage
 from ..storage import densify_into
-from ._util import T
+from ._util import T, int_ids
 from .shape import _norm_axis, _prod
 
 _BOTH = ("cpu", "gpu")
@@ -267,7 +267,7 @@ class BackwardSlice(Op):
 def _take_positions(xp: Any, indices: Any, n: int, axis: int, mode: str) -> Any:
     """``indices`` as int64 positions in ``[0, n)`` under ``mode`` (floats truncate, as MXNet's
     cast does): clip into range, wrap around, or raise naming the first bad index."""
-    idx = indices.astype(np.int64)
+    idx = int_ids(xp, indices, "take", "indices").astype(np.int64)  # a copy: clipped or wrapped in place below
     if idx.size == 0:
         return idx
     if n == 0:

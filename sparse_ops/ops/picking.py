@@ -13,7 +13,7 @@ import numpy as np
 
 from ..creation import full
 from ..registry import Op, Param, kernel, register
-from ._util import T
+from ._util import T, int_ids
 from .shape import _norm_axis
 
 _BOTH = ("cpu", "gpu")
@@ -47,7 +47,7 @@ class Pick(Op):
         return [data]
 
     def _positions(self, xp, index, n: int):
-        idx = (xp.trunc(index) if index.dtype.kind == "f" else index).astype(np.int64)
+        idx = int_ids(xp, index, "pick", "index").astype(np.int64, copy=False)
         return xp.clip(idx, 0, max(n - 1, 0)) if self.mode == "clip" else xp.mod(idx, max(n, 1))
 
     @kernel(device=_BOTH)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..registry import Op, Param, kernel, register
+from ._util import int_ids
 from .shape import _norm_axis
 
 _BOTH = ("cpu", "gpu")
@@ -47,7 +48,7 @@ class OneHot(_Constant):
     @kernel(device=_BOTH)
     def dense(self, ctx, indices, output):
         xp = ctx.xp
-        idx = xp.trunc(indices).astype(np.int64) if indices.dtype.kind == "f" else indices.astype(np.int64)
+        idx = int_ids(xp, indices, "one_hot", "indices").astype(np.int64, copy=False)
         if self.depth == 0:  # indices.shape + (0,): nothing to write
             return
         output[...] = self.off_value

@@ -15,7 +15,7 @@ from ..registry import Op, Param, kernel, register
 from ..sdk import capacity as cap
 from ..storage import cast_storage as _cast_storage
 from ..storage import densify_into
-from ._util import T, index_dtype_for
+from ._util import T, index_dtype_for, int_ids
 
 _BOTH = ("cpu", "gpu")
 
@@ -130,11 +130,6 @@ class OnesLike(Op):
 
 
 # ---- retain ---------------------------------------------------------------------------------------------
-def _int_ids(ids: Any) -> Any:
-    """Row ids as integers (float ids truncate, as MXNet's cast does)."""
-    return ids if ids.dtype.kind in "iu" else ids.astype(np.int64)
-
-
 @register("retain")
 class Retain(Op):
     """MXNet's ``sparse.retain``: the rows of row_sparse ``data`` listed in ``indices``
@@ -169,13 +164,13 @@ class Retain(Op):
 
     @kernel(device=_BOTH, stypes=("row_sparse", "default"))
     def rsp(self, ctx, data, indices, out):
-        keep = ctx.xp.isin(data.indices, _int_ids(indices.data).ravel())
+        keep = ctx.xp.isin(data.indices, int_ids(ctx.xp, indices.data, "retain", "indices").ravel())
         ctx.set_row_sparse(out, data.data[keep], data.indices[keep])
 
     @kernel(device=_BOTH, stypes=("default", "default"))
     def dense(self, ctx, data, indices, out):
         xp = ctx.xp
-        ids = _int_ids(indices.data).ravel()
+        ids = int_ids(xp, indices.data, "retain", "indices").ravel()
         rows = xp.unique(ids[(ids >= 0) & (ids < data.shape[0])])
         rows = rows.astype(index_dtype_for(indices.data, shape=data.shape), copy=False)
         ctx.set_row_sparse(out, data.data[rows], rows)

@@ -164,6 +164,8 @@ def _row_ids(ids: Any, call: str, key: Any) -> np.ndarray:
         raise KVStoreError(f"{call}: key {key!r}: expected default storage type for row_sparse_pull "
                            f"row_ids, but detected storage type {ids.stype}")
     a = _dev.to_host(ids._data).ravel()
+    if a.dtype.kind == "f" and not np.isfinite(a).all():
+        raise KVStoreError(f"{call}: key {key!r}: row_ids holds {a[~np.isfinite(a)][0]}, which is no row id")
     if a.dtype.kind not in "iu":
         a = a.astype(np.int64)
     return np.unique(a)
