@@ -82,7 +82,7 @@ class Plan:
         """Run the planned kernel; returns every output (visible and hidden)."""
         device, mode = self.device, self.mode
         if self.mutated:
-            _check_updatable(self, inputs)
+            _check_updatable(self, inputs, out)
             for i in self.mutated:  # written in place: a recorded call that kept them sees it
                 x = inputs[i]
                 bump_version(x)
@@ -622,14 +622,35 @@ def _output_problem(plan: Plan, i: int, r: NDArray) -> tuple[str, str] | None:
     return problem
 
 
-def _check_updatable(plan: Plan, inputs: Sequence[NDArray]) -> None:
+def _check_updatable(plan: Plan, inputs: Sequence[NDArray], out: Any) -> None:
     """Refuse an input the op updates in place (its ``mutate``) whose memory is read-only
-    (a NumPy view of a JAX array or of a file mapped read-only), before a kernel fails on it."""
+    (a NumPy view of a JAX array or of a file mapped read-only), before a kernel fails on it;
+    and two arrays the call writes (updated inputs, ``out=``) sharing memory: one update
+    would overwrite the other (``adam_update(w, g, m, m)``, or ``out=`` a state)."""
+    written = []
     for i in plan.mutated:
         flags = getattr(inputs[i]._data, "flags", None)
         if flags is not None and not getattr(flags, "writeable", True):
             raise OperatorError(f"{plan.opdef.label} updates input {i} ({plan.opdef.arguments[i]!r}) in place, "
                                 "but its values are read-only; pass a writable copy (e.g. its .copy())")
+        written.append((repr(plan.opdef.arguments[i]), inputs[i]._data))
+    outs = out if isinstance(out, (list, tuple)) else [] if out is None else [out]
+    written += [("out=" if len(outs) == 1 else f"out[{k}]", o._data) for k, o in enumerate(outs)
+                if isinstance(o, NDArray)]
+    for a in range(len(written)):
+        for b in range(a + 1, len(written)):
+            if _may_share(written[a][1], written[b][1]):
+                raise OperatorError(f"{plan.opdef.label} writes {written[a][0]} and {written[b][0]}, which share "
+                                    "memory: one update would overwrite the other; pass separate arrays")
+
+
+def _may_share(a: Any, b: Any) -> bool:
+    """Whether two arrays may overlap in memory (NumPy's bounds test; for other array
+    modules, the same buffer)."""
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        return np.may_share_memory(a, b)
+    ptr = getattr(getattr(a, "data", None), "ptr", None)
+    return a is b or (ptr is not None and ptr == getattr(getattr(b, "data", None), "ptr", None))
 
 
 def _check_returned(plan: Plan, ret: Any, results: list[NDArray]) -> None:

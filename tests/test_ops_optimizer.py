@@ -443,3 +443,22 @@ def test_group_adagrad_optimizer_of_the_mxnet_face_matches_its_python_form():
     assert isinstance(mx.optimizer.create("groupadagrad"), mx.optimizer.contrib.GroupAdaGrad)
     with pytest.raises(mx.base.MXNetError, match="weight decay is not supported"):
         mx.optimizer.contrib.GroupAdaGrad(wd=0.1).update(0, weight, mx.nd.array(g), state)
+
+
+def test_states_and_out_that_share_memory_are_refused_before_anything_is_written():
+    """Two arrays an update writes (its states, out=) sharing memory would lose one update
+    without a word: refused naming both, the arrays left as they were; out= the weight
+    (the usual form) is fine."""
+    w = so.array(np.ones((2, 2), np.float32))
+    g = so.array(np.full((2, 2), 0.5, np.float32))
+    m, v = so.zeros((2, 2)), so.zeros((2, 2))
+    for call, names in [(lambda: so.adam_update(w, g, m, m, lr=0.1), "'mean' and 'var'"),
+                        (lambda: so.adam_update(w, g, m, v, lr=0.1, out=m), "'mean' and out="),
+                        (lambda: so.sgd_mom_update(w, g, m, lr=0.1, momentum=0.9, out=m), "'mom' and out="),
+                        (lambda: so.adam_update(w, g, m, so.NDArray(m._data.T, m.device), lr=0.1), "share memory")]:
+        with pytest.raises(so.OperatorError, match=names):
+            call()
+        np.testing.assert_array_equal(m.asnumpy(), 0)
+        np.testing.assert_array_equal(w.asnumpy(), 1)
+    so.adam_update(w, g, m, v, lr=0.1, out=w)
+    assert (w.asnumpy() < 1).all() and (m.asnumpy() != 0).all() and (v.asnumpy() != 0).all()
