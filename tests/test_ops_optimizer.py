@@ -283,8 +283,8 @@ def test_lazy_update_over_many_row_blocks(row_kernels, name, clip, rng):
 
 
 def test_ftrl_row_sparse_update_keeps_nan_as_the_dense_rule_does():
-    """A NaN in a stored row of the gradient (or in lr) gives NaN weights on the lazy
-    row_sparse path as on the dense one, not 0 (which would hide the divergence)."""
+    """A NaN in a stored row of the gradient gives NaN weights on the lazy row_sparse path
+    as on the dense one, not 0 (which would hide the divergence); a NaN lr is refused."""
     w = np.array([[1., 2.], [3., 4.]])
     g = np.array([[0., 0.], [np.nan, 1.]])
 
@@ -297,7 +297,8 @@ def test_ftrl_row_sparse_update_keeps_nan_as_the_dense_rule_does():
     np.testing.assert_array_equal(rows[1], dense[1])  # [nan, 1.9495...]
     assert np.isnan(rows[1, 0])
     ok = so.row_sparse_array((np.array([[0.5, 1.]]), np.array([1])), shape=(2, 2))
-    assert np.isnan(so.ftrl_update(so.array(w), ok, *states(), lr=float("nan")).asnumpy()[1]).all()
+    with pytest.raises(ParameterError, match="ftrl_update.*lr must be finite, got nan"):
+        so.ftrl_update(so.array(w), ok, *states(), lr=float("nan"))
 
 
 def test_ftml_with_lr_zero_divides_as_ieee():
@@ -462,3 +463,23 @@ def test_states_and_out_that_share_memory_are_refused_before_anything_is_written
         np.testing.assert_array_equal(w.asnumpy(), 1)
     so.adam_update(w, g, m, v, lr=0.1, out=w)
     assert (w.asnumpy() < 1).all() and (m.asnumpy() != 0).all() and (v.asnumpy() != 0).all()
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda w, g, z: so.adam_update(w, g, z, z.copy(), lr=0.1, beta1=1.5), "adam_update.*beta1 must be in \\[0, 1\\)"),
+    (lambda w, g, z: so.adam_update(w, g, z, z.copy(), lr=0.1, beta2=1.0), "beta2 must be in \\[0, 1\\), got 1.0"),
+    (lambda w, g, z: so.adam_update(w, g, z, z.copy(), lr=0.1, epsilon=-1.0), "epsilon must be finite and non-neg"),
+    (lambda w, g, z: so.rmsprop_update(w, g, z, lr=0.1, gamma1=2.0), "rmsprop_update.*gamma1"),
+    (lambda w, g, z: so.ops.lamb_update_phase1(w, g, z, z.copy(), t=0, wd=0.0), "t \\(the update's number\\)"),
+    (lambda w, g, z: so.ops.ftml_update(w, g, z, z.copy(), z.copy(), lr=0.1, t=0), "ftml_update.*at least 1"),
+    (lambda w, g, z: so.sgd_update(w, g, lr=float("inf")), "sgd_update.*lr must be finite"),
+    (lambda w, g, z: so.sgd_mom_update(w, g, z, lr=0.1, momentum=float("nan")), "momentum must be finite")])
+def test_hyperparameters_out_of_range_are_refused_by_name(call, message):
+    """As torch.optim and MXNet's optimizer classes refuse them: a decay of 1 or more, a
+    negative epsilon, t = 0 (bias corrections divide by zero), a non-finite rate: each gave
+    NaN or diverging weights without a word. The arrays are left as they were."""
+    w, g, z = so.array(np.ones((2, 2), np.float32)), so.ones((2, 2)), so.zeros((2, 2))
+    with pytest.raises(ParameterError, match=message):
+        call(w, g, z)
+    np.testing.assert_array_equal(w.asnumpy(), 1)
+    np.testing.assert_array_equal(z.asnumpy(), 0)

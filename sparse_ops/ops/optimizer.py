@@ -119,6 +119,33 @@ def _on_rows(xp: Any, x: Any, rows: Any) -> Any:
     return values
 
 
+# the hyperparameters an update checks, by name: finite ones, decays in [0, 1) (1 never
+# forgets; above it the state grows without bound), non-negative epsilons, and update
+# numbers t from 1 (bias corrections divide by 1 - beta ** t, zero at t = 0); torch.optim
+# and MXNet's optimizer classes refuse the same, each update op by itself did not
+_FINITE = ("lr", "wd", "momentum", "eta", "lamda1", "beta", "wd_lh")
+_DECAYS = ("beta1", "beta2", "gamma1", "gamma2")
+
+
+def check_hyperparameters(op: Op) -> None:
+    """Raise ValueError for a hyperparameter of ``op`` out of its range (see above)."""
+    for name in _FINITE:
+        v = getattr(op, name, None)
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ValueError(f"{name} must be finite, got {v}")
+    for name in _DECAYS:
+        v = getattr(op, name, None)
+        if isinstance(v, float) and not 0.0 <= v < 1.0:
+            raise ValueError(f"{name} must be in [0, 1), got {v}")
+    eps = getattr(op, "epsilon", None)
+    if isinstance(eps, float) and not (eps >= 0.0 and math.isfinite(eps)):
+        raise ValueError(f"epsilon must be finite and non-negative, got {eps}")
+    t = getattr(op, "t", None)
+    if isinstance(t, int) and t < 1:
+        raise ValueError(f"t (the update's number) must be at least 1, got {t}: the bias corrections divide by "
+                         "1 - beta ** t")
+
+
 class _Update(Op):
     """Shared rules and kernels. Subclasses give ``rows`` (the vectorised formula, for dense
     arrays and for gathered rows), ``numba_rows`` (the lazy cpu kernel) and register
@@ -133,6 +160,8 @@ class _Update(Op):
     lazy_update = True  # overridden by a Param where the op has one
     # the new weight and states store the union of the weight's, the gradient's and the states' rows
     capacity = cap.sum_of()
+
+    check_params = check_hyperparameters
 
     # ---- rules --------------------------------------------------------------------------------
     def infer_shape(self, weight, *others):
@@ -768,6 +797,7 @@ class _AdamW(Op):
     out_may_alias = True  # out=weight, value by value
     differentiable = False
     capacity = cap.sum_of()  # a sparse weight or state (the storage fallback writes them back): their rows
+    check_params = check_hyperparameters
     lr = _lr()
     eta = Param(float, doc="the learning rate schedule's multiplier of the whole step")
     beta1 = Param(float, 0.9, "decay of the first moment")
@@ -898,6 +928,7 @@ class GroupAdagradUpdate(Op):
     differentiable = False
     capacity = cap.sum_of()  # a row_sparse weight and history: the union of the stored rows
     arguments = ("weight", "grad", "history")
+    check_params = check_hyperparameters
     mutate = ("history",)
     lr = _lr()
     rescale_grad, clip_gradient = _rescale(), _clip_gradient()
