@@ -117,6 +117,30 @@ def test_a_marked_parameter_gets_a_coalesced_sparse_coo_gradient_and_unmarking_u
     np.testing.assert_allclose(w.grad.numpy(), ref, rtol=1e-12)
 
 
+@pytest.mark.parametrize("wrap", ["checkpoint", "save_on_cpu", "saved_tensors_hooks"])
+def test_the_mark_holds_when_saved_tensors_come_back_as_other_objects(wrap):
+    """torch.utils.checkpoint (non-reentrant) and saved-tensor hooks hand the backward other
+    tensor objects than the marked leaf (not leaves, without the mark): the call's forward
+    decides, so the gradient stays sparse COO and SparseAdam takes it."""
+    import contextlib
+
+    from torch.utils.checkpoint import checkpoint
+
+    m = _bags(seed=6)
+    bags = st.to_torch(so.csr_matrix(m))
+    w = st.sparse_grad(torch.nn.Parameter(_seeded(12, 4)))
+    hooks = {"save_on_cpu": lambda: torch.autograd.graph.save_on_cpu(),
+             "saved_tensors_hooks": lambda: torch.autograd.graph.saved_tensors_hooks(lambda t: t.clone(),
+                                                                                     lambda t: t.clone())}
+    with hooks.get(wrap, contextlib.nullcontext)():
+        y = checkpoint(lambda v: st.ops.embedding_bag(bags, v), w, use_reentrant=False) if wrap == "checkpoint" \
+            else st.ops.embedding_bag(bags, w)
+        y.pow(2).sum().backward()
+    assert w.grad.layout == torch.sparse_coo and w.grad.is_coalesced()
+    np.testing.assert_allclose(w.grad.to_dense().numpy(), m.T @ (2 * (m @ w.detach().numpy())), rtol=1e-12)
+    torch.optim.SparseAdam([w], lr=0.1).step()
+
+
 def test_a_marked_parameter_of_a_dense_gradient_rule_gets_its_nonzero_rows():
     """dot(dense x, w): the rule's gradient is dense; a marked w gets it as sparse COO of its
     rows with a nonzero (x has a column of zeros: that row of w's gradient is absent)."""

@@ -562,7 +562,7 @@ class EagerAutograd(torch.autograd.Function):
     def forward(ctx: Any, call: HostCall, plan: Any, arrays: list, *tensors: torch.Tensor) -> torch.Tensor:
         y = plan.arrays(arrays, call.training)
         out = torch.from_numpy(y)
-        ctx.call, ctx.arrays = call, (*arrays, y)
+        ctx.call, ctx.arrays, ctx.marks = call, (*arrays, y), leaf_marks(tensors)
         ctx.save_for_backward(*tensors, out)
         if call.ov.opdef.constant:
             ctx.mark_non_differentiable(out)
@@ -578,7 +578,8 @@ class EagerAutograd(torch.autograd.Function):
         if any(needs):
             arrays = ctx.arrays
             kept = (call.inst, [NDArray(a, _CPU) for a in arrays[:n]], [NDArray(arrays[n], _CPU)])
-            gradients(call.ov, [*saved[:n], call.ptext], [saved[n]], (grad,), needs, range(n), result, kept)
+            gradients(call.ov, [*saved[:n], call.ptext], [saved[n]], (grad,), needs, range(n), result, kept,
+                      ctx.marks)
         return (None, None, None, *result[:n])
 
 
@@ -666,7 +667,7 @@ class HostAutograd(torch.autograd.Function):
             saved = ctx.saved_tensors
             it = iter(saved[:ctx.ntensors])
             args = [next(it) if a is None else a for a in ctx.args]
-            gradients(ov, args, list(saved[ctx.ntensors:]), grads, needs, slots, result, ctx.kept)
+            gradients(ov, args, list(saved[ctx.ntensors:]), grads, needs, slots, result, ctx.kept, ctx.marks)
         return (None,) * 6 + tuple(result[:ov.nparts_in])
 
 
@@ -946,6 +947,7 @@ def _make_setup(ov: Overload) -> Callable:
         tensors = [a for a in inputs if isinstance(a, torch.Tensor)]
         ctx.ntensors = len(tensors)
         ctx.args = [None if isinstance(a, torch.Tensor) else a for a in inputs]
+        ctx.marks = leaf_marks(inputs)
         ctx.save_for_backward(*tensors, *outs)
 
     return setup_context
@@ -1007,18 +1009,30 @@ def op_asks_sparse_grad(opdef: registry.OpDef, inst: registry.Op) -> bool:
     return "sparse_grad" in opdef.params and bool(getattr(inst, "sparse_grad", False))
 
 
+LEAF, MARKED_LEAF = 1, 2  # what ``leaf_marks`` records of a call's argument (0: anything else)
+
+
+def leaf_marks(args: Sequence[Any]) -> tuple[int, ...]:
+    """For each argument of a call, as its forward sees it: ``MARKED_LEAF`` for a leaf tensor
+    marked ``sparse_grad``, ``LEAF`` for another leaf, 0 otherwise. Kept for the backward,
+    which may see other tensor objects (unpacked by ``torch.utils.checkpoint`` or saved-
+    tensor hooks: not leaves, without the mark)."""
+    return tuple((MARKED_LEAF if getattr(a, _MARK, False) else LEAF) if isinstance(a, torch.Tensor) and a.is_leaf
+                 else 0 for a in args)
+
+
 def wants_sparse(ov: Overload, inst: registry.Op, options: CallOptions, args: Sequence[Any],
-                 slots: Sequence[int], needs: Sequence[bool]) -> list[bool]:
+                 slots: Sequence[int], needs: Sequence[bool], marks: Sequence[int] | None = None) -> list[bool]:
     """For each input of an eager call, whether its gradient goes to torch as sparse COO: a
     dense leaf with a dimension that ``needs`` one, marked (``sparse_grad``), named by
-    ``@sparse_grad`` or asked for by the op's ``sparse_grad`` parameter."""
+    ``@sparse_grad`` or asked for by the op's ``sparse_grad`` parameter. ``marks``: the
+    arguments' ``leaf_marks`` from the forward (else read off ``args`` now)."""
     asks = op_asks_sparse_grad(ov.opdef, inst)
+    marks = leaf_marks(args) if marks is None else marks
     out = [False] * len(slots)
     for i, (st, s) in enumerate(zip(ov.in_stypes, slots)):
-        if needs[i] and st == "default":
-            a = args[s]
-            out[i] = bool((asks or i in options.sparse_grad or getattr(a, _MARK, False))
-                          and a.is_leaf and a.dim() >= 1)
+        if needs[i] and st == "default" and marks[s] and args[s].dim() >= 1:
+            out[i] = bool(asks or i in options.sparse_grad or marks[s] == MARKED_LEAF)
     return out
 
 
@@ -1092,13 +1106,13 @@ def _make_backward(ov: Overload) -> Callable:
         saved = ctx.saved_tensors
         it = iter(saved[:ctx.ntensors])
         args = [next(it) if a is None else a for a in ctx.args]
-        return gradients(ov, args, list(saved[ctx.ntensors:]), grads, needs, slots, result)
+        return gradients(ov, args, list(saved[ctx.ntensors:]), grads, needs, slots, result, None, ctx.marks)
 
     return backward
 
 
 def gradients(ov: Overload, args: list, outs: list, grads: Sequence[Any], needs: list[bool], slots: Sequence[int],
-              result: list, kept: tuple | None = None) -> tuple:
+              result: list, kept: tuple | None = None, marks: Sequence[int] | None = None) -> tuple:
     """The gradients of a call of ``ov`` (its component arguments ``args``, parameter string
     included, and outputs ``outs``; ``grads`` the outputs' gradients), written into
     ``result`` at the inputs' argument positions ``slots`` where ``needs`` says: the
@@ -1106,7 +1120,7 @@ def gradients(ov: Overload, args: list, outs: list, grads: Sequence[Any], needs:
     ``create_graph=True``, else the op's gradient rule on zero-copy views of the tensors.
     ``kept``: (op instance, input containers, output containers) of a host call that kept
     them from its forward (``EagerAutograd``, ``HostAutograd``), so they are not made
-    again."""
+    again; ``marks``: the arguments' ``leaf_marks`` as the forward saw them."""
     nparts = ov.nparts_in
     params = args[nparts] if len(args) > nparts else ""
     saved = [a for a in args[:nparts] if isinstance(a, torch.Tensor)] + list(outs)
@@ -1134,7 +1148,7 @@ def gradients(ov: Overload, args: list, outs: list, grads: Sequence[Any], needs:
                              and g.layout is torch.strided and g.is_cpu else _grad_array(ov, j, g, o))
             gk += PARTS[st]
         gs = run_gradient(ov, inst, inputs, out_arrays, out_grads, needs)
-    sparse = wants_sparse(ov, inst, call_options(params), args, slots, needs)
+    sparse = wants_sparse(ov, inst, call_options(params), args, slots, needs, marks)
     return _torch_gradients(gs, inputs, args, slots, needs, sparse, result)
 
 
