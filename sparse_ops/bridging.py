@@ -230,14 +230,27 @@ SCALAR_OPERATORS: dict[str, Callable[[Any, Any], Any]] = {
 }
 
 
+class _Switch(threading.local):
+    off = False  # each thread's own, off until it switches (a class default: no failed look-up per call)
+
+
 class LoweringTable(dict):
     """op name -> the function expressing that built-in op in a framework's own operations
     (``sparse_ops.torch.lowering``, ``sparse_ops.jax.lowering``), with the switch that sends
-    every call back to the op's kernels (``off``), for comparisons."""
+    every call back to the op's kernels (``off``), for comparisons. The switch is the calling
+    thread's: threads switching it in overlapping ``with`` blocks leave each other's alone."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.off = False
+        self._thread = _Switch()
+
+    @property
+    def off(self) -> bool:
+        return self._thread.off
+
+    @off.setter
+    def off(self, value: bool) -> None:
+        self._thread.off = value
 
     def lowers(self, *names: str) -> Callable[[Callable], Callable]:
         """Register the decorated function as the lowering of the built-in ops ``names``."""
@@ -252,8 +265,9 @@ class LoweringTable(dict):
         return sorted(self)
 
     def disabled(self, flag: bool = True) -> "Switched":
-        """Send every call to the op's kernels (``True``) or lower the dense built-ins again
-        (``False``), from now on; as ``with lowering.disabled(): ...``, only inside the block."""
+        """Send every call of this thread to the op's kernels (``True``) or lower the dense
+        built-ins again (``False``), from now on; as ``with lowering.disabled(): ...``, only
+        inside the block."""
         previous, self.off = self.off, bool(flag)
         return Switched(self, previous)
 

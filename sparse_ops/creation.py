@@ -249,8 +249,13 @@ def full(shape: Any, val: Any, stype: str = "default", dtype: Any = "float32",
         return zeros(shape, stype=stype, dtype=dtype, device=device)
     shape = normalize_shape(shape)
     dev = _dev.as_device(device)
+    dt = value_dtype(dtype)
     with _dev.allocating_on(dev):
-        dense = NDArray(dev.xp.full(shape, val, dtype=value_dtype(dtype)), dev)
+        try:
+            values = dev.xp.full(shape, val, dtype=dt)
+        except OverflowError:
+            raise ValueError(f"full: the value {val!r} does not fit dtype {dt.name}") from None
+        dense = NDArray(values, dev)
     return dense if stype == "default" else dense.tostype(stype)
 
 

@@ -358,3 +358,9 @@ def test_numpy_operands_defer_to_the_containers_operators():
     np.testing.assert_array_equal(x > np.array([1, 1, 5]), [False, True, False])
     np.testing.assert_array_equal((x * True).asnumpy(), x.asnumpy())
     np.testing.assert_array_equal((x + np.bool_(False)).asnumpy(), x.asnumpy())
+
+
+def test_full_with_a_value_its_dtype_cannot_hold_says_so():
+    with pytest.raises(ValueError, match="full: the value 1099511627776 does not fit dtype int32"):
+        so.full((2,), 2**40, dtype="int32")
+    np.testing.assert_array_equal(so.full((2,), 7, dtype="int32").asnumpy(), [7, 7])

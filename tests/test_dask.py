@@ -508,3 +508,10 @@ def test_from_npz_reads_other_byte_orders(tmp_path):
     x = sd.from_npz([tmp_path / "b0.npy"])
     assert x.dtype == np.float32
     np.testing.assert_array_equal(x.compute().asnumpy(), values)
+
+
+@pytest.mark.parametrize("nblocks", [0, -1])
+def test_from_array_refuses_fewer_than_one_block(nblocks):
+    """nblocks=0 was taken as one block (the default) without a word."""
+    with pytest.raises(ValueError, match=f"need at least one block, got {nblocks}"):
+        sd.from_array(np.ones((4, 2)), nblocks=nblocks)

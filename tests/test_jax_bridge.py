@@ -237,3 +237,10 @@ def test_an_op_registered_later_is_bridged(isolated):
             np.multiply(x, 3, out=out)
 
     np.testing.assert_array_equal(np.asarray(jax.jit(soj.ops.jax_bridge_twice)(jnp.arange(3.0))), [0, 3, 6])
+
+
+def test_a_call_with_too_few_or_too_many_arrays_names_the_inputs():
+    with pytest.raises(JaxBridgeError, match=r"elemwise_add takes 2 array input\(s\) \(lhs, rhs\), got 1; parameters"):
+        soj.ops.elemwise_add(jnp.ones(3))
+    with pytest.raises(JaxBridgeError, match=r"relu takes 1 array input\(s\) \(data\), got 2"):
+        soj.ops.relu(jnp.ones(3), jnp.ones(3))

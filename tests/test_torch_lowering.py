@@ -310,3 +310,44 @@ def test_the_signature_cache_is_bounded_and_explain_says_what_runs():
         assert st.explain("relu", torch.ones(3))["eager"].startswith("the op's kernels")
     finally:
         lowering.disabled(False)
+
+
+def test_the_switch_is_each_threads_own():
+    """Two threads in overlapping ``with lowering.disabled()`` blocks: each sees its own
+    switch (the blocks ended in another order than they began left lowering off for good)."""
+    import threading
+
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+    seen = {}
+
+    def first():
+        with lowering.disabled():
+            first_in.set()
+            second_in.wait(10)
+            seen["first inside"] = lowering.disabled.__self__.off
+        first_out.set()
+
+    def second():
+        first_in.wait(10)
+        with lowering.disabled():
+            second_in.set()
+            first_out.wait(10)
+            seen["second inside"] = lowering.disabled.__self__.off
+        seen["second after"] = lowering.disabled.__self__.off
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    [t.start() for t in threads]
+    [t.join(30) for t in threads]
+    assert seen == {"first inside": True, "second inside": True, "second after": False}
+    assert not lowering.disabled.__self__.off
+    x = torch.randn(3)
+    st.ops.relu(x)
+    assert _was_lowered("relu")
+
+
+def test_a_lowered_cast_to_the_same_dtype_is_a_new_tensor_as_the_kernels_give():
+    x = torch.ones(3)
+    y = st.ops.cast(x, dtype="float32")
+    assert _was_lowered("cast") and y.data_ptr() != x.data_ptr()
+    y += 1  # the input stays as it was
+    assert torch.equal(x, torch.ones(3))

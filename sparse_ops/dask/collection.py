@@ -221,7 +221,7 @@ def from_array(x: Any, nblocks: int | None = None, row_splits: Sequence[int] | N
         raise ValueError("a 0-d array has no rows to cut")
     n = x.shape[0]
     if row_splits is None:
-        row_splits = even_splits(n, nblocks or 1)
+        row_splits = even_splits(n, 1 if nblocks is None else nblocks)  # nblocks=0 is refused, not taken as 1
     elif nblocks is not None and nblocks != len(row_splits) - 1:
         raise ValueError(f"nblocks={nblocks} but row_splits has {len(row_splits) - 1} blocks")
     splits = tuple(int(v) for v in row_splits)

@@ -389,6 +389,9 @@ class BridgedOp:
         ``JaxBridgeError`` naming the op and the result, unless ``need_capacity`` is False
         (``explain``, which shows it)."""
         label = f"sparse_ops.jax.ops.{self.opdef.name}"
+        if not self.opdef.variadic and len(args) != len(self.opdef.arguments):
+            raise JaxBridgeError(f"{label} takes {len(self.opdef.arguments)} array input(s) "
+                                 f"({', '.join(self.opdef.arguments)}), got {len(args)}; parameters go by keyword")
         max_nnz = params.pop("max_nnz", None)
         if max_nnz is not None and (not isinstance(max_nnz, (int, np.integer)) or max_nnz < 0):
             raise JaxBridgeError(f"{label}: max_nnz must be a non-negative int, got {max_nnz!r}")

@@ -147,7 +147,7 @@ for _name, _fn in _INTEGER_AS_IS.items():
     _TABLE[_name] = _unary(_fn, True)
 # BlockGrad is declared differentiable = False: the bridge detaches its result
 _TABLE["identity"] = _TABLE["BlockGrad"] = lambda inst, dtype, in_dtypes: torch.clone
-_TABLE["cast"] = lambda inst, dtype, in_dtypes: lambda x: x.to(dtype)
+_TABLE["cast"] = lambda inst, dtype, in_dtypes: lambda x: x.to(dtype, copy=True)  # a new array, as the kernel
 _TABLE["logical_not"] = lambda inst, dtype, in_dtypes: lambda x: x == 0
 
 
