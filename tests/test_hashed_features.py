@@ -6,6 +6,7 @@ loosely with tracemalloc (the old code allocated arrays of length n_cols there).
 from __future__ import annotations
 
 import tracemalloc
+import warnings
 
 import numpy as np
 import pytest
@@ -418,3 +419,23 @@ def test_simulated_gpu_hashed_products_follow_nnz():
     env = dict(os.environ, SPARSE_OPS_CUDA_SIM="1")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 0 and "ok" in result.stdout, result.stderr
+
+
+@pytest.mark.parametrize("mode", ["clip", "wrap", "raise"])
+def test_take_reads_a_hashed_table_at_its_stored_rows(mode):
+    """take from a row_sparse table of 2**26 rows (a few stored) by its storage-aware kernel:
+    densifying it would take 4 GiB; rows it does not store read as zeros."""
+    rng = np.random.default_rng(3)
+    vocab, k = 1 << 26, 16
+    rows = np.sort(rng.choice(vocab, 30, replace=False))
+    values = rng.standard_normal((30, k)).astype(np.float32)
+    table = so.row_sparse_array((values, rows), shape=(vocab, k))
+    ids = so.array(np.array([[rows[3], 5], [rows[29], rows[3]]]))
+    assert so.explain("take", table, ids, mode=mode)["kernel"] == "Take.row_sparse"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no storage fallback
+        got = so.take(table, ids, mode=mode).asnumpy()
+    assert got.shape == (2, 2, k)
+    np.testing.assert_array_equal(got[0, 0], values[3])
+    np.testing.assert_array_equal(got[0, 1], 0)
+    np.testing.assert_array_equal(got[1], values[[29, 3]])

@@ -303,7 +303,8 @@ class _TakeParams(Op):
 class Take(_TakeParams):
     """Entries of ``a`` at ``indices`` along ``axis``; the output's shape is
     ``a.shape[:axis] + indices.shape + a.shape[axis+1:]``. As in MXNet 1.9, rows of a csr
-    (``axis=0``, ``mode`` clip or wrap, 1-d indices) give a csr; everything else is dense."""
+    (``axis=0``, ``mode`` clip or wrap, 1-d indices) give a csr; everything else is dense
+    (a row_sparse ``a`` read at its stored rows, a hashed table never densified)."""
 
     arguments = ("a", "indices")
     # a csr result has one row per index, each at most as long as a's longest row
@@ -350,6 +351,25 @@ class Take(_TakeParams):
         new_ptr, new_indices, new_data = sdk_csr.take_rows(ctx, indptr, a.indices, values, rows)
         ctx.set_csr(out, new_data.view(a.data.dtype), new_indices, new_ptr)
 
+    @kernel(device=_BOTH, stypes=("row_sparse", "default"))
+    def row_sparse(self, ctx, a, indices, out):
+        """Rows (or columns) of a row_sparse array read where they are stored: a hashed
+        table's few rows, never the table densified; rows it does not store are zero."""
+        xp, o = ctx.xp, out.data
+        ax = _norm_axis(self.axis, a.ndim)
+        idx = _take_positions(xp, indices.data, a.shape[ax], ax, self.mode)
+        stored, values = a.indices, a.data
+        o[...] = 0
+        if ax != 0:  # each stored row's entries taken along ax, into its row of the result
+            o[stored] = xp.take(values, idx, axis=ax)
+            return
+        if not stored.shape[0] or not idx.size:
+            return
+        flat = idx.reshape(-1)
+        pos = xp.minimum(xp.searchsorted(stored, flat), stored.shape[0] - 1)
+        found = stored[pos] == flat
+        o.reshape((flat.shape[0],) + tuple(a.shape[1:]))[found] = values[pos[found]]
+
     @kernel(device=_BOTH)
     def dense(self, ctx, a, indices, out):
         self._take_dense(ctx.xp, a, indices, out)
@@ -373,7 +393,9 @@ class Take(_TakeParams):
 
         a = _samples.array((4, 3))
         c = _samples.array((4, 3), stype="csr")
-        return [[a, _samples.ints([0, 2, 2])], ([a, _samples.ints([[1, 0], [2, 1]])], {"axis": 1}),
+        r = _samples.array((5, 3), stype="row_sparse", seed=4)
+        return [[r, _samples.ints([[0, 4], [2, 2]])], ([r, _samples.ints([2, 0])], {"axis": 1}),
+                [a, _samples.ints([0, 2, 2])], ([a, _samples.ints([[1, 0], [2, 1]])], {"axis": 1}),
                 ([a, _samples.ints([5, -1, 3])], {"mode": "wrap"}), [a, _samples.ints([7, 1])],
                 [c, _samples.ints([3, 0, 3, 9])], ([c, _samples.ints([5, -1])], {"mode": "wrap"}),
                 ([c, _samples.ints([1, 2])], {"axis": 1})]
