@@ -443,3 +443,10 @@ def test_upstream_operator_corners():
     np.testing.assert_allclose(mx.nd.Activation(mx.nd.array(v), act_type="softsign").asnumpy(), v / (1 + np.abs(v)))
     with pytest.raises(mx.base.MXNetError, match="shape mismatch"):
         mx.nd.ones((2, 3)).copyto(mx.nd.zeros((3, 2)))
+
+
+def test_exponential_refuses_a_negative_scale_in_its_own_terms():
+    """The face's scale, not the op's rate lam (which the user never passed)."""
+    with pytest.raises(mx.base.MXNetError, match=r"exponential\(\): scale must be non-negative, got -1"):
+        mx.nd.random.exponential(scale=-1)
+    np.testing.assert_array_equal(mx.nd.random.exponential(scale=0, shape=(3,)).asnumpy(), 0)

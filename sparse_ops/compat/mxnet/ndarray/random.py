@@ -79,8 +79,15 @@ def _sampler(mx_name: str, op_name: str, names: tuple, defaults: tuple, transfor
 
 
 gamma = _sampler("gamma", "_random_gamma", ("alpha", "beta"), (1, 1))
-exponential = _sampler("exponential", "_random_exponential", ("scale",), (1,),
-                       lambda v: {"lam": 1.0 / v["scale"] if v["scale"] else float("inf")})
+def _rate(values: dict) -> dict:
+    """``_random_exponential``'s rate from MXNet's ``scale``, refused in the caller's terms
+    (the op would name its own ``lam``)."""
+    if not values["scale"] >= 0:
+        raise MXNetArgumentError(f"exponential(): scale must be non-negative, got {values['scale']}")
+    return {"lam": 1.0 / values["scale"] if values["scale"] else float("inf")}  # scale 0: zeros, as NumPy
+
+
+exponential = _sampler("exponential", "_random_exponential", ("scale",), (1,), _rate)
 poisson = _sampler("poisson", "_random_poisson", ("lam",), (1,))
 negative_binomial = _sampler("negative_binomial", "_random_negative_binomial", ("k", "p"), (1, 1))
 generalized_negative_binomial = _sampler("generalized_negative_binomial", "_random_generalized_negative_binomial",
