@@ -307,7 +307,8 @@ def _mod(inst: Any, spec: CallSpec, a: Any, b: Any) -> Any:
     return jnp.where(zero, by_zero, jnp.mod(a, jnp.where(zero, jnp.ones((), b.dtype), b)))
 
 
-_zero_slope_one = _with_slope(lambda x: jnp.zeros_like(x), lambda x, y: jnp.ones_like(x))  # 0 (inf and NaN too), derivative 1
+# 0 (for inf and NaN too), with derivative 1
+_zero_slope_one = _with_slope(lambda x: jnp.zeros_like(x), lambda x, y: jnp.ones_like(x))
 
 
 def _pick(lhs_wins: Callable[[Any, Any], Any], value: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:

@@ -631,7 +631,8 @@ def _sampled_rows(ctx, x: NDArray, transpose: bool) -> Any:
         rows, values = x.indices, widened(x.data).reshape(stored, k)
         if not transpose:
             return StoredRows(rows, values)
-        return (xp.arange(k + 1, dtype=rows.dtype) * stored, xp.tile(rows, k), xp.ascontiguousarray(values.T).reshape(-1))
+        return (xp.arange(k + 1, dtype=rows.dtype) * stored, xp.tile(rows, k),
+                xp.ascontiguousarray(values.T).reshape(-1))
     return xp.ascontiguousarray(widened(x.data).T if transpose else widened(x.data))
 
 

@@ -177,13 +177,13 @@ class BridgedOp:
         return self._dense_call(fast, args, params, key)
 
     def _refuse_tangents(self, args: tuple) -> None:
-        """A BridgedError for an input carrying a forward-mode tangent (a dual tensor of
+        """Raise a BridgeError for an input carrying a forward-mode tangent (a dual tensor of
         ``torch.autograd.forward_ad``): the kernels would drop it, giving a wrong tangent
         without a word (the same refusal as ``torch.func.jvp``'s)."""
         for a in args:
             parts = (a.values, a.indices) if isinstance(a, (CSRParts, RowSparseParts)) else (a,)
-            if any(isinstance(p, torch.Tensor) and p.layout == _STRIDED and _FORWARD_AD.unpack_dual(p).tangent is not None
-                   for p in parts):
+            if any(isinstance(p, torch.Tensor) and p.layout == _STRIDED
+                   and _FORWARD_AD.unpack_dual(p).tangent is not None for p in parts):
                 raise BridgeError(f"sparse_ops.torch.ops.{self.opdef.name}: forward-mode derivatives "
                                   "(torch.autograd.forward_ad, torch.func.jvp, jacfwd) are not supported through the "
                                   "torch bridge: an op's gradient rule is a vector-Jacobian product; use reverse mode "
