@@ -709,12 +709,20 @@ class SampledDot(Op):
 
     @classmethod
     def samples(cls) -> list:
-        """``opcheck`` samples: csr mask with dense and csr operands, transposed; all dense."""
+        """``opcheck`` samples: csr mask with dense, csr and row_sparse operands, transposed; all dense."""
         from . import _samples
 
         A = _samples.array
+        rsp = "row_sparse"
         return [[A((3, 2), "csr", seed=1), A((3, 4), seed=2), A((4, 2), "csr", seed=3)],
                 [A((3, 2), "csr", seed=1), A((3, 4), "csr", seed=2), A((4, 2), seed=3)],
+                [A((3, 2), "csr", seed=7), A((3, 4), rsp, seed=8), A((4, 2), seed=9)],
+                ([A((3, 2), "csr", seed=7), A((4, 3), seed=8), A((2, 4), rsp, seed=9)], {"transpose_a": True,
+                                                                                          "transpose_b": True}),
+                [A((3, 2), "csr", seed=7), A((3, 4), rsp, seed=8), A((4, 2), rsp, seed=9)],
+                [A((3, 2), "csr", seed=7), A((3, 4), "csr", seed=8), A((4, 2), rsp, seed=9)],
+                ([A((3, 2), "csr", seed=7), A((4, 3), rsp, seed=8), A((2, 4), "csr", seed=9)], {"transpose_a": True,
+                                                                                                "transpose_b": True}),
                 ([A((3, 2), "csr", seed=4), A((4, 3), "csr", seed=5), A((2, 4), "csr", seed=6)],
                  {"transpose_a": True, "transpose_b": True}),
                 [A((3, 2), "csr", seed=1), A((3, 4), seed=2), A((4, 2), seed=3)],
