@@ -439,3 +439,95 @@ def test_take_reads_a_hashed_table_at_its_stored_rows(mode):
     np.testing.assert_array_equal(got[0, 0], values[3])
     np.testing.assert_array_equal(got[0, 1], 0)
     np.testing.assert_array_equal(got[1], values[[29, 3]])
+
+
+def _hashed_table(seed: int, stored: int = 30, k: int = 16) -> tuple[so.NDArray, np.ndarray, np.ndarray]:
+    """A row_sparse table of 2**40 rows storing ``stored`` of them: (table, rows, values)."""
+    rng = np.random.default_rng(seed)
+    rows = np.sort(rng.choice(1 << 40, stored, replace=False))
+    values = rng.standard_normal((stored, k))
+    return so.row_sparse_array((values, rows), shape=(1 << 40, k)), rows, values
+
+
+@pytest.mark.parametrize("mode", ["clip", "wrap", "raise"])
+def test_take_gradient_into_a_hashed_table_stays_row_sparse(mode):
+    """The gradient of take along axis 0 of a row_sparse table stores the rows taken (each
+    the sum of its gradient rows), never the table's dense size (2**40 x 16 here)."""
+    table, rows, values = _hashed_table(5)
+    n = table.shape[0]
+    ids = np.array([[rows[3], rows[7]], [rows[3], 11]], dtype=np.int64)
+    if mode != "raise":
+        ids = np.concatenate([ids, [[n + 2, -3]]])  # clipped or wrapped into range
+    table.attach_grad(stype="row_sparse")
+    head = np.random.default_rng(6).standard_normal(ids.shape + (16,))
+
+    def step():
+        with autograd.record():
+            loss = so.sum(so.take(table, so.array(ids), mode=mode) * so.array(head))
+        return autograd.grad(loss, [table])[0]
+
+    grad, peak = peak_bytes(step)
+    assert peak < 20 * MB
+    pos = np.clip(ids, 0, n - 1) if mode == "clip" else ids % n
+    uniq, inverse = np.unique(pos, return_inverse=True)
+    ref = np.zeros((uniq.shape[0], 16))
+    np.add.at(ref, inverse.ravel(), head.reshape(-1, 16))
+    assert grad.stype == "row_sparse" and grad.shape == table.shape
+    np.testing.assert_array_equal(grad.indices.asnumpy(), uniq)
+    np.testing.assert_allclose(grad.data.asnumpy(), ref, rtol=1e-12)
+
+
+def test_embedding_of_a_hashed_table_has_a_row_sparse_gradient_without_sparse_grad():
+    table, rows, values = _hashed_table(7, k=8)
+    ids = so.array(np.array([rows[2], rows[2], rows[5], 9], dtype=np.float64))
+    table.attach_grad(stype="row_sparse")
+
+    def step():
+        with autograd.record():
+            out = so.Embedding(ids, table, input_dim=table.shape[0], output_dim=8, dtype="float64")
+            loss = so.sum(out * out)
+        return autograd.grad(loss, [table])
+
+    (grad,), peak = peak_bytes(step)
+    assert peak < 20 * MB
+    assert grad.stype == "row_sparse"
+    np.testing.assert_array_equal(grad.indices.asnumpy(), [9, rows[2], rows[5]])
+    np.testing.assert_allclose(grad.data.asnumpy(), [np.zeros(8), 4 * values[2], 2 * values[5]], rtol=1e-12)
+
+
+@pytest.mark.parametrize("key", [(slice(None),), (slice(2, None),), (slice(None, None, -3), slice(1, 7, 2))])
+def test_slice_of_a_hashed_table_reads_its_stored_rows_and_gets_a_row_sparse_gradient(key):
+    """slice of a row_sparse table: the stored rows in range read where they are (no
+    densified table, no storage fallback), and a row_sparse gradient over the range."""
+    rng = np.random.default_rng(8)
+    n, base = 1 << 40, (1 << 39) + 17
+    rows = np.unique(np.concatenate([base + rng.choice(300, 25, replace=False), rng.integers(0, n, 10)]))
+    values = rng.standard_normal((rows.shape[0], 16))
+    table = so.row_sparse_array((values, rows), shape=(n, 16))
+    lo, top = base + 40, base + 250  # a range of 210 rows holding some of the stored ones
+    begin, end = (lo,) + tuple(k.start for k in key[1:]), (top,) + tuple(k.stop for k in key[1:])
+    step = tuple(k.step for k in key)
+    if key[0].step is not None:  # a descending range
+        begin, end = (top - 1,) + begin[1:], (lo - 1,) + end[1:]
+    table.attach_grad(stype="row_sparse")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no storage fallback
+        with autograd.record():
+            out = so.slice(table, begin=begin, end=end, step=step)
+            head = so.array(np.random.default_rng(9).standard_normal(out.shape))
+            loss = so.sum(out * head)
+        (grad,) = autograd.grad(loss, [table])
+    s = key[0].step or 1
+    picked = np.arange(begin[0], end[0], s) if s > 0 else np.arange(begin[0], end[0], s)
+    assert out.shape[0] == picked.shape[0] and grad.stype == "row_sparse"
+    inner = key[1:]
+    where = {int(r): i for i, r in enumerate(rows)}
+    for j in np.nonzero(np.isin(picked, rows))[0]:  # the stored rows in range, at their places
+        np.testing.assert_array_equal(out.asnumpy()[j], values[where[int(picked[j])]][inner])
+    assert np.count_nonzero(out.asnumpy()) == np.count_nonzero(values[[where[int(r)] for r in picked if r in where]][
+        (slice(None),) + inner])
+    np.testing.assert_array_equal(grad.indices.asnumpy(), np.sort(picked))
+    g = grad.data.asnumpy()[np.argsort(np.argsort(picked))] if s < 0 else grad.data.asnumpy()
+    expected = np.zeros((picked.shape[0], 16))
+    expected[(slice(None),) + inner] = head.asnumpy()
+    np.testing.assert_array_equal(g, expected)

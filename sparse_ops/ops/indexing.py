@@ -129,6 +129,22 @@ def _csr_slice(ctx, x, rows: tuple[int, int], cols: tuple[int, int], out) -> Non
 
 
 # ---- slicing ------------------------------------------------------------------------------------------
+def _rows_in_range(xp: Any, rows: Any, r: tuple[int, int, int]) -> tuple[Any, Any]:
+    """(positions in ``rows`` of the row ids inside the range ``r`` = (begin, end, step), their
+    rows in the sliced result): which stored rows of a row_sparse array a slice keeps."""
+    b, e, s = r
+    off = rows.astype(np.int64) - b
+    inside = (off >= 0) & (rows < e) if s > 0 else (off <= 0) & (rows > e)
+    kept = xp.nonzero(inside & (off % s == 0))[0]
+    return kept, off[kept] // s
+
+
+def _row_sparse_input(x: Any) -> bool:
+    """Whether a gradient rule's input was row_sparse: its gradient then stays row_sparse
+    where only some rows get one (a hashed table's gradient is never its dense size)."""
+    return x.stype == "row_sparse" and len(x.shape) > 0
+
+
 class _SliceBase(Op):
     """What ``slice`` and ``slice_axis`` share: kernels driven by ``_ranges(shape)``."""
 
@@ -155,6 +171,16 @@ class _SliceBase(Op):
         else:  # a stepped slice: dense result
             out.data[...] = _cast_storage(data, "default").data[_range_key(ranges)]
 
+    @kernel(device=_BOTH, stypes=("row_sparse",))
+    def row_sparse(self, ctx, data, out):
+        """The stored rows inside the range read where they are (a hashed table is never
+        densified); the rows it does not store are zero."""
+        ranges = self._ranges(data.shape)
+        out.data[...] = 0
+        kept, at = _rows_in_range(ctx.xp, data.indices, ranges[0])
+        if kept.shape[0]:
+            out.data[at] = data.data[kept][(slice(None),) + _range_key(ranges[1:])]
+
 
 @register("slice")
 class Slice(_SliceBase):
@@ -176,11 +202,11 @@ class Slice(_SliceBase):
 
     def gradient(self, out_grads, inputs, outputs):
         return [T._backward_slice(out_grads[0], begin=self.begin, end=self.end, step=self.step,
-                                shape=inputs[0].shape)]
+                                shape=inputs[0].shape, sparse_grad=_row_sparse_input(inputs[0]))]
 
     @classmethod
     def samples(cls) -> list:
-        """``opcheck`` samples: dense and csr, a plain and a stepped range, row_sparse (fallback)."""
+        """``opcheck`` samples: dense, csr and row_sparse (its stored rows), a plain and a stepped range."""
         from . import _samples
 
         out = [([x], {"begin": (1, 0), "end": (3, 3)}) for x in _samples.each_stype((4, 5))]
@@ -210,7 +236,8 @@ class SliceAxis(_SliceBase):
 
     def gradient(self, out_grads, inputs, outputs):
         begin, end = self._tuples(len(inputs[0].shape))
-        return [T._backward_slice(out_grads[0], begin=begin, end=end, shape=inputs[0].shape)]
+        return [T._backward_slice(out_grads[0], begin=begin, end=end, shape=inputs[0].shape,
+                                sparse_grad=_row_sparse_input(inputs[0]))]
 
     @classmethod
     def samples(cls) -> list:
@@ -222,7 +249,8 @@ class SliceAxis(_SliceBase):
 
 @register("_backward_slice")
 class BackwardSlice(Op):
-    """The gradient of ``slice``: ``grad`` written at ``begin:end:step`` of zeros of ``shape`` (dense)."""
+    """The gradient of ``slice``: ``grad`` written at ``begin:end:step`` of zeros of ``shape``;
+    dense, or row_sparse with ``sparse_grad`` (storing the rows the slice reached)."""
 
     trusted = True  # built-in kernels, tested against NumPy/SciPy references
 
@@ -231,7 +259,9 @@ class BackwardSlice(Op):
     end = Param(_opt_ints)
     step = Param(_opt_ints, ())
     shape = Param("shape", doc="shape of the sliced input")
+    sparse_grad = Param(bool, False, "a row_sparse result (the gradient of a row_sparse input)")
     backward_needs_inputs = ()
+    capacity = cap.computed(lambda op, out, grad: grad.shape[0] if grad.shape else 0, "rows(grad)")
 
     def _ranges(self):
         return _slice_ranges(self.shape, self.begin, self.end, self.step)
@@ -242,6 +272,11 @@ class BackwardSlice(Op):
             raise ValueError(f"gradient of shape {grad} does not match the slice's shape {expect}")
         return [self.shape]
 
+    def infer_storage_type(self, grad):
+        if self.sparse_grad and not self.shape:
+            raise ValueError("_backward_slice: sparse_grad needs an input of at least one axis")
+        return ["row_sparse" if self.sparse_grad else "default"]
+
     @kernel(device=_BOTH)
     def dense(self, ctx, grad, out):
         out[...] = 0
@@ -249,18 +284,44 @@ class BackwardSlice(Op):
 
     @kernel(device=_BOTH, stypes=[("row_sparse",), ("csr",)])
     def sparse(self, ctx, grad, out):
+        if out.stype == "row_sparse":
+            self._stored_rows(ctx, grad, out)
+            return
         out.data[...] = 0
         densify_into(grad, out.data[_range_key(self._ranges())])
+
+    @kernel(device=_BOTH, stypes=[("*",)])
+    def rows(self, ctx, grad, out):
+        self._stored_rows(ctx, grad, out)  # a dense gradient, a row_sparse result
+
+    def _stored_rows(self, ctx, grad, out):
+        """The row_sparse result: every row of the range stored (ascending), holding the
+        gradient at the range of the other axes."""
+        xp, ranges = ctx.xp, self._ranges()
+        b, e, s = ranges[0]
+        n = _range_len(ranges[0])
+        values = xp.zeros((n,) + tuple(self.shape[1:]), dtype=out.dtype)
+        g = grad.data if grad.stype == "default" else _cast_storage(grad, "default").data
+        if s < 0:  # the range's rows descend: stored rows ascend
+            g = g[::-1]
+        values[(slice(None),) + _range_key(ranges[1:])] = g
+        rows = xp.arange(b, e, s, dtype=np.int64)[::-1] if s < 0 else xp.arange(b, b + n * s, s, dtype=np.int64)
+        ctx.set_row_sparse(out, values, rows)
 
     def gradient(self, out_grads, inputs, outputs):
         return [T.slice(out_grads[0], begin=self.begin, end=self.end, step=self.step)]
 
     @classmethod
     def samples(cls) -> list:
-        """``opcheck`` samples: a (2, 3) gradient of each storage type into a (4, 5) zero array."""
+        """``opcheck`` samples: a (2, 3) gradient of each storage type into a (4, 5) zero array,
+        dense and row_sparse results (a descending range too)."""
         from . import _samples
 
-        return [([g], {"begin": (1, 1), "end": (3, 4), "shape": (4, 5)}) for g in _samples.each_stype((2, 3))]
+        out = [([g], {"begin": (1, 1), "end": (3, 4), "shape": (4, 5)}) for g in _samples.each_stype((2, 3))]
+        out += [([g], {"begin": (1, 1), "end": (3, 4), "shape": (4, 5), "sparse_grad": True})
+                for g in _samples.each_stype((2, 3), seed=3)]
+        return out + [([_samples.array((2, 5), seed=4)],
+                       {"begin": (3,), "end": (0,), "step": (-2,), "shape": (4, 5), "sparse_grad": True})]
 
 
 # ---- take ------------------------------------------------------------------------------------------------
@@ -383,8 +444,10 @@ class Take(_TakeParams):
             out[...] = xp.take(a, idx, axis=ax)
 
     def gradient(self, out_grads, inputs, outputs):
-        return [T._backward_take(out_grads[0], inputs[1], shape=inputs[0].shape, axis=self.axis,
-                               mode=self.mode), None]
+        a = inputs[0]
+        rows = _row_sparse_input(a) and _norm_axis(self.axis, len(a.shape)) == 0
+        return [T._backward_take(out_grads[0], inputs[1], shape=a.shape, axis=self.axis, mode=self.mode,
+                               sparse_grad=rows), None]
 
     @classmethod
     def samples(cls) -> list:
@@ -404,10 +467,19 @@ class Take(_TakeParams):
 @register("_backward_take")
 class BackwardTake(_TakeParams):
     """The gradient of ``take``: ``grad`` scatter-added (repeated indices accumulate) into
-    zeros of ``shape`` (dense)."""
+    zeros of ``shape``; dense, or with ``sparse_grad`` (``axis`` 0) row_sparse, storing the
+    rows taken."""
 
     arguments = ("grad", "indices")
     shape = Param("shape", doc="shape of the array taken from")
+    sparse_grad = Param(bool, False, "a row_sparse result (the gradient of a row_sparse input)")
+    capacity = cap.computed(lambda op, out, grad, indices: indices.size, "size(indices)")
+
+    def infer_storage_type(self, grad, indices):
+        if self.sparse_grad and (not self.shape or _norm_axis(self.axis, len(self.shape)) != 0):
+            raise ValueError(f"_backward_take: sparse_grad needs axis 0, got axis {self.axis} of a "
+                             f"{len(self.shape)}-d array")
+        return ["row_sparse" if self.sparse_grad else "default"]
 
     def infer_shape(self, grad, indices):
         ax = _norm_axis(self.axis, len(self.shape))
@@ -429,16 +501,38 @@ class BackwardTake(_TakeParams):
         target = out.reshape(pre, n, post).transpose(1, 0, 2)
         sdk_csr.index_add(ctx, target, idx, grad.reshape(pre, idx.size, post).transpose(1, 0, 2))
 
+    @kernel(device=_BOTH, stypes=[("*", "*")])
+    def rows(self, ctx, grad, indices, out):
+        """A sparse gradient, or a row_sparse result: the distinct rows taken, ascending, each
+        the sum of its gradient rows (in their order, on either device)."""
+        g, ids = (x.data if x.stype == "default" else _cast_storage(x, "default").data for x in (grad, indices))
+        if out.stype != "row_sparse":
+            self.dense(ctx, g, ids, out.data)
+            return
+        xp = ctx.xp
+        idx = _take_positions(xp, ids, self.shape[0], 0, self.mode).ravel()
+        rows, starts, order = sdk_csr.group_columns(ctx, idx, self.shape[0])
+        rank = xp.empty(idx.shape[0], dtype=np.int64)
+        rank[order] = xp.repeat(xp.arange(rows.shape[0]), xp.diff(starts))
+        sums = xp.zeros((rows.shape[0],) + tuple(self.shape[1:]), dtype=out.dtype)
+        sdk_csr.index_add(ctx, sums, rank, g.reshape((idx.shape[0],) + tuple(self.shape[1:])))
+        ctx.set_row_sparse(out, sums, rows)
+
     def gradient(self, out_grads, inputs, outputs):
         return [T.take(out_grads[0], inputs[1], axis=self.axis, mode=self.mode), None]
 
     @classmethod
     def samples(cls) -> list:
-        """``opcheck`` samples: repeated ids accumulate, along rows and columns."""
+        """``opcheck`` samples: repeated ids accumulate, along rows and columns; row_sparse
+        results (clipped and wrapped ids, a row_sparse gradient)."""
         from . import _samples
 
         return [([_samples.array((3, 3)), _samples.ints([0, 2, 2])], {"shape": (4, 3)}),
-                ([_samples.array((4, 2)), _samples.ints([1, 1])], {"shape": (4, 3), "axis": 1})]
+                ([_samples.array((4, 2)), _samples.ints([1, 1])], {"shape": (4, 3), "axis": 1}),
+                ([_samples.array((2, 3, 3), seed=2), _samples.ints([[3, 0, 9], [3, 1, 0]])],
+                 {"shape": (5, 3), "sparse_grad": True}),
+                ([_samples.array((4, 3), "row_sparse", seed=3), _samples.ints([6, -1, 2, 6])],
+                 {"shape": (5, 3), "mode": "wrap", "sparse_grad": True})]
 
 
 # ---- slice assignment ---------------------------------------------------------------------------------

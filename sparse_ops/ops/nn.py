@@ -73,7 +73,7 @@ class EmbeddingOp(Op):
 
     Ids outside [0, input_dim) raise ``IndexOutOfRangeError`` (MXNet clips them silently).
     ``weight`` may be row_sparse: missing rows read as zeros. The weight gradient is
-    row_sparse with ``sparse_grad=True``; ``data`` gets no gradient.
+    row_sparse with ``sparse_grad=True`` or a row_sparse ``weight``; ``data`` gets no gradient.
     """
 
     trusted = True  # built-in kernels, tested against NumPy/SciPy references
@@ -135,9 +135,10 @@ class EmbeddingOp(Op):
         rows[found] = weight.data[pos]
 
     def gradient(self, out_grads, inputs, outputs):
-        data = inputs[0]
+        data, weight = inputs
+        # a row_sparse weight (a hashed table) gets a row_sparse gradient, never its dense size
         return [None, T._embedding_backward(data, out_grads[0], input_dim=self.input_dim,
-                                          sparse_grad=self.sparse_grad)]
+                                          sparse_grad=self.sparse_grad or weight.stype == "row_sparse")]
 
     @classmethod
     def samples(cls) -> list:
