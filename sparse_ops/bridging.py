@@ -325,5 +325,32 @@ class BridgedTable:
                                  "registered; sparse_ops.list_ops() lists them)") from None
 
     def _on_change(self, name: str, opdef: OpDef | None) -> None:
-        self._made.pop(name, None)
+        held = self._made.pop(name, None)
         self._forget(name)
+        if held is not None and held.opdef is not opdef:  # the caller may hold it: it follows the table
+            held.__class__ = _following(held.__class__)
+            held._table = self
+
+
+class _Follows:
+    """A bridged function whose op record was replaced or removed after it was made: a
+    caller holding it (``f = sparse_ops.torch.ops.x`` before a re-registration) runs the
+    table's current record, or gets the table's error for a removed op, never the old kernel."""
+
+    _table: BridgedTable
+
+    def __call__(self, *args: Any, **params: Any) -> Any:
+        return self._table.op(self.opdef.name)(*args, **params)
+
+
+_FOLLOWING: dict[type, type] = {}
+
+
+def _following(cls: type) -> type:
+    """``cls`` with ``_Follows``'s call (one class made per bridged class)."""
+    if issubclass(cls, _Follows):
+        return cls
+    made = _FOLLOWING.get(cls)
+    if made is None:
+        made = _FOLLOWING[cls] = type(f"Following{cls.__name__}", (_Follows, cls), {"__module__": cls.__module__})
+    return made

@@ -509,6 +509,8 @@ class OpDef:
         self._lock = threading.Lock()
         self.plans: dict[Any, Any] = {}  # filled by dispatch.py
         self.function: Any = None  # the generated Python function (dispatch.op_function)
+        # True while another record holds this one's name, or none does (``_retire``)
+        self.retired = False
         if not any(p.required for p in self.params.values()):
             try:
                 self._default_instance = self._make_instance({})
@@ -709,6 +711,15 @@ def subscribe(callback: Callable[[str, "OpDef | None"], None]) -> None:
         _SUBSCRIBERS.append(callback)
 
 
+def _retire(opdef: "OpDef | None", retired: bool = True) -> None:
+    """Mark a record that left the table (``retired``) or came back to it: its generated
+    function, held by a caller from before the change, then runs the table's current record
+    (``dispatch.op_function``). What was bound to the record itself (a recorded graph's
+    nodes, a library's gradient ops) keeps running it."""
+    if opdef is not None:
+        opdef.retired = retired
+
+
 def _announce(changes: Iterable[tuple[str, "OpDef | None"]]) -> None:
     for name, opdef in changes:
         for callback in list(_SUBSCRIBERS):
@@ -797,6 +808,7 @@ def register(name: str, replace: bool = False, plugin: str | None = None) -> Cal
             _OWNERS[opdef] = owner
             _DECLARED[opdef] = cls
             op_cls._opdef = opdef
+            _retire(old)
             try:
                 _announce([(name, opdef)])
             except BaseException:  # a subscriber refused it: the table is as it was, the name free
@@ -804,6 +816,8 @@ def register(name: str, replace: bool = False, plugin: str | None = None) -> Cal
                     del _TABLE[name]
                 else:
                     _TABLE[name] = old
+                _retire(old, False)
+                _retire(opdef)
                 _OWNERS.pop(opdef, None)
                 _DECLARED.pop(opdef, None)
                 _announce([(name, old)])
@@ -820,6 +834,7 @@ def unregister(name: str) -> OpDef:
         opdef = _TABLE.pop(name, None)
         if opdef is None:
             raise OperatorError(f"no operator named {name!r} to unregister")
+        _retire(opdef)
         _announce([(name, None)])
     return opdef
 
@@ -855,6 +870,8 @@ def restore(saved: Snapshot, names: Iterable[str] | None = None) -> list[str]:
             before, now = saved._table.get(name), _TABLE.get(name)
             if before is now:
                 continue
+            _retire(now)
+            _retire(before, False)
             if before is None:
                 del _TABLE[name]
             else:

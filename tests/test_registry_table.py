@@ -163,6 +163,57 @@ def test_a_replaced_built_in_is_what_every_name_of_it_runs(isolated):
         assert got.asnumpy().tolist() == [0.0, 2.0]
 
 
+def test_functions_held_from_before_a_replacement_run_the_replacement(isolated):
+    """``f = sparse_ops.ops.x`` (or the torch, JAX and MXNet faces' ``x``) taken before ``x``
+    is registered again runs the new kernel, forward and backward, after a repeated call
+    made a plan; after ``x`` is removed it names the op; a restore brings the old one back."""
+    torch = pytest.importorskip("torch")
+    jnp = pytest.importorskip("jax.numpy")
+    import sparse_ops.jax as soj
+    import sparse_ops.torch as st
+    from sparse_ops.compat import mxnet as mx
+
+    def scaled(factor):
+        @so.register("regt_held", replace=True)
+        class Scaled(so.Op):
+            @so.kernel(device="cpu")
+            def dense(self, ctx, x, y):
+                y[...] = factor * x
+
+            def gradient(self, out_grads, inputs, outputs):
+                return [out_grads[0] * factor]
+
+    scaled(2.0)
+    saved = registry.snapshot()
+    native, bridged, jaxed, mxnet = so.ops.regt_held, st.ops.regt_held, soj.ops.regt_held, mx.nd.regt_held
+    faces = {"native": lambda: native(so.array(np.ones(2))).asnumpy(),
+             "torch": lambda: bridged(torch.ones(2)).numpy(),
+             "jax": lambda: np.asarray(jaxed(jnp.ones(2))),
+             "mxnet": lambda: mxnet(mx.nd.ones(2)).asnumpy()}
+    for run in faces.values():
+        for _ in range(2):  # the second call takes the planned path
+            np.testing.assert_array_equal(run(), [2.0, 2.0])
+    scaled(3.0)
+    for run in faces.values():
+        np.testing.assert_array_equal(run(), [3.0, 3.0])
+    x = torch.ones(2, requires_grad=True)
+    bridged(x).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [3.0, 3.0])
+    a = so.array(np.ones(2))
+    a.attach_grad()
+    with so.autograd.record():
+        y = native(a)
+    y.backward()
+    np.testing.assert_array_equal(a.grad.asnumpy(), [3.0, 3.0])
+    registry.unregister("regt_held")
+    for name, run in faces.items():
+        with pytest.raises((so.OperatorError, AttributeError), match="regt_held"):
+            run()
+    registry.restore(saved)
+    for run in faces.values():
+        np.testing.assert_array_equal(run(), [2.0, 2.0])
+
+
 # ---- snapshot / restore / unregister -------------------------------------------------------------------------
 def test_unregister_removes_the_op_and_its_function(isolated):
     declare("regt_gone")
