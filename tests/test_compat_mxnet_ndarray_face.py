@@ -211,6 +211,12 @@ def test_int8_and_uint8_arrays_in_the_face_only():
         so.array(a)  # the native API keeps its held dtypes
     with pytest.raises(TypeError, match="int16"):
         mx.nd.array([1], dtype="int16")
+    # a face array keeps MXNet's rules in a native function too (docs/bridges/mxnet.md)
+    for native, face in [(so.exp, mx.nd.exp), (so.sum, mx.nd.sum), (so.negative, mx.nd.negative)]:
+        with np.errstate(all="ignore"):
+            got, want = native(u), face(u)
+        assert got.dtype == want.dtype == np.uint8
+        np.testing.assert_array_equal(got.asnumpy().reshape(-1), want.asnumpy().reshape(-1))
 
 
 def test_from_numpy_shares_memory_and_freezes_the_source():

@@ -279,6 +279,13 @@ def test_mxnet_form_custom_op_is_bridged(isolated):
     torch.testing.assert_close(y, x.detach() ** 2)
     y.sum().backward()
     torch.testing.assert_close(x.grad, 2 * x.detach())
+    # its backward is imperative code: no second derivative, refused in torch's terms
+    (g,) = torch.autograd.grad(st.ops._torch_bridge_mx_square(x).sum(), x, create_graph=True)
+    torch.testing.assert_close(g, 2 * x.detach())
+    with pytest.raises(BridgeError, match=r"sparse_ops\.torch\.ops\._torch_bridge_mx_square: the derivative of "
+                                          r"the gradient rule.*CustomOp's backward") as err:
+        torch.autograd.grad(g.sum(), x)
+    assert isinstance(err.value.__cause__, so.OperatorError)
 
 
 # ---- errors -------------------------------------------------------------------------------------------

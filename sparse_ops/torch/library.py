@@ -1360,7 +1360,13 @@ class _Vjp(torch.autograd.Function):
             pairs = [(y, c) for y, c in zip(ys, cs) if y._ag is not None and y._ag.needs_grad()]
             if not pairs:
                 return [NDArray(x._data * 0, x.device) for x in xs]
-            gs = _ag.grad([y for y, _ in pairs], xs, head_grads=[c for _, c in pairs])
+            try:
+                gs = _ag.grad([y for y, _ in pairs], xs, head_grads=[c for _, c in pairs])
+            except BridgeError:
+                raise
+            except OperatorError as exc:  # the engine's refusal, said in torch's terms
+                raise BridgeError(f"{fn.label}: the derivative of the gradient rule, taken by the sparse-ops "
+                                  f"engine, is not available: {exc}") from exc
             return list(gs)
 
         vjp.label = fn.label
