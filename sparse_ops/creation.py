@@ -23,6 +23,7 @@ from .dtypes import DEFAULT_DTYPE, DEFAULT_INDEX_DTYPE, VALUE_DTYPES, source_dty
 from .errors import SparseFormatError, SparseOpsError, StorageTypeError
 from .ndarray import STYPES, CSRNDArray, NDArray, RowSparseNDArray, share_version
 from .ndarray.dense import CONVERSIONS
+from .ndarray.sparse import unify_indices
 from .validation import check_csr, csr_is_canonical, normalize_shape
 
 
@@ -346,8 +347,10 @@ def _csr_from_scipy(m: Any, dtype: Any, device: Any, copy: bool) -> CSRNDArray:
         return _csr_from_coo(coo.data, coo.row, coo.col, coo.shape, dtype, device)
     dev = _target_device(device)
     data = _values(m.data, dtype, dev, copy, "csr data")
-    indices = _indices(m.indices, dev, copy, "csr indices")
-    indptr = _indices(m.indptr, dev, copy, "csr indptr")
+    # SciPy keeps any integer index dtype it is given (uint8 ...): int32 or int64 here, as the
+    # (data, indices, indptr) form makes them, before a row id can wrap in a narrow dtype
+    indices, indptr = unify_indices(_indices(m.indices, dev, copy, "csr indices"),
+                                    _indices(m.indptr, dev, copy, "csr indptr"))
     shape = normalize_shape(m.shape, ndim=2)
     check_csr(data, indices, indptr, shape, full=True, canonical=False)
     if not csr_is_canonical(indices, indptr):

@@ -152,6 +152,23 @@ def test_from_scipy_canonicalises_and_converts_other_formats():
     assert so.csr_matrix(sp.csr_matrix(dense.astype(np.int8)), dtype="int32").dtype == np.int32
 
 
+@pytest.mark.parametrize("index_dtype", [np.uint8, np.int8, np.int16, np.uint16, np.uint32, np.uint64])
+@pytest.mark.parametrize("make", [so.csr_matrix, so.row_sparse_array, so.array])
+def test_scipy_index_arrays_of_other_integer_dtypes_become_int64(index_dtype, make):
+    """SciPy keeps whatever integer index dtype it is given; the containers hold int32 or
+    int64 (as the (data, indices, indptr) form makes them), so a row id past the narrow
+    dtype's range (row 299) never wraps on the way."""
+    dense = np.zeros((300, 3), np.float32)
+    dense[299, 1], dense[0, 2] = 5.0, -1.0
+    m = sp.csr_matrix(dense)
+    m.indices, m.indptr = m.indices.astype(index_dtype), m.indptr.astype(index_dtype)
+    x = make(m)
+    parts = [x.indices] + ([x.indptr] if x.stype == "csr" else [])
+    assert all(p.dtype == np.int64 for p in parts)
+    np.testing.assert_array_equal(x.asnumpy(), dense)
+    np.testing.assert_array_equal(x.tostype("row_sparse").indices, [0, 299])
+
+
 # ---- views --------------------------------------------------------------------------------
 def test_views_are_zero_copy_and_index_views_read_only():
     data = np.array([1.0, 2.0, 3.0], np.float32)

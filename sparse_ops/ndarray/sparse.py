@@ -65,7 +65,7 @@ def _require_arrays(*parts: Any) -> None:
             raise SparseFormatError(f"sparse components must be arrays, got a {type(p).__name__}")
 
 
-def _unify_indices(*arrays: Any) -> tuple[Any, ...]:
+def unify_indices(*arrays: Any) -> tuple[Any, ...]:
     """One index dtype for all aux arrays: theirs if they agree on int32/int64, else int64."""
     dtypes = {a.dtype for a in arrays}
     if len(dtypes) == 1 and next(iter(dtypes)) in INDEX_DTYPES:
@@ -303,7 +303,7 @@ class RowSparseNDArray(BaseSparseNDArray):
         _require_arrays(self._data, self._indices)
         source_dtype(self._data.dtype)
         check_row_sparse(self._data, self._indices, shape, full=True)
-        (self._indices,) = _unify_indices(self._indices)
+        (self._indices,) = unify_indices(self._indices)
         self._shape = shape
 
     @property
@@ -478,7 +478,7 @@ class CSRNDArray(BaseSparseNDArray):
         _require_arrays(self._data, self._indices, self._indptr)
         source_dtype(self._data.dtype)
         check_csr(self._data, self._indices, self._indptr, shape, full=True)
-        self._indices, self._indptr = _unify_indices(self._indices, self._indptr)
+        self._indices, self._indptr = unify_indices(self._indices, self._indptr)
         self._shape = shape
 
     @property
