@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import keyword
 import math
 import operator
 import os
@@ -419,6 +420,41 @@ def _declared_names(op: str, attr: str, value: Any, role: str = "",
     return tuple(value)
 
 
+def _distinct_names(op: str, attr: str, names: tuple[str, ...], reserved: tuple[str, ...] = ()) -> None:
+    """Refuse a repeated name, one that is no Python identifier (each input is a keyword of
+    the op's function), or a ``reserved`` one, in the class attribute ``attr``."""
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"operator {op!r}: {attr}: names repeat ({', '.join(map(repr, repeated))}); allowed: "
+                         "distinct names")
+    for n in names:
+        if not n.isidentifier() or keyword.iskeyword(n):
+            raise ValueError(f"operator {op!r}: {attr}: {n!r} is not a Python identifier; allowed: a name a Python "
+                             "function may take as an argument")
+        if n in reserved:
+            raise ValueError(f"operator {op!r}: {attr}: {n!r} is reserved (every call takes {', '.join(reserved)}); "
+                             "allowed: any other name")
+
+
+KERNEL_STYPES = ("default", "row_sparse", "csr", "*")  # what a kernel's stypes entries may name
+
+
+def _check_kernel_stypes(op: str, method: str, stypes: tuple[tuple[str, ...], ...], inputs: tuple[str, ...],
+                         variadic: bool) -> None:
+    """Refuse a kernel's ``stypes`` that cannot match a call: an unknown storage type, or a
+    tuple whose length is not the number of inputs (a variadic op's may have any)."""
+    for entry in stypes:
+        if entry == ("...",):
+            continue
+        for st in entry:
+            if st not in KERNEL_STYPES:
+                raise ValueError(f"operator {op!r}: kernel {method}: stypes {entry!r} names {st!r}; allowed: "
+                                 f"{', '.join(map(repr, KERNEL_STYPES))}, or ('...',) for any inputs")
+        if not variadic and len(entry) != len(inputs):
+            raise ValueError(f"operator {op!r}: kernel {method}: stypes {entry!r} lists {len(entry)} storage "
+                             f"type(s) for {len(inputs)} input(s) {inputs!r}; allowed: one per input, in order")
+
+
 class OpDef:
     """One record of the operator table (NNVM's attribute table, in Python)."""
 
@@ -430,6 +466,8 @@ class OpDef:
         # every declaration error names the op, the attribute and what is allowed (_declared_names)
         self.arguments = _declared_names(name, "arguments", cls.arguments)
         self.outputs = _declared_names(name, "outputs", cls.outputs)
+        _distinct_names(name, "arguments", self.arguments, CALL_KEYWORDS)
+        _distinct_names(name, "outputs", self.outputs)
         args = ("arguments", self.arguments, "")
         outs = ("outputs", self.outputs, " (the default: the class declares no `outputs`)"
                 if cls.outputs is Op.outputs else "")
@@ -472,6 +510,15 @@ class OpDef:
                                          f"allowed: any other name (every call takes {', '.join(CALL_KEYWORDS)})")
                     value.name = attr
                     self.params[attr] = value
+        # each default parsed and checked as a passed value is: Param(bool, "False") is False
+        self.defaults: dict[str, Any] = {}
+        for pname, p in self.params.items():
+            if not p.required:
+                try:
+                    self.defaults[pname] = p.parse(p.default, f"operator {name!r}")
+                except ParameterError as exc:
+                    raise ValueError(f"{exc} (the parameter's declared default); allowed: a default that parses "
+                                     "as the parameter's type and lies in its choices") from None
         self.partition = cls.partition
         if self.partition not in PARTITIONS:
             raise ValueError(f"operator {name!r}: partition = {self.partition!r}; allowed: partition must be one of "
@@ -498,6 +545,8 @@ class OpDef:
                 if specs and klass.trusted:
                     self.trusted_kernels.add(value)
                 for spec in specs:
+                    if spec.stypes is not None:
+                        _check_kernel_stypes(name, attr, spec.stypes, self.arguments, self.variadic)
                     for dev in spec.devices:
                         if spec.stypes is None:
                             self.fcompute[dev] = value
@@ -578,7 +627,7 @@ class OpDef:
             elif p.required:
                 raise ParameterError(f"{self.label}: missing required parameter {pname!r}")
             else:
-                value = p.default
+                value = self.defaults[pname]
             object.__setattr__(inst, pname, value)
         check = getattr(inst, "check_params", None)
         if check is not None:

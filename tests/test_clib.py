@@ -196,6 +196,10 @@ BAD = [
     ("NO_KERNEL", r"operator 'bad_no_kernel': kernels\[0\]\.fn is NULL"),
     ("BAD_GRADIENT_OP", r"operator 'bad_gradient': its gradient names operator 'no_such_op'"),
     ("IGNORES_REFUSAL", r"operator 'bad_first' is already registered"),
+    ("REPEATED_PARAM", r"operator 'bad_repeated_param': parameter name 'alpha' repeats another parameter"),
+    ("UNKNOWN_FLAGS", r"operator 'bad_unknown_flags': flags 0xff sets bits no flag has; allowed: SO_OP_CONSTANT"),
+    ("UNKNOWN_RESOURCES", r"operator 'bad_unknown_resources': resources 0xf0 sets bits no resource has; allowed: "
+                          r"SO_RESOURCE_WORKSPACE, SO_RESOURCE_RANDOM"),
     ("INIT_FAILS", r"sparse_ops_library_init returned SO_ERR_INTERNAL: could not find the license file"),
     ("NOTHING", r"sparse_ops_library_init registered no operators"),
 ]
@@ -286,6 +290,20 @@ def test_an_int_parameter_past_int64_is_refused_before_c_reads_it(testops):
             so.ops.t_fail(a, code=big)
     with pytest.raises(OperatorError, match="asked to fail with 4"):
         so.ops.t_fail(a, code=4)
+
+
+def test_a_shape_parameter_entry_past_int64_is_refused_as_an_int_parameter_is():
+    """An SO_PARAM_SHAPE value reaches C as text each entry of which ``strtoll`` would clamp:
+    the parameter that ``sparse_ops.library`` declares for it refuses such an entry."""
+    from sparse_ops.clib import abi
+    from sparse_ops.clib.declare import ParamSpec, make_param
+
+    dims = make_param(ParamSpec("dims", abi.PARAM_SHAPE, "(2, 3)", ""), "t_shape")
+    dims.name = "dims"
+    assert dims.default == (2, 3) and dims.parse((2**62, 1), "operator 't_shape'") == (2**62, 1)
+    for big in ((2**70, 3), (1, 2**63)):
+        with pytest.raises(so.registry.ParameterError, match=r"t_shape.*dims.*does not fit the C library's int64"):
+            dims.parse(big, "operator 't_shape'")
 
 
 def test_non_contiguous_inputs_reach_the_kernel_as_contiguous_copies(testops):

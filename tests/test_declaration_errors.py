@@ -67,12 +67,51 @@ CASES = [
     ({"params_dict": so.Param(int, 1)},
      "operator 'de_op': parameter 'params_dict' would hide the Op method of that name; allowed: any name no Op "
      "method has"),
+    ({"arguments": ("x", "y", "x")},
+     "operator 'de_op': arguments: names repeat ('x'); allowed: distinct names"),
+    ({"arguments": ("data", "out")},
+     "operator 'de_op': arguments: 'out' is reserved (every call takes out, req); allowed: any other name"),
+    ({"arguments": ("in",)},
+     "operator 'de_op': arguments: 'in' is not a Python identifier; allowed: a name a Python function may take as "
+     "an argument"),
+    ({"outputs": ("y", "y")},
+     "operator 'de_op': outputs: names repeat ('y'); allowed: distinct names"),
+    ({"negate": so.Param(int, "abc")},
+     "operator 'de_op': bad value 'abc' for parameter 'negate': invalid literal for int() with base 10: 'abc' (the "
+     "parameter's declared default); allowed: a default that parses as the parameter's type and lies in its "
+     "choices"),
+    ({"mode": so.Param(str, "z", choices=("a", "b"))},
+     "operator 'de_op': parameter 'mode' must be one of ('a', 'b'), got 'z' (the parameter's declared default); "
+     "allowed: a default that parses as the parameter's type and lies in its choices"),
+    ({"k": so.kernel(stypes=("default", "csr"))(lambda self, ctx, x, y: None)},
+     "operator 'de_op': kernel k: stypes ('default', 'csr') lists 2 storage type(s) for 1 input(s) ('data',); "
+     "allowed: one per input, in order"),
+    ({"k": so.kernel(stypes=[("csr",), ("coo",)])(lambda self, ctx, x, y: None)},
+     "operator 'de_op': kernel k: stypes ('coo',) names 'coo'; allowed: 'default', 'row_sparse', 'csr', '*', or "
+     "('...',) for any inputs"),
 ]
 
 
 @pytest.mark.parametrize("attrs,message", CASES, ids=[", ".join(c[0]) + f" {i}" for i, c in enumerate(CASES)])
 def test_each_declaration_error_names_the_op_the_attribute_and_what_is_allowed(isolated, attrs, message):
     assert refusal("de_op", **attrs) == message
+
+
+def test_parameter_defaults_are_parsed_as_passed_values_are(isolated):
+    """``Param(bool, "False")`` is False in the kernel, as ``negate="False"`` passed is; an
+    int default written as text is an int."""
+    @so.register("de_defaults")
+    class Defaults(so.Op):
+        negate = so.Param(bool, "False")
+        k = so.Param(int, "3")
+
+        @so.kernel(device="cpu")
+        def dense(self, ctx, x, y):
+            y[...] = (-x if self.negate else x) * self.k
+
+    x = so.array(np.ones(2))
+    np.testing.assert_array_equal(so.ops.de_defaults(x).asnumpy(), [3.0, 3.0])
+    np.testing.assert_array_equal(so.ops.de_defaults(x, negate="True", k="1").asnumpy(), [-1.0, -1.0])
 
 
 def test_the_default_output_is_named_output(isolated):

@@ -212,6 +212,9 @@ def decode(address: int, load_samples: Callable[[list, Any], list]) -> OpSpec:
             raise DeclarationError(f"{where}: parameter name {pname!r} is not an identifier or is reserved")
         if p.type not in abi.PARAM_TYPES:
             raise DeclarationError(f"{where}: parameter {pname!r} has unknown type code {p.type}")
+        if pname in arguments or any(q.name == pname for q in params):
+            raise DeclarationError(f"{where}: parameter name {pname!r} repeats "
+                                   f"{'an argument' if pname in arguments else 'another parameter'}")
         params.append(ParamSpec(pname, p.type, _text(p.default_value, "", required=False) if p.default_value
                                 is not None else None, _text(p.doc, "", required=False)))
     kernels = []
@@ -252,6 +255,15 @@ def decode(address: int, load_samples: Callable[[list, Any], list]) -> OpSpec:
         gradients.append(GradientSpec(g.input, op, tuple(refs),
                                       _pairs(g.param_keys, g.param_values, _count(g.n_params, f"{what}.n_params"),
                                              what), bool(g.forward_params)))
+    known_resources = abi.RESOURCE_WORKSPACE | abi.RESOURCE_RANDOM
+    if d.resources & ~known_resources:
+        raise DeclarationError(f"{where}: resources {d.resources:#x} sets bits no resource has; allowed: "
+                               "SO_RESOURCE_WORKSPACE, SO_RESOURCE_RANDOM")
+    if d.flags & ~abi.OP_CONSTANT:
+        raise DeclarationError(f"{where}: flags {d.flags:#x} sets bits no flag has; allowed: SO_OP_CONSTANT")
+    if d.flags & abi.OP_CONSTANT and gradients:
+        raise DeclarationError(f"{where}: declared SO_OP_CONSTANT (no gradient) and {len(gradients)} gradient "
+                               "term(s); allowed: one of them")
     spec = OpSpec(name, _text(d.doc, "", required=False) if d.doc is not None else "", arguments, outputs, aux,
                   tuple(params), d.infer_shape or None, d.infer_type or None, d.infer_storage_type or None,
                   tuple(kernels), tuple(gradients), int(d.resources), bool(d.flags & abi.OP_CONSTANT))
@@ -343,6 +355,16 @@ def int64(value: Any) -> int:
     return v
 
 
+def int64_shape(value: Any) -> tuple[int, ...]:
+    """An ``SO_PARAM_SHAPE`` value: a shape (as ``Param("shape")`` parses one) whose every
+    entry fits the C library's int64, as an ``SO_PARAM_INT`` must."""
+    shape = Param("shape").parse_value(value)
+    for d in shape:
+        if not -2**63 <= d < 2**63:
+            raise ValueError(f"entry {d} of {shape} does not fit the C library's int64")
+    return shape
+
+
 def c_string(value: Any) -> str:
     """An ``SO_PARAM_STRING`` value: a str the C library reads whole (no NUL character, where
     its NUL-terminated copy would end early)."""
@@ -353,7 +375,8 @@ def c_string(value: Any) -> str:
 
 
 def make_param(p: ParamSpec, op: str) -> Param:
-    ptype = int64 if p.type == abi.PARAM_INT else c_string if p.type == abi.PARAM_STRING else abi.PARAM_TYPES[p.type]
+    ptype = {abi.PARAM_INT: int64, abi.PARAM_STRING: c_string, abi.PARAM_SHAPE: int64_shape}.get(
+        p.type, abi.PARAM_TYPES[p.type])
     default = REQUIRED
     if p.default is not None:
         try:

@@ -60,6 +60,24 @@ SO_EXPORT int32_t sparse_ops_library_init(uint32_t host_abi_version, const so_re
   so_op_decl twice = first; /* bad_first again: refused, and init carries on regardless */
   reg->register_op(reg->host, &twice, err);
   return SO_OK;
+#elif defined(REPEATED_PARAM)
+  so_param_decl params[] = {{SO_HEADER(so_param_decl), "alpha", SO_PARAM_FLOAT, "0.5", NULL},
+                            {SO_HEADER(so_param_decl), "alpha", SO_PARAM_INT, "2", NULL}};
+  so_op_decl repeated = first;
+  repeated.name = "bad_repeated_param";
+  repeated.n_params = 2;
+  repeated.params = params;
+  return reg->register_op(reg->host, &repeated, err);
+#elif defined(UNKNOWN_FLAGS)
+  so_op_decl flagged = first;
+  flagged.name = "bad_unknown_flags";
+  flagged.flags = 0xFFu;
+  return reg->register_op(reg->host, &flagged, err);
+#elif defined(UNKNOWN_RESOURCES)
+  so_op_decl resourced = first;
+  resourced.name = "bad_unknown_resources";
+  resourced.resources = 0xF0u;
+  return reg->register_op(reg->host, &resourced, err);
 #elif defined(INIT_FAILS)
   return so_error_set(err, SO_ERR_INTERNAL, "could not find the license file");
 #endif
