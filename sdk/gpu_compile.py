@@ -40,6 +40,8 @@ import sys
 import types
 from typing import Any, Iterator
 
+from sparse_ops.settings import env_flag
+
 from .rowkernel import RowKernel
 
 DEFAULT_CC = (8, 0)  # the oldest compute capability the project's GPU machines have (A100: 8.0)
@@ -53,7 +55,7 @@ class GpuCompileError(RuntimeError):
 def require_cuda_compiler() -> Any:
     """numba-cuda's ``cuda`` module, compiling for the real target (not the simulator);
     a clear error when that is not possible in this process."""
-    if os.environ.get("SPARSE_OPS_CUDA_SIM") == "1" or os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+    if env_flag("SPARSE_OPS_CUDA_SIM", False) or os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
         raise GpuCompileError("compiling for the CUDA target needs a process without the simulator: "
                               "unset SPARSE_OPS_CUDA_SIM and NUMBA_ENABLE_CUDASIM")
     try:

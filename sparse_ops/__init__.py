@@ -6,7 +6,9 @@ See README.md for a tour and ARCHITECTURE.md for the architecture.
 """
 import os as _os
 
-if _os.environ.get("SPARSE_OPS_CUDA_SIM", "0") == "1":
+from .settings import env_flag as _env_flag
+
+if _env_flag("SPARSE_OPS_CUDA_SIM", False):
     # Must precede the first import of numba anywhere in the process: numba reads it then.
     _os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
     import sys as _sys

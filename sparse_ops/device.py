@@ -6,7 +6,6 @@ is NumPy and numba runs its CUDA simulator.
 """
 from __future__ import annotations
 
-import os
 import re
 import threading
 from types import ModuleType
@@ -15,9 +14,10 @@ from typing import Any
 import numpy as np
 
 from . import alloc
+from .settings import env_flag
 from .errors import DeviceUnavailableError
 
-SIMULATED_GPU = os.environ.get("SPARSE_OPS_CUDA_SIM", "0") == "1"
+SIMULATED_GPU = env_flag("SPARSE_OPS_CUDA_SIM", False)
 _DEVICE_TYPES = ("cpu", "gpu")
 # other names of a device type: MXNet's shared-memory cpu context is host memory here
 _DEVICE_ALIASES = {"cpu_shared": "cpu"}

@@ -7,7 +7,6 @@ repeated call costs a few dictionary look-ups plus the kernel.
 from __future__ import annotations
 
 import contextlib
-import os
 import warnings
 from typing import Any, Sequence
 
@@ -297,7 +296,7 @@ _warned: set = set()
 
 
 def _warn_fallback(plan: Plan) -> None:
-    if os.environ.get("SPARSE_OPS_STORAGE_FALLBACK_LOG_VERBOSE", "1") == "0":
+    if not _settings.env_flag("SPARSE_OPS_STORAGE_FALLBACK_LOG_VERBOSE", True):
         return
     key = (plan.opdef.name, plan.in_stypes, tuple(plan.out_stypes), plan.device)
     if key in _warned:

@@ -22,6 +22,8 @@ import ctypes
 import os
 import sys
 
+from .settings import env_flag
+
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
 MMAP_THRESHOLD = 32 << 20  # glibc's own ceiling for its dynamic threshold on 64-bit systems
 TRIM_THRESHOLD = 128 << 20
@@ -37,7 +39,7 @@ def tune() -> bool:
     global TUNED
     if TUNED:
         return True
-    if os.environ.get("SPARSE_OPS_MALLOC_TUNING", "1") == "0" or not sys.platform.startswith("linux"):
+    if not env_flag("SPARSE_OPS_MALLOC_TUNING", True) or not sys.platform.startswith("linux"):
         return False
     if any(os.environ.get(k) for k in _USER_SETTINGS):
         return False

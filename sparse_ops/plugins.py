@@ -47,6 +47,7 @@ from typing import Any, Callable, Iterable
 from . import _numba_env, registry
 from .errors import OperatorError
 from .registry import Owner
+from .settings import env_flag
 
 ENTRY_POINT_GROUP = "sparse_ops.plugins"
 AUTOLOAD_DISABLE_ENV = "SPARSE_OPS_DISABLE_PLUGIN_AUTOLOAD"
@@ -421,8 +422,8 @@ def load_plugins(names: Iterable[str] | None = None) -> dict[str, dict[str, dict
 
 
 def autoload_disabled() -> bool:
-    """Whether ``SPARSE_OPS_DISABLE_PLUGIN_AUTOLOAD`` is set (``1``, ``true``, ``yes``, ``on``)."""
-    return os.environ.get(AUTOLOAD_DISABLE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    """Whether ``SPARSE_OPS_DISABLE_PLUGIN_AUTOLOAD`` is on (``settings.env_flag``)."""
+    return env_flag(AUTOLOAD_DISABLE_ENV, False)
 
 
 def autoload() -> None:

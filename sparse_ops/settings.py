@@ -17,5 +17,25 @@ from __future__ import annotations
 
 import os
 
-BOUNDSCHECK: bool = os.environ.get("SPARSE_OPS_BOUNDSCHECK", "0") == "1"
-FAST_EXIT: bool = os.environ.get("SPARSE_OPS_FAST_EXIT", "1") != "0"
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def env_flag(name: str, default: bool) -> bool:
+    """The on/off environment variable ``name``: ``1``/``true``/``yes``/``on`` or
+    ``0``/``false``/``no``/``off`` (any case), ``default`` when unset or empty. Any other
+    value is a ValueError naming the variable: a misspelt switch (``SPARSE_OPS_BOUNDSCHECK=ture``)
+    must not leave a debug mode silently off. Every switch of the library reads this way."""
+    raw = os.environ.get(name, "")
+    value = raw.strip().lower()
+    if not value:
+        return default
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ValueError(f"environment variable {name}={raw!r}: expected one of {', '.join(_TRUE)} (on) or "
+                     f"{', '.join(_FALSE)} (off), or unset")
+
+
+BOUNDSCHECK: bool = env_flag("SPARSE_OPS_BOUNDSCHECK", False)
+FAST_EXIT: bool = env_flag("SPARSE_OPS_FAST_EXIT", True)
