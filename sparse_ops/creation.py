@@ -251,6 +251,9 @@ def full(shape: Any, val: Any, stype: str = "default", dtype: Any = "float32",
     shape = normalize_shape(shape)
     dev = _dev.as_device(device)
     dt = value_dtype(dtype)
+    if dt.kind in "iu" and isinstance(val, (float, np.floating)) and not np.isfinite(val):
+        raise ValueError(f"full: the value {val!r} does not fit dtype {dt.name} (an integer dtype has no NaN or "
+                         "infinity)")
     with _dev.allocating_on(dev):
         try:
             values = dev.xp.full(shape, val, dtype=dt)

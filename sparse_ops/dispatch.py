@@ -699,15 +699,21 @@ def accumulate_into(target: NDArray, value: NDArray) -> None:
         target[:] = invoke("elemwise_add", [target, value])
 
 
-def plan_for(opdef: OpDef, inst: Op, inputs: Sequence[NDArray]) -> Plan:
-    """The memoised plan of ``opdef`` with parameters ``inst`` on these inputs."""
+def _checked_key(opdef: OpDef, inst: Op, inputs: Sequence[NDArray]) -> tuple:
+    """``plan_key`` of these inputs, or the op's refusal of one that is no NDArray or is a
+    malformed container (its deferred full check runs here, at its first use)."""
     try:
-        key = plan_key(inst, inputs)
+        return plan_key(inst, inputs)
     except AttributeError:
         bad = next(x for x in inputs if not isinstance(x, NDArray))
         raise OperatorError(f"{opdef.label}: inputs must be NDArrays, got {type(bad).__name__}") from None
-    except SparseFormatError as exc:  # a container's deferred full check, run by its first use: this call
+    except SparseFormatError as exc:
         raise _refused_input(opdef, inputs, exc) from None
+
+
+def plan_for(opdef: OpDef, inst: Op, inputs: Sequence[NDArray]) -> Plan:
+    """The memoised plan of ``opdef`` with parameters ``inst`` on these inputs."""
+    key = _checked_key(opdef, inst, inputs)
     plan = opdef.plans.get(key)
     if plan is None:
         plan = make_plan(opdef, inst, inputs)
@@ -773,6 +779,7 @@ def explain(op_name: str, *inputs: NDArray, **params: Any) -> dict[str, Any]:
 
     opdef = get_op(op_name)
     inst = opdef.instance(params)
+    _checked_key(opdef, inst, inputs)
     plan = make_plan(opdef, inst, inputs)
     outs = [cap.Stored(tuple(s), st, None, np.dtype(d))
             for s, st, d in zip(plan.out_shapes, plan.out_stypes, plan.out_dtypes)]

@@ -380,4 +380,10 @@ def test_numpy_operands_defer_to_the_containers_operators():
 def test_full_with_a_value_its_dtype_cannot_hold_says_so():
     with pytest.raises(ValueError, match="full: the value 1099511627776 does not fit dtype int32"):
         so.full((2,), 2**40, dtype="int32")
+    for val in (float("nan"), float("inf"), np.float32(-np.inf)):
+        for stype in ("default", "csr", "row_sparse"):
+            with pytest.raises(ValueError, match=r"full: the value .* does not fit dtype int64 \(an integer dtype "
+                                                 r"has no NaN or infinity\)"):
+                so.full((2, 2), val, stype=stype, dtype="int64")
     np.testing.assert_array_equal(so.full((2,), 7, dtype="int32").asnumpy(), [7, 7])
+    np.testing.assert_array_equal(so.full((2,), 2.9, dtype="int32").asnumpy(), [2, 2])  # as np.full truncates

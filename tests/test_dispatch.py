@@ -87,6 +87,12 @@ def test_dispatch_modes_and_explain():
     y = scale(c, alpha=2.0)
     assert y.stype == "csr" and y.aux_types == c.aux_types
     np.testing.assert_allclose(y.asnumpy(), 2 * np.eye(3))
+    for bad, name in ((np.eye(3), "ndarray"), ([1.0], "list"), (None, "NoneType")):  # the call's own refusal
+        with pytest.raises(so.OperatorError, match=rf"operator '_test_scale': inputs must be NDArrays, got {name}"):
+            so.explain("_test_scale", bad)
+    broken = so.csr_matrix((np.ones(1), np.array([7]), np.array([0, 1, 1, 1])), shape=(3, 3), check=False)
+    with pytest.raises(so.SparseFormatError, match=r"operator '_test_scale': argument 'data' \(csr\)"):
+        so.explain("_test_scale", broken)
 
 
 def test_fallback_warns_once_per_signature_and_can_be_silenced(monkeypatch):
