@@ -450,3 +450,66 @@ def test_exponential_refuses_a_negative_scale_in_its_own_terms():
     with pytest.raises(mx.base.MXNetError, match=r"exponential\(\): scale must be non-negative, got -1"):
         mx.nd.random.exponential(scale=-1)
     np.testing.assert_array_equal(mx.nd.random.exponential(scale=0, shape=(3,)).asnumpy(), 0)
+
+
+# ---- MXNet's wider unit tests: dtype='uint8' parameters, legacy names, argument errors --------------------
+def test_an_ops_dtype_parameter_takes_uint8_and_int8_as_mxnet_does():
+    """``cast``, ``one_hot``, ``topk`` (its indices), ``argsort`` and ``random.multinomial``
+    take MXNet's narrow integer dtypes: the values as NumPy's cast makes them."""
+    x = mx.nd.array([300.0, 1.7, -3.2])
+    got = mx.nd.cast(x, dtype="uint8")
+    assert got.dtype == np.uint8
+    np.testing.assert_array_equal(got.asnumpy(), np.array([300, 1, -3]).astype(np.uint8))
+    hot = mx.nd.one_hot(mx.nd.array([0, 2]), 3, dtype="int8")
+    assert hot.dtype == np.int8 and hot.asnumpy().tolist() == [[1, 0, 0], [0, 0, 1]]
+    data = np.array([[1.0, 3.0, 2.0], [9.0, 7.0, 8.0]])
+    values, indices = mx.nd.topk(mx.nd.array(data), k=2, ret_typ="both", dtype="uint8")
+    assert values.dtype == np.float32 and indices.dtype == np.uint8
+    np.testing.assert_array_equal(indices.asnumpy(), np.argsort(-data, axis=1)[:, :2])
+    np.testing.assert_array_equal(values.asnumpy(), -np.sort(-data, axis=1)[:, :2])
+    order = mx.nd.argsort(mx.nd.array([3.0, 1.0, 2.0]), dtype="uint8")
+    assert order.dtype == np.uint8 and order.asnumpy().tolist() == [1, 2, 0]
+    out = mx.nd.zeros((3,), dtype="uint8")
+    mx.nd.cast(mx.nd.array([4.0, 5.0, 6.0]), dtype="uint8", out=out)
+    assert out.asnumpy().tolist() == [4, 5, 6]
+    mx.random.seed(3)
+    ids = mx.nd.random.multinomial(mx.nd.array([[0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]), shape=4, dtype="uint8")
+    assert ids.dtype == np.uint8 and ids.asnumpy().tolist() == [[1] * 4, [2] * 4]
+
+
+def test_an_unknown_keyword_is_an_argument_error():
+    """MXNet's generated functions refuse an unknown keyword as a wrong argument (a TypeError
+    here: ``MXNetArgumentError``), naming it and the parameters."""
+    for call, name in ((lambda: mx.nd.topk(mx.nd.array([1.0, 2.0]), bogus=1), "topk"),
+                       (lambda: mx.nd.softmax(mx.nd.array([1.0, 2.0]), dtype="float32"), "softmax")):
+        with pytest.raises(mx.base.MXNetArgumentError, match=rf"{name}\(\) got unexpected argument\(s\) '"):
+            call()
+    assert issubclass(mx.base.MXNetArgumentError, TypeError)
+
+
+def test_the_legacy_sampler_names_take_the_raw_parameters():
+    """``mx.nd.random_exponential(lam)`` (a rate, as MXNet's registered operator), and the
+    other legacy ``random_*`` names, ctx before dtype by position; their means against the
+    distributions' (fixed seed, 40,000 draws)."""
+    mx.random.seed(0)
+    n = 40_000
+    cases = [(mx.nd.random_exponential(lam=4, shape=(n,)), 0.25),
+             (mx.nd.random_gamma(2, 3, (n,), mx.cpu(), "float64"), 6.0),
+             (mx.nd.random_poisson(lam=3, shape=(n,)), 3.0),
+             (mx.nd.random_negative_binomial(k=3, p=0.5, shape=(n,)), 3.0),
+             (mx.nd.random_generalized_negative_binomial(mu=2, alpha=0.5, shape=(n,)), 2.0),
+             (mx.nd.random_randint(0, 5, shape=(n,)), 2.0)]
+    for draws, mean in cases:
+        assert draws.shape == (n,)
+        assert abs(draws.asnumpy().mean() - mean) < 0.05 * mean
+    assert cases[1][0].dtype == np.float64
+    assert mx.nd.random.gamma(2, 3, (2, 2)).shape == (2, 2)  # shape by position (it was dropped)
+    with pytest.raises(mx.base.MXNetArgumentError, match=r"gamma\(\) takes at most 5 positional arguments"):
+        mx.nd.random.gamma(1, 1, (2,), "float32", mx.cpu(), 5)
+
+
+def test_context_type_codes_and_the_operator_list():
+    assert mx.Context.devtype2str[mx.cpu().device_typeid] == "cpu"
+    assert mx.Context.devstr2type["gpu"] == 2 and mx.gpu(1).device_typeid == 2
+    ops = mx.operator.get_all_registered_operators()
+    assert {"Activation", "Custom", "random_gamma", "dot", "sgd_update"} <= set(ops)

@@ -80,8 +80,6 @@ LEFT_OUT = {
     },
     "test_random.py": {
         "test_random": "its helper check_with_device builds Symbol graphs (no Symbol API in the compat face)",
-        "test_sample_multinomial": "draws into uint8 first, a dtype the library does not hold (category ids are "
-                                   "int32, int64 or floating point)",
     },
 }
 HELPERS = ["tests/python/unittest/common.py", "tests/python/common/models.py"]

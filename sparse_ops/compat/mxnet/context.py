@@ -20,6 +20,12 @@ class _DefaultContext:
 
 if not hasattr(Device, "default_ctx"):
     Device.default_ctx = _DefaultContext()
+# MXNet's device type codes (``Context.devtype2str[ctx.device_typeid]``)
+if not hasattr(Device, "devtype2str"):
+    Device.devtype2str = {1: "cpu", 2: "gpu", 3: "cpu_pinned", 5: "cpu_shared"}
+    Device.devstr2type = {v: k for k, v in Device.devtype2str.items()}
+    Device.device_typeid = property(lambda self: Device.devstr2type[self.device_type],
+                                    doc="MXNet's code of the device type (1: cpu, 2: gpu)")
 
 
 def current_context() -> Device:

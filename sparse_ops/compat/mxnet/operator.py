@@ -40,8 +40,11 @@ def register(reg_name: str) -> Callable[[type], type]:
 
 
 def get_all_registered_operators() -> list[str]:
-    """Names of every registered operator (built-in, plugin and custom)."""
-    return list_ops()
+    """Names of every registered operator (built-in, plugin and custom), and of the face's
+    operators written in Python (``Activation``, the legacy samplers ``random_*``, ...)."""
+    from .ndarray import op as face_ops
+
+    return sorted(set(list_ops()) | set(face_ops.__all__))
 
 
 __all__ = ["CustomOp", "CustomOpProp", "register", "get_all_registered_operators"]

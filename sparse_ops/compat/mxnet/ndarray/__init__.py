@@ -22,7 +22,9 @@ from .ndarray import (  # noqa: F401  (MXNet's mx.nd names of its ndarray module
 )
 from .sparse import BaseSparseNDArray, CSRNDArray, RowSparseNDArray  # noqa: F401
 from .utils import load, load_frombuffer, save  # noqa: F401
-from .op import Activation, Custom, Embedding, normal, random_normal, random_uniform, uniform  # noqa: F401
+from .op import (Activation, Custom, Embedding, normal, random_exponential, random_gamma,  # noqa: F401
+                 random_generalized_negative_binomial, random_negative_binomial, random_normal, random_poisson,
+                 random_randint, random_uniform, uniform)
 from . import _internal, contrib, linalg, ndarray, op, random, sparse, utils  # noqa: F401,F811
 
 install_mxnet()  # x._num_aux, and x.indptr[0].asscalar() on the native API's arrays, as MXNet code reads them
@@ -50,5 +52,7 @@ __all__ = [
     "add", "subtract", "multiply", "divide", "true_divide", "power", "maximum", "minimum",
     "equal", "not_equal", "greater", "greater_equal", "lesser", "lesser_equal",
     "concatenate", "modulo", "logical_and", "logical_or", "logical_xor", "Activation", "Embedding", "contrib",
-    "linalg", "random", "sparse", "uniform", "normal", "random_uniform", "random_normal",
+    "linalg", "random", "sparse", "uniform", "normal", "random_uniform", "random_normal", "random_exponential",
+    "random_gamma", "random_poisson", "random_negative_binomial", "random_generalized_negative_binomial",
+    "random_randint",
 ]

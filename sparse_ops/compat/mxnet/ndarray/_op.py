@@ -14,6 +14,8 @@ from __future__ import annotations
 import numbers
 from typing import Any, Callable
 
+import numpy as np
+
 from ....dispatch import invoke, plan_key
 from ....errors import OperatorError, SparseFormatError
 from ....ndarray import NDArray
@@ -98,6 +100,11 @@ def split_call(opdef: OpDef, args: tuple, kwargs: dict[str, Any], fname: str) ->
         if k in kwargs:
             raise MXNetArgumentError(f"{fname}() got parameter {k!r} twice")
     params.update(kwargs)
+    if getattr(opdef.cls, "from_params", None) is None:  # (a CustomOp takes any keyword: its own parameters)
+        unknown = [k for k in params if k not in opdef.params]
+        if unknown:
+            raise MXNetArgumentError(f"{fname}() got unexpected argument(s) {', '.join(map(repr, unknown))}; "
+                                     f"parameters: {', '.join(pnames) or 'none'}")
     return inputs, params
 
 
@@ -130,10 +137,40 @@ def no_scalar_shape(result: Any) -> Any:
     return result
 
 
+# MXNet's integer dtypes the library does not hold (the face's arrays do: ndarray.EXTRA_DTYPES)
+_NARROW = (np.dtype(np.int8), np.dtype(np.uint8))
+# which output an op's ``dtype=`` parameter types, where it is not the first
+_DTYPE_OUTPUT: dict[str, Callable[[dict], int]] = {"topk": lambda p: 1 if p.get("ret_typ") == "both" else 0}
+
+
+def _run(opdef: OpDef, inputs: list, params: dict[str, Any], out: Any) -> Any:
+    """``invoke`` with MXNet's ``dtype='int8'`` / ``'uint8'`` (``cast``, ``one_hot``, ``topk``,
+    ``argsort``, ``random.multinomial``): the op computes int32, then that output becomes
+    the narrow dtype as ``astype`` makes it (values wrap as a C cast does)."""
+    narrow = None
+    if "dtype" in opdef.params and params.get("dtype") is not None:
+        try:
+            narrow = np.dtype(params["dtype"])
+        except TypeError:
+            pass
+    if narrow not in _NARROW:
+        return invoke(opdef, inputs, params, out)
+    result = invoke(opdef, inputs, {**params, "dtype": "int32"})
+    k = _DTYPE_OUTPUT.get(opdef.name, lambda p: 0)(params)
+    results = list(result) if isinstance(result, (list, tuple)) else [result]
+    results[k] = results[k]._with_values(results[k]._data.astype(narrow), copy_aux=True)
+    result = results if isinstance(result, (list, tuple)) else results[0]
+    if out is None:
+        return result
+    for o, r in zip(out if isinstance(out, (list, tuple)) else [out], results):
+        o[:] = r
+    return out
+
+
 def call(name: str, inputs: list, params: dict[str, Any] | None = None, out: Any = None) -> Any:
     """Run operator ``name`` (looked up now) with MXNet's result shapes; results are the
     face's arrays (``out``, when given, is returned as it is)."""
-    result = no_scalar_shape(invoke(get_op(name), inputs, params or {}, out))
+    result = no_scalar_shape(_run(get_op(name), inputs, params or {}, out))
     return result if out is not None else as_face(result)
 
 
@@ -178,7 +215,7 @@ def make_function(mx_name: str, target: str) -> Callable[..., Any]:
             if "device" not in opdef.params:
                 raise MXNetArgumentError(f"{mx_name}() takes no ctx argument")
             params["device"] = ctx
-        result = no_scalar_shape(invoke(opdef, inputs, params, out))
+        result = no_scalar_shape(_run(opdef, inputs, params, out))
         return result if out is not None else as_face(result)
 
     if target == "dot":

@@ -91,7 +91,21 @@ def normal(loc: float = 0, scale: float = 1, shape: Any = None, ctx: Any = None,
 
 random_uniform = uniform
 random_normal = normal
+# MXNet 1.x's legacy names of its samplers' registered operators: the raw parameters
+# (``random_exponential`` takes the rate ``lam``), ctx before dtype
+_LEGACY = ("shape", "ctx", "dtype")
+random_exponential = random._sampler("random_exponential", "_random_exponential", ("lam",), (1,), after=_LEGACY)
+random_gamma = random._sampler("random_gamma", "_random_gamma", ("alpha", "beta"), (1, 1), after=_LEGACY)
+random_poisson = random._sampler("random_poisson", "_random_poisson", ("lam",), (1,), after=_LEGACY)
+random_negative_binomial = random._sampler("random_negative_binomial", "_random_negative_binomial", ("k", "p"),
+                                           (1, 1), after=_LEGACY)
+random_generalized_negative_binomial = random._sampler(
+    "random_generalized_negative_binomial", "_random_generalized_negative_binomial", ("mu", "alpha"), (1, 1),
+    after=_LEGACY)
+random_randint = random.randint
 
 
 
-__all__ = ["Custom", "Activation", "uniform", "normal", "random_uniform", "random_normal"]
+__all__ = ["Custom", "Activation", "uniform", "normal", "random_uniform", "random_normal", "random_exponential",
+           "random_gamma", "random_poisson", "random_negative_binomial", "random_generalized_negative_binomial",
+           "random_randint"]

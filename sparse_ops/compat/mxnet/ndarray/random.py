@@ -56,10 +56,18 @@ def randn(*shape: int, loc: float = 0, scale: float = 1, dtype: Any = _Null, ctx
     return normal(loc, scale, shape=shape or _Null, dtype=dtype, ctx=ctx, out=out)
 
 
-def _sampler(mx_name: str, op_name: str, names: tuple, defaults: tuple, transform: Any = None) -> Any:
+def _sampler(mx_name: str, op_name: str, names: tuple, defaults: tuple, transform: Any = None,
+             after: tuple = ("shape", "dtype", "ctx")) -> Any:
+    """MXNet's sampler ``mx_name``: the distribution's scalar parameters ``names``, then
+    ``after`` by position (the legacy ``mx.nd.random_*`` names take ctx before dtype)."""
     def fn(*args: Any, shape: Any = _Null, dtype: Any = _Null, ctx: Any = None, out: NDArray | None = None,
            **kwargs: Any) -> NDArray:
         kwargs.pop("name", None)
+        if len(args) > len(names) + len(after):
+            raise MXNetArgumentError(f"{mx_name}() takes at most {len(names) + len(after)} positional arguments "
+                                     f"({', '.join(names + after)}), got {len(args)}")
+        rest = dict(zip(after, args[len(names):]))
+        shape, dtype, ctx = rest.get("shape", shape), rest.get("dtype", dtype), rest.get("ctx", ctx)
         values = dict(zip(names, defaults))
         values.update(zip(names, args))
         for k in list(kwargs):
