@@ -513,3 +513,20 @@ def test_context_type_codes_and_the_operator_list():
     assert mx.Context.devstr2type["gpu"] == 2 and mx.gpu(1).device_typeid == 2
     ops = mx.operator.get_all_registered_operators()
     assert {"Activation", "Custom", "random_gamma", "dot", "sgd_update"} <= set(ops)
+
+
+def test_batch_take_picks_one_value_per_row_clipped_and_differentiates():
+    data = np.arange(12.0).reshape(3, 4)
+    ids = np.array([1, 5, -2])
+    a = mx.nd.array(data)
+    a.attach_grad()
+    with mx.autograd.record():
+        got = mx.nd.batch_take(a, mx.nd.array(ids, dtype="int32"))
+    got.backward()
+    rows, cols = np.arange(3), np.clip(ids, 0, 3)
+    np.testing.assert_array_equal(got.asnumpy(), data[rows, cols])
+    expected = np.zeros_like(data)
+    expected[rows, cols] = 1
+    np.testing.assert_array_equal(a.grad.asnumpy(), expected)
+    with pytest.raises(mx.base.MXNetValueError, match="batch_take: a must be 2-d"):
+        mx.nd.batch_take(mx.nd.ones((2, 2, 2)), mx.nd.array([0, 1]))

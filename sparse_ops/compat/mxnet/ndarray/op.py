@@ -89,6 +89,14 @@ def normal(loc: float = 0, scale: float = 1, shape: Any = None, ctx: Any = None,
     return random.normal(loc, scale, shape=shape, dtype=dtype, ctx=ctx, out=out)
 
 
+def batch_take(a: NDArray, indices: NDArray, out: NDArray | None = None, name: str | None = None) -> NDArray:
+    """MXNet's ``batch_take``: ``a[i, indices[i]]`` for each row ``i`` of a 2-d ``a``, indices
+    clipped into range as MXNet's are (operator ``pick`` along axis 1)."""
+    if a.ndim != 2:
+        raise MXNetValueError(f"batch_take: a must be 2-d, got shape {tuple(a.shape)}")
+    return _op.call("pick", [a, indices], {"axis": 1, "mode": "clip"}, out=out)
+
+
 random_uniform = uniform
 random_normal = normal
 # MXNet 1.x's legacy names of its samplers' registered operators: the raw parameters
@@ -106,6 +114,6 @@ random_randint = random.randint
 
 
 
-__all__ = ["Custom", "Activation", "uniform", "normal", "random_uniform", "random_normal", "random_exponential",
+__all__ = ["Custom", "Activation", "batch_take", "uniform", "normal", "random_uniform", "random_normal", "random_exponential",
            "random_gamma", "random_poisson", "random_negative_binomial", "random_generalized_negative_binomial",
            "random_randint"]
