@@ -114,6 +114,6 @@ random_randint = random.randint
 
 
 
-__all__ = ["Custom", "Activation", "batch_take", "uniform", "normal", "random_uniform", "random_normal", "random_exponential",
-           "random_gamma", "random_poisson", "random_negative_binomial", "random_generalized_negative_binomial",
-           "random_randint"]
+__all__ = ["Custom", "Activation", "batch_take", "uniform", "normal", "random_uniform", "random_normal",
+           "random_exponential", "random_gamma", "random_poisson", "random_negative_binomial",
+           "random_generalized_negative_binomial", "random_randint"]
