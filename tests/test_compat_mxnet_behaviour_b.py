@@ -530,3 +530,45 @@ def test_batch_take_picks_one_value_per_row_clipped_and_differentiates():
     np.testing.assert_array_equal(a.grad.asnumpy(), expected)
     with pytest.raises(mx.base.MXNetValueError, match="batch_take: a must be 2-d"):
         mx.nd.batch_take(mx.nd.ones((2, 2, 2)), mx.nd.array([0, 1]))
+
+
+def test_gather_nd_reads_wraps_refuses_and_differentiates():
+    x = np.arange(24.0).reshape(2, 3, 4)
+    data = mx.nd.array(x)
+    data.attach_grad()
+    idx = np.array([[[1, 0], [0, -1]], [[2, 0], [-2, 1]]])
+    with mx.autograd.record():
+        got = mx.nd.gather_nd(data, mx.nd.array(idx))
+    got.backward()
+    assert got.shape == (2, 2, 4)
+    np.testing.assert_array_equal(got.asnumpy(), x[tuple(idx)])  # negative indices count from the end
+    expected = np.zeros_like(x)
+    np.add.at(expected, tuple(idx), 1.0)
+    np.testing.assert_array_equal(data.grad.asnumpy(), expected)
+    np.testing.assert_array_equal(mx.nd.gather_nd(data, mx.nd.array([1, 2])).asnumpy(), x[1, 2])
+    for bad, message in (([[0, 1], [0, 3]], "index 3 is out of bounds for axis 1 with size 3"),
+                         ([[0, 1], [0, -4]], "index -4 is out of bounds for axis 1 with size 3")):
+        with pytest.raises(IndexError, match=message):
+            mx.nd.gather_nd(data, mx.nd.array(bad))
+    with pytest.raises(IndexError, match="gather_nd: indices must be finite"):
+        mx.nd.gather_nd(data, mx.nd.array([[0.0, np.nan]]))
+
+
+def test_boolean_mask_keeps_the_marked_slices_and_their_gradient():
+    x = np.arange(1.0, 10.0).reshape(3, 3)
+    for mask, axis in (([0, 1, 1], 0), ([1, 0, 1], 1), ([0, 0, 0], 0)):
+        data = mx.nd.array(x)
+        data.attach_grad()
+        with mx.autograd.record():
+            got = mx.nd.contrib.boolean_mask(data, mx.nd.array(mask), axis=axis)
+        got.backward()
+        keep = np.flatnonzero(mask)
+        np.testing.assert_array_equal(got.asnumpy(), np.take(x, keep, axis=axis))
+        expected = np.zeros_like(x)
+        if axis == 0:
+            expected[keep] = 1
+        else:
+            expected[:, keep] = 1
+        np.testing.assert_array_equal(data.grad.asnumpy(), expected)
+    with pytest.raises(mx.base.MXNetArgumentError, match="boolean_mask: index must be 1-d"):
+        mx.nd.contrib.boolean_mask(mx.nd.array(x), mx.nd.array([1, 0]))

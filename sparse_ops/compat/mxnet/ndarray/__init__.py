@@ -22,7 +22,7 @@ from .ndarray import (  # noqa: F401  (MXNet's mx.nd names of its ndarray module
 )
 from .sparse import BaseSparseNDArray, CSRNDArray, RowSparseNDArray  # noqa: F401
 from .utils import load, load_frombuffer, save  # noqa: F401
-from .op import (Activation, Custom, Embedding, batch_take, normal, random_exponential, random_gamma,  # noqa: F401
+from .op import (Activation, Custom, Embedding, batch_take, gather_nd, normal, random_exponential, random_gamma,  # noqa: F401
                  random_generalized_negative_binomial, random_negative_binomial, random_normal, random_poisson,
                  random_randint, random_uniform, uniform)
 from . import _internal, contrib, linalg, ndarray, op, random, sparse, utils  # noqa: F401,F811
@@ -54,5 +54,5 @@ __all__ = [
     "concatenate", "modulo", "logical_and", "logical_or", "logical_xor", "Activation", "Embedding", "contrib",
     "linalg", "random", "sparse", "uniform", "normal", "random_uniform", "random_normal", "random_exponential",
     "random_gamma", "random_poisson", "random_negative_binomial", "random_generalized_negative_binomial",
-    "random_randint", "batch_take",
+    "random_randint", "batch_take", "gather_nd",
 ]

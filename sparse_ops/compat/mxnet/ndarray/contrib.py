@@ -27,6 +27,18 @@ def SparseEmbedding(*args: Any, **kwargs: Any) -> Any:
     return Embedding(*args, **kwargs)
 
 
+def boolean_mask(data: Any, index: Any, axis: int = 0, out: Any = None, name: Any = None) -> Any:
+    """MXNet's ``contrib.boolean_mask``: the slices of ``data`` along ``axis`` where ``index``
+    (1-d, one value per slice) is nonzero, in order; recorded as a ``take``, so the
+    gradient reaches the kept slices and the others get zero."""
+    keep = index.asnumpy() if hasattr(index, "asnumpy") else np.asarray(index)
+    if keep.ndim != 1 or keep.shape[0] != data.shape[axis]:
+        raise MXNetArgumentError(f"boolean_mask: index must be 1-d with one value per slice of axis {axis} "
+                                 f"({data.shape[axis]}), got shape {tuple(keep.shape)}")
+    positions = array(np.flatnonzero(keep), ctx=data.context, dtype="int64")
+    return _op.call("take", [data, positions], {"axis": axis, "mode": "raise"}, out=out)
+
+
 def isinf(data: Any) -> Any:
     """1 where ``data`` is +inf or -inf, else 0, in ``data``'s dtype (``abs(data) == inf``)."""
     return _op.call("_equal_scalar", [_op.call("abs", [data])], {"scalar": float("inf")})
@@ -135,5 +147,5 @@ def __getattr__(name: str) -> Any:
         return _op.cached_function(name)
 
 
-__all__ = ["SparseEmbedding", "isinf", "isnan", "isfinite", "rand_zipfian", "adamw_update", "mp_adamw_update", "multi_adamw_update",
+__all__ = ["SparseEmbedding", "boolean_mask", "isinf", "isnan", "isfinite", "rand_zipfian", "adamw_update", "mp_adamw_update", "multi_adamw_update",
            "multi_mp_adamw_update"]

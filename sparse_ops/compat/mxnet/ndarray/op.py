@@ -7,7 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ....custom import Custom as _core_custom
+from ....errors import InvalidIndexError
 from ....ndarray import NDArray
 from ....registry import get_op
 from ..base import MXNetArgumentError, MXNetValueError
@@ -97,6 +100,39 @@ def batch_take(a: NDArray, indices: NDArray, out: NDArray | None = None, name: s
     return _op.call("pick", [a, indices], {"axis": 1, "mode": "clip"}, out=out)
 
 
+def _host_ids(indices: Any, what: str) -> np.ndarray:
+    """Index values of a face array (floats truncate, as MXNet casts them) as int64 on the
+    host: which entries a gather reads is decided there, before the gather runs."""
+    ids = indices.asnumpy() if isinstance(indices, NDArray) else np.asarray(indices)
+    if ids.dtype.kind == "f" and not np.isfinite(ids).all():
+        raise InvalidIndexError(f"{what}: indices must be finite, got {ids[~np.isfinite(ids)][0]}")
+    return ids.astype(np.int64)
+
+
+def gather_nd(data: NDArray, indices: NDArray, out: NDArray | None = None, name: str | None = None) -> NDArray:
+    """MXNet's ``gather_nd``: ``indices`` of shape ``(M, Y...)`` pick ``data[i_0, ..., i_{M-1}]``
+    for each position of ``Y...``, giving shape ``Y... + data.shape[M:]``; negative indices
+    count from the end, others out of range raise ``IndexError``. Recorded as a reshape and
+    a ``take``, so the gradient scatters back to ``data``."""
+    ids = _host_ids(indices, "gather_nd")
+    m = ids.shape[0] if ids.ndim else 0
+    if ids.ndim < 1 or not 1 <= m <= data.ndim:
+        raise MXNetValueError(f"gather_nd: indices must have shape (M, ...) with 1 <= M <= data.ndim = {data.ndim}, "
+                              f"got shape {tuple(ids.shape)}")
+    for axis in range(m):
+        n = data.shape[axis]
+        bad = (ids[axis] < -n) | (ids[axis] >= n)
+        if bad.any():
+            raise InvalidIndexError(f"gather_nd: index {ids[axis][bad][0]} is out of bounds for axis {axis} with "
+                                    f"size {n}")
+        ids[axis] %= max(n, 1)
+    flat = np.ravel_multi_index(tuple(ids), data.shape[:m]) if ids.size else np.zeros(ids.shape[1:], np.int64)
+    rows = _op.call("reshape", [data], {"shape": (-1,) + tuple(data.shape[m:])})
+    positions = NDArray(np.asarray(flat, dtype=np.int64), data.device) if data.device.device_type == "cpu" \
+        else NDArray(data.device.xp.asarray(flat, dtype=np.int64), data.device)
+    return _op.call("take", [rows, positions], {"axis": 0, "mode": "raise"}, out=out)
+
+
 random_uniform = uniform
 random_normal = normal
 # MXNet 1.x's legacy names of its samplers' registered operators: the raw parameters
@@ -114,6 +150,6 @@ random_randint = random.randint
 
 
 
-__all__ = ["Custom", "Activation", "batch_take", "uniform", "normal", "random_uniform", "random_normal",
+__all__ = ["Custom", "Activation", "batch_take", "gather_nd", "uniform", "normal", "random_uniform", "random_normal",
            "random_exponential", "random_gamma", "random_poisson", "random_negative_binomial",
            "random_generalized_negative_binomial", "random_randint"]
