@@ -572,3 +572,25 @@ def test_boolean_mask_keeps_the_marked_slices_and_their_gradient():
         np.testing.assert_array_equal(data.grad.asnumpy(), expected)
     with pytest.raises(mx.base.MXNetArgumentError, match="boolean_mask: index must be 1-d"):
         mx.nd.contrib.boolean_mask(mx.nd.array(x), mx.nd.array([1, 0]))
+
+
+def test_index_copy_fills_rows_and_splits_the_gradient():
+    old = np.arange(15.0).reshape(5, 3)
+    new = -np.arange(1.0, 7.0).reshape(2, 3)
+    a, b = mx.nd.array(old), mx.nd.array(new)
+    a.attach_grad()
+    b.attach_grad()
+    head = np.arange(15.0).reshape(5, 3) + 1
+    with mx.autograd.record():
+        got = mx.nd.contrib.index_copy(a, mx.nd.array([4, 1], dtype="int64"), b)
+    got.backward(mx.nd.array(head))
+    expected = old.copy()
+    expected[[4, 1]] = new
+    np.testing.assert_array_equal(got.asnumpy(), expected)
+    kept = head.copy()
+    kept[[4, 1]] = 0
+    np.testing.assert_array_equal(a.grad.asnumpy(), kept)
+    np.testing.assert_array_equal(b.grad.asnumpy(), head[[4, 1]])
+    for rows in ([4, 4], [5, 0]):
+        with pytest.raises(mx.base.MXNetArgumentError, match=r"index_copy: index_vector must hold distinct rows"):
+            mx.nd.contrib.index_copy(a, mx.nd.array(rows), b)

@@ -39,6 +39,27 @@ def boolean_mask(data: Any, index: Any, axis: int = 0, out: Any = None, name: An
     return _op.call("take", [data, positions], {"axis": axis, "mode": "raise"}, out=out)
 
 
+def index_copy(old_tensor: Any, index_vector: Any, new_tensor: Any, out: Any = None, name: Any = None) -> Any:
+    """MXNet's ``contrib.index_copy``: a copy of ``old_tensor`` whose rows ``index_vector``
+    (distinct, in range) hold the rows of ``new_tensor``. Recorded as ``old * keep`` plus the
+    new rows scattered (``_backward_take``), so ``old_tensor`` gets the gradient of the rows
+    kept and ``new_tensor`` that of the rows it filled."""
+    rows = index_vector.asnumpy() if hasattr(index_vector, "asnumpy") else np.asarray(index_vector)
+    n = old_tensor.shape[0]
+    if rows.ndim != 1 or new_tensor.shape != (rows.shape[0],) + tuple(old_tensor.shape[1:]):
+        raise MXNetArgumentError(f"index_copy: index_vector must be 1-d and new_tensor of shape (len(index_vector),) + "
+                                 f"{tuple(old_tensor.shape[1:])}, got {tuple(rows.shape)} and {tuple(new_tensor.shape)}")
+    ids = rows.astype(np.int64)
+    if ids.size and (ids.min() < 0 or ids.max() >= n or np.unique(ids).size != ids.size):
+        raise MXNetArgumentError(f"index_copy: index_vector must hold distinct rows in [0, {n}), got {rows.tolist()}")
+    keep = np.ones((n,) + (1,) * (old_tensor.ndim - 1))
+    keep[ids] = 0
+    kept = _op.call("broadcast_mul", [old_tensor, array(keep, ctx=old_tensor.context, dtype=old_tensor.dtype)])
+    placed = _op.call("_backward_take", [new_tensor, array(ids, ctx=old_tensor.context, dtype="int64")],
+                      {"shape": tuple(old_tensor.shape), "axis": 0, "mode": "raise"})
+    return _op.call("elemwise_add", [kept, placed], out=out)
+
+
 def isinf(data: Any) -> Any:
     """1 where ``data`` is +inf or -inf, else 0, in ``data``'s dtype (``abs(data) == inf``)."""
     return _op.call("_equal_scalar", [_op.call("abs", [data])], {"scalar": float("inf")})
@@ -147,5 +168,5 @@ def __getattr__(name: str) -> Any:
         return _op.cached_function(name)
 
 
-__all__ = ["SparseEmbedding", "boolean_mask", "isinf", "isnan", "isfinite", "rand_zipfian", "adamw_update", "mp_adamw_update", "multi_adamw_update",
+__all__ = ["SparseEmbedding", "boolean_mask", "index_copy", "isinf", "isnan", "isfinite", "rand_zipfian", "adamw_update", "mp_adamw_update", "multi_adamw_update",
            "multi_mp_adamw_update"]
