@@ -594,3 +594,16 @@ def test_index_copy_fills_rows_and_splits_the_gradient():
     for rows in ([4, 4], [5, 0]):
         with pytest.raises(mx.base.MXNetArgumentError, match=r"index_copy: index_vector must hold distinct rows"):
             mx.nd.contrib.index_copy(a, mx.nd.array(rows), b)
+
+
+def test_util_environment_access_and_the_data_dir(monkeypatch):
+    monkeypatch.delenv("SPARSE_OPS_TEST_MX_VAR", raising=False)
+    assert mx.util.getenv("SPARSE_OPS_TEST_MX_VAR") is None
+    mx.util.setenv("SPARSE_OPS_TEST_MX_VAR", "42")
+    assert mx.util.getenv("SPARSE_OPS_TEST_MX_VAR") == "42"
+    mx.util.setenv("SPARSE_OPS_TEST_MX_VAR", None)
+    assert "SPARSE_OPS_TEST_MX_VAR" not in __import__("os").environ
+    monkeypatch.setenv("MXNET_HOME", "/tmp/mxnet_data")
+    assert mx.base.data_dir() == "/tmp/mxnet_data"
+    monkeypatch.delenv("MXNET_HOME")
+    assert mx.base.data_dir().endswith(".mxnet")

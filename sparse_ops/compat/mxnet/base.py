@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import numbers
+import os
+import platform
 
 import numpy as np
 
@@ -24,6 +26,17 @@ class MXNetValueError(MXNetError, ValueError):
     """A call of the MXNet face with an argument of the right kind but a bad value (an unknown
     storage type, a density outside [0, 1]): an ``MXNetError`` as in MXNet, and a
     ``ValueError`` as Python's own calls raise. The message names the operator and the argument."""
+
+
+def data_dir() -> str:
+    """Where MXNet keeps downloaded data: ``$MXNET_HOME``, else ``~/.mxnet`` (``%APPDATA%\\mxnet``
+    on Windows), as MXNet's ``base.data_dir``."""
+    home = os.environ.get("MXNET_HOME")
+    if home:
+        return home
+    if platform.system() == "Windows":
+        return os.path.join(os.environ.get("APPDATA", ""), "mxnet")
+    return os.path.join(os.path.expanduser("~"), ".mxnet")
 
 
 mx_real_t = np.float32
@@ -61,4 +74,4 @@ def _as_list(obj: object) -> list:
     return list(obj) if isinstance(obj, (list, tuple)) else [obj]
 
 
-__all__ = ["py_str", "MXNetError", "MXNetArgumentError", "MXNetValueError", "mx_real_t", "numeric_types", "integer_types", "string_types"]
+__all__ = ["py_str", "data_dir", "MXNetError", "MXNetArgumentError", "MXNetValueError", "mx_real_t", "numeric_types", "integer_types", "string_types"]

@@ -1,5 +1,5 @@
 """``mx.util``: MXNet's NumPy-shape switch (``is_np_shape``, ``set_np_shape``, ``np_shape``,
-``use_np_shape``).
+``use_np_shape``) and its environment access (``getenv``, ``setenv``).
 
 MXNet 1.x keeps a legacy shape mode (0 meaning "unknown", no zero-size arrays) that NumPy
 shape semantics switch off, per thread. Here imperative shapes always have NumPy's
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import threading
 from typing import Any
 
@@ -67,4 +68,18 @@ def use_np_shape(func: Any) -> Any:
     return with_np_shape
 
 
-__all__ = ["is_np_shape", "set_np_shape", "np_shape", "use_np_shape"]
+def getenv(name: str) -> str | None:
+    """The environment variable ``name``, None when unset (MXNet reads its backend's copy;
+    the process has one environment here)."""
+    return os.environ.get(name)
+
+
+def setenv(name: str, value: str | None) -> None:
+    """Set the environment variable ``name`` (``None`` unsets it)."""
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+
+
+__all__ = ["is_np_shape", "set_np_shape", "np_shape", "use_np_shape", "getenv", "setenv"]
