@@ -43,6 +43,7 @@ from . import ndarray as nd
 from .ndarray import NDArray, array  # the face's NDArray (MXNet's class)
 from .context import Context, current_context
 from .base import MXNetArgumentError, MXNetValueError
+from .util import getenv, setenv  # noqa: F401  (MXNet's test_utils has them too)
 from .runtime import Features
 
 mx = sys.modules[__package__]  # ``from mxnet.test_utils import *`` hands tests ``mx``
@@ -667,19 +668,6 @@ def has_tvm_ops() -> bool:
 def is_op_runnable() -> bool:
     """Whether TVM-compiled operators may run here: on the CPU always, as MXNet answers."""
     return default_context().device_type == "cpu" or has_tvm_ops()
-
-
-def getenv(name: str) -> str | None:
-    """An environment variable's value, None when unset."""
-    return os.environ.get(name)
-
-
-def setenv(name: str, value: str | None) -> None:
-    """Set an environment variable (None unsets it)."""
-    if value is None:
-        os.environ.pop(name, None)
-    else:
-        os.environ[name] = value
 
 
 def use_np(func: Any) -> Any:

@@ -17,7 +17,7 @@ from ..base import MXNetArgumentError
 from . import _op
 from . import random as _random
 from .ndarray import array
-from .op import Embedding
+from .op import Embedding, _host_ids
 
 
 def SparseEmbedding(*args: Any, **kwargs: Any) -> Any:
@@ -44,14 +44,13 @@ def index_copy(old_tensor: Any, index_vector: Any, new_tensor: Any, out: Any = N
     (distinct, in range) hold the rows of ``new_tensor``. Recorded as ``old * keep`` plus the
     new rows scattered (``_backward_take``), so ``old_tensor`` gets the gradient of the rows
     kept and ``new_tensor`` that of the rows it filled."""
-    rows = index_vector.asnumpy() if hasattr(index_vector, "asnumpy") else np.asarray(index_vector)
+    ids = _host_ids(index_vector, "index_copy")
     n = old_tensor.shape[0]
-    if rows.ndim != 1 or new_tensor.shape != (rows.shape[0],) + tuple(old_tensor.shape[1:]):
+    if ids.ndim != 1 or new_tensor.shape != (ids.shape[0],) + tuple(old_tensor.shape[1:]):
         raise MXNetArgumentError(f"index_copy: index_vector must be 1-d and new_tensor of shape (len(index_vector),) + "
-                                 f"{tuple(old_tensor.shape[1:])}, got {tuple(rows.shape)} and {tuple(new_tensor.shape)}")
-    ids = rows.astype(np.int64)
+                                 f"{tuple(old_tensor.shape[1:])}, got {tuple(ids.shape)} and {tuple(new_tensor.shape)}")
     if ids.size and (ids.min() < 0 or ids.max() >= n or np.unique(ids).size != ids.size):
-        raise MXNetArgumentError(f"index_copy: index_vector must hold distinct rows in [0, {n}), got {rows.tolist()}")
+        raise MXNetArgumentError(f"index_copy: index_vector must hold distinct rows in [0, {n}), got {ids.tolist()}")
     keep = np.ones((n,) + (1,) * (old_tensor.ndim - 1))
     keep[ids] = 0
     kept = _op.call("broadcast_mul", [old_tensor, array(keep, ctx=old_tensor.context, dtype=old_tensor.dtype)])

@@ -128,8 +128,7 @@ def gather_nd(data: NDArray, indices: NDArray, out: NDArray | None = None, name:
         ids[axis] %= max(n, 1)
     flat = np.ravel_multi_index(tuple(ids), data.shape[:m]) if ids.size else np.zeros(ids.shape[1:], np.int64)
     rows = _op.call("reshape", [data], {"shape": (-1,) + tuple(data.shape[m:])})
-    positions = NDArray(np.asarray(flat, dtype=np.int64), data.device) if data.device.device_type == "cpu" \
-        else NDArray(data.device.xp.asarray(flat, dtype=np.int64), data.device)
+    positions = NDArray(data.device.xp.asarray(flat, dtype=np.int64), data.device)
     return _op.call("take", [rows, positions], {"axis": 0, "mode": "raise"}, out=out)
 
 
@@ -147,7 +146,6 @@ random_generalized_negative_binomial = random._sampler(
     "random_generalized_negative_binomial", "_random_generalized_negative_binomial", ("mu", "alpha"), (1, 1),
     after=_LEGACY)
 random_randint = random.randint
-
 
 
 __all__ = ["Custom", "Activation", "batch_take", "gather_nd", "uniform", "normal", "random_uniform", "random_normal",
