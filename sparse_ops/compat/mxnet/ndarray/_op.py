@@ -42,6 +42,7 @@ ALIASES = {
     "Cast": "cast",
     "_copy": "identity",
     "stop_gradient": "BlockGrad",
+    "Softmax": "SoftmaxOutput",
     "max_axis": "max",
     "min_axis": "min",
     "flip": "reverse",
