@@ -1,0 +1,190 @@
+"""MXNet operators the face writes with the table's operators, so that they differentiate
+through those operators' gradients: ``batch_dot``, ``SequenceMask``, ``SequenceLast``,
+``SequenceReverse``, ``moments``, ``depth_to_space``, ``space_to_depth`` and ``diag``.
+
+Sequence lengths and block sizes decide which entries are read; they are read on the host
+(``op._host_ids``) and checked first, since a position out of range would be a read out
+of bounds in MXNet's kernels. Arguments, results and refusals follow MXNet 1.9.1.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ....ndarray import NDArray
+from ..base import MXNetArgumentError, MXNetValueError
+from . import _op
+from .op import _host_ids
+
+
+def _constant(like: NDArray, values: np.ndarray) -> NDArray:
+    """A face array of ``values`` on ``like``'s device (positions, masks: no gradient)."""
+    return _op.as_face(NDArray(like.device.xp.asarray(values), like.device))
+
+
+def batch_dot(lhs: NDArray, rhs: NDArray, transpose_a: bool = False, transpose_b: bool = False,
+              forward_stype: Any = None, out: NDArray | None = None, name: str | None = None) -> NDArray:
+    """The matrix products of the last two axes of N-d arrays (N >= 3) whose leading axes are
+    equal: ``(B..., n, m) x (B..., m, k) -> (B..., n, k)``, either side transposed."""
+    if forward_stype not in (None, "default"):
+        raise MXNetValueError(f"batch_dot: forward_stype {forward_stype!r} is not supported (dense arrays only)")
+    if lhs.ndim < 3 or rhs.ndim != lhs.ndim:
+        raise MXNetValueError(f"batch_dot: lhs and rhs must be N-d arrays of one N >= 3, got shapes "
+                              f"{tuple(lhs.shape)} and {tuple(rhs.shape)}")
+    return _op.call("_linalg_gemm2", [lhs, rhs], {"transpose_a": bool(transpose_a), "transpose_b": bool(transpose_b)},
+                    out=out)
+
+
+def _lengths(fname: str, data: NDArray, sequence_length: Any, use_sequence_length: bool, axis: int,
+             low: int) -> tuple[np.ndarray | None, int, int]:
+    """(the lengths as int64, or None to use every step; the sequence axis' size; the
+    batch axis) of a Sequence* call; lengths below ``low`` or past the axis are refused
+    when the operator would read there."""
+    if axis not in (0, 1):
+        raise MXNetValueError(f"{fname}: axis must be 0 or 1, got {axis}")
+    if data.ndim < 2:
+        raise MXNetValueError(f"{fname}: data must have at least 2 axes (sequence and batch), got shape "
+                              f"{tuple(data.shape)}")
+    steps, batch = data.shape[axis], data.shape[1 - axis]
+    if not use_sequence_length:
+        return None, steps, 1 - axis
+    if sequence_length is None:
+        raise MXNetArgumentError(f"{fname}: use_sequence_length=True needs the sequence_length input")
+    ids = _host_ids(sequence_length, fname).reshape(-1)
+    if ids.shape[0] != batch:
+        raise MXNetValueError(f"{fname}: sequence_length has {ids.shape[0]} entries for a batch of {batch} "
+                              f"(argument sequence_length)")
+    if low is not None:
+        bad = (ids < low) | (ids > steps)
+        if bad.any():
+            raise MXNetValueError(f"{fname}: sequence_length {ids[bad][0]} is outside [{low}, {steps}] "
+                                  f"(argument sequence_length)")
+    return ids, steps, 1 - axis
+
+
+def _rows(data: NDArray) -> NDArray:
+    """``data`` as (steps * batch, rest...): one row per (first axis, second axis) pair."""
+    return _op.call("reshape", [data], {"shape": (-1,) + tuple(data.shape[2:])})
+
+
+def SequenceMask(data: NDArray, sequence_length: Any = None, use_sequence_length: bool = False, value: float = 0.0,
+                 axis: int = 0, out: NDArray | None = None, name: str | None = None) -> NDArray:
+    """``data`` with every step at or past its sequence's length set to ``value`` (the
+    sequence axis ``axis``, 0 or 1, the batch the other); without ``use_sequence_length``
+    a copy. Masked entries get no gradient."""
+    ids, steps, batch_axis = _lengths("SequenceMask", data, sequence_length, use_sequence_length, axis, None)
+    if ids is None:
+        return _op.call("identity", [data], out=out)
+    keep = np.arange(steps)[:, None] < ids[None, :]  # (steps, batch)
+    if axis == 1:
+        keep = keep.T
+    keep = np.broadcast_to(keep.reshape(keep.shape + (1,) * (data.ndim - 2)), data.shape)
+    cond = _constant(data, keep.astype(data.dtype))
+    fill = _constant(data, np.full(data.shape, value, dtype=data.dtype))
+    return _op.call("where", [cond, data, fill], out=out)
+
+
+def SequenceLast(data: NDArray, sequence_length: Any = None, use_sequence_length: bool = False, axis: int = 0,
+                 out: NDArray | None = None, name: str | None = None) -> NDArray:
+    """The last step of each sequence: ``data[length - 1]`` along ``axis`` for each batch
+    entry (the axis' last step without ``use_sequence_length``); shape ``data.shape`` less
+    ``axis``. Lengths must be in [1, steps]."""
+    ids, steps, _ = _lengths("SequenceLast", data, sequence_length, use_sequence_length, axis, 1)
+    batch = data.shape[1 - axis]
+    last = np.full(batch, steps - 1, dtype=np.int64) if ids is None else ids - 1
+    b = np.arange(batch)
+    positions = last * batch + b if axis == 0 else b * steps + last
+    return _op.call("take", [_rows(data), _constant(data, positions)], {"axis": 0, "mode": "raise"}, out=out)
+
+
+def SequenceReverse(data: NDArray, sequence_length: Any = None, use_sequence_length: bool = False, axis: int = 0,
+                    out: NDArray | None = None, name: str | None = None) -> NDArray:
+    """Each sequence's first ``length`` steps in reverse order, the steps after them kept
+    (the whole axis without ``use_sequence_length``); the sequence axis is 0, as in MXNet."""
+    if axis != 0:
+        raise MXNetValueError(f"SequenceReverse: only axis 0 is supported, got {axis}")
+    ids, steps, _ = _lengths("SequenceReverse", data, sequence_length, use_sequence_length, axis, 0)
+    batch = data.shape[1]
+    lengths = np.full(batch, steps, dtype=np.int64) if ids is None else ids
+    t, b = np.arange(steps)[:, None], np.arange(batch)[None, :]
+    source = np.where(t < lengths[None, :], lengths[None, :] - 1 - t, t)  # (steps, batch)
+    rows = _op.call("take", [_rows(data), _constant(data, (source * batch + b).reshape(-1))],
+                    {"axis": 0, "mode": "raise"})
+    return _op.call("reshape", [rows], {"shape": tuple(data.shape)}, out=out)
+
+
+def moments(data: NDArray, axes: Any = None, keepdims: bool = False, name: str | None = None) -> list:
+    """[mean, variance] of ``data`` over ``axes`` (every axis when None): the population
+    variance, ``mean((x - mean) ** 2)``."""
+    params = {"axis": None if axes is None else tuple(np.atleast_1d(axes).tolist()), "keepdims": True}
+    mean = _op.call("mean", [data], params)
+    var = _op.call("mean", [_op.call("square", [_op.call("broadcast_sub", [data, mean])])], params)
+    if keepdims:
+        return [mean, var]
+    params["keepdims"] = False
+    return [_op.call("mean", [mean], params), _op.call("mean", [var], params)]
+
+
+def _blocks(fname: str, data: NDArray, block_size: int) -> tuple[int, int, int, int]:
+    if data.ndim != 4:
+        raise MXNetValueError(f"{fname}: data must be 4-d (N, C, H, W), got shape {tuple(data.shape)}")
+    if int(block_size) < 1:
+        raise MXNetValueError(f"{fname}: block_size must be positive, got {block_size}")
+    return tuple(int(d) for d in data.shape)
+
+
+def depth_to_space(data: NDArray, block_size: int, out: NDArray | None = None, name: str | None = None) -> NDArray:
+    """(N, C, H, W) -> (N, C / b^2, H * b, W * b): blocks of channels moved into b x b
+    spatial blocks (ONNX's DepthToSpace, DCR order, as MXNet)."""
+    n, c, h, w = _blocks("depth_to_space", data, block_size)
+    b = int(block_size)
+    if c % (b * b):
+        raise MXNetValueError(f"depth_to_space: the channels ({c}) must be a multiple of block_size ** 2 ({b * b})")
+    x = _op.call("reshape", [data], {"shape": (n, b, b, c // (b * b), h, w)})
+    x = _op.call("transpose", [x], {"axes": (0, 3, 4, 1, 5, 2)})
+    return _op.call("reshape", [x], {"shape": (n, c // (b * b), h * b, w * b)}, out=out)
+
+
+def space_to_depth(data: NDArray, block_size: int, out: NDArray | None = None, name: str | None = None) -> NDArray:
+    """(N, C, H, W) -> (N, C * b^2, H / b, W / b): the inverse of ``depth_to_space``."""
+    n, c, h, w = _blocks("space_to_depth", data, block_size)
+    b = int(block_size)
+    if h % b or w % b:
+        raise MXNetValueError(f"space_to_depth: height ({h}) and width ({w}) must be multiples of block_size ({b})")
+    x = _op.call("reshape", [data], {"shape": (n, c, h // b, b, w // b, b)})
+    x = _op.call("transpose", [x], {"axes": (0, 3, 5, 1, 2, 4)})
+    return _op.call("reshape", [x], {"shape": (n, c * b * b, h // b, w // b)}, out=out)
+
+
+def diag(data: NDArray, k: int = 0, axis1: int = 0, axis2: int = 1, out: NDArray | None = None,
+         name: str | None = None) -> NDArray:
+    """The ``k``-th diagonal of ``data`` over ``axis1`` and ``axis2`` (appended as the last
+    axis, as ``numpy.diagonal``); for a 1-d ``data``, the square matrix with it on the
+    ``k``-th diagonal (as ``numpy.diag``)."""
+    k = int(k)
+    if data.ndim == 0:
+        raise MXNetValueError("diag: data must have at least one axis")
+    if data.ndim == 1:
+        m = data.shape[0] + abs(k)
+        source = np.zeros((m, m), dtype=np.int64)  # 0: the zero put in front of the values
+        i = np.arange(data.shape[0])
+        source[i + max(-k, 0), i + max(k, 0)] = i + 1
+        padded = _op.call("concat", [_constant(data, np.zeros(1, dtype=data.dtype)), data], {"dim": 0})
+        return _op.call("reshape", [_op.call("take", [padded, _constant(data, source.reshape(-1))], {"axis": 0})],
+                        {"shape": (m, m)}, out=out)
+    nd = data.ndim
+    a1, a2 = (int(a) % nd if -nd <= int(a) < nd else None for a in (axis1, axis2))
+    if a1 is None or a2 is None or a1 == a2:
+        raise MXNetValueError(f"diag: axis1 ({axis1}) and axis2 ({axis2}) must be distinct axes of a {nd}-d array")
+    order = [a for a in range(nd) if a not in (a1, a2)] + [a1, a2]
+    moved = _op.call("transpose", [data], {"axes": tuple(order)})
+    rows, cols = data.shape[a1], data.shape[a2]
+    i = np.arange(max(0, min(rows + min(k, 0), cols - max(k, 0))))
+    positions = (i + max(-k, 0)) * cols + i + max(k, 0)
+    flat = _op.call("reshape", [moved], {"shape": tuple(moved.shape[:-2]) + (rows * cols,)})
+    return _op.call("take", [flat, _constant(data, positions)], {"axis": -1}, out=out)
+
+
+__all__ = ["batch_dot", "SequenceMask", "SequenceLast", "SequenceReverse", "moments", "depth_to_space",
+           "space_to_depth", "diag"]

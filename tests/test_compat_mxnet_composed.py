@@ -1,0 +1,116 @@
+"""The MXNet face's operators written with the table's operators (batch_dot, Sequence*,
+moments, depth_to_space, space_to_depth, diag): values against NumPy, gradients against
+finite differences, and MXNet's refusals, each naming the function and the argument."""
+import numpy as np
+import pytest
+
+import sparse_ops.compat.mxnet as mx
+from sparse_ops.sdk.testing import check_numeric_gradient
+
+RNG = np.random.default_rng(0)
+
+
+def _a(v):
+    return mx.nd.array(v, dtype=v.dtype)
+
+
+@pytest.mark.parametrize("ta,tb", [(False, False), (True, False), (False, True), (True, True)])
+def test_batch_dot(ta, tb):
+    a, b = RNG.standard_normal((2, 3, 4, 5)), RNG.standard_normal((2, 3, 5, 6))
+    a2, b2 = (np.swapaxes(a, -1, -2) if ta else a), (np.swapaxes(b, -1, -2) if tb else b)
+    y = mx.nd.batch_dot(_a(a2), _a(b2), transpose_a=ta, transpose_b=tb)
+    assert isinstance(y, mx.nd.NDArray)
+    np.testing.assert_allclose(y.asnumpy(), a @ b, rtol=1e-12)
+    check_numeric_gradient(lambda x, z: mx.nd.batch_dot(x, z, transpose_a=ta, transpose_b=tb), [_a(a2), _a(b2)])
+
+
+def test_batch_dot_refusals():
+    with pytest.raises(mx.base.MXNetValueError, match="batch_dot: lhs and rhs must be N-d"):
+        mx.nd.batch_dot(mx.nd.ones((2, 3)), mx.nd.ones((3, 2)))
+    with pytest.raises(mx.base.MXNetValueError, match="forward_stype"):
+        mx.nd.batch_dot(mx.nd.ones((2, 2, 2)), mx.nd.ones((2, 2, 2)), forward_stype="csr")
+    with pytest.raises(mx.base.MXNetError, match="inner sizes"):
+        mx.nd.batch_dot(mx.nd.ones((2, 2, 3)), mx.nd.ones((2, 2, 3)))
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_sequence_mask_last_and_reverse(axis):
+    steps, batch = 5, 3
+    d = RNG.standard_normal((steps, batch, 2) if axis == 0 else (batch, steps, 2))
+    lengths = np.array([2, 5, 1])
+    seq = d if axis == 0 else np.swapaxes(d, 0, 1)  # (steps, batch, 2)
+    keep = np.arange(steps)[:, None, None] < lengths[None, :, None]
+    mask = mx.nd.SequenceMask(_a(d), _a(lengths.astype(np.float64)), use_sequence_length=True, value=-7.0, axis=axis)
+    want = np.where(keep, seq, -7.0)
+    np.testing.assert_array_equal(mask.asnumpy(), want if axis == 0 else np.swapaxes(want, 0, 1))
+    last = mx.nd.SequenceLast(_a(d), _a(lengths.astype(np.float64)), use_sequence_length=True, axis=axis)
+    np.testing.assert_array_equal(last.asnumpy(), seq[lengths - 1, np.arange(batch)])
+    np.testing.assert_array_equal(mx.nd.SequenceLast(_a(d), axis=axis).asnumpy(), seq[-1])
+    np.testing.assert_array_equal(mx.nd.SequenceMask(_a(d), axis=axis).asnumpy(), d)
+    L = _a(lengths.astype(np.float64))
+    for fn in (lambda x: mx.nd.SequenceMask(x, L, use_sequence_length=True, value=3.0, axis=axis),
+               lambda x: mx.nd.SequenceLast(x, L, use_sequence_length=True, axis=axis)):
+        check_numeric_gradient(fn, [_a(d)])
+    if axis == 0:
+        rev = mx.nd.SequenceReverse(_a(d), L, use_sequence_length=True).asnumpy()
+        for b, n in enumerate(lengths):
+            np.testing.assert_array_equal(rev[:n, b], d[:n, b][::-1])
+            np.testing.assert_array_equal(rev[n:, b], d[n:, b])
+        np.testing.assert_array_equal(mx.nd.SequenceReverse(_a(d)).asnumpy(), d[::-1])
+        check_numeric_gradient(lambda x: mx.nd.SequenceReverse(x, L, use_sequence_length=True), [_a(d)])
+
+
+def test_sequence_refusals_name_the_argument():
+    d = mx.nd.ones((4, 2, 3))
+    with pytest.raises(mx.base.MXNetValueError, match="SequenceLast: sequence_length 0 is outside \\[1, 4\\]"):
+        mx.nd.SequenceLast(d, mx.nd.array([0, 2]), use_sequence_length=True)
+    with pytest.raises(mx.base.MXNetValueError, match="SequenceReverse: sequence_length 5 is outside"):
+        mx.nd.SequenceReverse(d, mx.nd.array([5, 2]), use_sequence_length=True)
+    with pytest.raises(mx.base.MXNetValueError, match="3 entries for a batch of 2"):
+        mx.nd.SequenceMask(d, mx.nd.array([1, 2, 3]), use_sequence_length=True)
+    with pytest.raises(mx.base.MXNetArgumentError, match="needs the sequence_length input"):
+        mx.nd.SequenceMask(d, use_sequence_length=True)
+    with pytest.raises(mx.base.MXNetValueError, match="axis must be 0 or 1"):
+        mx.nd.SequenceMask(d, axis=2)
+    with pytest.raises(mx.base.MXNetValueError, match="only axis 0"):
+        mx.nd.SequenceReverse(d, axis=1)
+    with pytest.raises(mx.base.MXNetError, match="finite"):
+        mx.nd.SequenceMask(d, mx.nd.array([np.nan, 2]), use_sequence_length=True)
+    np.testing.assert_array_equal(  # lengths past the steps mask nothing, as in MXNet
+        mx.nd.SequenceMask(d, mx.nd.array([9, 4]), use_sequence_length=True).asnumpy(), d.asnumpy())
+
+
+@pytest.mark.parametrize("axes,keepdims", [(None, False), ((0, 2), False), (1, True)])
+def test_moments(axes, keepdims):
+    d = RNG.standard_normal((3, 4, 2))
+    mean, var = mx.nd.moments(_a(d), axes=axes, keepdims=keepdims)
+    np.testing.assert_allclose(mean.asnumpy(), np.atleast_1d(d.mean(axis=axes, keepdims=keepdims)), rtol=1e-12)
+    np.testing.assert_allclose(var.asnumpy(), np.atleast_1d(d.var(axis=axes, keepdims=keepdims)), rtol=1e-12)
+    check_numeric_gradient(lambda x: mx.nd.moments(x, axes=axes, keepdims=keepdims)[1], [_a(d)])
+
+
+def test_depth_to_space_and_back():
+    x = np.arange(24, dtype=np.float64).reshape(1, 4, 2, 3)
+    y = mx.nd.depth_to_space(_a(x), 2).asnumpy()
+    want = x.reshape(1, 2, 2, 1, 2, 3).transpose(0, 3, 4, 1, 5, 2).reshape(1, 1, 4, 6)
+    np.testing.assert_array_equal(y, want)
+    np.testing.assert_array_equal(y[0, 0, 0], [0, 6, 1, 7, 2, 8])  # MXNet's documented example
+    np.testing.assert_array_equal(mx.nd.space_to_depth(_a(y), 2).asnumpy(), x)
+    check_numeric_gradient(lambda v: mx.nd.space_to_depth(v, 2), [_a(RNG.standard_normal((2, 1, 4, 2)))])
+    with pytest.raises(mx.base.MXNetValueError, match="multiple of block_size \\*\\* 2"):
+        mx.nd.depth_to_space(mx.nd.ones((1, 3, 2, 2)), 2)
+    with pytest.raises(mx.base.MXNetValueError, match="must be 4-d"):
+        mx.nd.space_to_depth(mx.nd.ones((4, 4)), 2)
+
+
+@pytest.mark.parametrize("k", [-2, 0, 1, 3])
+def test_diag(k):
+    v = RNG.standard_normal(3)
+    np.testing.assert_array_equal(mx.nd.diag(_a(v), k=k).asnumpy(), np.diag(v, k))
+    m = RNG.standard_normal((3, 4, 5))
+    np.testing.assert_array_equal(mx.nd.diag(_a(m), k=k, axis1=0, axis2=2).asnumpy(), np.diagonal(m, k, 0, 2))
+    np.testing.assert_array_equal(mx.nd.diag(_a(m[0]), k=k).asnumpy(), np.diag(m[0], k))
+    check_numeric_gradient(lambda x: mx.nd.diag(x, k=k), [_a(v)])
+    check_numeric_gradient(lambda x: mx.nd.diag(x, k=k, axis1=-1, axis2=0), [_a(m)])
+    with pytest.raises(mx.base.MXNetValueError, match="distinct axes"):
+        mx.nd.diag(_a(m), axis1=1, axis2=-2)
