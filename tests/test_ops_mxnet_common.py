@@ -698,3 +698,26 @@ def test_topk_gradient_lands_on_the_chosen_entries_and_scatter_adds_repeats():
             so.ops._scatter_along_axis(so.array(np.ones((1, 3))), so.array(np.array([[0, bad, 1]])), size=3)
     with pytest.raises(so.SparseOpsError, match="_gather_along_axis.*index"):
         so.ops._gather_along_axis(so.array(np.ones((2, 3))), so.array(np.ones((2, 3))))
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax", "softmin"])
+def test_softmax_family_dtype_parameter(name):
+    """MXNet's ``dtype``: the result in that dtype, computed in the wider of it and the
+    input's; the gradient comes back in the input's dtype."""
+    from sparse_ops import autograd
+
+    v = _v((3, 4), dtype=np.float32)
+    ref = {"softmax": _softmax_ref(v.astype(np.float64), -1, 1.0), "softmin": _softmax_ref(-v.astype(np.float64), -1, 1.0)}
+    ref["log_softmax"] = np.log(ref["softmax"])
+    y = getattr(mx.nd, name)(mx.nd.array(v), dtype="float64")
+    assert y.dtype == np.float64
+    np.testing.assert_allclose(y.asnumpy(), ref[name], rtol=1e-13, atol=1e-15)
+    assert getattr(mx.nd, name)(mx.nd.array(v), dtype="float16").dtype == np.float16
+    x = so.array(v)
+    x.attach_grad()
+    with autograd.record():
+        out = so.dispatch.op_function(name)(x, dtype="float64")
+    out.backward()
+    assert x.grad.dtype == np.float32
+    with pytest.raises(so.SparseOpsError, match="must be one of"):
+        getattr(mx.nd, name)(mx.nd.array(v), dtype="int32")

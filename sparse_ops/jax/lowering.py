@@ -488,7 +488,7 @@ def _search(inst: Any, spec: CallSpec, x: Any) -> Any:
 
 @lowers("softmax", "log_softmax", "softmin")
 def _softmax(inst: Any, spec: CallSpec, x: Any) -> Any:
-    z = x.astype(jnp.float32) if x.dtype == jnp.float16 else x
+    z = x.astype(jnp.promote_types(jnp.promote_types(x.dtype, spec.outs[0].dtype), jnp.float32))
     z = z * np.asarray(inst._scale(), z.dtype)
     return (jax.nn.log_softmax if spec.name == "log_softmax" else jax.nn.softmax)(z, axis=inst.axis)
 

@@ -3,7 +3,7 @@
 
 Dense kernels only, as MXNet 1.9: a sparse input falls back to dense with a
 ``StorageFallbackWarning`` (``sparse_ops.ops.csr_row_softmax`` is the op over a csr's stored
-values). The result keeps the input dtype (float16 is computed in float32).
+values). The result has the input dtype unless ``dtype`` names another; float16 is computed in float32.
 """
 from __future__ import annotations
 
@@ -22,6 +22,8 @@ class _Softmax(Op):
 
     axis = Param(int, -1, doc="the axis the values are normalised along")
     temperature = Param(float, None, doc="divide the input by this first (None: 1)")
+    dtype = Param("dtype", None, doc="the result's dtype (None: the input's), computed in the wider of the two",
+                  choices=("float16", "float32", "float64"))
     backward_needs_inputs = ()
     backward_needs_outputs = ("output",)
     sign = 1.0
@@ -36,7 +38,7 @@ class _Softmax(Op):
     def infer_type(self, data):
         if data.kind != "f":
             raise TypeError(f"{self._opdef.name} needs a floating point input, got {data} (argument data)")
-        return [data]
+        return [data if self.dtype is None else np.dtype(self.dtype)]
 
     def check_params(self):
         if self.temperature is not None and self.temperature == 0:
@@ -50,7 +52,7 @@ class _Softmax(Op):
         if data.size == 0:  # an empty axis (or no rows): nothing to normalise, no max to take
             return
         xp = ctx.xp
-        z = data.astype(np.float32) if data.dtype == np.float16 else data
+        z = data.astype(np.promote_types(np.promote_types(data.dtype, output.dtype), np.float32), copy=False)
         z = z * z.dtype.type(self._scale())
         z = z - xp.max(z, axis=self.axis, keepdims=True)
         e = xp.exp(z)
@@ -64,7 +66,8 @@ class _Softmax(Op):
         else:  # y * (g - sum(g * y))
             dz = T.elemwise_mul(y, T.broadcast_sub(g, T.sum(T.elemwise_mul(g, y), axis=self.axis, keepdims=True)))
         scale = self._scale()
-        return [dz if scale == 1.0 else T._mul_scalar(dz, scalar=scale)]
+        dz = dz if scale == 1.0 else T._mul_scalar(dz, scalar=scale)
+        return [dz if dz.dtype == inputs[0].dtype else T.cast(dz, dtype=inputs[0].dtype)]
 
     @classmethod
     def samples(cls) -> list:
@@ -73,6 +76,7 @@ class _Softmax(Op):
 
         return [([_samples.array((3, 4))], {}), ([_samples.array((3, 4), seed=1)], {"axis": 0}),
                 ([_samples.array((2, 3, 2), seed=2)], {"axis": 1, "temperature": 2.0}),
+                ([_samples.array((3, 4), seed=4, dtype="float32")], {"dtype": "float64"}),
                 ([_samples.array((3, 4), "csr", seed=3)], {})]
 
 

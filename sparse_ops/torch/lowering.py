@@ -243,8 +243,8 @@ def _sum(inst: Any, dtype: torch.dtype, in_dtypes: tuple) -> Callable[..., torch
 def _softmax(inst: Any, dtype: torch.dtype, in_dtypes: tuple) -> Callable[..., torch.Tensor]:
     fn, scale = (torch.log_softmax if inst._opdef.name == "log_softmax" else torch.softmax), inst._scale()
 
-    def lower(x: torch.Tensor) -> torch.Tensor:
-        z = x.float() if x.dtype == torch.float16 else x
+    def lower(x: torch.Tensor) -> torch.Tensor:  # in the wider of the input's and the result's dtype
+        z = x.to(torch.promote_types(torch.promote_types(x.dtype, dtype), torch.float32))
         return fn(z if scale == 1.0 else z * scale, dim=inst.axis)
     return lower
 
