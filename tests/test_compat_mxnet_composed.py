@@ -114,3 +114,60 @@ def test_diag(k):
     check_numeric_gradient(lambda x: mx.nd.diag(x, k=k, axis1=-1, axis2=0), [_a(m)])
     with pytest.raises(mx.base.MXNetValueError, match="distinct axes"):
         mx.nd.diag(_a(m), axis1=1, axis2=-2)
+
+
+def _bn_ref(d, g, b, mean, var, eps, axis=1):
+    shape = [1] * d.ndim
+    shape[axis] = -1
+    r = lambda v: v.reshape(shape)  # noqa: E731
+    return (d - r(mean)) / np.sqrt(r(var) + eps) * r(g) + r(b)
+
+
+@pytest.mark.parametrize("axis", [1, -1])
+def test_batch_norm_training_and_inference(axis):
+    from sparse_ops.sdk.testing import check_numeric_gradient as cng
+
+    d = RNG.standard_normal((4, 3, 5))
+    c = d.shape[axis]
+    g, b = RNG.standard_normal(c), RNG.standard_normal(c)
+    others = tuple(i for i in range(3) if i != axis % 3)
+    mm, mv = _a(np.zeros(c)), _a(np.ones(c))
+    x = _a(d)
+    with mx.autograd.record():
+        y = mx.nd.BatchNorm(x, _a(g), _a(b), mm, mv, eps=1e-5, fix_gamma=False, axis=axis, momentum=0.8)
+    mean, var = d.mean(axis=others), d.var(axis=others)
+    np.testing.assert_allclose(y.asnumpy(), _bn_ref(d, g, b, mean, var, 1e-5, axis), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(mm.asnumpy(), 0.2 * mean, rtol=1e-12)
+    np.testing.assert_allclose(mv.asnumpy(), 0.8 + 0.2 * var, rtol=1e-12)
+    # inference: the moving statistics, nothing moved; fix_gamma takes gamma as ones
+    y = mx.nd.BatchNorm(x, _a(g), _a(b), mm, mv, axis=axis)
+    np.testing.assert_allclose(y.asnumpy(), _bn_ref(d, np.ones(c), b, 0.2 * mean, 0.8 + 0.2 * var, 1e-3, axis),
+                               rtol=1e-10)
+    np.testing.assert_allclose(mm.asnumpy(), 0.2 * mean, rtol=1e-12)
+
+    def train(v, gamma, beta):
+        with mx.autograd.train_mode():
+            return mx.nd.BatchNorm(v, gamma, beta, _a(np.zeros(c)), _a(np.ones(c)), fix_gamma=False, axis=axis)
+    cng(train, [_a(d), _a(g), _a(b)])
+    out, m, invstd = mx.nd.BatchNorm(x, _a(g), _a(b), _a(np.zeros(c)), _a(np.ones(c)), output_mean_var=True,
+                                     axis=axis, use_global_stats=True)
+    np.testing.assert_allclose(invstd.asnumpy(), np.full(c, 1 / np.sqrt(1 + 1e-3)))
+
+
+def test_layer_norm_and_l2_normalization():
+    d = RNG.standard_normal((3, 4, 5))
+    g, b = RNG.standard_normal(5), RNG.standard_normal(5)
+    y, mean, std = mx.nd.LayerNorm(_a(d), _a(g), _a(b), output_mean_var=True)
+    m, v = d.mean(-1, keepdims=True), d.var(-1, keepdims=True)
+    np.testing.assert_allclose(y.asnumpy(), (d - m) / np.sqrt(v + 1e-5) * g + b, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(std.asnumpy(), np.sqrt(v + 1e-5), rtol=1e-12)
+    check_numeric_gradient(lambda x, gm, bt: mx.nd.LayerNorm(x, gm, bt, axis=1),
+                           [_a(d), _a(RNG.standard_normal(4)), _a(RNG.standard_normal(4))])
+    for mode, axes in (("instance", (1, 2)), ("channel", (1,)), ("spatial", (2,))):
+        want = d / np.sqrt((d * d).sum(axis=axes, keepdims=True) + 1e-10)
+        np.testing.assert_allclose(mx.nd.L2Normalization(_a(d), mode=mode).asnumpy(), want, rtol=1e-12)
+        check_numeric_gradient(lambda x: mx.nd.L2Normalization(x, mode=mode), [_a(d)])
+    with pytest.raises(mx.base.MXNetValueError, match="gamma must have shape \\(5,\\)"):
+        mx.nd.LayerNorm(_a(d), _a(g[:4]), _a(b))
+    with pytest.raises(mx.base.MXNetValueError, match="mode must be"):
+        mx.nd.L2Normalization(_a(d), mode="rows")

@@ -25,8 +25,8 @@ from .utils import load, load_frombuffer, save  # noqa: F401
 from .op import (Activation, Custom, Embedding, batch_take, gather_nd, normal, random_exponential, random_gamma,  # noqa: F401
                  random_generalized_negative_binomial, random_negative_binomial, random_normal, random_poisson,
                  random_randint, random_uniform, uniform)
-from .composed import (SequenceLast, SequenceMask, SequenceReverse, batch_dot, depth_to_space, diag,  # noqa: F401
-                       moments, space_to_depth)
+from .composed import (BatchNorm, L2Normalization, LayerNorm, SequenceLast, SequenceMask,  # noqa: F401
+                       SequenceReverse, batch_dot, depth_to_space, diag, moments, space_to_depth)
 from . import _internal, composed, contrib, linalg, ndarray, op, random, sparse, utils  # noqa: F401,F811
 
 install_mxnet()  # x._num_aux, and x.indptr[0].asscalar() on the native API's arrays, as MXNet code reads them
@@ -57,5 +57,5 @@ __all__ = [
     "linalg", "random", "sparse", "uniform", "normal", "random_uniform", "random_normal", "random_exponential",
     "random_gamma", "random_poisson", "random_negative_binomial", "random_generalized_negative_binomial",
     "random_randint", "batch_take", "gather_nd", "batch_dot", "SequenceMask", "SequenceLast", "SequenceReverse",
-    "moments", "depth_to_space", "space_to_depth", "diag",
+    "moments", "depth_to_space", "space_to_depth", "diag", "LayerNorm", "BatchNorm", "L2Normalization",
 ]

@@ -1,6 +1,7 @@
 """MXNet operators the face writes with the table's operators, so that they differentiate
 through those operators' gradients: ``batch_dot``, ``SequenceMask``, ``SequenceLast``,
-``SequenceReverse``, ``moments``, ``depth_to_space``, ``space_to_depth`` and ``diag``.
+``SequenceReverse``, ``moments``, ``depth_to_space``, ``space_to_depth``, ``diag``, and the
+normalisation layers ``LayerNorm``, ``BatchNorm`` and ``L2Normalization``.
 
 Sequence lengths and block sizes decide which entries are read; they are read on the host
 (``op._host_ids``) and checked first, since a position out of range would be a read out
@@ -13,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ....ndarray import NDArray
+from ....tape import is_training, pause
 from ..base import MXNetArgumentError, MXNetValueError
 from . import _op
 from .op import _host_ids
@@ -186,5 +188,106 @@ def diag(data: NDArray, k: int = 0, axis1: int = 0, axis2: int = 1, out: NDArray
     return _op.call("take", [flat, _constant(data, positions)], {"axis": -1}, out=out)
 
 
+# ---- normalisation layers ---------------------------------------------------------------------------
+def _axis(fname: str, data: NDArray, axis: int) -> int:
+    if not -data.ndim <= int(axis) < data.ndim:
+        raise MXNetValueError(f"{fname}: axis {axis} is out of range for data of shape {tuple(data.shape)}")
+    return int(axis) % data.ndim
+
+
+def _per_channel(fname: str, name: str, v: NDArray, data: NDArray, axis: int) -> NDArray:
+    """A (C,) parameter of channel axis ``axis``, shaped to broadcast against ``data``."""
+    if tuple(v.shape) != (data.shape[axis],):
+        raise MXNetValueError(f"{fname}: {name} must have shape ({data.shape[axis]},), one value per entry of "
+                              f"axis {axis}, got {tuple(v.shape)} (argument {name})")
+    shape = [1] * data.ndim
+    shape[axis] = data.shape[axis]
+    return _op.call("reshape", [v], {"shape": tuple(shape)})
+
+
+def _normalised(data: NDArray, mean: NDArray, var: NDArray, eps: float) -> tuple[NDArray, NDArray]:
+    """((data - mean) / sqrt(var + eps), that square root): mean and var broadcast."""
+    std = _op.call("sqrt", [_op.call("_plus_scalar", [var], {"scalar": float(eps)})])
+    return _op.call("broadcast_div", [_op.call("broadcast_sub", [data, mean]), std]), std
+
+
+def _scaled(x: NDArray, gamma: NDArray | None, beta: NDArray) -> NDArray:
+    if gamma is not None:
+        x = _op.call("broadcast_mul", [x, gamma])
+    return _op.call("broadcast_add", [x, beta])
+
+
+def LayerNorm(data: NDArray, gamma: NDArray, beta: NDArray, axis: int = -1, eps: float = 1e-5,
+              output_mean_var: bool = False, out: NDArray | None = None, name: str | None = None) -> Any:
+    """``(data - mean) / sqrt(var + eps) * gamma + beta``, the moments taken along ``axis``
+    for each position of the other axes; with ``output_mean_var`` also the mean and the
+    standard deviation (``axis`` kept with length 1), through which no gradient passes."""
+    a = _axis("LayerNorm", data, axis)
+    g, b = (_per_channel("LayerNorm", n, v, data, a) for n, v in (("gamma", gamma), ("beta", beta)))
+    mean, var = moments(data, axes=a, keepdims=True)
+    x, std = _normalised(data, mean, var, eps)
+    result = _scaled(x, g, b)
+    if out is not None:
+        out[:] = result
+        result = out
+    if not output_mean_var:
+        return result
+    return [result, _op.call("BlockGrad", [mean]), _op.call("BlockGrad", [std])]
+
+
+def BatchNorm(data: NDArray, gamma: NDArray, beta: NDArray, moving_mean: NDArray, moving_var: NDArray,
+              eps: float = 1e-3, momentum: float = 0.9, fix_gamma: bool = True, use_global_stats: bool = False,
+              output_mean_var: bool = False, axis: int = 1, cudnn_off: bool = False, min_calib_range: Any = None,
+              max_calib_range: Any = None, out: NDArray | None = None, name: str | None = None) -> Any:
+    """Batch normalisation over every axis but the channel ``axis``: in training
+    (``autograd.record()``/``train_mode``) with the batch's mean and (biased) variance,
+    which also move ``moving_mean`` and ``moving_var`` in place (``moving * momentum +
+    batch * (1 - momentum)``, as MXNet's oneDNN and GPU builds do in the forward pass);
+    otherwise, or with ``use_global_stats``, with the moving statistics. ``fix_gamma``
+    takes gamma as ones (gamma gets no gradient). With ``output_mean_var`` also the mean and
+    the inverse standard deviation used (no gradient passes through them)."""
+    a = _axis("BatchNorm", data, axis)
+    if not 0.0 <= float(momentum) <= 1.0:
+        raise MXNetValueError(f"BatchNorm: momentum must be in [0, 1], got {momentum}")
+    params = [_per_channel("BatchNorm", n, v, data, a) for n, v in
+              (("gamma", gamma), ("beta", beta), ("moving_mean", moving_mean), ("moving_var", moving_var))]
+    g, b, running_mean, running_var = params
+    if is_training() and not use_global_stats:
+        others = tuple(i for i in range(data.ndim) if i != a)
+        mean, var = moments(data, axes=others, keepdims=True)
+        with pause():  # the running statistics are state, not part of the graph
+            m = float(momentum)
+            moving_mean[:] = moving_mean * m + _op.call("reshape", [mean], {"shape": (-1,)}) * (1 - m)
+            moving_var[:] = moving_var * m + _op.call("reshape", [var], {"shape": (-1,)}) * (1 - m)
+    else:
+        mean, var = _op.call("BlockGrad", [running_mean]), _op.call("BlockGrad", [running_var])
+    x, std = _normalised(data, mean, var, eps)
+    result = _scaled(x, None if fix_gamma else g, b)
+    if out is not None:
+        out[:] = result
+        result = out
+    if not output_mean_var:
+        return result
+    invstd = _op.call("_rdiv_scalar", [std], {"scalar": 1.0})
+    flat = {"shape": (-1,)}
+    return [result, _op.call("BlockGrad", [_op.call("reshape", [mean], flat)]),
+            _op.call("BlockGrad", [_op.call("reshape", [invstd], flat)])]
+
+
+def L2Normalization(data: NDArray, eps: float = 1e-10, mode: str = "instance", out: NDArray | None = None,
+                    name: str | None = None) -> NDArray:
+    """``data / sqrt(sum(data ** 2) + eps)``, the sum over every axis but the first
+    (``instance``), over axis 1 (``channel``) or over the axes after the second (``spatial``)."""
+    axes = {"instance": tuple(range(1, data.ndim)), "channel": (1,), "spatial": tuple(range(2, data.ndim))}.get(mode)
+    if axes is None:
+        raise MXNetValueError(f"L2Normalization: mode must be 'instance', 'channel' or 'spatial', got {mode!r}")
+    if data.ndim < (3 if mode == "spatial" else 2):
+        raise MXNetValueError(f"L2Normalization: data of shape {tuple(data.shape)} has no axes to normalise in "
+                              f"mode {mode!r}")
+    total = _op.call("sum", [_op.call("square", [data])], {"axis": axes, "keepdims": True})
+    norm = _op.call("sqrt", [_op.call("_plus_scalar", [total], {"scalar": float(eps)})])
+    return _op.call("broadcast_div", [data, norm], out=out)
+
+
 __all__ = ["batch_dot", "SequenceMask", "SequenceLast", "SequenceReverse", "moments", "depth_to_space",
-           "space_to_depth", "diag"]
+           "space_to_depth", "diag", "LayerNorm", "BatchNorm", "L2Normalization"]
