@@ -173,7 +173,9 @@ class OpContext:
     def alloc_csr(self, out: CSRNDArray, nnz: int, index_dtype: Any = np.int64) -> tuple[Any, Any, Any]:
         """Give csr output ``out`` arrays for ``nnz`` values; returns (data, indices, indptr) to fill.
         The index arrays are int64 unless ``index_dtype`` says otherwise, whatever the inputs'
-        (pass ``index_dtype=x.indices.dtype`` to keep an int32 input's)."""
+        (pass ``index_dtype=x.indices.dtype`` to keep an int32 input's). More values than the
+        output has entries is refused: it would leave values no index could address."""
+        self._check_room(out, nnz, out.shape[0] * out.shape[1], "values", "entries")
         xp = self.device.xp
         with _dev.allocating_on(self.device):
             data = xp.empty(nnz, dtype=out.dtype)
@@ -182,6 +184,13 @@ class OpContext:
         self._fresh(data, indices, indptr)
         out._data, out._indices, out._indptr = data, indices, indptr
         return data, indices, indptr
+
+    def _check_room(self, out: NDArray, n: Any, room: int, what: str, has: str) -> None:
+        """Refuse a sparse output's allocation of ``n`` stored ``what`` beyond the ``room`` it
+        has (or not a non-negative integer), naming the op."""
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 0 <= int(n) <= room:
+            raise OperatorError(f"{self.op.label}: cannot allocate {n!r} stored {what} for a {out.stype} output of "
+                                f"shape {out.shape}: it has {room} {has}")
 
     def empty(self, shape: Any, dtype: Any) -> Any:
         """An uninitialised array on this op's device (temporary or output-building)."""
@@ -229,7 +238,9 @@ class OpContext:
     def alloc_row_sparse(self, out: RowSparseNDArray, nnz_rows: int,
                          index_dtype: Any = np.int64) -> tuple[Any, Any]:
         """Give row_sparse output ``out`` arrays for ``nnz_rows`` rows; returns (data, indices)
-        (indices int64 unless ``index_dtype`` says otherwise, as for ``alloc_csr``)."""
+        (indices int64 unless ``index_dtype`` says otherwise, as for ``alloc_csr``); more rows
+        than the output has are refused."""
+        self._check_room(out, nnz_rows, out.shape[0], "rows", "rows")
         xp = self.device.xp
         with _dev.allocating_on(self.device):
             data = xp.empty((nnz_rows, *out.shape[1:]), dtype=out.dtype)

@@ -77,6 +77,8 @@ class CsrDouble(so.Op):
         elif f == "unset_values":
             data, indices, indptr = ctx.alloc_csr(y, x.nnz, x.indices.dtype)
             indices[:], indptr[:] = x.indices, x.indptr
+        elif f == "too_many":
+            ctx.alloc_csr(y, x.shape[0] * x.shape[1] + 1, x.indices.dtype)
         elif f == "unset_indptr":
             data, indices, indptr = ctx.alloc_csr(y, x.nnz, x.indices.dtype)
             data[:], indices[:] = 2 * x.data, x.indices
@@ -111,6 +113,8 @@ class RowSparseDouble(so.Op):
             indices[1] = indices[0]
         elif f == "index_range":
             indices[-1] = x.shape[0]
+        elif f == "too_many":
+            ctx.alloc_row_sparse(y, x.shape[0] + 1)
 
 
 @so.register("plgfault_dense")
@@ -243,6 +247,10 @@ CASES = [
     ("csr", "indptr_decreasing", "always", MALFORMED_CSR + "indptr must be non-decreasing"),
     ("csr", "unset_values", "debug", UNSET),
     ("csr", "unset_indptr", "debug", MALFORMED_CSR + "indptr must start at 0, got -1"),
+    ("csr", "too_many", "always", r"cannot allocate 13 stored values for a csr output of shape \(3, 4\): it has 12 "
+                                  "entries"),
+    ("rsp", "too_many", "always", r"cannot allocate 4 stored rows for a row_sparse output of shape \(3, 4\): it has "
+                                  "3 rows"),
     ("rsp", "raise", "always", r"ValueError: negative values are not supported"),
     ("rsp", "data_rows", "always", MALFORMED_RSP + r"data must have shape .* = \(3, 4\), got \(2, 4\)"),
     ("rsp", "row_shape", "always", MALFORMED_RSP + r"data must have shape .* = \(3, 4\), got \(3, 3\)"),

@@ -111,6 +111,7 @@ class _Call:
     where: str
     problem: str | None = None  # what a callback refused, reported in place of the C message
     keep: list = field(default_factory=list)
+    allocated: set = field(default_factory=set)  # the outputs alloc_output gave arrays
 
 
 _CALLS: dict[int, _Call] = {}
@@ -164,6 +165,8 @@ def _alloc_output(host: int, index: int, nnz: int, index_code: int, s: Any) -> i
             raise OperatorError(_DENSE_OUTPUT.format(i=index))
         if nnz < 0:
             raise OperatorError(f"negative nnz {nnz} for output {index}")
+        if index in call.allocated:  # its first arrays may still be written through the pointers handed out
+            raise OperatorError(f"output {index} was already allocated (alloc_output is called once per output)")
         dtype = next((dt for dt, code in abi.INDEX_CODES.items() if code == index_code), None)
         if dtype is None:
             raise OperatorError(f"index dtype code {index_code} is neither SO_DTYPE_INT32 nor SO_DTYPE_INT64")
@@ -172,13 +175,15 @@ def _alloc_output(host: int, index: int, nnz: int, index_code: int, s: Any) -> i
         else:
             data, indices = call.ctx.alloc_row_sparse(out, int(nnz), dtype)
             indptr = None
+        call.allocated.add(index)
         desc = s[0]
         desc.nnz, desc.index_dtype = nnz, index_code
         desc.data, desc.indices = _address(data), _address(indices)
         desc.indptr = _address(indptr) if indptr is not None else None
         return abi.OK
     except Exception as exc:
-        call.problem = f"ctx->alloc_output(output={index}, nnz={nnz}) failed: {exc}"
+        text, named = str(exc), f"{call.ctx.op.label}: "  # the failure names the op and library already
+        call.problem = f"ctx->alloc_output(output={index}, nnz={nnz}) failed: {text.removeprefix(named)}"
         return abi.ERR_RESOURCE
 
 

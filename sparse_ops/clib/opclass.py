@@ -33,9 +33,7 @@ def _shape_rule(address: int, where: str) -> Callable:
     def infer_shape(self: Op, *shapes: tuple[int, ...]) -> list[tuple[int, ...]]:
         n, n_out = len(shapes), self.output_count()
         ins, outs = (abi.Shape * max(n, 1))(), (abi.Shape * n_out)()
-        for s, shape in zip(ins, shapes):
-            if len(shape) > abi.MAX_NDIM:
-                raise OperatorError(f"{where}: C ops take at most {abi.MAX_NDIM} dimensions, got shape {shape}")
+        for s, shape in zip(ins, shapes):  # (at most MAX_NDIM sizes each: _within_ndim checked them)
             s.struct_size, s.abi_version, s.ndim = C.sizeof(abi.Shape), abi.ABI_VERSION, len(shape)
             s.dims[:len(shape)] = shape
         for s in outs:
@@ -51,6 +49,24 @@ def _shape_rule(address: int, where: str) -> Callable:
                 raise OperatorError(f"{where}: infer_shape gave output {i} the negative shape {dims}")
             result.append(dims)
         return result
+
+    return infer_shape
+
+
+def _within_ndim(rule: Callable, where: str) -> Callable:
+    """``rule`` (an infer_shape: the library's or the default) with every input's and
+    output's number of dimensions checked against the C ABI's limit (an so_array holds
+    MAX_NDIM sizes): every call of a C op infers its shapes before any kernel runs, so no
+    kernel is handed an array whose sizes it cannot read."""
+    def infer_shape(self: Op, *shapes: tuple[int, ...]) -> list[tuple[int, ...]]:
+        for what, listed in (("input", shapes), ("output", None)):
+            if listed is None:
+                listed = rule(self, *shapes)
+            for i, shape in enumerate(listed):
+                if len(shape) > abi.MAX_NDIM:
+                    raise OperatorError(f"{where}: C ops take arrays of at most {abi.MAX_NDIM} dimensions, got "
+                                        f"{what} {i} of shape {tuple(shape)}")
+        return listed
 
     return infer_shape
 
@@ -208,8 +224,8 @@ def op_class(spec: OpSpec, where: str, module: str) -> type:
     }
     for p in spec.params:
         attrs[p.name] = make_param(p, spec.name)
-    if spec.infer_shape:
-        attrs["infer_shape"] = _shape_rule(spec.infer_shape, where)
+    attrs["infer_shape"] = _within_ndim(_shape_rule(spec.infer_shape, where) if spec.infer_shape else Op.infer_shape,
+                                        where)
     attrs["infer_type"] = _carried(_codes_rule(spec.infer_type, where, "type") if spec.infer_type else Op.infer_type,
                                    spec.inputs)
     if spec.infer_storage_type:

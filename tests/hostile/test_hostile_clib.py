@@ -62,6 +62,10 @@ FAULTS = {
     9: "negative nnz -5 for output 0",
     10: "returned status 12345",
     11: "infer_shape gave output 0 the negative shape (-5, 6)",
+    12: "ctx->alloc_output(output=0, nnz=25) failed: cannot allocate 25 stored values for a csr output of shape "
+        "(4, 6): it has 24 entries",
+    13: "ctx->alloc_output(output=0, nnz=12) failed: output 0 was already allocated (alloc_output is called once "
+        "per output)",
 }
 
 
@@ -81,3 +85,30 @@ def test_each_broken_contract_is_refused_naming_op_library_and_fault(library, fa
     assert said["error"] in ("OperatorError", "InferenceError"), (fault, said)
     assert "h_copy" in message and "hostile" in message, (fault, message)
     assert FAULTS[fault] in message, (fault, message)
+
+
+_NDIM_CASE = """
+import json
+import numpy as np
+import sparse_ops as so
+so.library.load({lib!r})
+eight = np.arange(2 * 3 * 2, dtype=np.float64).reshape(2, 1, 1, 1, 1, 1, 3, 2)
+said = {{"eight": bool(np.array_equal(so.ops.h_scale(so.array(eight)).asnumpy(), 2 * eight))}}
+try:
+    so.ops.h_scale(so.array(eight.reshape(2, 1, 1, 1, 1, 1, 1, 3, 2)))
+except Exception as exc:
+    said["error"], said["message"] = type(exc).__name__, str(exc)
+print(json.dumps(said))
+"""
+
+
+def test_arrays_beyond_the_headers_dimensions_never_reach_a_kernel(library):
+    """An so_array holds SO_MAX_NDIM (8) sizes: a 9-d input of an op with no shape rule of its
+    own is refused before the kernel, which would read the sizes of the first 8 only."""
+    r = run_case(_NDIM_CASE.format(lib=str(library)))
+    assert r["outcome"] == "returned", r
+    said = json.loads(r["stdout"].strip().splitlines()[-1])
+    assert said["eight"] is True and said["error"] == "OperatorError", said
+    assert said["message"].startswith("operator 'h_scale' (library ") and "libhostile" in said["message"], said
+    assert "C ops take arrays of at most 8 dimensions, got input 0 of shape (2, 1, 1, 1, 1, 1, 1, 3, 2)" \
+        in said["message"], said
