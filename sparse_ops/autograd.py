@@ -25,6 +25,7 @@ from .errors import OperatorError
 from .gradients import call_gradient, not_an_array
 from .ndarray import NDArray
 from .ops import elemwise_add
+from .storage import on_structure
 from .tape import (  # noqa: F401  (the public face re-exports the recording half)
     GRAD_REQS, AGInfo, ArrayMeta, NoDerivative, Node, _scope, _state, attach, changed_since_recorded,
     check_not_in_graph, is_recording, is_training, mark_no_derivative, mark_variables, parents_of, pause,
@@ -193,11 +194,21 @@ def _run_backward(heads: list, head_grads: Any, retain_graph: bool, create_graph
     return results
 
 
+def _own_structure(info: AGInfo, g: NDArray) -> NDArray:
+    """``g`` on its csr variable's stored entries, where the variable asked for that
+    (``attach_grad`` of a native csr array), else ``g``."""
+    x = info.structure() if info.structure is not None else None
+    if x is None or x.stype != "csr" or g.shape != x.shape:
+        return g
+    return on_structure(g, x)
+
+
 def _write_grad(info: AGInfo, g: NDArray) -> None:
     buf, req = info.grad, info.grad_req
     if req == "null":
         return
     info.fresh = True
+    g = _own_structure(info, g)
     if (req == "write" and g.stype == "default" and buf.stype == "default" and buf._device is g._device
             and buf._data.dtype == g._data.dtype and buf._data.shape == g._data.shape):
         buf._data[...] = g._data  # the common case: one copy into the dense buffer (of any dense class)
@@ -243,6 +254,8 @@ def grad(heads: Any, variables: Any, head_grads: Any = None, retain_graph: bool 
     out = []
     for v in variables:
         g = results.get(v._ag)
+        if g is not None and not create_graph:  # (a recorded gradient is returned as its rules gave it)
+            g = _own_structure(v._ag, g)
         out.append(_materialized(g) if g is not None else _zeros_like_meta(v))
     if create_graph:  # a gradient constant in the variables (radians, x * 2) is still their function
         parents = [v._ag for v in variables]

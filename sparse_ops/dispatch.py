@@ -764,6 +764,7 @@ def _kernel_error(plan: Plan, exc: Exception) -> OperatorError:
         f"{plan.opdef.label}: kernel {plan.kernel.__qualname__} failed on {plan.device} with input "
         f"storage types {list(plan.in_stypes)}: {type(exc).__name__}: {exc}"
     )
+    error.quoted = str(exc)
     error.__cause__ = exc
     return error
 

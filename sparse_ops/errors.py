@@ -32,7 +32,21 @@ class StorageFallbackWarning(UserWarning):
 
 
 class OperatorError(SparseOpsError, RuntimeError):
-    """An operator failed; the message names the operator (and its plugin, if any)."""
+    """An operator failed; the message names the operator (and its plugin, if any).
+    ``quoted``, when set, is the part of the message that is someone else's words (a
+    kernel's exception, a C library's message): faces that reword messages for their
+    users keep it verbatim."""
+
+    quoted: str | None = None
+
+
+def quoting(error: SparseOpsError, source: BaseException) -> SparseOpsError:
+    """``error`` carrying the verbatim words of ``source`` (its ``quoted``), for an error
+    raised in place of another with the same text, reworded."""
+    words = getattr(source, "quoted", None)
+    if words is not None:
+        error.quoted = words
+    return error
 
 
 class InvalidIndexError(OperatorError, IndexError):

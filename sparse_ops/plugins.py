@@ -568,18 +568,22 @@ def _load_target(target: _Target) -> ModuleType:
 def load_path(path: str | os.PathLike, name: str | None = None) -> ModuleType:
     """Load a plugin from a ``.py`` file or a package folder (with ``__init__.py``); see
     ``sparse_ops.library.load``."""
+    asked = name
     target = _locate(path, name)
     name = target.name
     with _LOCK:
         done = _LOADED.get(name)
         if done is None or not _loads_file(done, target.origin):
-            # the same file reached by another path (a symlink) or given another name=: the
-            # module loaded first, as for the same path (its init must not run twice)
+            # the same file reached by another path (a symlink): the module loaded first, as
+            # for the same path (its init must not run twice); another name= is refused below
             done = next((r for r in _LOADED.values() if r.origin is not None and r.origin == target.origin), done)
         if done is not None:
             if not _loads_file(done, target.origin):
                 raise PluginError(f"plugin {name!r} is already loaded from {done.source}; "
                                   f"cannot load another one of that name from {target.path}")
+            if asked is not None and done.name != asked:  # name= asks for another name than its ops carry
+                raise PluginError(f"{target.path} is already loaded as plugin {done.name!r}; its ops keep that name "
+                                  f"(load it once, under one name), so it cannot be loaded as {name!r}")
             if done.fingerprint is not None and done.fingerprint != target.fingerprint():
                 raise PluginError(f"plugin {name!r}: {target.path} changed since it was loaded; "
                                   f"sparse_ops.library.reload({os.fspath(path)!r}) loads the new code "

@@ -80,6 +80,17 @@ def _parse_axis(v: Any) -> int | tuple[int, ...] | None:
     return _parse_int(v)
 
 
+def _parse_str(v: Any) -> str:
+    """A text value: every face hands it on as UTF-8 (torch's and JAX's parameter strings,
+    a C library's ``const char*``), so text that has no UTF-8 form (a lone surrogate) is refused."""
+    text = str(v)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"{text!r} has no UTF-8 form ({exc.reason} at position {exc.start})") from None
+    return text
+
+
 def _parse_dtype(v: Any) -> Any:
     from .dtypes import value_dtype
 
@@ -93,7 +104,7 @@ def _parse_device(v: Any) -> Any:
 
 
 _PARSERS: dict[Any, Callable[[Any], Any]] = {
-    bool: _parse_bool, int: _parse_int, float: _parse_float, str: str,
+    bool: _parse_bool, int: _parse_int, float: _parse_float, str: _parse_str,
     "shape": _parse_shape, "axis": _parse_axis, "dtype": _parse_dtype, "device": _parse_device,
 }
 
@@ -420,6 +431,12 @@ def _declared_names(op: str, attr: str, value: Any, role: str = "",
     return tuple(value)
 
 
+def is_name(n: str) -> bool:
+    """Whether ``n`` can name an op, an argument or a parameter: an ASCII identifier (torch's
+    operator schemas and the C ABI's names are ASCII)."""
+    return n.isascii() and n.isidentifier()
+
+
 def _distinct_names(op: str, attr: str, names: tuple[str, ...], reserved: tuple[str, ...] = ()) -> None:
     """Refuse a repeated name, one that is no Python identifier (each input is a keyword of
     the op's function), or a ``reserved`` one, in the class attribute ``attr``."""
@@ -428,9 +445,9 @@ def _distinct_names(op: str, attr: str, names: tuple[str, ...], reserved: tuple[
         raise ValueError(f"operator {op!r}: {attr}: names repeat ({', '.join(map(repr, repeated))}); allowed: "
                          "distinct names")
     for n in names:
-        if not n.isidentifier() or keyword.iskeyword(n):
-            raise ValueError(f"operator {op!r}: {attr}: {n!r} is not a Python identifier; allowed: a name a Python "
-                             "function may take as an argument")
+        if not is_name(n) or keyword.iskeyword(n):
+            raise ValueError(f"operator {op!r}: {attr}: {n!r} is not an ASCII Python identifier; allowed: a name a "
+                             "Python function may take as an argument, in ASCII (as torch's operator schemas)")
         if n in reserved:
             raise ValueError(f"operator {op!r}: {attr}: {n!r} is reserved (every call takes {', '.join(reserved)}); "
                              "allowed: any other name")
@@ -501,6 +518,9 @@ class OpDef:
         for klass in reversed(cls.__mro__):
             for attr, value in vars(klass).items():
                 if isinstance(value, Param):
+                    if not is_name(attr):
+                        raise ValueError(f"operator {name!r}: parameter {attr!r} is not an ASCII identifier; allowed: "
+                                         "an ASCII name (as torch's operator schemas)")
                     if callable(getattr(Op, attr, None)):
                         raise ValueError(f"operator {name!r}: parameter {attr!r} would hide the Op method of that "
                                          f"name; allowed: any name no Op method has")
@@ -832,8 +852,9 @@ def register(name: str, replace: bool = False, plugin: str | None = None) -> Cal
     The op belongs to ``plugin`` if given, else to the plugin being loaded on this thread
     (``registering_as``), else to the built-ins or the user code that defined the class.
     """
-    if not isinstance(name, str) or not name.isidentifier():
-        raise ValueError(f"operator names are identifiers, got {name!r}")
+    if not isinstance(name, str) or not is_name(name):
+        raise ValueError(f"operator names are ASCII identifiers (torch's operator schemas take no other), got "
+                         f"{name!r}")
 
     def deco(cls: type) -> type:
         op_cls = cls

@@ -169,6 +169,39 @@ def _csr_row_ids(x: CSRNDArray, xp: Any) -> Any:
     return row_ids(x.device, x.indptr)
 
 
+def on_structure(g: NDArray, x: CSRNDArray) -> CSRNDArray:
+    """The values of ``g`` (any storage type, x's shape) at the stored entries of csr ``x``,
+    as a csr of x's structure (index arrays shared; zero where ``g`` stores nothing): the
+    gradient of a csr variable's stored values, whatever storage type the rules gave."""
+    xp = x.device.xp
+    rows, cols = _csr_row_ids(x, xp), x._indices
+    if g.stype == "csr" and g._indices is x._indices and g._indptr is x._indptr:
+        values = g._data
+    elif g.stype == "default":
+        values = g._data[rows, cols]
+    elif g.stype == "row_sparse":
+        pos = xp.searchsorted(g._indices, rows).clip(0, max(g._indices.shape[0] - 1, 0))
+        hit = g._indices[pos] == rows if g._indices.shape[0] else xp.zeros(rows.shape, dtype=bool)
+        values = xp.where(hit, g._data[pos, cols] if g._indices.shape[0] else 0, 0)
+    else:  # another csr structure: merge the two (row, column) lists, x's entries before g's on ties
+        g_rows = _csr_row_ids(g, xp)
+        n = cols.shape[0]
+        order = xp.lexsort((xp.concatenate((xp.zeros(n, np.int8), xp.ones(g_rows.shape[0], np.int8))),
+                            xp.concatenate((cols, g._indices)), xp.concatenate((rows, g_rows))))
+        after = xp.concatenate((order[1:], xp.asarray([-1], dtype=order.dtype)))
+        mine = order < n  # sorted positions holding x's entries; the next one is g's same entry, if any
+        nxt = after[mine]
+        same = nxt >= n
+        other = xp.where(same, nxt - n, 0)
+        same &= (g_rows[other] == rows[order[mine]]) & (g._indices[other] == cols[order[mine]]) \
+            if g_rows.shape[0] else same
+        values = xp.zeros(n, dtype=g.dtype)
+        if g_rows.shape[0]:
+            values[order[mine]] = xp.where(same, g._data[other], 0)
+    return CSRNDArray._trusted(xp.ascontiguousarray(values).astype(x.dtype, copy=False), x._indices, x._indptr,
+                               x.shape, x._device)
+
+
 _CASTS = {
     ("csr", "default"): _csr_to_dense,
     ("row_sparse", "default"): _row_sparse_to_dense,

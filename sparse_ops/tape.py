@@ -102,9 +102,10 @@ class AGInfo:
     record, and what is computed from them alone) why it has none (``constant``: the words
     that end "cannot differentiate ...", for the messages of every face). ``fresh``
     says whether a backward pass has written the gradient buffer since the variable was
-    marked (or the flag reset): MXNet's ``_fresh_grad``."""
+    marked (or the flag reset): MXNet's ``_fresh_grad``. ``structure``, for a csr variable
+    whose gradient is that of its stored values, refers (weakly) to that variable."""
 
-    __slots__ = ("node", "index", "grad", "grad_req", "constant", "fresh", "__weakref__")
+    __slots__ = ("node", "index", "grad", "grad_req", "constant", "fresh", "structure", "__weakref__")
 
     def __init__(self, node: "Node | None" = None, index: int = 0) -> None:
         self.node, self.index = node, index
@@ -112,6 +113,7 @@ class AGInfo:
         self.grad_req = "null"
         self.constant: str | None = None
         self.fresh = False
+        self.structure: Any = None
 
     @property
     def is_variable(self) -> bool:
@@ -306,4 +308,4 @@ def mark_variables(variables: Any, gradients: Any, grad_reqs: Any = "write") -> 
         info = v._ag
         if info is None:
             info = v._ag = AGInfo()
-        info.grad, info.grad_req, info.fresh = g, r, False
+        info.grad, info.grad_req, info.fresh, info.structure = g, r, False, None

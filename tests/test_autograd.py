@@ -53,10 +53,10 @@ def test_nine_storage_combinations(op, ls, rs):
     expected_x = np.ones_like(A) if op == "elemwise_add" else B
     expected_y = np.ones_like(A) if op == "elemwise_add" else A
     assert x.grad.stype == ls and y.grad.stype == rs  # the buffer keeps its storage type
-    # a sparse buffer holds the gradient's values; positions it cannot hold are where the
-    # gradient is also meaningful only on the stored structure for sparse variables
-    np.testing.assert_allclose(x.grad.asnumpy(), expected_x)
-    np.testing.assert_allclose(y.grad.asnumpy(), expected_y)
+    # a csr variable's gradient is that of its stored values (its own structure); the others
+    # hold the whole gradient
+    np.testing.assert_allclose(x.grad.asnumpy(), expected_x * (A != 0) if ls == "csr" else expected_x)
+    np.testing.assert_allclose(y.grad.asnumpy(), expected_y * (B != 0) if rs == "csr" else expected_y)
 
 
 def test_row_sparse_gradient_stays_sparse():
@@ -523,7 +523,7 @@ def test_tostype_copy_and_astype_are_recorded():
     assert (y.stype, y.dtype, z.stype) == ("csr", np.float64, "csr")
     loss.backward()
     assert c.grad.dtype == np.float32
-    np.testing.assert_allclose(c.grad.asnumpy(), np.full((2, 2), 5.0))
+    np.testing.assert_allclose(c.grad.asnumpy(), [[0, 5.0], [5.0, 0]])  # its stored values' gradient
     assert w.astype("float32", copy=False) is w  # nothing changes: the array itself, recorded or not
     with ag.record():
         assert w.astype("float32", copy=False) is w
@@ -581,3 +581,77 @@ def test_the_second_derivative_of_an_op_with_a_constant_first_derivative_is_zero
         z = so.sum(g * x)
     z.backward()
     np.testing.assert_allclose(x.grad.asnumpy(), np.full(3, first))
+
+
+# ---- a csr variable's gradient is that of its stored values --------------------------------------------
+def _csr_leaf(seed=0):
+    import scipy.sparse as sp
+
+    m = sp.random(5, 4, density=0.5, format="csr", random_state=seed)
+    m.sort_indices()
+    return m, so.csr_matrix(m)
+
+
+@pytest.mark.parametrize("rule", ["elemwise_mul", "broadcast_mul", "scalar", "square", "dot"])
+def test_csr_variable_gradient_has_its_own_structure(rule):
+    import warnings
+
+    m, a = _csr_leaf()
+    w = np.arange(20.0).reshape(5, 4) + 1
+    fns = {"elemwise_mul": (lambda x: so.elemwise_mul(x, so.array(w)), w),
+           "broadcast_mul": (lambda x: so.broadcast_mul(x, so.array(w)), w),
+           "scalar": (lambda x: x * 2, np.full((5, 4), 2.0)),
+           "square": (lambda x: so.square(x), 2 * m.toarray()),
+           "dot": (lambda x: so.dot(x, so.array(np.ones((4, 3)))), np.full((5, 4), 3.0))}
+    fn, dense_grad = fns[rule]
+    for req in ("write", "add"):
+        a.attach_grad(grad_req=req)
+        for _ in range(2 if req == "add" else 1):
+            with warnings.catch_warnings(), ag.record():
+                warnings.simplefilter("ignore", so.StorageFallbackWarning)
+                loss = so.sum(fn(a))
+            loss.backward()
+        g = a.grad
+        assert g.stype == "csr"
+        np.testing.assert_array_equal(g.indices.asnumpy(), m.indices)
+        np.testing.assert_array_equal(g.indptr.asnumpy(), m.indptr)
+        times = 2 if req == "add" else 1
+        np.testing.assert_allclose(g.data.asnumpy(), times * dense_grad[m.nonzero()], rtol=1e-12)
+    a.attach_grad()
+    with warnings.catch_warnings(), ag.record():
+        warnings.simplefilter("ignore", so.StorageFallbackWarning)
+        loss = so.sum(fn(a))
+    (g,) = ag.grad(loss, [a])
+    np.testing.assert_allclose(g.data.asnumpy(), dense_grad[m.nonzero()], rtol=1e-12)
+    np.testing.assert_array_equal(g.indices.asnumpy(), m.indices)
+
+
+def test_on_structure_reads_any_gradient_storage_at_the_stored_entries():
+    from sparse_ops.storage import on_structure
+
+    m, a = _csr_leaf(1)
+    rng = np.random.default_rng(0)
+    dense = rng.standard_normal((5, 4))
+    dense[rng.random((5, 4)) < 0.4] = 0.0
+    want = dense[m.nonzero()]
+    for g in (so.array(dense), so.array(dense).tostype("csr"), so.array(dense).tostype("row_sparse"),
+              so.zeros((5, 4), stype="csr"), so.zeros((5, 4), stype="row_sparse")):
+        r = on_structure(g, a)
+        expect = want if g.asnumpy().any() else np.zeros_like(want)
+        np.testing.assert_array_equal(r.data.asnumpy(), expect)
+        assert r.indices.asnumpy().tolist() == m.indices.tolist()
+        r.check_format()
+
+
+def test_mxnet_face_csr_gradient_keeps_every_nonzero():
+    """MXNet 1.9 casts the computed gradient into the csr buffer: every nonzero is kept."""
+    import sparse_ops.compat.mxnet as mx
+
+    m, _ = _csr_leaf()
+    a = mx.nd.sparse.csr_matrix((m.data, m.indices, m.indptr), shape=m.shape, dtype="float64")
+    a.attach_grad()
+    w = np.arange(20.0).reshape(5, 4) + 1
+    with mx.autograd.record():
+        loss = mx.nd.sum(a * mx.nd.array(w, dtype="float64"))
+    loss.backward()
+    np.testing.assert_allclose(a.grad.asnumpy(), w)

@@ -144,17 +144,20 @@ def test_loading_again_is_a_no_op_and_an_edit_needs_reload(build, isolated, tmp_
     np.testing.assert_array_equal(so.ops.factor_times(x).asnumpy(), 3 * np.arange(4.0))
 
 
-def test_the_same_file_by_another_path_or_name_is_the_module_loaded_first(build, isolated, tmp_path):
-    """A symlink to a loaded library, or the same file with name=, does not run its init again
-    (which would refuse its own ops as registered by another plugin)."""
+def test_the_same_file_by_another_path_is_the_module_loaded_first(build, isolated, tmp_path):
+    """A symlink to a loaded library does not run its init again (which would refuse its own
+    ops as registered by another plugin); the same file under another name= is refused,
+    saying the name its ops carry, and leaves the plugin as it was."""
     lib = tmp_path / "libfactor.so"
     install(build("factor.c", "libfactor2.so", "-DFACTOR=2"), lib)
     first = so.library.load(lib)
     link = tmp_path / "libfactorlink.so"
     link.symlink_to(lib)
     assert so.library.load(link) is first
-    assert so.library.load(lib, name="other") is first
-    assert "factorlink" not in so.plugins_info()["failed"] and "other" not in so.plugins_info()["failed"]
+    assert so.library.load(lib, name="factor") is first
+    with pytest.raises(plugins.PluginError, match=r"already loaded as plugin 'factor'; .* cannot be loaded as 'other'"):
+        so.library.load(lib, name="other")
+    assert "factorlink" not in so.plugins_info()["failed"] and "other" not in so.plugins_info()["loaded"]
     np.testing.assert_array_equal(so.ops.factor_times(so.array(np.arange(3.0))).asnumpy(), 2 * np.arange(3.0))
 
 
@@ -192,7 +195,7 @@ BAD = [
               r"an operator: give its so_op_decl another name"),
     ("NO_HEADER", r"so_op_decl has struct_size 0, but an ABI 1\.2 so_op_decl has \d+ bytes \(at least \d+ in "
                   r"ABI 1\.0\)"),
-    ("BAD_NAME", r"operator name 'not an identifier' is not an identifier"),
+    ("BAD_NAME", r"operator name 'not an identifier' is not an ASCII identifier"),
     ("NO_KERNEL", r"operator 'bad_no_kernel': kernels\[0\]\.fn is NULL"),
     ("BAD_GRADIENT_OP", r"operator 'bad_gradient': its gradient names operator 'no_such_op'"),
     ("IGNORES_REFUSAL", r"operator 'bad_first' is already registered"),
@@ -632,6 +635,8 @@ def test_string_and_reserved_parameter_declarations():
     assert p.parse_value("a b") == "a b"
     with pytest.raises(ValueError, match="NUL character"):
         p.parse_value("a\x00b")
+    with pytest.raises(ValueError, match="has no UTF-8 form"):  # a lone surrogate: no bytes to hand C
+        p.parse_value("a\ud800b")
     assert {"out", "req"} <= RESERVED_NAMES
 
 

@@ -544,6 +544,25 @@ def test_a_dtype_parameter_hint_is_one_a_torch_user_can_follow():
     torch.testing.assert_close(out, w[ids])
 
 
+def test_an_authors_own_error_text_is_quoted_as_written(isolated):
+    """A kernel's exception text is the author's words: the bridge rewords its own messages
+    for torch users, never the quoted ones (eagerly and through torch.ops)."""
+    @so.register("th_picky")
+    class Picky(so.Op):
+        @so.kernel(device="cpu")
+        def dense(self, ctx, x, out):
+            raise ValueError("need float32 input, dtype int8 is not supported; use .astype()")
+
+    said = "ValueError: need float32 input, dtype int8 is not supported; use .astype()"
+    for call in (lambda: st.ops.th_picky(torch.ones(2)), lambda: torch.ops.sparse_ops.th_picky.default(torch.ones(2), "")):
+        with pytest.raises(RuntimeError) as err:
+            call()
+        assert said in str(err.value) and "th_picky" in str(err.value)
+    x32, x64 = torch.ones(2, 2), torch.ones(2, 2, dtype=F64)
+    with pytest.raises(BridgeError, match=r"convert one with \.to\(torch\.float32\)"):  # ours still speak torch
+        st.ops.add_n(x32, x64)
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.bool, torch.int8, torch.complex64])
 def test_a_refused_dtype_under_compile_is_worded_as_eagerly(dtype):
     """The refusal of a dtype we do not hold, traced by Dynamo, carries the eager wording

@@ -197,7 +197,7 @@ typedef struct so_array {
 typedef struct so_param_decl {
   uint32_t struct_size;
   uint32_t abi_version;
-  const char* name;          /* an identifier */
+  const char* name;          /* an ASCII identifier */
   int32_t type;              /* SO_PARAM_* */
   const char* default_value; /* NULL: a required parameter */
   const char* doc;           /* may be NULL */
@@ -389,7 +389,7 @@ typedef struct so_opcheck_skip {
 typedef struct so_op_decl {
   uint32_t struct_size;
   uint32_t abi_version;
-  const char* name;                 /* an identifier, unique in the table */
+  const char* name;                 /* an ASCII identifier, unique in the table */
   const char* doc;                  /* may be NULL */
   int32_t n_arguments;
   int32_t n_outputs;

@@ -48,7 +48,9 @@ def failure(where: str, what: str, status: int, message: str | None = None) -> O
     if message is None:
         message = error_buffer().message.decode("utf-8", "replace")
     code = abi.STATUS_NAMES.get(status, f"status {status}")
-    return OperatorError(f"{where}: {what} returned {code}: {message or '(no message)'}")
+    error = OperatorError(f"{where}: {what} returned {code}: {message or '(no message)'}")
+    error.quoted = message or None  # the library's words, kept as they are by faces that reword
+    return error
 
 
 # ---- describing arrays ----------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..registry import REQUIRED, Op, Param
+from ..registry import REQUIRED, Op, Param, is_name
 from . import abi
 
 
@@ -127,8 +127,8 @@ def _names(pointer: Any, n: int, what: str) -> tuple[str, ...]:
         raise DeclarationError(f"{what}: {n} declared but the array is NULL")
     names = tuple(_text(pointer[i], f"{what}[{i}]") for i in range(n))
     for name in names:
-        if not name.isidentifier():
-            raise DeclarationError(f"{what}: {name!r} is not an identifier")
+        if not is_name(name):
+            raise DeclarationError(f"{what}: {name!r} is not an ASCII identifier")
     if len(set(names)) != len(names):
         raise DeclarationError(f"{what}: names repeat: {list(names)}")
     return names
@@ -192,8 +192,8 @@ def decode(address: int, load_samples: Callable[[list, Any], list]) -> OpSpec:
     size = check_header(abi.OpDecl, address, "so_op_decl")
     d = abi.OpDecl.from_address(address)
     name = _text(d.name, "so_op_decl.name")
-    if not name.isidentifier():
-        raise DeclarationError(f"operator name {name!r} is not an identifier")
+    if not is_name(name):
+        raise DeclarationError(f"operator name {name!r} is not an ASCII identifier")
     where = f"operator {name!r}"
     arguments = _names(d.arguments, _count(d.n_arguments, f"{where}: n_arguments"), f"{where}: arguments")
     outputs = _names(d.outputs, _count(d.n_outputs, f"{where}: n_outputs"), f"{where}: outputs")
@@ -208,8 +208,8 @@ def decode(address: int, load_samples: Callable[[list, Any], list]) -> OpSpec:
     for i, p in enumerate(_items(d.params, abi.ParamDecl, _count(d.n_params, f"{where}: n_params"),
                                  f"{where}: params")):
         pname = _text(p.name, f"{where}: params[{i}].name")
-        if not pname.isidentifier() or hasattr(Op, pname) or pname in RESERVED_NAMES:
-            raise DeclarationError(f"{where}: parameter name {pname!r} is not an identifier or is reserved")
+        if not is_name(pname) or hasattr(Op, pname) or pname in RESERVED_NAMES:
+            raise DeclarationError(f"{where}: parameter name {pname!r} is not an ASCII identifier or is reserved")
         if p.type not in abi.PARAM_TYPES:
             raise DeclarationError(f"{where}: parameter {pname!r} has unknown type code {p.type}")
         if pname in arguments or any(q.name == pname for q in params):
@@ -273,7 +273,7 @@ def decode(address: int, load_samples: Callable[[list, Any], list]) -> OpSpec:
     if abi.has_field(abi.OpDecl, size, "opcheck_skips"):
         if d.reference is not None:
             reference = _text(d.reference, f"{where}: reference")
-            if not reference.isidentifier() or reference == name:
+            if not is_name(reference) or reference == name:
                 raise DeclarationError(f"{where}: reference is {reference!r}; allowed: NULL or the name of another "
                                        f"op (a built-in or an op of this library) computing the same outputs")
             spec.reference = reference

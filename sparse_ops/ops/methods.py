@@ -14,6 +14,8 @@ one place where container methods are installed:
 """
 from __future__ import annotations
 
+import weakref
+
 import numbers
 from typing import Any, Callable
 
@@ -163,12 +165,15 @@ def attach_grad(self: NDArray, grad_req: str = "write", stype: str | None = None
     """Make this array a variable: backward writes its gradient into ``self.grad``
     (a zero buffer of storage type ``stype``, default this array's own) per ``grad_req``
     (``write``, ``add`` or ``null``). On a recorded intermediate result the gradient is
-    kept as well (MXNet 2's retain-grad semantics)."""
+    kept as well (MXNet 2's retain-grad semantics). A csr array with a csr gradient gets the
+    gradient of its stored values: a csr of its own structure."""
     if stype is not None and stype not in STYPES:
         raise ValueError(f"attach_grad: unknown storage type {stype!r} for the gradient (one of "
                          f"{', '.join(map(repr, STYPES))})")
     buf = zeros(self.shape, stype=stype or self.stype, dtype=self.dtype, device=self._device)
     _tape.mark_variables([self], [buf], grad_req)
+    if self.stype == "csr" and buf.stype == "csr":
+        self._ag.structure = weakref.ref(self)
 
 
 # ---- fluent methods ------------------------------------------------------------------------------

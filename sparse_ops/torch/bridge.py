@@ -45,10 +45,10 @@ import torch
 from .. import registry
 from ..bridging import BoundedCache, BridgedTable, arg_names, param_key
 from ..dispatch import _infer
-from ..errors import OperatorError
+from ..errors import OperatorError, quoting
 from ..ndarray import STYPES
 from ..tape import _state as _tape_state
-from .convert import TorchBridgeError, coalesced, components, numpy_dtype, torch_wording
+from .convert import TorchBridgeError, coalesced, components, numpy_dtype, spoken
 from .convert import _VALUE_TORCH_DTYPES as _VALUE_DTYPES
 from . import lowering
 from .lowering import _TABLE as _LOWERINGS
@@ -225,7 +225,7 @@ class BridgedOp:
         except BridgeError as exc:
             raise self._spoken(exc) from exc.__cause__
         except OperatorError as exc:
-            raise BridgeError(f"sparse_ops.torch.ops.{self.opdef.name}: {torch_wording(str(exc))}") from exc
+            raise quoting(BridgeError(f"sparse_ops.torch.ops.{self.opdef.name}: {spoken(exc)}"), exc) from exc
         except (TypeError, ValueError, RuntimeError) as exc:
             raise self._error(exc, args) from exc
 
@@ -233,11 +233,11 @@ class BridgedOp:
         """``exc`` itself when its message already names this function and speaks torch, else
         a BridgeError that does (one the operator raised, ``operator 'x': ...``, gets the
         ``sparse_ops.torch.ops.<name>:`` prefix)."""
-        text = torch_wording(str(exc))
+        text = spoken(exc)
         prefix = f"sparse_ops.torch.ops.{self.opdef.name}"
         if not text.startswith(prefix):
             text = f"{prefix}: {text}"
-        return exc if text == str(exc) else BridgeError(text)
+        return exc if text == str(exc) else quoting(BridgeError(text), exc)
 
     def _direct(self, ov: Overload, inst: registry.Op, nvis: int, args: tuple, ptext: str, grad: bool) -> Any:
         """The all-dense host call, minus torch's dispatcher (``_eager``), its visible results."""
@@ -273,7 +273,7 @@ class BridgedOp:
         if isinstance(exc, BridgeError):
             return self._spoken(exc)
         if isinstance(exc, OperatorError):
-            return BridgeError(f"sparse_ops.torch.ops.{self.opdef.name}: {torch_wording(str(exc))}")
+            return quoting(BridgeError(f"sparse_ops.torch.ops.{self.opdef.name}: {spoken(exc)}"), exc)
         return self._error(exc, args)
 
     def _error(self, exc: Exception, args: tuple) -> BridgeError:
@@ -283,7 +283,7 @@ class BridgedOp:
                               if isinstance(a, torch.Tensor))
             return BridgeError(f"sparse_ops.torch.ops.{self.opdef.name}: inputs on different devices ({names}); "
                                "move them to one device")
-        return BridgeError(f"sparse_ops.torch.ops.{self.opdef.name}: {type(exc).__name__}: {torch_wording(str(exc))}")
+        return BridgeError(f"sparse_ops.torch.ops.{self.opdef.name}: {type(exc).__name__}: {spoken(exc)}")
 
     def _names(self, n: int) -> list[str]:
         return arg_names(self.opdef, n)

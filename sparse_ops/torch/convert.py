@@ -87,6 +87,16 @@ _ASTYPE = re.compile(r"\.astype\(\)")
 _TARGET = re.compile(r"but [^;]*? is (" + "|".join(_DTYPE_NAMES) + r");")  # require_one_dtype's wording
 
 
+def spoken(exc: BaseException) -> str:
+    """``exc``'s message in torch's words (``torch_wording``), the words it quotes from a
+    kernel or a C library (``OperatorError.quoted``) left as they were written."""
+    message, quoted = str(exc), getattr(exc, "quoted", None)
+    at = message.rfind(quoted) if quoted else -1
+    if at < 0:
+        return torch_wording(message)
+    return torch_wording(message[:at]) + quoted + torch_wording(message[at + len(quoted):])
+
+
 def torch_wording(message: str) -> str:
     """``message`` as a torch user reads it: NumPy dtype names become torch's
     (``float32`` -> ``torch.float32``; names already prefixed are kept) and a conversion

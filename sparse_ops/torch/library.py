@@ -57,12 +57,12 @@ from ..bridging import decode_params as _decode_params
 from ..bridging import register_param_type
 from ..device import Device, as_device
 from ..dispatch import STORAGE_AWARE, _infer, plan_for
-from ..errors import OperatorError
+from ..errors import OperatorError, quoting
 from ..boundary import FULL, OURS, admit
 from ..ndarray import NDArray
 from ..tape import _scope, _state
 from .convert import (_VALUE_TORCH_DTYPES, array_of, device_of, numpy_dtype, sparse_rows, tensor_of, torch_device,
-                      torch_dtype, torch_wording)
+                      spoken, torch_dtype)
 
 NAMESPACE = "sparse_ops"
 CODES = {"default": "d", "csr": "c", "row_sparse": "r"}
@@ -780,10 +780,10 @@ def _speaking_torch(fn: Callable) -> Callable:
         try:
             return fn(*args)
         except OperatorError as exc:
-            text = torch_wording(str(exc))
+            text = spoken(exc)
             if text == str(exc):
                 raise
-            raise BridgeError(text) from exc
+            raise quoting(BridgeError(text), exc) from exc
 
     return speaking
 

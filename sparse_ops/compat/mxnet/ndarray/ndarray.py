@@ -286,8 +286,11 @@ class NDArray(_LibNDArray, metaclass=FaceClass):
 
     # ---- autograd ---------------------------------------------------------------------------------
     def attach_grad(self, grad_req: str = "write", stype: str | None = None) -> None:
-        """Attach a gradient buffer (of storage type ``stype``, default this array's)."""
+        """Attach a gradient buffer (of storage type ``stype``, default this array's); a csr
+        array's gradient holds every nonzero the rules give, as MXNet's, not only its own
+        stored entries."""
         _LibNDArray.attach_grad(self, grad_req, stype)
+        self._ag.structure = None
         as_face(self._ag.grad)
 
     @property
