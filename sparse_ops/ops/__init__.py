@@ -29,6 +29,6 @@ from . import (  # noqa: E402,F401  (importing a module registers its operators)
     broadcast, contrib, conv, elemwise, indexing, linalg, nn, optimizer, reduce, scalar, shape, storage, unary,
     unary_math,
 )
-from . import activation, arrange, extrema, logic, losses, passthrough, picking, positions, softmaxes, sorting  # noqa: E402,F401  (MXNet's common dense operators)
+from . import activation, arrange, extrema, logic, losses, passthrough, picking, pooling, positions, softmaxes, sorting  # noqa: E402,F401  (MXNet's common dense operators)
 
 __all__ = [name for name in _list_ops() if not name.startswith("_")]  # the public built-ins
