@@ -246,6 +246,8 @@ def full(shape: Any, val: Any, stype: str = "default", dtype: Any = "float32",
     """An array with every entry equal to ``val`` (sparse storage types store every entry
     unless ``val`` is 0)."""
     _check_stype(stype, "full")
+    if isinstance(val, (str, bytes)) or not np.isscalar(val) and np.ndim(val) != 0:
+        raise TypeError(f"full: the value must be a number, got {val!r}")
     if stype != "default" and val == 0:
         return zeros(shape, stype=stype, dtype=dtype, device=device)
     shape = normalize_shape(shape)

@@ -22,7 +22,7 @@ from .device import Device
 from .dtypes import held_dtype
 from .errors import OperatorError, SparseFormatError, StorageFallbackWarning
 from .ndarray import (DENSE_CLASSES, STYPES, CSRNDArray, NDArray, RowSparseNDArray, bump_version, convert, kernel_form,
-                      shares_memory, take_storage)
+                      shares_memory, take_storage, unwritable)
 from .registry import Op, OpDef, get_op
 from .tape import _record, _scope, _state, check_not_in_graph
 from .validation import normalize_shape
@@ -80,7 +80,7 @@ class Plan:
     def execute(self, inputs: Sequence[NDArray], out: Any = None, req: str = "write") -> list[NDArray]:
         """Run the planned kernel; returns every output (visible and hidden)."""
         device, mode = self.device, self.mode
-        if self.mutated:
+        if self.mutated or out is not None:
             _check_updatable(self, inputs, out)
             for i in self.mutated:  # written in place: a recorded call that kept them sees it
                 x = inputs[i]
@@ -326,6 +326,19 @@ def _device_of(opdef: OpDef, inst: Op, inputs: Sequence[NDArray]) -> Device:
     return dev if isinstance(dev, Device) else _dev.current_device()
 
 
+def infer_stypes(opdef: OpDef, inst: Op, in_stypes: list, out_shapes: Sequence[tuple] | None) -> list:
+    """The output storage types the op's rule infers from ``in_stypes``, for outputs of
+    ``out_shapes`` (None: not known yet). Storage rules speak of matrices: an output whose
+    shape a sparse layout cannot hold (a csr that is not 2-d, a 0-d row_sparse: ``dot`` of a
+    1-d vector and a csr) is dense. Every face plans with this."""
+    stypes = _infer(opdef, inst, "storage_type", in_stypes, inst.output_count())
+    if out_shapes is not None:
+        for i, (s, shape) in enumerate(zip(stypes, out_shapes)):
+            if (s == "csr" and len(shape) != 2) or (s == "row_sparse" and not len(shape)):
+                stypes[i] = "default"
+    return stypes
+
+
 def make_plan(opdef: OpDef, inst: Op, inputs: Sequence[NDArray]) -> Plan:
     if len(inputs) != len(opdef.arguments) and not opdef.variadic:
         raise OperatorError(
@@ -343,7 +356,7 @@ def make_plan(opdef: OpDef, inst: Op, inputs: Sequence[NDArray]) -> Plan:
     in_dtypes = [x.dtype for x in inputs]
     plan.out_dtypes = [_output_dtype(opdef, i, d, in_dtypes)
                        for i, d in enumerate(_infer(opdef, inst, "type", in_dtypes, plan.nout))]
-    plan.out_stypes = _infer(opdef, inst, "storage_type", list(in_stypes), plan.nout)
+    plan.out_stypes = infer_stypes(opdef, inst, list(in_stypes), plan.out_shapes)
     for s in plan.out_stypes:
         if s not in STYPES:
             raise InferenceError(f"{opdef.label}: infer_storage_type returned unknown storage type {s!r}")
@@ -628,14 +641,19 @@ def _check_updatable(plan: Plan, inputs: Sequence[NDArray], out: Any) -> None:
     would overwrite the other (``adam_update(w, g, m, m)``, or ``out=`` a state)."""
     written = []
     for i in plan.mutated:
-        flags = getattr(inputs[i]._data, "flags", None)
-        if flags is not None and not getattr(flags, "writeable", True):
+        why = unwritable(inputs[i]._data)
+        if why is not None:
             raise OperatorError(f"{plan.opdef.label} updates input {i} ({plan.opdef.arguments[i]!r}) in place, "
-                                "but its values are read-only; pass a writable copy (e.g. its .copy())")
+                                f"but {why}; pass a writable copy (e.g. its .copy())")
         written.append((repr(plan.opdef.arguments[i]), inputs[i]._data))
     outs = out if isinstance(out, (list, tuple)) else [] if out is None else [out]
-    written += [("out=" if len(outs) == 1 else f"out[{k}]", o._data) for k, o in enumerate(outs)
-                if isinstance(o, NDArray)]
+    for k, o in enumerate(outs):
+        if isinstance(o, NDArray):
+            name = "out=" if len(outs) == 1 else f"out[{k}]"
+            why = unwritable(o._data) if o.stype == "default" else None
+            if why is not None:
+                raise OperatorError(f"{plan.opdef.label} writes {name}, but {why}; pass a writable array")
+            written.append((name, o._data))
     for a in range(len(written)):
         for b in range(a + 1, len(written)):
             if _may_share(written[a][1], written[b][1]):

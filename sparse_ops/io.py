@@ -124,6 +124,9 @@ def load(file: File, device: Any = None, attrs: dict[str, Any] | None = None,
     files of other writers). Dense values of ``extra_dtypes`` are kept as they are (a face
     holding more dtypes than the library, such as the MXNet face's int8 and uint8); other
     dtypes the library does not hold are refused naming the file and the dtype."""
+    if attrs is not None and not isinstance(attrs, dict):
+        raise TypeError(f"load: attrs must be a dict, which receives the file's attributes; got a "
+                        f"{type(attrs).__name__}")
     if hasattr(file, "read"):
         label = _label(file)
         try:

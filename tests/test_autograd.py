@@ -655,3 +655,24 @@ def test_mxnet_face_csr_gradient_keeps_every_nonzero():
         loss = mx.nd.sum(a * mx.nd.array(w, dtype="float64"))
     loss.backward()
     np.testing.assert_allclose(a.grad.asnumpy(), w)
+
+
+@pytest.mark.parametrize("key", [1, (1, 2), (slice(None), slice(1, 5, 2)), ([0, 0, 3],), (Ellipsis, None, 2),
+                                 ([1, 1], [2, 2])], ids=str)
+def test_indexing_while_recording_is_recorded(key):
+    """x[key] of an array needing a gradient, while recording, reaches x in backward (repeated
+    indices accumulate), as torch's indexing does; outside recording it stays a view."""
+    torch = pytest.importorskip("torch")
+    v = np.arange(24.0).reshape(4, 6)
+    x = so.array(v)
+    x.attach_grad()
+    with ag.record():
+        y = x[key]
+        loss = so.sum(y * y) + so.sum(x)
+    loss.backward()
+    t = torch.tensor(v, requires_grad=True)
+    ((t[key] ** 2).sum() + t.sum()).backward()
+    np.testing.assert_array_equal(y.asnumpy(), v[key])
+    np.testing.assert_allclose(x.grad.asnumpy(), t.grad.numpy())
+    view = x[1:3]
+    assert np.shares_memory(view._data, x._data)  # not recording: the view

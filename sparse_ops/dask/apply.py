@@ -15,7 +15,7 @@ from typing import Any
 
 from dask.base import tokenize
 
-from ..dispatch import InferenceError, _infer, invoke
+from ..dispatch import InferenceError, _infer, infer_stypes, invoke
 from ..errors import OperatorError
 from ..ndarray import NDArray
 from ..registry import OpDef, get_op
@@ -176,7 +176,7 @@ def _infer_block(opdef: OpDef, inst: Any, infos: list[BlockInfo]) -> BlockInfo:
     nout = inst.output_count()
     shape = _infer(opdef, inst, "shape", [i.shape for i in infos], nout)[0]
     dtype = _infer(opdef, inst, "type", [i.dtype for i in infos], nout)[0]
-    stype = _infer(opdef, inst, "storage_type", [i.stype for i in infos], nout)[0]
+    stype = infer_stypes(opdef, inst, [i.stype for i in infos], [shape])[0]
     return BlockInfo(shape, stype, dtype)
 
 

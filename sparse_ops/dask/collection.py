@@ -9,12 +9,15 @@ runs; ``nnz`` is known for blocks made from local data and computed (once) other
 from __future__ import annotations
 
 import concurrent.futures
+import operator
 from typing import Any, Sequence
 
 import numpy as np
 
+from ..dtypes import value_dtype
 from ..errors import SparseFormatError, SparseOpsError
 from ..ndarray import STYPES, CSRNDArray, NDArray, RowSparseNDArray
+from ..validation import normalize_shape
 from . import _cluster
 
 
@@ -43,7 +46,9 @@ class BlockInfo(tuple):
     def __new__(cls, shape: Sequence[int], stype: str, dtype: Any) -> "BlockInfo":
         if stype not in STYPES:
             raise ValueError(f"unknown storage type {stype!r}; expected one of {STYPES}")
-        return super().__new__(cls, (tuple(int(d) for d in shape), stype, np.dtype(dtype)))
+        # checked as the containers' constructors check theirs: a block declared so is refused now,
+        # not when a task computes it
+        return super().__new__(cls, (normalize_shape(shape), stype, value_dtype(dtype)))
 
     def __getnewargs__(self) -> tuple:  # pickled to the workers inside tasks
         return tuple(self)
@@ -224,7 +229,10 @@ def from_array(x: Any, nblocks: int | None = None, row_splits: Sequence[int] | N
         row_splits = even_splits(n, 1 if nblocks is None else nblocks)  # nblocks=0 is refused, not taken as 1
     elif nblocks is not None and nblocks != len(row_splits) - 1:
         raise ValueError(f"nblocks={nblocks} but row_splits has {len(row_splits) - 1} blocks")
-    splits = tuple(int(v) for v in row_splits)
+    try:
+        splits = tuple(operator.index(v) for v in row_splits)
+    except TypeError:
+        raise ValueError(f"row_splits must be integers, got {tuple(row_splits)}") from None
     if len(splits) < 2 or splits[0] != 0 or splits[-1] != n or any(a > b for a, b in zip(splits, splits[1:])):
         raise ValueError(f"row_splits must rise from 0 to the {n} rows, got {splits}")
     return from_blocks([row_block(x, a, b) for a, b in zip(splits[:-1], splits[1:])])

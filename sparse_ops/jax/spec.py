@@ -46,7 +46,7 @@ import numpy as np
 
 from .. import registry
 from ..bridging import PARTS, param_key, result_capacity
-from ..dispatch import _infer
+from ..dispatch import _infer, infer_stypes
 from ..errors import OperatorError
 from ..sdk.capacity import Capacity, Stored, rule_for, slot_names
 
@@ -418,7 +418,7 @@ def spec_for(opdef: registry.OpDef, params: dict, ins: tuple[ArgLayout, ...], ma
         if symbols:
             shapes = [tuple(as_dim(d) for d in shape) for shape in shapes]
         dtypes = _infer(opdef, inst, "type", [a.dtype for a in ins], nout)
-        stypes = _infer(opdef, inst, "storage_type", [a.stype for a in ins], nout)
+        stypes = infer_stypes(opdef, inst, [a.stype for a in ins], shapes)
     except OperatorError as exc:
         if symbols:
             raise _needs_concrete(label, opdef, symbols, exc) from exc

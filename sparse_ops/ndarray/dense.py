@@ -224,14 +224,27 @@ class NDArray:
         return share_version(self._with_values(self._data, copy_aux=False), self)
 
     # ---- indexing --------------------------------------------------------------------
+    # ``x[key]`` while autograd records and x needs a gradient, as recorded operators (or None);
+    # installed by sparse_ops.ops.methods (containers import no operators)
+    _record_index: Any = None
+
     def __getitem__(self, key: Any) -> "NDArray":
-        values = self._data[_plain_key(key)]
+        key = _plain_key(key)
+        if self._ag is not None and self._record_index is not None:
+            recorded = self._record_index(self, key)
+            if recorded is not None:
+                return recorded
+        values = self._data[key]
         view = NDArray(values, self._device)
         return share_version(view, self) if shares_memory(values, self._data) else view
 
     def __setitem__(self, key: Any, value: Any) -> None:
         if self._ag is not None:
             self._check_writable(self)
+        if 0 in self._data.strides or not self._data.flags.writeable:
+            why = unwritable(self._data)
+            if why is not None:
+                raise ValueError(f"cannot write into this array: {why}; write into a copy (x.copy())")
         self._assign(key, value)
         bump_version(self)  # after the write: a refused one (a shape NumPy cannot broadcast) wrote nothing
 
@@ -364,6 +377,20 @@ def shares_memory(a: Any, b: Any) -> bool:
 
         return cupy.may_share_memory(a, b)
     return False
+
+
+def unwritable(a: Any) -> str | None:
+    """Why values array ``a`` cannot take writes, or None: read-only memory (a NumPy view of
+    a JAX array, a file mapped read-only), or entries that share memory (a zero stride along
+    an axis longer than 1: a broadcast or expanded view, where every write to one entry
+    lands on the others)."""
+    flags = getattr(a, "flags", None)
+    if flags is not None and not getattr(flags, "writeable", True):
+        return "its values are read-only"
+    strides = getattr(a, "strides", ())
+    if 0 in strides and a.size > 1 and any(st == 0 and n > 1 for st, n in zip(strides, a.shape)):
+        return "its entries share memory (a broadcast or expanded view: stride 0 along an axis)"
+    return None
 
 
 def _is_full_slice(key: Any) -> bool:

@@ -34,7 +34,7 @@ class Squeeze(Op):
             out = tuple(d for d in data if d != 1)
         else:
             listed = (self.axis,) if isinstance(self.axis, int) else tuple(self.axis)
-            axes = {_norm_axis(a, len(data)) for a in listed}
+            axes = _norm_axes(listed, len(data), "squeeze: argument axis")
             for a in sorted(axes):
                 if data[a] != 1:
                     raise ValueError(f"squeeze: axis {a} has length {data[a]}, not 1 (argument axis)")
@@ -187,7 +187,7 @@ class Reverse(Op):
 
     def _axes(self, ndim: int) -> tuple[int, ...]:
         listed = (self.axis,) if isinstance(self.axis, int) else tuple(self.axis or ())
-        return tuple(_norm_axis(a, ndim) for a in listed)
+        return _norm_axes(listed, ndim, "reverse: argument axis")
 
     def infer_shape(self, data):
         self._axes(len(data))

@@ -9,14 +9,14 @@ one place where container methods are installed:
   through the table ``PYTHON_OPERATORS``, each one operator call;
 - ``x @ y``: ``dot`` with NumPy's matmul rules for 1-d operands;
 - MXNet's fluent methods (``x.sum(axis=1)`` is ``sum(x, axis=1)``, ``x.dot(y)``, ``x.T``);
-- ``attach_grad`` and the in-place write guard of ``x[:] = ...``
-  (``NDArray._check_writable``), from the recording half (``sparse_ops.tape``).
+- ``attach_grad``, the in-place write guard of ``x[:] = ...`` (``NDArray._check_writable``)
+  and indexing while recording (``NDArray._record_index``: ``x[key]`` as a recorded ``take``
+  of the entries it reads), from the recording half (``sparse_ops.tape``).
 """
 from __future__ import annotations
 
-import weakref
-
 import numbers
+import weakref
 from typing import Any, Callable
 
 import numpy as np
@@ -200,6 +200,30 @@ def _fluent(name: str, op: str) -> Callable:
     return method
 
 
+def _reshape_method(self: NDArray, *shape: Any, **params: Any) -> NDArray:
+    """``x.reshape((2, 3))`` or, as NumPy, ``x.reshape(2, 3)``; MXNet's special sizes and
+    ``reverse`` by keyword (see ``sparse_ops.reshape``)."""
+    if shape:
+        if "shape" in params:
+            raise TypeError("reshape() got the shape both by position and by keyword")
+        params["shape"] = shape[0] if len(shape) == 1 else shape
+    return T.reshape(self, **params)
+
+
+def recorded_index(x: NDArray, key: Any) -> NDArray | None:
+    """``x[key]`` (a NumPy key) as recorded operators when autograd records and ``x`` needs a
+    gradient: a ``take`` of the entries it reads from ``x`` flattened, so the gradient adds
+    each head-gradient entry back where it was read (a copy, not a view). None otherwise:
+    the caller gives the plain view."""
+    info = x._ag
+    if not (_tape.is_recording() and info is not None and info.needs_grad()):
+        return None
+    xp = x._device.xp
+    positions = xp.asarray(xp.arange(int(np.prod(x.shape, dtype=np.int64))).reshape(x.shape)[key])
+    picked = T.take(T.reshape(x, shape=(-1,)), NDArray(positions.reshape(-1), x._device), axis=0)
+    return T.reshape(picked, shape=positions.shape)
+
+
 def install(cls: type = NDArray) -> None:
     """Attach the Python operators, ``@``, the fluent methods and ``attach_grad`` to ``cls``."""
     for kind in PYTHON_OPERATORS:
@@ -217,6 +241,8 @@ def install(cls: type = NDArray) -> None:
     cls.__abs__ = _abs_method
     cls.attach_grad = attach_grad
     cls._check_writable = staticmethod(_tape.check_not_in_graph)
+    cls._record_index = staticmethod(recorded_index)
+    cls.reshape = _reshape_method
     for name in FLUENT:
         if not hasattr(cls, name):
             setattr(cls, name, _fluent(name, name))

@@ -44,7 +44,7 @@ import torch
 
 from .. import registry
 from ..bridging import BoundedCache, BridgedTable, arg_names, param_key
-from ..dispatch import _infer
+from ..dispatch import _infer, infer_stypes
 from ..errors import OperatorError, quoting
 from ..ndarray import STYPES
 from ..tape import _state as _tape_state
@@ -406,9 +406,9 @@ def plan_call(name: str, stypes: tuple, shapes: tuple | None, items: tuple) -> t
         ptext = encode_params(dict(items))
         inst = _instance(opdef, ptext)  # what the operator parses: the decoded string (torch dtypes as names)
         nout = inst.output_count()
-        out_stypes = tuple(_infer(opdef, inst, "storage_type", list(stypes), nout))
         out_shapes = None if shapes is None else \
             tuple(tuple(s) for s in _infer(opdef, inst, "shape", list(shapes), nout))
+        out_stypes = tuple(infer_stypes(opdef, inst, list(stypes), out_shapes))
         ov = overload_for(opdef, tuple(stypes), out_stypes)
     except (OperatorError, TypeError, ValueError) as exc:
         raise BridgeError(f"sparse_ops.torch.ops.{name}: {exc}") from exc
