@@ -1,6 +1,8 @@
 """Inputs at the edges of the public API, each refused clearly or computed as NumPy does:
 NumPy-style reshape sizes, writes into memory that repeats or is read-only, a 1-d vector
 times a csr, repeated axes, Dask block declarations, and the arguments of load and full."""
+import warnings
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -56,6 +58,16 @@ def test_a_vector_times_a_csr_is_dense_on_every_face(transpose_b):
     np.testing.assert_allclose(y.asnumpy(), want)
     if not transpose_b:
         np.testing.assert_allclose((so.array(v) @ c).asnumpy(), want)
+    x = so.array(v)
+    x.attach_grad()
+    c.attach_grad()
+    with warnings.catch_warnings(), so.autograd.record():
+        warnings.simplefilter("error", so.StorageFallbackWarning)  # the csr is never densified
+        so.dot(x, c, transpose_b=transpose_b).backward()
+    np.testing.assert_allclose(x.grad.asnumpy(), m.toarray().sum(axis=0 if transpose_b else 1))
+    stored = m.toarray() != 0
+    dense_grad = np.outer(np.ones(6), v) if transpose_b else np.outer(v, np.ones(5))
+    np.testing.assert_allclose(c.grad.asnumpy(), np.where(stored, dense_grad, 0))
     torch = pytest.importorskip("torch")
     import sparse_ops.torch as st
 

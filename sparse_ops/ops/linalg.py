@@ -317,6 +317,12 @@ def _product_gradient(g: NDArray, lhs: NDArray, rhs: NDArray, ta: bool, tb: bool
     return [d_lhs, d_rhs]
 
 
+def _shaped(x: NDArray, shape: tuple) -> NDArray:
+    """``x`` reshaped to ``shape``, or itself when it has that shape already (a csr operand
+    of a vector product keeps its storage: reshape has dense kernels only)."""
+    return x if tuple(x.shape) == tuple(shape) else T.reshape(x, shape=shape)
+
+
 @register("dot")
 class Dot(Op):
     """op(lhs) @ op(rhs), op = transpose where asked; N-d operands as in MXNet (lhs
@@ -580,9 +586,8 @@ class Dot(Op):
         if lhs.ndim == 2 and rhs.ndim == 1:  # d rhs needs no reshape (a csr lhs keeps it row_sparse)
             d_lhs = self._matrix_gradient(T.reshape(g, shape=shape_out), lhs, T.reshape(rhs, shape=shape_r))[0]
             return [d_lhs, T.dot(lhs, g, transpose_a=not self.transpose_a)]
-        d_lhs, d_rhs = self._matrix_gradient(T.reshape(g, shape=shape_out), T.reshape(lhs, shape=shape_l),
-                                             T.reshape(rhs, shape=shape_r))
-        return [T.reshape(d_lhs, shape=lhs.shape), T.reshape(d_rhs, shape=rhs.shape)]
+        d_lhs, d_rhs = self._matrix_gradient(_shaped(g, shape_out), _shaped(lhs, shape_l), _shaped(rhs, shape_r))
+        return [_shaped(d_lhs, lhs.shape), _shaped(d_rhs, rhs.shape)]
 
     def _matrix_gradient(self, g: NDArray, lhs: NDArray, rhs: NDArray,
                          needs: Any = (True, True)) -> list[NDArray | None]:
