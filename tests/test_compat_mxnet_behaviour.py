@@ -145,8 +145,9 @@ def test_take_csr_other_cases_are_dense():
     np.testing.assert_array_equal(rows.asnumpy(), m.toarray()[[3, 1]])
     with pytest.raises(IndexError):
         so.take(x, so.array(np.array([4])), mode="raise")
-    with pytest.raises(mx.base.MXNetError, match="1-d indices"):
-        so.take(x, so.array(np.array([[0, 1]])))
+    deep = so.take(x, so.array(np.array([[0, 1]])))  # N-d indices: NumPy's result, dense
+    assert deep.stype == "default" and deep.shape == (1, 2, 5)
+    np.testing.assert_array_equal(deep.asnumpy(), m.toarray()[[[0, 1]]])
 
 
 def test_take_csr_gradient_and_empty():

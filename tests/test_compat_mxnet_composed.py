@@ -29,8 +29,10 @@ def test_batch_dot_refusals():
         mx.nd.batch_dot(mx.nd.ones((2, 3)), mx.nd.ones((3, 2)))
     with pytest.raises(mx.base.MXNetValueError, match="forward_stype"):
         mx.nd.batch_dot(mx.nd.ones((2, 2, 2)), mx.nd.ones((2, 2, 2)), forward_stype="csr")
-    with pytest.raises(mx.base.MXNetError, match="inner sizes"):
+    with pytest.raises(mx.base.MXNetValueError, match="batch_dot: shapes \\(2, 2, 3\\) and \\(2, 2, 3\\) .* inner sizes"):
         mx.nd.batch_dot(mx.nd.ones((2, 2, 3)), mx.nd.ones((2, 2, 3)))
+    with pytest.raises(mx.base.MXNetValueError, match="leading batch axes"):
+        mx.nd.batch_dot(mx.nd.ones((3, 2, 3)), mx.nd.ones((2, 3, 3)))
 
 
 @pytest.mark.parametrize("axis", [0, 1])
@@ -171,3 +173,65 @@ def test_layer_norm_and_l2_normalization():
         mx.nd.LayerNorm(_a(d), _a(g[:4]), _a(b))
     with pytest.raises(mx.base.MXNetValueError, match="mode must be"):
         mx.nd.L2Normalization(_a(d), mode="rows")
+
+
+def test_normalisation_mixed_precision_and_fix_gamma():
+    """float16 data with float32 parameters (MXNet's mixed precision): the output in float16,
+    the statistics in float32; fix_gamma (the default) gives gamma a zero gradient; an empty
+    training batch is refused before the moving statistics turn NaN."""
+    d = RNG.standard_normal((4, 3, 2))
+    x16 = mx.nd.array(d, dtype="float16")
+    mm, mv = mx.nd.zeros(3), mx.nd.ones(3)
+    with mx.autograd.train_mode():
+        out, mean, invstd = mx.nd.BatchNorm(x16, mx.nd.ones(3), mx.nd.zeros(3), mm, mv, output_mean_var=True)
+    assert (out.dtype, mean.dtype, invstd.dtype, mm.dtype) == (np.float16, np.float32, np.float32, np.float32)
+    want = (d - d.mean((0, 2), keepdims=True)) / np.sqrt(d.var((0, 2), keepdims=True) + 1e-3)
+    np.testing.assert_allclose(out.asnumpy().astype(np.float64), want, atol=2e-3)
+    assert mx.nd.LayerNorm(x16, mx.nd.ones(2), mx.nd.zeros(2)).dtype == np.float16
+    g = mx.nd.ones(3)
+    g.attach_grad()
+    g.grad[:] = 5
+    with mx.autograd.record():
+        y = mx.nd.BatchNorm(mx.nd.array(d), g, mx.nd.zeros(3), mx.nd.zeros(3), mx.nd.ones(3))
+    y.backward()
+    np.testing.assert_array_equal(g.grad.asnumpy(), 0)
+    mm, mv = mx.nd.zeros(3), mx.nd.ones(3)
+    with mx.autograd.train_mode(), pytest.raises(mx.base.MXNetValueError, match="at least one value per channel"):
+        mx.nd.BatchNorm(mx.nd.zeros((0, 3)), mx.nd.ones(3), mx.nd.zeros(3), mm, mv)
+    np.testing.assert_array_equal(mm.asnumpy(), 0)
+    with pytest.raises(mx.base.MXNetArgumentError, match="moving_mean must be an NDArray"):
+        mx.nd.BatchNorm(mx.nd.array(d), mx.nd.ones(3), mx.nd.zeros(3), np.zeros(3), mx.nd.ones(3))
+    with pytest.raises(mx.base.MXNetArgumentError, match="axis must be an integer"):
+        mx.nd.LayerNorm(mx.nd.array(d), mx.nd.ones(2), mx.nd.zeros(2), mx.nd.array(d))
+
+
+def test_sequences_of_an_empty_batch_and_refusals():
+    lengths, x = mx.nd.zeros((0,)), mx.nd.zeros((4, 0, 2))
+    assert mx.nd.SequenceReverse(x, lengths, use_sequence_length=True).shape == (4, 0, 2)
+    x.attach_grad()
+    with mx.autograd.record():
+        y = mx.nd.SequenceLast(x, lengths, use_sequence_length=True)
+    y.backward()
+    assert y.shape == (0, 2) and x.grad.shape == (4, 0, 2)
+    with pytest.raises(mx.base.MXNetValueError, match="no last step"):
+        mx.nd.SequenceLast(mx.nd.zeros((0, 3)))
+    with pytest.raises(mx.base.MXNetArgumentError, match="diag: k must be an integer"):
+        mx.nd.diag(mx.nd.ones((3, 3)), k=1.5)
+    with pytest.raises(mx.base.MXNetArgumentError, match="make_loss\\(\\) got 1 positional parameter"):
+        mx.nd.make_loss(mx.nd.ones(2), mx.nd.ones(2))
+    with pytest.raises(mx.base.MXNetError, match="bad value 'uint8' for parameter 'dtype'"):
+        mx.nd.softmax(mx.nd.ones(2), dtype="uint8")
+
+
+def test_a_write_into_a_recorded_array_is_refused_at_the_write():
+    """MXNet refuses any write into an array already in a graph while recording (a recorded
+    view of a variable included), before the variable changes."""
+    x = mx.nd.array(np.ones((4, 3)))
+    x.attach_grad()
+    with mx.autograd.record():
+        v = x[1:3]
+        with pytest.raises(mx.base.MXNetError, match="Inplace operations"):
+            v[:] = 5
+        with pytest.raises(mx.base.MXNetError, match="Inplace operations"):
+            x[:] = 2
+    np.testing.assert_array_equal(x.asnumpy(), 1)

@@ -65,10 +65,13 @@ def test_1d_full_convention_and_global_pool():
     out, grad = _ours(data, np.ones((2, 3, 1)), pool_type="avg", global_pool=True)
     np.testing.assert_allclose(out, data.mean(axis=2, keepdims=True), rtol=1e-12)
     np.testing.assert_allclose(grad, np.full(data.shape, 1 / 8))
-    # same: ceil(x / stride) windows from 0, the last one cut at the end (1-d max, as MXNet)
+    # same: ceil(x / stride) windows from 0, the last one cut at the end (1-d, as MXNet)
     out, _ = _ours(data, np.ones((2, 3, 3)), kernel=(2,), stride=(3,), pooling_convention="same")
     np.testing.assert_allclose(out, np.stack([data[..., 0:2].max(-1), data[..., 3:5].max(-1),
                                               data[..., 6:8].max(-1)], axis=-1))
+    out, _ = _ours(data, np.ones((2, 3, 3)), kernel=(3,), stride=(3,), pool_type="avg", pooling_convention="same")
+    np.testing.assert_allclose(out, np.stack([data[..., 0:3].mean(-1), data[..., 3:6].mean(-1),
+                                              data[..., 6:8].mean(-1)], axis=-1))  # cut at the end: 2 entries
 
 
 def test_max_gradient_goes_to_the_first_largest_entry():
@@ -85,7 +88,7 @@ def test_mxnet_face_and_refusals():
     x = so.array(data)
     with pytest.raises(so.SparseOpsError, match="kernel size 5 exceeds the input"):
         so.ops.Pooling(x, kernel=(5, 5))
-    with pytest.raises(so.SparseOpsError, match="'same' supports 1-d max pooling"):
+    with pytest.raises(so.SparseOpsError, match="'same' supports 1-d pooling without pad"):
         so.ops.Pooling(x, kernel=(2, 2), pooling_convention="same")
     with pytest.raises(so.SparseOpsError, match="positive p_value"):
         so.ops.Pooling(x, kernel=(2, 2), pool_type="lp")

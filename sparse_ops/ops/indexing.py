@@ -365,6 +365,7 @@ class Take(_TakeParams):
     """Entries of ``a`` at ``indices`` along ``axis``; the output's shape is
     ``a.shape[:axis] + indices.shape + a.shape[axis+1:]``. As in MXNet 1.9, rows of a csr
     (``axis=0``, ``mode`` clip or wrap, 1-d indices) give a csr; everything else is dense
+    (N-d indices give NumPy's result, of rank ``indices.ndim + 1``)
     (a row_sparse ``a`` read at its stored rows, a hashed table never densified)."""
 
     arguments = ("a", "indices")
@@ -397,10 +398,7 @@ class Take(_TakeParams):
         if out.stype != "csr":  # columns, or mode="raise": the rows of the dense array
             self._take_dense(ctx.xp, _cast_storage(a, "default").data, indices, out.data)
             return
-        if indices.ndim != 1:
-            raise ValueError(f"take of a csr array takes 1-d indices (rows), got indices of shape "
-                             f"{tuple(indices.shape)}")
-        xp = ctx.xp
+        xp = ctx.xp  # (1-d indices: other ones give a result of another rank, dense)
         rows = _take_positions(xp, indices, a.shape[0], 0, self.mode)
         indptr = a.indptr
         if indptr.dtype != np.int64 and rows.shape[0] and \

@@ -6,7 +6,7 @@ and ``lp``), with ``kernel``, ``stride``, ``pad``, ``global_pool``, ``pooling_co
   data (padding never wins a max), ``avg`` divides by the window's size counted up to the
   padded edge (``count_include_pad``) or by its entries inside the data;
 - ``valid`` gives ``1 + (x + 2 pad - k) // stride`` windows, ``full`` rounds that division
-  up, ``same`` (1-d ``max`` only, no padding, as in MXNet) gives ``ceil(x / stride)``;
+  up, ``same`` (1-d, no padding, as in MXNet) gives ``ceil(x / stride)``;
 - the gradient of ``max`` goes to the first largest entry of each window (row-major), as
   MXNet's backward finds it.
 
@@ -69,8 +69,8 @@ class _PoolParams(Op):
         if min(k) < 1 or min(stride) < 1 or min(pad) < 0:
             raise ValueError(f"kernel and stride must be positive and pad non-negative, got kernel={k}, "
                              f"stride={stride}, pad={pad}")
-        if self.pooling_convention == "same" and (nd != 1 or self.pool_type != "max" or any(pad)):
-            raise ValueError("pooling_convention 'same' supports 1-d max pooling without pad only (as MXNet)")
+        if self.pooling_convention == "same" and (nd != 1 or any(pad)):
+            raise ValueError("pooling_convention 'same' supports 1-d pooling without pad only (as MXNet)")
         out = []
         for x, kk, s, p in zip(spatial, k, stride, pad):
             if kk > x + 2 * p:

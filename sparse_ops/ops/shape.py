@@ -342,13 +342,21 @@ class _Reshaping(Op):
 @register("reshape")
 class Reshape(_Reshaping):
     """``data`` with a new shape, MXNet's special values allowed (0, -1, -2, -3, -4; see
-    ``reshape_target``)."""
+    ``reshape_target``). An empty array whose special reading does not fit takes the shape
+    as written, its 0s as sizes: ``(0, 2)`` to ``(4, 0, 2)`` (the reshapes that written-out
+    shapes of empty arrays need)."""
 
     shape = Param("shape", doc="the new shape, special values allowed")
     reverse = Param(bool, False, doc="read the special values from the right")
 
     def infer_shape(self, data):
-        return [reshape_target(data, self.shape, self.reverse)]
+        try:
+            return [reshape_target(data, self.shape, self.reverse)]
+        except ValueError:
+            literal = tuple(self.shape)
+            if 0 in literal and min(literal) >= 0 and _prod(data) == 0:
+                return [literal]
+            raise
 
     @classmethod
     def samples(cls) -> list:

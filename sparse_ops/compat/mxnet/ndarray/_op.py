@@ -154,8 +154,9 @@ def _run(opdef: OpDef, inputs: list, params: dict[str, Any], out: Any) -> Any:
             narrow = np.dtype(params["dtype"])
         except TypeError:
             pass
-    if narrow not in _NARROW:
-        return invoke(opdef, inputs, params, out)
+    choices = opdef.params["dtype"].choices if narrow is not None else None
+    if narrow not in _NARROW or (choices is not None and "int32" not in choices):
+        return invoke(opdef, inputs, params, out)  # (an op taking no integer dtype refuses the narrow one by name)
     result = invoke(opdef, inputs, {**params, "dtype": "int32"})
     k = _DTYPE_OUTPUT.get(opdef.name, lambda p: 0)(params)
     results = list(result) if isinstance(result, (list, tuple)) else [result]
@@ -194,7 +195,8 @@ def make_function(mx_name: str, target: str) -> Callable[..., Any]:
                     plan = None                                  # native function says so
                 if plan is not None:
                     res = plan.call(args, None, "write")
-            if res is _NO_PLAN and opdef.function is not None:  # inputs, then parameters, by position
+            fits = len(args) <= len(opdef.arguments) + len(opdef.params)  # (more: split_call refuses them)
+            if res is _NO_PLAN and opdef.function is not None and fits:  # inputs, then parameters, by position
                 res = opdef.function(*args)
             if res.__class__ is NDArray:  # then MXNet's no-0-d rule, and the face's class
                 d = res._data

@@ -9,6 +9,7 @@ of bounds in MXNet's kernels. Arguments, results and refusals follow MXNet 1.9.1
 """
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import numpy as np
@@ -34,6 +35,12 @@ def batch_dot(lhs: NDArray, rhs: NDArray, transpose_a: bool = False, transpose_b
     if lhs.ndim < 3 or rhs.ndim != lhs.ndim:
         raise MXNetValueError(f"batch_dot: lhs and rhs must be N-d arrays of one N >= 3, got shapes "
                               f"{tuple(lhs.shape)} and {tuple(rhs.shape)}")
+    k_lhs = lhs.shape[-2] if transpose_a else lhs.shape[-1]
+    k_rhs = rhs.shape[-1] if transpose_b else rhs.shape[-2]
+    if lhs.shape[:-2] != rhs.shape[:-2] or k_lhs != k_rhs:
+        raise MXNetValueError(f"batch_dot: shapes {tuple(lhs.shape)} and {tuple(rhs.shape)} (transpose_a="
+                              f"{bool(transpose_a)}, transpose_b={bool(transpose_b)}) need equal leading batch axes "
+                              f"and inner sizes")
     return _op.call("_linalg_gemm2", [lhs, rhs], {"transpose_a": bool(transpose_a), "transpose_b": bool(transpose_b)},
                     out=out)
 
@@ -94,6 +101,9 @@ def SequenceLast(data: NDArray, sequence_length: Any = None, use_sequence_length
     ``axis``. Lengths must be in [1, steps]."""
     ids, steps, _ = _lengths("SequenceLast", data, sequence_length, use_sequence_length, axis, 1)
     batch = data.shape[1 - axis]
+    if steps == 0 and batch:
+        raise MXNetValueError(f"SequenceLast: the sequence axis {axis} of data of shape {tuple(data.shape)} is empty: "
+                              "there is no last step")
     last = np.full(batch, steps - 1, dtype=np.int64) if ids is None else ids - 1
     b = np.arange(batch)
     positions = last * batch + b if axis == 0 else b * steps + last
@@ -164,7 +174,10 @@ def diag(data: NDArray, k: int = 0, axis1: int = 0, axis2: int = 1, out: NDArray
     """The ``k``-th diagonal of ``data`` over ``axis1`` and ``axis2`` (appended as the last
     axis, as ``numpy.diagonal``); for a 1-d ``data``, the square matrix with it on the
     ``k``-th diagonal (as ``numpy.diag``)."""
-    k = int(k)
+    try:
+        k = operator.index(k)
+    except TypeError:
+        raise MXNetArgumentError(f"diag: k must be an integer, got {k!r}") from None
     if data.ndim == 0:
         raise MXNetValueError("diag: data must have at least one axis")
     if data.ndim == 1:
@@ -189,20 +202,37 @@ def diag(data: NDArray, k: int = 0, axis1: int = 0, axis2: int = 1, out: NDArray
 
 
 # ---- normalisation layers ---------------------------------------------------------------------------
-def _axis(fname: str, data: NDArray, axis: int) -> int:
-    if not -data.ndim <= int(axis) < data.ndim:
-        raise MXNetValueError(f"{fname}: axis {axis} is out of range for data of shape {tuple(data.shape)}")
-    return int(axis) % data.ndim
+def _axis(fname: str, data: NDArray, axis: Any) -> int:
+    try:
+        a = operator.index(axis)
+    except TypeError:
+        raise MXNetArgumentError(f"{fname}: axis must be an integer, got {type(axis).__name__}") from None
+    if not -data.ndim <= a < data.ndim:
+        raise MXNetValueError(f"{fname}: axis {a} is out of range for data of shape {tuple(data.shape)}")
+    return a % data.ndim
 
 
-def _per_channel(fname: str, name: str, v: NDArray, data: NDArray, axis: int) -> NDArray:
-    """A (C,) parameter of channel axis ``axis``, shaped to broadcast against ``data``."""
+def _per_channel(fname: str, name: str, v: Any, data: NDArray, axis: int, dtype: Any) -> NDArray:
+    """A (C,) parameter of channel axis ``axis`` in ``dtype``, shaped to broadcast against
+    ``data``."""
+    if not isinstance(v, NDArray):
+        raise MXNetArgumentError(f"{fname}: {name} must be an NDArray, got a {type(v).__name__} (argument {name})")
     if tuple(v.shape) != (data.shape[axis],):
         raise MXNetValueError(f"{fname}: {name} must have shape ({data.shape[axis]},), one value per entry of "
                               f"axis {axis}, got {tuple(v.shape)} (argument {name})")
     shape = [1] * data.ndim
     shape[axis] = data.shape[axis]
-    return _op.call("reshape", [v], {"shape": tuple(shape)})
+    return _op.call("reshape", [_cast(v, dtype)], {"shape": tuple(shape)})
+
+
+def _cast(x: NDArray, dtype: Any) -> NDArray:
+    return x if x.dtype == dtype else _op.call("cast", [x], {"dtype": np.dtype(dtype).name})
+
+
+def _computing(data: NDArray, *params: NDArray) -> np.dtype:
+    """The dtype a normalisation computes in: the data's and the parameters', at least float32
+    (float16 data with float32 parameters, MXNet's mixed precision, computes in float32)."""
+    return np.result_type(data.dtype, *(p.dtype for p in params if isinstance(p, NDArray)), np.float32)
 
 
 def _normalised(data: NDArray, mean: NDArray, var: NDArray, eps: float) -> tuple[NDArray, NDArray]:
@@ -211,67 +241,77 @@ def _normalised(data: NDArray, mean: NDArray, var: NDArray, eps: float) -> tuple
     return _op.call("broadcast_div", [_op.call("broadcast_sub", [data, mean]), std]), std
 
 
-def _scaled(x: NDArray, gamma: NDArray | None, beta: NDArray) -> NDArray:
+def _finished(x: NDArray, gamma: NDArray | None, beta: NDArray, dtype: Any, out: NDArray | None) -> NDArray:
+    """``x * gamma + beta`` (``x + beta`` without gamma) in ``dtype`` (the data's), into
+    ``out`` when given."""
     if gamma is not None:
         x = _op.call("broadcast_mul", [x, gamma])
-    return _op.call("broadcast_add", [x, beta])
+    result = _cast(_op.call("broadcast_add", [x, beta]), dtype)
+    if out is not None:
+        out[:] = result
+        return out
+    return result
 
 
 def LayerNorm(data: NDArray, gamma: NDArray, beta: NDArray, axis: int = -1, eps: float = 1e-5,
               output_mean_var: bool = False, out: NDArray | None = None, name: str | None = None) -> Any:
     """``(data - mean) / sqrt(var + eps) * gamma + beta``, the moments taken along ``axis``
-    for each position of the other axes; with ``output_mean_var`` also the mean and the
-    standard deviation (``axis`` kept with length 1), through which no gradient passes."""
+    for each position of the other axes, in the data's dtype (computed in float32 at least);
+    with ``output_mean_var`` also the mean and the standard deviation (``axis`` kept with
+    length 1, in the parameters' dtype), through which no gradient passes."""
     a = _axis("LayerNorm", data, axis)
-    g, b = (_per_channel("LayerNorm", n, v, data, a) for n, v in (("gamma", gamma), ("beta", beta)))
-    mean, var = moments(data, axes=a, keepdims=True)
-    x, std = _normalised(data, mean, var, eps)
-    result = _scaled(x, g, b)
-    if out is not None:
-        out[:] = result
-        result = out
+    ct = _computing(data, gamma, beta)
+    g, b = (_per_channel("LayerNorm", n, v, data, a, ct) for n, v in (("gamma", gamma), ("beta", beta)))
+    mean, var = moments(_cast(data, ct), axes=a, keepdims=True)
+    x, std = _normalised(_cast(data, ct), mean, var, eps)
+    result = _finished(x, g, b, data.dtype, out)
     if not output_mean_var:
         return result
-    return [result, _op.call("BlockGrad", [mean]), _op.call("BlockGrad", [std])]
+    return [result, _op.call("BlockGrad", [_cast(mean, gamma.dtype)]), _op.call("BlockGrad", [_cast(std, gamma.dtype)])]
 
 
 def BatchNorm(data: NDArray, gamma: NDArray, beta: NDArray, moving_mean: NDArray, moving_var: NDArray,
               eps: float = 1e-3, momentum: float = 0.9, fix_gamma: bool = True, use_global_stats: bool = False,
               output_mean_var: bool = False, axis: int = 1, cudnn_off: bool = False, min_calib_range: Any = None,
               max_calib_range: Any = None, out: NDArray | None = None, name: str | None = None) -> Any:
-    """Batch normalisation over every axis but the channel ``axis``: in training
-    (``autograd.record()``/``train_mode``) with the batch's mean and (biased) variance,
-    which also move ``moving_mean`` and ``moving_var`` in place (``moving * momentum +
-    batch * (1 - momentum)``, as MXNet's oneDNN and GPU builds do in the forward pass);
-    otherwise, or with ``use_global_stats``, with the moving statistics. ``fix_gamma``
-    takes gamma as ones (gamma gets no gradient). With ``output_mean_var`` also the mean and
-    the inverse standard deviation used (no gradient passes through them)."""
+    """Batch normalisation over every axis but the channel ``axis``, in the data's dtype
+    (computed in float32 at least: float16 data with float32 parameters is MXNet's mixed
+    precision): in training (``autograd.record()``/``train_mode``) with the batch's mean and
+    (biased) variance, which also move ``moving_mean`` and ``moving_var`` in place
+    (``moving * momentum + batch * (1 - momentum)``, as MXNet's oneDNN and GPU builds do in
+    the forward pass); otherwise, or with ``use_global_stats``, with the moving statistics.
+    ``fix_gamma`` takes gamma as ones (gamma's gradient is zero). With ``output_mean_var``
+    also the mean and the inverse standard deviation used, in the parameters' dtype (no
+    gradient passes through them)."""
     a = _axis("BatchNorm", data, axis)
     if not 0.0 <= float(momentum) <= 1.0:
         raise MXNetValueError(f"BatchNorm: momentum must be in [0, 1], got {momentum}")
-    params = [_per_channel("BatchNorm", n, v, data, a) for n, v in
-              (("gamma", gamma), ("beta", beta), ("moving_mean", moving_mean), ("moving_var", moving_var))]
-    g, b, running_mean, running_var = params
+    ct = _computing(data, gamma, beta)
+    g, b, running_mean, running_var = (_per_channel("BatchNorm", n, v, data, a, ct) for n, v in (
+        ("gamma", gamma), ("beta", beta), ("moving_mean", moving_mean), ("moving_var", moving_var)))
+    x = _cast(data, ct)
     if is_training() and not use_global_stats:
-        others = tuple(i for i in range(data.ndim) if i != a)
-        mean, var = moments(data, axes=others, keepdims=True)
+        if data.size == 0:
+            raise MXNetValueError(f"BatchNorm: training needs at least one value per channel, got data of shape "
+                                  f"{tuple(data.shape)} (its statistics would be NaN)")
+        mean, var = moments(x, axes=tuple(i for i in range(data.ndim) if i != a), keepdims=True)
         with pause():  # the running statistics are state, not part of the graph
             m = float(momentum)
-            moving_mean[:] = moving_mean * m + _op.call("reshape", [mean], {"shape": (-1,)}) * (1 - m)
-            moving_var[:] = moving_var * m + _op.call("reshape", [var], {"shape": (-1,)}) * (1 - m)
+            flat = {"shape": (-1,)}
+            moving_mean[:] = moving_mean * m + _cast(_op.call("reshape", [mean], flat), moving_mean.dtype) * (1 - m)
+            moving_var[:] = moving_var * m + _cast(_op.call("reshape", [var], flat), moving_var.dtype) * (1 - m)
     else:
         mean, var = _op.call("BlockGrad", [running_mean]), _op.call("BlockGrad", [running_var])
-    x, std = _normalised(data, mean, var, eps)
-    result = _scaled(x, None if fix_gamma else g, b)
-    if out is not None:
-        out[:] = result
-        result = out
+    x, std = _normalised(x, mean, var, eps)
+    if fix_gamma:  # gamma taken as ones; it stays in the graph (beta + 0 * gamma), so its gradient is zero
+        b, g = _op.call("elemwise_add", [b, _op.call("_mul_scalar", [g], {"scalar": 0.0})]), None
+    result = _finished(x, g, b, data.dtype, out)
     if not output_mean_var:
         return result
     invstd = _op.call("_rdiv_scalar", [std], {"scalar": 1.0})
     flat = {"shape": (-1,)}
-    return [result, _op.call("BlockGrad", [_op.call("reshape", [mean], flat)]),
-            _op.call("BlockGrad", [_op.call("reshape", [invstd], flat)])]
+    return [result, _op.call("BlockGrad", [_cast(_op.call("reshape", [mean], flat), gamma.dtype)]),
+            _op.call("BlockGrad", [_cast(_op.call("reshape", [invstd], flat), gamma.dtype)])]
 
 
 def L2Normalization(data: NDArray, eps: float = 1e-10, mode: str = "instance", out: NDArray | None = None,

@@ -94,14 +94,18 @@ def _whole(key: Any) -> bool:
 
 
 def _refuse_recorded_write(target: Any, values: tuple, whole: bool) -> None:
-    """MXNet's rule for writing into ``target`` while recording: the write is recorded
-    when one of its inputs needs a gradient (``target`` itself is an input unless the whole
-    array is overwritten), and a recorded write into an array already in a graph (or
-    into part of one) is refused."""
+    """MXNet's rule for writing into ``target`` while recording: any write into an array
+    already in a graph (a variable, a recorded result, a recorded view of one) is refused,
+    whatever is written; and the write is recorded when one of its inputs needs a gradient
+    (``target`` itself is an input unless the whole array is overwritten), which into part
+    of an array is refused too."""
     if not is_recording():
         return
+    info = getattr(target, "_ag", None)
+    if info is not None and (info.node is not None or info.grad is not None):
+        raise MXNetError(_INPLACE_MESSAGE)
     inputs = values if whole else (target, *values)
-    if any(_needs_grad(v) for v in inputs) and (not whole or getattr(target, "_ag", None) is not None):
+    if any(_needs_grad(v) for v in inputs) and not whole:
         raise MXNetError(_INPLACE_MESSAGE)
 
 
