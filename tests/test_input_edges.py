@@ -109,3 +109,13 @@ def test_load_and_full_refuse_wrong_arguments(tmp_path):
         with pytest.raises(TypeError, match="full: the value must be a number"):
             so.full((2, 2), bad)
     np.testing.assert_array_equal(so.full((2,), np.float32(2.5)).asnumpy(), [2.5, 2.5])
+
+
+def test_reshape_of_an_empty_array_takes_written_zeros_as_sizes():
+    """MXNet's 0 copies an input axis; where that reading does not fit an empty array, its
+    0s are sizes (the written-out shapes the library's own compositions pass)."""
+    assert so.reshape(so.zeros((0, 2)), shape=(4, 0, 2)).shape == (4, 0, 2)
+    assert so.reshape(so.zeros((2, 3, 2)), shape=(0, 6)).shape == (2, 6)  # the special reading, as MXNet
+    assert so.reshape(so.zeros((0, 3)), shape=(0, -1)).shape == (0, 3)
+    with pytest.raises(InferenceError, match="cannot reshape"):
+        so.reshape(so.zeros((2, 3)), shape=(4, 0, 2))
