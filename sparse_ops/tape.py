@@ -308,4 +308,6 @@ def mark_variables(variables: Any, gradients: Any, grad_reqs: Any = "write") -> 
         info = v._ag
         if info is None:
             info = v._ag = AGInfo()
-        info.grad, info.grad_req, info.fresh, info.structure = g, r, False, None
+        info.grad, info.grad_req, info.fresh = g, r, False
+        # a csr variable with a csr buffer gets the gradient of its stored values (autograd.py)
+        info.structure = weakref.ref(v) if v.stype == "csr" and g.stype == "csr" else None

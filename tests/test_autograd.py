@@ -676,3 +676,51 @@ def test_indexing_while_recording_is_recorded(key):
     np.testing.assert_allclose(x.grad.asnumpy(), t.grad.numpy())
     view = x[1:3]
     assert np.shares_memory(view._data, x._data)  # not recording: the view
+
+
+@pytest.mark.parametrize("stype,key", [("csr", 1), ("csr", slice(0, 2)), ("csr", slice(-2, None)),
+                                       ("row_sparse", 1), ("row_sparse", slice(1, 4)), ("row_sparse", slice(None, None, -2)),
+                                       ("row_sparse", [3, 1, 1]), ("row_sparse", (1, 2)), ("row_sparse", -1)], ids=str)
+def test_indexing_a_sparse_array_while_recording_is_recorded(stype, key):
+    """A csr's rows and a row_sparse's rows, row ids and elements read while recording reach
+    the array's gradient (a csr variable's on its stored entries), with the storage type the
+    unrecorded indexing gives."""
+    torch = pytest.importorskip("torch")
+    v = np.array([[0, 1.0, 0, 2], [0, 0, 0, 0], [3, 0, 4, 0], [5, 6, 0, 0], [0, 0, 7, 8]])
+    x = so.array(v).tostype(stype)
+    x.attach_grad()
+    plain = x[key]
+    with ag.record():
+        y = x[key]
+        loss = so.sum(y * y) + so.sum(x * 1.0)
+    loss.backward()
+    assert y.stype == plain.stype and y.shape == plain.shape
+    np.testing.assert_array_equal(y.asnumpy(), plain.asnumpy())
+    t = torch.tensor(v, requires_grad=True)
+    tkey = list(key) if isinstance(key, list) else key
+    if isinstance(key, slice) and key.step is not None and key.step < 0:
+        picked = torch.flip(t, [0])[::-key.step]
+    else:
+        picked = t[tkey] if stype == "row_sparse" else t[tkey]
+    ((picked ** 2).sum() + t.sum()).backward()
+    want = t.grad.numpy() * (v != 0) if stype == "csr" else t.grad.numpy()
+    np.testing.assert_allclose(x.grad.asnumpy(), want)
+
+
+def test_mark_variables_gives_a_csr_variable_the_same_rule_as_attach_grad():
+    import sparse_ops.compat.mxnet as mx
+
+    m, a = _csr_leaf(2)
+    w = np.arange(20.0).reshape(5, 4) - 7
+    ag.mark_variables([a], [so.zeros((5, 4), stype="csr")])
+    with ag.record():
+        loss = so.sum(a * so.array(w))
+    loss.backward()
+    np.testing.assert_array_equal(a.grad.indices.asnumpy(), m.indices)
+    np.testing.assert_allclose(a.grad.asnumpy(), np.where(m.toarray() != 0, w, 0))
+    face = mx.nd.sparse.csr_matrix((m.data, m.indices, m.indptr), shape=m.shape, dtype="float64")
+    mx.autograd.mark_variables([face], [mx.nd.sparse.zeros("csr", (5, 4), dtype="float64")])
+    with mx.autograd.record():
+        loss = mx.nd.sum(face * mx.nd.array(w, dtype="float64"))
+    loss.backward()
+    np.testing.assert_allclose(face.grad.asnumpy(), w)  # MXNet's: every nonzero

@@ -349,6 +349,10 @@ class RowSparseNDArray(BaseSparseNDArray):
         integer array (or NDArray) of row ids gives those rows, dense. A tuple is NumPy's
         indexing of the dense array (``x[rows, cols]`` pairs them up), reading only the rows
         it names."""
+        if self._ag is not None and self._record_index is not None:  # while recording: recorded
+            recorded = self._record_index(self, key)
+            if recorded is not None:
+                return recorded
         if isinstance(key, tuple):
             if len(key) < 2:
                 return self[key[0]] if key else self
@@ -523,6 +527,10 @@ class CSRNDArray(BaseSparseNDArray):
     def __getitem__(self, key: Any) -> "CSRNDArray":
         """Row ``x[i]`` (a 1-row csr, as in MXNet) or row slice ``x[i:j]``: data and indices
         are zero-copy views, indptr is rebased."""
+        if self._ag is not None and self._record_index is not None:  # while recording: recorded
+            recorded = self._record_index(self, key)
+            if recorded is not None:
+                return recorded
         rows = self.shape[0]
         if isinstance(key, slice):
             start, stop, step = key.indices(rows)

@@ -16,7 +16,6 @@ one place where container methods are installed:
 from __future__ import annotations
 
 import numbers
-import weakref
 from typing import Any, Callable
 
 import numpy as np
@@ -172,8 +171,6 @@ def attach_grad(self: NDArray, grad_req: str = "write", stype: str | None = None
                          f"{', '.join(map(repr, STYPES))})")
     buf = zeros(self.shape, stype=stype or self.stype, dtype=self.dtype, device=self._device)
     _tape.mark_variables([self], [buf], grad_req)
-    if self.stype == "csr" and buf.stype == "csr":
-        self._ag.structure = weakref.ref(self)
 
 
 # ---- fluent methods ------------------------------------------------------------------------------
@@ -210,6 +207,32 @@ def _reshape_method(self: NDArray, *shape: Any, **params: Any) -> NDArray:
     return T.reshape(self, **params)
 
 
+def _recorded_sparse_index(x: NDArray, key: Any) -> NDArray | None:
+    """``x[key]`` of a csr or row_sparse ``x`` as recorded operators, of the storage type the
+    unrecorded indexing gives: row slices (``slice``: a csr's rows as a csr, a row_sparse's
+    as a row_sparse), a row_sparse's row or row ids (``take``: dense rows, its gradient a
+    row_sparse one), anything else on the dense form. None: a key the container refuses."""
+    rows = x.shape[0]
+    if isinstance(key, slice):
+        if x.stype == "csr" and key.step not in (None, 1):
+            return None
+        start, stop, step = key.indices(rows)
+        y = T.slice(x, begin=(start,), end=(stop if stop >= 0 else None,), step=(step,))
+        return y if y.stype == x.stype else T.cast_storage(y, stype=x.stype)
+    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+        if not -rows <= key < rows:
+            return None
+        i = int(key) % rows
+        y = T.slice(x, begin=(i,), end=(i + 1,))
+        return y if x.stype == "csr" else T.reshape(T.cast_storage(y, stype="default"), shape=x.shape[1:])
+    if x.stype == "csr":
+        return None
+    if isinstance(key, tuple):
+        return recorded_index(T.cast_storage(x, stype="default"), key)
+    ids = x._row_ids(key)
+    return T.take(x, NDArray(ids.reshape(-1), x._device), axis=0).reshape(tuple(ids.shape) + x.shape[1:])
+
+
 def recorded_index(x: NDArray, key: Any) -> NDArray | None:
     """``x[key]`` (a NumPy key) as recorded operators when autograd records and ``x`` needs a
     gradient: a ``take`` of the entries it reads from ``x`` flattened, so the gradient adds
@@ -218,6 +241,8 @@ def recorded_index(x: NDArray, key: Any) -> NDArray | None:
     info = x._ag
     if not (_tape.is_recording() and info is not None and info.needs_grad()):
         return None
+    if x.stype != "default":
+        return _recorded_sparse_index(x, key)
     xp = x._device.xp
     positions = xp.asarray(xp.arange(int(np.prod(x.shape, dtype=np.int64))).reshape(x.shape)[key])
     picked = T.take(T.reshape(x, shape=(-1,)), NDArray(positions.reshape(-1), x._device), axis=0)

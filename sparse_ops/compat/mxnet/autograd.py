@@ -2,8 +2,9 @@
 
 ``record(train_mode=True)``, ``pause(train_mode=False)``, ``train_mode()``,
 ``predict_mode()``, ``is_recording()``, ``is_training()``, ``set_recording(flag)``,
-``set_training(flag)`` (both return the previous value), ``mark_variables``,
-``backward``, ``grad`` (its gradients are the face's arrays) and ``Function``.
+``set_training(flag)`` (both return the previous value), ``mark_variables`` (a face csr
+array's gradient keeps every nonzero, as MXNet's), ``backward``, ``grad`` (its gradients
+are the face's arrays) and ``Function``.
 (``get_symbol`` is Symbol API: not covered.)
 """
 from __future__ import annotations
@@ -15,7 +16,6 @@ from ...autograd import (  # noqa: F401
     backward,
     is_recording,
     is_training,
-    mark_variables,
     pause,
     predict_mode,
     record,
@@ -24,8 +24,19 @@ from ...autograd import (  # noqa: F401
     train_mode,
 )
 from ...autograd import grad as _grad
+from ...autograd import mark_variables as _mark_variables
 from ...ndarray import NDArray
 from .ndarray._op import as_face
+
+
+def mark_variables(variables: Any, gradients: Any, grad_reqs: Any = "write") -> None:
+    """Make ``variables`` differentiable leaves whose gradients go into ``gradients``; a face
+    csr array's gradient holds every nonzero the rules give, as MXNet's (a native one's,
+    its stored values')."""
+    _mark_variables(variables, gradients, grad_reqs)
+    for v in variables if isinstance(variables, (list, tuple)) else [variables]:
+        if type(v).__module__.startswith(__package__):  # the face's arrays: MXNet's rule
+            v._ag.structure = None
 
 
 def grad(heads: Any, variables: Any, head_grads: Any = None, retain_graph: bool | None = None,
