@@ -118,3 +118,13 @@ def test_reshape_of_an_empty_array_takes_written_zeros_as_sizes():
     assert so.reshape(so.zeros((2, 3, 2)), shape=(0, 6)).shape == (2, 6)  # the special reading, as MXNet
     with pytest.raises(InferenceError, match="cannot reshape"):
         so.reshape(so.zeros((2, 3)), shape=(4, 0, 2))
+
+
+@pytest.mark.parametrize("op", ["broadcast_mul", "broadcast_div"])
+def test_a_csr_broadcast_to_more_axes_is_dense(op):
+    m = sp.random(3, 4, density=0.5, format="csr", dtype=np.float64, random_state=1)
+    d = np.arange(1.0, 25.0).reshape(2, 3, 4)
+    y = getattr(so, op)(so.csr_matrix(m), so.array(d))
+    ref = m.toarray() * d if op == "broadcast_mul" else m.toarray() / d
+    assert y.stype == "default" and y.shape == (2, 3, 4)
+    np.testing.assert_allclose(y.asnumpy(), ref)

@@ -99,11 +99,12 @@ class _ScalesCsr(_Broadcast):
     @kernel(device=_BOTH, stypes=("csr", "default"))
     def csr_dense(self, ctx, lhs, rhs, out):
         xp, b = ctx.xp, rhs.data
-        if out.shape != lhs.shape:  # the csr itself is broadcast (one row or column repeated)
-            dense = xp.empty(out.shape, dtype=out.dtype)
+        if out.shape != lhs.shape:  # the csr itself is broadcast (one row or column repeated, or to more axes)
+            dense = out.data if out.stype == "default" else xp.empty(out.shape, dtype=out.dtype)
             with np.errstate(divide="ignore", invalid="ignore"):
                 self.ufunc(_cast_storage(lhs, "default").data, b, out=dense, casting="unsafe")
-            ctx.adopt(out, _cast_storage(NDArray(dense, ctx.device), "csr"))
+            if out.stype != "default":
+                ctx.adopt(out, _cast_storage(NDArray(dense, ctx.device), "csr"))
             return
         b = b.reshape((1,) * (2 - b.ndim) + b.shape)
         rows = row_ids(lhs) if b.shape[0] != 1 else 0
