@@ -432,9 +432,10 @@ def _declared_names(op: str, attr: str, value: Any, role: str = "",
 
 
 def is_name(n: str) -> bool:
-    """Whether ``n`` can name an op, an argument or a parameter: an ASCII identifier (torch's
-    operator schemas and the C ABI's names are ASCII)."""
-    return n.isascii() and n.isidentifier()
+    """Whether ``n`` can name an op, an argument or a parameter: an ASCII identifier that is
+    no Python keyword (torch's operator schemas and the C ABI's names are ASCII, and the
+    code torch.compile generates names them)."""
+    return n.isascii() and n.isidentifier() and not keyword.iskeyword(n)
 
 
 def _distinct_names(op: str, attr: str, names: tuple[str, ...], reserved: tuple[str, ...] = ()) -> None:
@@ -445,9 +446,10 @@ def _distinct_names(op: str, attr: str, names: tuple[str, ...], reserved: tuple[
         raise ValueError(f"operator {op!r}: {attr}: names repeat ({', '.join(map(repr, repeated))}); allowed: "
                          "distinct names")
     for n in names:
-        if not is_name(n) or keyword.iskeyword(n):
-            raise ValueError(f"operator {op!r}: {attr}: {n!r} is not an ASCII Python identifier; allowed: a name a "
-                             "Python function may take as an argument, in ASCII (as torch's operator schemas)")
+        if not is_name(n):
+            raise ValueError(f"operator {op!r}: {attr}: {n!r} is not an ASCII identifier or is a Python keyword; "
+                             "allowed: a name a Python function may take as an argument, in ASCII (as torch's "
+                             "operator schemas)")
         if n in reserved:
             raise ValueError(f"operator {op!r}: {attr}: {n!r} is reserved (every call takes {', '.join(reserved)}); "
                              "allowed: any other name")
@@ -520,7 +522,7 @@ class OpDef:
                 if isinstance(value, Param):
                     if not is_name(attr):
                         raise ValueError(f"operator {name!r}: parameter {attr!r} is not an ASCII identifier; allowed: "
-                                         "an ASCII name (as torch's operator schemas)")
+                                         "an ASCII name that is no Python keyword (as torch's operator schemas)")
                     if callable(getattr(Op, attr, None)):
                         raise ValueError(f"operator {name!r}: parameter {attr!r} would hide the Op method of that "
                                          f"name; allowed: any name no Op method has")
@@ -853,8 +855,8 @@ def register(name: str, replace: bool = False, plugin: str | None = None) -> Cal
     (``registering_as``), else to the built-ins or the user code that defined the class.
     """
     if not isinstance(name, str) or not is_name(name):
-        raise ValueError(f"operator names are ASCII identifiers (torch's operator schemas take no other), got "
-                         f"{name!r}")
+        raise ValueError(f"operator names are ASCII identifiers and no Python keywords (torch's operator schemas "
+                         f"and compiled code take no other), got {name!r}")
 
     def deco(cls: type) -> type:
         op_cls = cls

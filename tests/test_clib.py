@@ -195,7 +195,7 @@ BAD = [
               r"an operator: give its so_op_decl another name"),
     ("NO_HEADER", r"so_op_decl has struct_size 0, but an ABI 1\.2 so_op_decl has \d+ bytes \(at least \d+ in "
                   r"ABI 1\.0\)"),
-    ("BAD_NAME", r"operator name 'not an identifier' is not an ASCII identifier"),
+    ("BAD_NAME", r"operator name 'not an identifier' is not an ASCII identifier or is a Python keyword"),
     ("NO_KERNEL", r"operator 'bad_no_kernel': kernels\[0\]\.fn is NULL"),
     ("BAD_GRADIENT_OP", r"operator 'bad_gradient': its gradient names operator 'no_such_op'"),
     ("IGNORES_REFUSAL", r"operator 'bad_first' is already registered"),

@@ -72,8 +72,8 @@ CASES = [
     ({"arguments": ("data", "out")},
      "operator 'de_op': arguments: 'out' is reserved (every call takes out, req); allowed: any other name"),
     ({"arguments": ("in",)},
-     "operator 'de_op': arguments: 'in' is not an ASCII Python identifier; allowed: a name a Python function may "
-     "take as an argument, in ASCII (as torch's operator schemas)"),
+     "operator 'de_op': arguments: 'in' is not an ASCII identifier or is a Python keyword; allowed: a name a Python "
+     "function may take as an argument, in ASCII (as torch's operator schemas)"),
     ({"outputs": ("y", "y")},
      "operator 'de_op': outputs: names repeat ('y'); allowed: distinct names"),
     ({"negate": so.Param(int, "abc")},
@@ -198,8 +198,10 @@ def test_names_are_ascii_identifiers(isolated):
     """torch's operator schemas (and the C ABI) take ASCII names only: a non-ASCII op,
     argument or parameter name is refused at registration, not at the first torch call."""
     cls = type("Declared", (so.Op,), {"__module__": __name__})
-    with pytest.raises(ValueError, match="operator names are ASCII identifiers .* got 'dbl_ünï'"):
-        so.register("dbl_ünï")(cls)
+    for bad in ("dbl_ünï", "lambda"):
+        with pytest.raises(ValueError, match=f"operator names are ASCII identifiers and no Python keywords .* got "
+                                             f"'{bad}'"):
+            so.register(bad)(cls)
     assert "dbl_ünï" not in registry.list_ops()
-    assert "'dätä' is not an ASCII Python identifier" in refusal("de_op", arguments=("dätä",))
+    assert "'dätä' is not an ASCII identifier" in refusal("de_op", arguments=("dätä",))
     assert "parameter 'γ' is not an ASCII identifier" in refusal("de_op", **{"γ": so.Param(float, 1.0)})

@@ -572,3 +572,10 @@ def test_a_refused_dtype_under_compile_is_worded_as_eagerly(dtype):
         torch.compile(lambda x: st.ops.relu(x), fullgraph=True, backend="eager")(torch.ones(2, dtype=dtype))
     assert f"arrays of dtype {dtype} are not supported" in str(err.value)
     assert ".to(torch.float32)" in str(err.value) and "Cannot interpret" not in str(err.value)
+
+
+def test_out_is_refused_in_torch_terms():
+    for name in ("exp", "relu"):
+        with pytest.raises(BridgeError, match=rf"sparse_ops.torch.ops.{name}: out= is not taken on the torch face"):
+            getattr(st.ops, name)(torch.ones(2), out=torch.empty(2))
+    torch.testing.assert_close(st.ops.exp(torch.zeros(2)), torch.ones(2))

@@ -128,7 +128,7 @@ def _names(pointer: Any, n: int, what: str) -> tuple[str, ...]:
     names = tuple(_text(pointer[i], f"{what}[{i}]") for i in range(n))
     for name in names:
         if not is_name(name):
-            raise DeclarationError(f"{what}: {name!r} is not an ASCII identifier")
+            raise DeclarationError(f"{what}: {name!r} is not an ASCII identifier or is a Python keyword")
     if len(set(names)) != len(names):
         raise DeclarationError(f"{what}: names repeat: {list(names)}")
     return names
@@ -193,7 +193,7 @@ def decode(address: int, load_samples: Callable[[list, Any], list]) -> OpSpec:
     d = abi.OpDecl.from_address(address)
     name = _text(d.name, "so_op_decl.name")
     if not is_name(name):
-        raise DeclarationError(f"operator name {name!r} is not an ASCII identifier")
+        raise DeclarationError(f"operator name {name!r} is not an ASCII identifier or is a Python keyword")
     where = f"operator {name!r}"
     arguments = _names(d.arguments, _count(d.n_arguments, f"{where}: n_arguments"), f"{where}: arguments")
     outputs = _names(d.outputs, _count(d.n_outputs, f"{where}: n_outputs"), f"{where}: outputs")

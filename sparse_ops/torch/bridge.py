@@ -494,7 +494,12 @@ def _assemble(out_stypes: tuple, res: tuple, shapes: tuple, nvis: int, parts: bo
 def _bridge_options(opdef: registry.OpDef, params: dict) -> dict:
     """``params`` with the bridge's keyword ``training`` turned into its option in the
     parameter string (``@training``, written only when False: True is the default), unless
-    the op declares a ``training`` parameter of its own, which then gets the value."""
+    the op declares a ``training`` parameter of its own, which then gets the value. The
+    native API's ``out=`` and ``req=`` are refused: torch code assigns results."""
+    for keyword in ("out", "req"):
+        if keyword in params:
+            raise BridgeError(f"sparse_ops.torch.ops.{opdef.name}: {keyword}= is not taken on the torch face; use "
+                              "the returned tensor (or copy it into yours: t.copy_(result))")
     if "training" not in params or "training" in opdef.params:
         return params
     params = dict(params)
