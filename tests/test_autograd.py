@@ -724,3 +724,21 @@ def test_mark_variables_gives_a_csr_variable_the_same_rule_as_attach_grad():
         loss = mx.nd.sum(face * mx.nd.array(w, dtype="float64"))
     loss.backward()
     np.testing.assert_allclose(face.grad.asnumpy(), w)  # MXNet's: every nonzero
+
+
+def test_indexing_rows_of_a_large_table_while_recording_reads_only_those_rows():
+    """x[ids] / x[i] / x[a:b] of a table that needs a gradient, while recording, is a take of
+    those rows: nothing of the table's size is allocated (25.6 MB table here)."""
+    import tracemalloc
+
+    table = so.array(np.zeros((200_000, 16)))
+    table.attach_grad()
+    tracemalloc.start()
+    try:
+        with ag.record():
+            rows = [table[np.array([5, 7, 199_999])], table[3], table[10:12]]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert [r.shape for r in rows] == [(3, 16), (16,), (2, 16)]
+    assert peak < 4_000_000, peak

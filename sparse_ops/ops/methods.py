@@ -244,9 +244,29 @@ def recorded_index(x: NDArray, key: Any) -> NDArray | None:
     if x.stype != "default":
         return _recorded_sparse_index(x, key)
     xp = x._device.xp
-    positions = xp.asarray(xp.arange(int(np.prod(x.shape, dtype=np.int64))).reshape(x.shape)[key])
+    first = key[0] if isinstance(key, tuple) and len(key) == 1 else key
+    if x.ndim and not isinstance(first, tuple) and (isinstance(first, (int, np.integer, slice)) or
+                                                     getattr(xp.asarray(first), "ndim", 2) <= 1):
+        rows = xp.asarray(xp.arange(x.shape[0], dtype=np.int64)[first])  # rows only: x is never flattened
+        picked = T.take(x, NDArray(rows.reshape(-1), x._device), axis=0)
+        return T.reshape(picked, shape=tuple(rows.shape) + tuple(x.shape[1:]))
+    positions = _flat_positions(x, key)  # (a copy of x flattened: keys over several axes)
     picked = T.take(T.reshape(x, shape=(-1,)), NDArray(positions.reshape(-1), x._device), axis=0)
     return T.reshape(picked, shape=positions.shape)
+
+
+def _flat_positions(x: NDArray, key: Any) -> Any:
+    """The flat position in ``x`` of each entry of ``x[key]`` (int64, the result's shape), in
+    memory of the result's size: each axis' coordinate read through a broadcast (stride-0)
+    view, never an index array of the whole of ``x`` (a large table indexed while recording)."""
+    xp, shape = x._device.xp, x.shape
+    flat = xp.asarray(xp.zeros((), dtype=np.int64)[key] if not shape else 0)
+    step = 1
+    for axis in reversed(range(len(shape))):
+        along = xp.arange(shape[axis], dtype=np.int64).reshape((shape[axis],) + (1,) * (len(shape) - axis - 1))
+        flat = flat + xp.broadcast_to(along, shape)[key] * step
+        step *= shape[axis]
+    return xp.asarray(flat, dtype=np.int64)
 
 
 def install(cls: type = NDArray) -> None:
