@@ -90,6 +90,10 @@ class _SoftmaxOutputRules(Op):
                              f"{tuple(data)}: it needs {want} class ids (one per example"
                              f"{' and position' if self.multi_output else ''}) or the data's shape (argument label)")
 
+    def infer_shape(self, data, label):
+        self.check_label(data, label)
+        return [tuple(data)]
+
     def infer_type(self, data, label):
         if data.kind != "f":
             raise TypeError(f"{self._opdef.name} needs floating point data, got {data} (argument data)")
@@ -109,10 +113,6 @@ class SoftmaxOutput(_SoftmaxOutputRules):
     backward_needs_inputs = ("label",)
     backward_needs_outputs = ("output",)
     opcheck_skip = _LOSS_GRADIENT
-
-    def infer_shape(self, data, label):
-        self.check_label(data, label)
-        return [tuple(data)]
 
     @kernel(device=_BOTH)
     def dense(self, ctx, data, label, output):
@@ -141,13 +141,12 @@ class SoftmaxOutput(_SoftmaxOutputRules):
         normalization, multi_output, preserve_shape, a distribution as the label."""
         from . import _samples
 
-        ids = _labels
-        return [[_samples.array((4, 3)), ids([0.0, 2.0, 1.0, 2.0])],
-                ([_samples.array((4, 3), seed=1), ids([0.0, -1.0, 1.0, 2.0])],
+        return [[_samples.array((4, 3)), _labels([0.0, 2.0, 1.0, 2.0])],
+                ([_samples.array((4, 3), seed=1), _labels([0.0, -1.0, 1.0, 2.0])],
                  {"use_ignore": True, "normalization": "valid", "smooth_alpha": 0.1, "grad_scale": 2.0}),
-                ([_samples.array((2, 3, 2), seed=2), ids([[0.0, 2.0], [1.0, 1.0]])],
+                ([_samples.array((2, 3, 2), seed=2), _labels([[0.0, 2.0], [1.0, 1.0]])],
                  {"multi_output": True, "normalization": "batch"}),
-                ([_samples.array((2, 2, 3), seed=3), ids([[0.0, 2.0], [1.0, 0.0]])], {"preserve_shape": True}),
+                ([_samples.array((2, 2, 3), seed=3), _labels([[0.0, 2.0], [1.0, 0.0]])], {"preserve_shape": True}),
                 [_samples.array((2, 3), seed=4), _samples.array((2, 3), seed=5, positive=True)]]
 
 
@@ -158,10 +157,6 @@ class SoftmaxOutputBackward(_SoftmaxOutputRules):
 
     arguments = ("output", "label")
     differentiable = False
-
-    def infer_shape(self, output, label):
-        self.check_label(output, label)
-        return [tuple(output)]
 
     @kernel(device=_BOTH)
     def dense(self, ctx, output, label, grad):
