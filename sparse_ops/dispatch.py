@@ -332,11 +332,15 @@ def infer_stypes(opdef: OpDef, inst: Op, in_stypes: list, out_shapes: Sequence[t
     shape a sparse layout cannot hold (a csr that is not 2-d, a 0-d row_sparse: ``dot`` of a
     1-d vector and a csr) is dense. Every face plans with this."""
     stypes = _infer(opdef, inst, "storage_type", in_stypes, inst.output_count())
-    if out_shapes is not None:
-        for i, (s, shape) in enumerate(zip(stypes, out_shapes)):
-            if (s == "csr" and len(shape) != 2) or (s == "row_sparse" and not len(shape)):
-                stypes[i] = "default"
-    return stypes
+    return stypes if out_shapes is None else fitted_stypes(stypes, out_shapes)
+
+
+def fitted_stypes(stypes: Sequence[str], out_shapes: Sequence[tuple]) -> list:
+    """``stypes`` with each one that its output's shape cannot hold (a csr that is not 2-d,
+    a 0-d row_sparse) made dense: the rule ``infer_stypes`` applies, for a face that learns
+    the shapes later (a traced call's symbolic ones: only their lengths count)."""
+    return [("default" if (s == "csr" and len(shape) != 2) or (s == "row_sparse" and not len(shape)) else s)
+            for s, shape in zip(stypes, out_shapes)]
 
 
 def make_plan(opdef: OpDef, inst: Op, inputs: Sequence[NDArray]) -> Plan:

@@ -437,3 +437,52 @@ def test_compiled_backward_of_a_reduction(op, scale):
     f(x).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), np.full((3, 4), 2.0 * scale))
 
+
+
+# ---- a csr operand whose result a csr cannot hold ------------------------------------------------------
+def _csr_parts(a: sp.csr_matrix) -> CSRParts:
+    return CSRParts(torch.from_numpy(a.data), torch.from_numpy(a.indices.astype(np.int64)),
+                    torch.from_numpy(a.indptr.astype(np.int64)), a.shape)
+
+
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_compiled_results_of_csr_operands_that_cannot_be_csr_are_dense(dynamic):
+    """dot(vector, csr) is 1-d and take(csr, 2-d ids) 3-d: no csr holds them, so eagerly they
+    are dense. A compiled call whose sizes are symbolic settles that from the traced shapes'
+    lengths and runs the dense overload, with the eager values and gradients at every size."""
+    torch._dynamo.reset()
+    dot = torch.compile(lambda v, a: st.ops.dot(v, a), fullgraph=True, dynamic=dynamic)
+    take = torch.compile(lambda a, ids: st.ops.take(a, ids), fullgraph=True, dynamic=dynamic)
+    rng = np.random.default_rng(0)
+    for rows in (6, 9, 13):
+        a = sp.random(rows, 5, 0.4, format="csr", dtype=np.float64, random_state=rng)
+        v = torch.from_numpy(rng.standard_normal(rows)).requires_grad_(True)
+        got = dot(v, _csr_parts(a))
+        assert got.layout == torch.strided and got.shape == (5,)
+        np.testing.assert_allclose(got.detach().numpy(), v.detach().numpy() @ a.toarray(), rtol=1e-12)
+        w = rng.standard_normal(5)
+        (got * torch.from_numpy(w)).sum().backward()
+        np.testing.assert_allclose(v.grad.numpy(), a.toarray() @ w, rtol=1e-12)
+        ids = torch.from_numpy(rng.integers(0, rows, (2, 3)))
+        taken = take(_csr_parts(a), ids)
+        assert taken.layout == torch.strided and taken.shape == (2, 3, 5)
+        np.testing.assert_array_equal(taken.numpy(), a.toarray()[ids.numpy()])
+
+
+@pytest.mark.parametrize("op", ["broadcast_mul", "broadcast_div", "broadcast_add", "broadcast_sub"])
+def test_compiled_broadcasts_of_a_csr_and_a_dense_operand_give_the_eager_values(op):
+    """The broadcast shape rule runs traced under torch.compile (the sizes symbolic): it holds
+    nothing Dynamo refuses, and the compiled result, dense or csr parts, equals the eager one
+    at two sizes."""
+    torch._dynamo.reset()
+    f = torch.compile(lambda a, d: getattr(st.ops, op)(a, d), fullgraph=True, dynamic=True)
+    rng = np.random.default_rng(1)
+    for rows in (6, 11):
+        a = sp.random(rows, 5, 0.4, format="csr", dtype=np.float64, random_state=rng)
+        for shape in ((rows, 1), (1, 5)):
+            d = torch.from_numpy(rng.uniform(0.5, 2.0, shape))
+            want = getattr(st.ops, op)(_csr_parts(a), d)
+            got = f(_csr_parts(a), d)
+            dense = (lambda r: r.to_dense() if isinstance(r, torch.Tensor) else
+                     torch.sparse_csr_tensor(r.indptr, r.indices, r.values, r.shape).to_dense())
+            np.testing.assert_allclose(dense(got).numpy(), dense(want).numpy(), rtol=1e-12)

@@ -99,7 +99,7 @@ def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
     """NumPy's broadcast of ``shapes``, in comparisons of the sizes only: sizes that
     ``torch.compile`` made symbolic stay symbolic (``np.broadcast_shapes`` would turn them
     into ints, and the compiled code would then hold for that one size)."""
-    ndim = max((len(s) for s in shapes), default=0)
+    ndim = max([len(s) for s in shapes] + [0])  # (Dynamo traces no max(..., default=))
     out = []
     for axis in range(ndim):
         size: Any = 1

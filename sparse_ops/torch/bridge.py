@@ -44,7 +44,7 @@ import torch
 
 from .. import registry
 from ..bridging import BoundedCache, BridgedTable, arg_names, param_key
-from ..dispatch import _infer, infer_stypes
+from ..dispatch import _infer, fitted_stypes, infer_stypes
 from ..errors import OperatorError, quoting
 from ..ndarray import STYPES
 from ..tape import _state as _tape_state
@@ -336,10 +336,14 @@ class BridgedOp:
             torch_op = getattr(getattr(torch.ops.sparse_ops, opdef.name), ov_name)
             # dense results have their shapes; sparse ones are assembled with them (planned on
             # concrete sizes, or the op's shape rule traced on symbolic ones)
+            if not concrete and any(s != "default" for s in out_stypes):
+                out_shapes = _traced_shapes(opdef, ptext, shapes)
+                fitted = tuple(fitted_stypes(out_stypes, out_shapes))
+                if fitted != out_stypes:  # (dot of a vector and a csr): the kernel will plan it so
+                    ov_name, out_stypes = fitted_overload(opdef.name, tuple(stypes), fitted), fitted
+                    torch_op = getattr(getattr(torch.ops.sparse_ops, opdef.name), ov_name)
             if not any(s != "default" for s in out_stypes[:nvis]):
                 out_shapes = (None,) * nvis
-            elif not concrete:
-                out_shapes = _traced_shapes(opdef, ptext, shapes)
         else:
             ov = overload_for(opdef, tuple(stypes), out_stypes)
             torch_op = ov.torch_op
@@ -417,6 +421,13 @@ def plan_call(name: str, stypes: tuple, shapes: tuple | None, items: tuple) -> t
         _PLANS.put(key, (opdef, result, inst))
         _INSTANCES.put((name, ptext), inst)
     return result
+
+
+@torch._dynamo.assume_constant_result
+def fitted_overload(name: str, stypes: tuple, out_stypes: tuple) -> str:
+    """The name of op ``name``'s overload for these storage types (defined on first use), for
+    a traced call whose output storage types its shapes settled (``fitted_stypes``)."""
+    return overload_for(registry.get_op(name), stypes, out_stypes).name
 
 
 def _traced_shapes(opdef: registry.OpDef, ptext: str, shapes: tuple) -> tuple:
