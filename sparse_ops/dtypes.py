@@ -121,3 +121,12 @@ def in_input_dtypes(gradient: Callable) -> Callable:
         return [g if g is None or g.dtype == d else g.astype(d) for g, d in zip(grads, dtypes)]
 
     return wrapped
+
+
+def truncated_ids(xp: Any, ids: Any) -> Any:
+    """Float index values as int64, truncated toward zero as MXNet's cast truncates them, and
+    held at int64's bounds: a cast of a float past them gives int64's minimum, which would
+    turn a huge length or index into a negative one (a length of 1e19 masking everything,
+    an index of 1e20 clipped to row 0). NaN and infinities are the caller's to refuse."""
+    bound = np.nextafter(ids.dtype.type(2.0 ** 63), ids.dtype.type(0))  # float16: its largest value
+    return xp.clip(ids, -bound, bound).astype(np.int64)

@@ -165,6 +165,15 @@ def _first(item: tuple) -> Any:
     return item[0]
 
 
+def _shown(value: Any) -> str:
+    """``repr(value)`` for a message, or for an array or a long text its type (and shape)."""
+    text = repr(value)
+    if len(text) <= 80 and "\n" not in text:
+        return text
+    shape = getattr(value, "shape", None)
+    return f"a {type(value).__name__}" + (f" of shape {tuple(shape)}" if shape is not None else "")
+
+
 class Param:
     """A declared operator parameter: its type (``bool``, ``int``, ``float``, ``str``,
     ``"shape"``, ``"axis"``, ``"dtype"``, ``"device"`` or a parsing callable), default (omit for a required
@@ -190,7 +199,7 @@ class Param:
         try:
             parsed = self.parse_value(value)
         except (TypeError, ValueError) as exc:
-            raise ParameterError(f"{op_label}: bad value {value!r} for parameter {self.name!r}: {exc}") from None
+            raise ParameterError(f"{op_label}: bad value {_shown(value)} for parameter {self.name!r}: {exc}") from None
         if self.choices is not None and parsed not in self.choices:
             raise ParameterError(
                 f"{op_label}: parameter {self.name!r} must be one of {self.choices}, got {value!r}"

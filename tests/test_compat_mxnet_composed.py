@@ -171,7 +171,7 @@ def test_layer_norm_and_l2_normalization():
         check_numeric_gradient(lambda x: mx.nd.L2Normalization(x, mode=mode), [_a(d)])
     with pytest.raises(mx.base.MXNetValueError, match="gamma must have shape \\(5,\\)"):
         mx.nd.LayerNorm(_a(d), _a(g[:4]), _a(b))
-    with pytest.raises(mx.base.MXNetValueError, match="mode must be"):
+    with pytest.raises(mx.base.MXNetError, match="L2Normalization: parameter .mode. must be one of"):
         mx.nd.L2Normalization(_a(d), mode="rows")
 
 
@@ -201,7 +201,8 @@ def test_normalisation_mixed_precision_and_fix_gamma():
     np.testing.assert_array_equal(mm.asnumpy(), 0)
     with pytest.raises(mx.base.MXNetArgumentError, match="moving_mean must be an NDArray"):
         mx.nd.BatchNorm(mx.nd.array(d), mx.nd.ones(3), mx.nd.zeros(3), np.zeros(3), mx.nd.ones(3))
-    with pytest.raises(mx.base.MXNetArgumentError, match="axis must be an integer"):
+    with pytest.raises(mx.base.MXNetError, match="LayerNorm: bad value a NDArray of shape \\(4, 3, 2\\) for "
+                                                 "parameter 'axis'"):
         mx.nd.LayerNorm(mx.nd.array(d), mx.nd.ones(2), mx.nd.zeros(2), mx.nd.array(d))
 
 
@@ -215,7 +216,7 @@ def test_sequences_of_an_empty_batch_and_refusals():
     assert y.shape == (0, 2) and x.grad.shape == (4, 0, 2)
     with pytest.raises(mx.base.MXNetValueError, match="no last step"):
         mx.nd.SequenceLast(mx.nd.zeros((0, 3)))
-    with pytest.raises(mx.base.MXNetArgumentError, match="diag: k must be an integer"):
+    with pytest.raises(mx.base.MXNetError, match="diag: bad value 1.5 for parameter 'k': expected an int"):
         mx.nd.diag(mx.nd.ones((3, 3)), k=1.5)
     with pytest.raises(mx.base.MXNetArgumentError, match="make_loss\\(\\) got 1 positional parameter"):
         mx.nd.make_loss(mx.nd.ones(2), mx.nd.ones(2))
@@ -235,3 +236,87 @@ def test_a_write_into_a_recorded_array_is_refused_at_the_write():
         with pytest.raises(mx.base.MXNetError, match="Inplace operations"):
             x[:] = 2
     np.testing.assert_array_equal(x.asnumpy(), 1)
+
+
+# ---- arguments read as MXNet reads them ------------------------------------------------------------------
+def test_string_parameters_read_as_mxnet_reads_them():
+    """MXNet hands every keyword on as a string: 'False' and '0' are false, as they are for the
+    face's registered operators, in the functions it writes in Python too."""
+    a, b = RNG.standard_normal((2, 3, 4)), RNG.standard_normal((2, 3, 4))
+    got = mx.nd.batch_dot(_a(a), _a(b), transpose_a="False", transpose_b="True").asnumpy()
+    np.testing.assert_allclose(got, a @ np.swapaxes(b, 1, 2), rtol=1e-12)
+    x = _a(RNG.standard_normal((3, 2)))
+    lengths = mx.nd.array([1, 2])
+    for off in ("False", "0", 0, False):
+        np.testing.assert_array_equal(mx.nd.SequenceMask(x, lengths, use_sequence_length=off).asnumpy(),
+                                      x.asnumpy())
+    np.testing.assert_array_equal(mx.nd.SequenceMask(x, lengths, use_sequence_length="True").asnumpy(),
+                                  np.where([[True, True], [False, True], [False, False]], x.asnumpy(), 0))
+    mean = mx.nd.moments(x, axes="0", keepdims="False")[0]
+    assert mean.shape == (2,)
+    np.testing.assert_allclose(mean.asnumpy(), x.asnumpy().mean(0), rtol=1e-12)
+    data, gamma = _a(RNG.standard_normal((4, 3))), _a(RNG.uniform(1, 2, 3))
+    zero, one = _a(np.zeros(3)), _a(np.ones(3))
+    with mx.autograd.record():
+        y = mx.nd.BatchNorm(data, gamma, _a(np.zeros(3)), zero.copy(), one.copy(), fix_gamma="False",
+                            output_mean_var="False")
+    assert isinstance(y, mx.nd.NDArray)
+    d = data.asnumpy()
+    want = (d - d.mean(0)) / np.sqrt(d.var(0) + 1e-3) * gamma.asnumpy()
+    np.testing.assert_allclose(y.asnumpy(), want, rtol=1e-10)
+
+
+@pytest.mark.parametrize("call,error,text", [
+    (lambda x: mx.nd.LayerNorm(x), mx.base.MXNetArgumentError, "LayerNorm: missing a required argument: 'gamma'"),
+    (lambda x: mx.nd.moments(x, axis=1), mx.base.MXNetArgumentError, "moments: got an unexpected keyword"),
+    (lambda x: mx.nd.batch_dot(x), mx.base.MXNetArgumentError, "batch_dot: missing a required argument: 'rhs'"),
+    (lambda x: mx.nd.BatchNorm(x, *[mx.nd.ones(3)] * 4, eps="x"), mx.base.MXNetError,
+     "BatchNorm: bad value 'x' for parameter 'eps'"),
+    (lambda x: mx.nd.BatchNorm(x, *[mx.nd.ones(3)] * 4, momentum=None), mx.base.MXNetError,
+     "BatchNorm: bad value None for parameter 'momentum'"),
+    (lambda x: mx.nd.SequenceMask(x, value="a"), mx.base.MXNetError, "SequenceMask: bad value 'a' for parameter 'value'"),
+    (lambda x: mx.nd.L2Normalization(x, mode="rows"), mx.base.MXNetError, "L2Normalization: parameter 'mode' must be"),
+    (lambda x: mx.nd.moments(x, axes=(5,)), mx.base.MXNetError, "moments: .*axis 5 is out of range"),
+    (lambda x: mx.nd.SoftmaxOutput(x), mx.base.MXNetArgumentError, "SoftmaxOutput.* missing input 'label'"),
+    (lambda x: mx.nd.dot(x), mx.base.MXNetArgumentError, "dot.* missing input 'rhs'"),
+    (lambda x: mx.nd.exp(), mx.base.MXNetArgumentError, "exp.* missing input 'data'"),
+])
+def test_refusals_are_mxnet_errors_naming_the_function_and_the_argument(call, error, text):
+    x = mx.nd.ones((2, 3, 4))
+    with pytest.raises(error, match=text):
+        call(x)
+    np.testing.assert_allclose(mx.nd.moments(x, axes=1)[0].asnumpy(), np.ones((2, 4)))  # and all still works
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: mx.nd.L2Normalization(x),
+    lambda x: mx.nd.LayerNorm(x, mx.nd.ones(4), mx.nd.zeros(4)),
+    lambda x: mx.nd.BatchNorm(x, *[mx.nd.ones(3)] * 4),
+    lambda x: mx.nd.batch_dot(x, x, transpose_b=True),
+])
+def test_integer_data_is_refused_by_the_real_valued_layers(fn):
+    """MXNet's normalisation layers and batch_dot take floating-point data only; an integer
+    array would give truncated results (0 for every normalised value)."""
+    x = mx.nd.array(np.arange(24).reshape(2, 3, 4), dtype="int32")
+    with pytest.raises(mx.base.MXNetValueError, match="must be a floating-point array .* got int32 \\(argument"):
+        fn(x)
+
+
+def test_batch_dot_of_two_dtypes_names_the_argument_not_an_internal_operator():
+    with pytest.raises(mx.base.MXNetValueError, match="batch_dot: lhs and rhs must have one dtype.*argument rhs"):
+        mx.nd.batch_dot(mx.nd.ones((2, 3, 4)), mx.nd.ones((2, 4, 3), dtype="float64"))
+
+
+def test_huge_float_lengths_and_indices_hold_at_int64s_bounds():
+    """A float length or index past int64 is held at int64's bound, never wrapped to a
+    negative one: a length of 1e19 keeps every step (as 1e18 does), an index of 1e20 clips to
+    the last row, and -1e20 to the first."""
+    x = mx.nd.ones((3, 2))
+    np.testing.assert_array_equal(
+        mx.nd.SequenceMask(x, mx.nd.array([1e19, 2]), use_sequence_length=True).asnumpy(),
+        [[1, 1], [1, 1], [1, 0]])
+    y = mx.nd.array(np.arange(6.0).reshape(3, 2))
+    np.testing.assert_array_equal(mx.nd.take(y, mx.nd.array([1e20, -1e20]), mode="clip").asnumpy(),
+                                  [[4, 5], [0, 1]])
+    with pytest.raises(IndexError, match="out of bounds"):
+        y[mx.nd.array([1e20])]

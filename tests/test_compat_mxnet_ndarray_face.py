@@ -605,3 +605,28 @@ def test_shape_and_assignment_refusals_are_mxnet_errors():
         a[0] = np.ones(5)
     a[:] = mx.nd.array([[5.0]])  # the array is intact and takes what broadcasts
     np.testing.assert_array_equal(a.asnumpy(), np.full((2, 3), 5.0))
+
+
+@pytest.mark.parametrize("make", [
+    lambda dt: mx.nd.sparse.zeros("csr", (2, 3), dtype=dt),
+    lambda dt: mx.nd.sparse.zeros("row_sparse", (2, 3), dtype=dt),
+    lambda dt: mx.nd.sparse.csr_matrix(([1, 2, 255], [0, 2, 1], [0, 2, 3]), shape=(2, 3), dtype=dt),
+    lambda dt: mx.nd.sparse.csr_matrix(([1, 2], ([0, 1], [2, 0])), shape=(2, 3), dtype=dt),
+    lambda dt: mx.nd.sparse.row_sparse_array(([[1, 2, 3]], [1]), shape=(2, 3), dtype=dt),
+    lambda dt: mx.nd.sparse.csr_matrix(np.array([[0, 3, 0], [4, 0, 0]]), dtype=dt),
+    lambda dt: mx.nd.sparse.array(mx.nd.array([[0, 3, 0], [4, 0, 0]]).tostype("csr"), dtype=dt),
+])
+@pytest.mark.parametrize("dt", ["int8", "uint8"])
+def test_sparse_arrays_of_mxnets_narrow_integer_dtypes(make, dt):
+    """MXNet makes int8 and uint8 sparse arrays as tostype does on the face; values convert as
+    astype converts them (255 wraps in int8, as a C cast)."""
+    x = make(dt)
+    assert x.dtype == np.dtype(dt) and x.stype in ("csr", "row_sparse")
+    want = make("int32").asnumpy().astype(dt)
+    np.testing.assert_array_equal(x.asnumpy(), want)
+    assert x.asnumpy().dtype == np.dtype(dt)
+
+
+def test_an_unknown_dtype_is_an_mxnet_argument_error():
+    with pytest.raises(mx.base.MXNetArgumentError, match="not understood \\(argument dtype\\)"):
+        mx.nd.sparse.zeros("csr", (2, 2), dtype="nonsense")

@@ -387,3 +387,15 @@ def test_full_with_a_value_its_dtype_cannot_hold_says_so():
                 so.full((2, 2), val, stype=stype, dtype="int64")
     np.testing.assert_array_equal(so.full((2,), 7, dtype="int32").asnumpy(), [7, 7])
     np.testing.assert_array_equal(so.full((2,), 2.9, dtype="int32").asnumpy(), [2, 2])  # as np.full truncates
+
+
+def test_iteration_goes_along_the_first_axis_and_refuses_a_0_d_array():
+    """As NumPy: a 0-d array (a full reduction's result) cannot be iterated over (len()
+    refuses it too), never an empty loop that skips the value silently."""
+    total = so.sum(so.ones((2,)))
+    with pytest.raises(TypeError, match="iteration over a 0-d array"):
+        iter(total)
+    x = so.array(np.arange(6.0).reshape(3, 2))
+    rows = list(x)
+    assert len(rows) == 3 and all(isinstance(r, so.NDArray) for r in rows)
+    np.testing.assert_array_equal(np.stack([r.asnumpy() for r in rows]), x.asnumpy())

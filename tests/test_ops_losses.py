@@ -118,11 +118,12 @@ def test_softmax_output_refuses_labels_that_do_not_fit():
 @pytest.mark.parametrize("op,forward,difference", [
     ("LinearRegressionOutput", lambda x: x, lambda d: d),
     ("LogisticRegressionOutput", sps.expit, lambda d: d),
-    ("MAERegressionOutput", lambda x: x, np.sign),
+    ("MAERegressionOutput", lambda x: x, lambda d: np.where(d > 0, 1.0, -1.0)),  # MXNet's: -1 at a tie
 ])
 def test_regression_outputs(op, forward, difference):
     rng = np.random.default_rng(4)
     data, label = rng.standard_normal((4, 3)), rng.standard_normal((4, 3))
+    label[0] = forward(data[0])  # ties: out == label
     out, grad = _grad(op, data, label, head=rng.standard_normal((4, 3)), grad_scale=0.5)
     np.testing.assert_allclose(out, forward(data), rtol=1e-12)
     np.testing.assert_allclose(grad, 0.5 * difference(out - label) / 3, rtol=1e-12)
@@ -178,3 +179,20 @@ def test_torch_face_gives_the_same_gradient():
     y = st.ops.SoftmaxOutput(x, torch.tensor(label), normalization="batch")
     (y * torch.tensor(rng.standard_normal((4, 3)))).sum().backward()  # any head: the loss's gradient
     np.testing.assert_allclose(x.grad.numpy(), _cross_entropy_grad(data, label) / 4, rtol=1e-6, atol=1e-8)
+
+
+def test_softmax_output_takes_mxnets_label_for_nd_data():
+    """For N-d data (N >= 3) without multi_output or preserve_shape, MXNet's shape rule gives
+    the label the data's shape less its last axis, and its backward reads the first n of
+    those values as the n examples' class ids (one softmax per example, over the other axes)."""
+    rng = np.random.default_rng(8)
+    data = rng.standard_normal((2, 3, 2))
+    label = np.array([[4.0, 1.0, 0.0], [2.0, 5.0, 3.0]])  # read: 4 and 1
+    out, grad = _grad("SoftmaxOutput", data, label)
+    flat = data.reshape(2, 6)
+    probs = np.exp(flat - flat.max(1, keepdims=True))
+    probs /= probs.sum(1, keepdims=True)
+    np.testing.assert_allclose(out.reshape(2, 6), probs, rtol=1e-12)
+    np.testing.assert_allclose(grad.reshape(2, 6), probs - np.eye(6)[[4, 1]], rtol=1e-12)
+    _, flat_label_grad = _grad("SoftmaxOutput", data, label.reshape(-1)[:2])  # (n,) as before
+    np.testing.assert_allclose(flat_label_grad, grad, rtol=1e-12)

@@ -90,7 +90,49 @@ def test_mxnet_face_and_refusals():
         so.ops.Pooling(x, kernel=(5, 5))
     with pytest.raises(so.SparseOpsError, match="'same' supports 1-d pooling without pad"):
         so.ops.Pooling(x, kernel=(2, 2), pooling_convention="same")
-    with pytest.raises(so.SparseOpsError, match="positive p_value"):
-        so.ops.Pooling(x, kernel=(2, 2), pool_type="lp")
+    for p in (None, 0, 4):
+        with pytest.raises(so.SparseOpsError, match="p_value 1, 2 or 3"):
+            so.ops.Pooling(x, kernel=(2, 2), pool_type="lp", p_value=p)
     with pytest.raises(so.SparseOpsError, match="3-d .* or 4-d"):
         so.ops.Pooling(so.array(np.ones((2, 2))), kernel=(2,))
+
+
+def test_windows_of_padding_only_give_mxnets_values_without_a_warning():
+    """A ``full`` window past the data reads nothing: its sum and average are 0, its max the
+    dtype's lowest finite value, where MXNet's loops start; padding never wins a max."""
+    x = np.array([[[1.0, 2.0, 3.0, 4.0]]], dtype=np.float32)
+    with np.errstate(all="raise"):
+        for pool_type, last in (("avg", 0.0), ("sum", 0.0), ("max", np.finfo(np.float32).min)):
+            out, grad = _ours(x, np.ones((1, 1, 3), np.float32), kernel=(1,), stride=(2,),
+                              pooling_convention="full", pool_type=pool_type)
+            np.testing.assert_array_equal(out, [[[1.0, 3.0, last]]])
+            np.testing.assert_array_equal(grad, [[[1.0, 0.0, 1.0, 0.0]]])
+    out, _ = _ours(np.array([[[1.0, 2.0]]]), np.ones((1, 1, 4)), kernel=(1,), pad=(1,))
+    np.testing.assert_array_equal(out, [[[np.finfo(np.float64).min, 1.0, 2.0, np.finfo(np.float64).min]]])
+
+
+@pytest.mark.parametrize("p", [1, 2, 3])
+def test_lp_pooling_takes_signed_powers_and_roots_as_mxnet(p):
+    """MXNet's lp pooling: sum(x ** p) ** (1 / p) with x ** p and the root signed (p = 1 the
+    plain sum, p = 3 the cube root), its gradient (x / out) ** (p - 1) (1 for p = 1), values
+    and gradients checked by hand and by finite differences."""
+    data = np.array([[[-1.0, 2.0, -3.0, 0.5, 4.0, -2.5]]])
+    head = np.array([[[0.5, -1.5, 2.0]]])
+    out, grad = _ours(data, head, kernel=(2,), stride=(2,), pool_type="lp", p_value=p)
+    w = data.reshape(3, 2)
+    want = np.cbrt((w ** 3).sum(1)) if p == 3 else (w ** p).sum(1) ** (1.0 / p)
+    np.testing.assert_allclose(out.reshape(3), want, rtol=1e-12)
+    ratio = (w / want[:, None]) ** (p - 1)
+    np.testing.assert_allclose(grad.reshape(3, 2), ratio * head.reshape(3, 1), rtol=1e-12)
+
+    def f(d):
+        return (so.ops.Pooling(so.array(d), kernel=(2,), stride=(2,), pool_type="lp", p_value=p).asnumpy()
+                * head).sum()
+
+    eps, numeric = 1e-6, np.zeros_like(data)
+    for i in range(data.size):
+        step = np.zeros(data.size)
+        step[i] = eps
+        step = step.reshape(data.shape)
+        numeric.flat[i] = (f(data + step) - f(data - step)) / (2 * eps)
+    np.testing.assert_allclose(grad, numeric, rtol=1e-6, atol=1e-8)

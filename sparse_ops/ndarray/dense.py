@@ -1,7 +1,7 @@
 """The dense container, ``NDArray`` (storage type ``default``), and what all containers share."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -118,6 +118,13 @@ class NDArray:
         if not self.shape:
             raise TypeError("len() of a 0-d array")
         return self.shape[0]
+
+    def __iter__(self) -> Iterator["NDArray"]:
+        """``self[0]``, ``self[1]``, ... along the first axis, as NumPy iterates; a 0-d array
+        has no axis to iterate over (TypeError, as NumPy's)."""
+        if not self.shape:
+            raise TypeError("iteration over a 0-d array")
+        return (self[i] for i in range(self.shape[0]))
 
     def __repr__(self) -> str:
         values = np.array2string(_dev.to_host(self._data), threshold=100, edgeitems=3)

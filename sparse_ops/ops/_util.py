@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..dispatch import op_function
+from ..dtypes import truncated_ids
 from ..errors import InvalidIndexError
 from ..registry import subscribe
 from ..storage import _csr_row_ids, _result_index_dtype  # noqa: F401  (re-exported)
@@ -144,4 +145,4 @@ def int_ids(xp: Any, ids: Any, op: str, argument: str) -> Any:
             bad = ids.ravel()[int(xp.argmin(finite.ravel()))].item()
             raise InvalidIndexError(f"operator {op!r}: argument {argument!r} holds {bad}, which is no index "
                                     "(float indices must be finite; they truncate toward zero)")
-    return ids.astype(np.int64)
+    return truncated_ids(xp, ids)

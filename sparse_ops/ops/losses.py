@@ -6,7 +6,7 @@ loss's own gradient, whatever head gradient arrives (MXNet 1.9's semantics).
   ``softmax - label`` for a label of the data's shape (a distribution). MXNet's legacy
   name ``Softmax`` is the same operator.
 - ``LinearRegressionOutput``, ``LogisticRegressionOutput`` (sigmoid forward) and
-  ``MAERegressionOutput``: backward ``out - label`` (its sign for MAE), scaled by
+  ``MAERegressionOutput``: backward ``out - label`` (its sign for MAE: -1 at a tie), scaled by
   ``grad_scale`` over the label's entries per example.
 - ``make_loss``: identity forward; backward ones (the output is the loss itself).
 
@@ -80,9 +80,23 @@ class _SoftmaxOutputRules(Op):
         n = shape[0]
         return n, (size // n if n else _size(shape[1:])), 1
 
+    def legacy_label(self, data: tuple[int, ...], label: tuple[int, ...]) -> bool:
+        """Whether ``label`` has the shape MXNet's shape rule gives N-d data (N >= 3) without
+        ``multi_output`` or ``preserve_shape``: the data's shape less its last axis. MXNet's
+        backward then reads the first n of its values as the n examples' class ids (its data
+        is one softmax per example, over all the other axes): so does this one."""
+        return (len(data) >= 3 and not self.multi_output and not self.preserve_shape
+                and tuple(label) == tuple(data[:-1]))
+
+    def class_ids(self, label: object, n: int, positions: int) -> object:
+        """The label's values as the (n, positions) class ids, from a legacy-shaped label its
+        first n values (``legacy_label``)."""
+        flat = label.reshape(-1)
+        return (flat[:n] if flat.shape[0] != n * positions else flat).reshape(n, positions)
+
     def check_label(self, data: tuple[int, ...], label: tuple[int, ...]) -> None:
-        if tuple(label) == tuple(data):
-            return  # a distribution over the classes for each example
+        if tuple(label) == tuple(data) or self.legacy_label(data, label):
+            return  # a distribution over the classes for each example, or MXNet's N-d label
         n, _, positions = self.layout(data)
         want = n * positions
         if _size(label) != want or (label and label[0] != data[0] and not self.preserve_shape):
@@ -169,7 +183,7 @@ class SoftmaxOutputBackward(_SoftmaxOutputRules):
             return
         n, k, positions = self.layout(output.shape)
         o = out.reshape(n, k, positions)
-        ids = int_ids(xp, label, self._opdef.name, "label").reshape(n, 1, positions)
+        ids = int_ids(xp, self.class_ids(label, n, positions), self._opdef.name, "label").reshape(n, 1, positions)
         hit = ids == xp.arange(k).reshape(1, k, 1)
         alpha = 0.0 if self.multi_output else self.smooth_alpha  # MXNet smooths the single-output form only
         target = xp.where(hit, o.dtype.type(1.0 - alpha), o.dtype.type(alpha / (k - 1) if alpha and k > 1 else 0.0))
@@ -192,7 +206,7 @@ class SoftmaxOutputBackward(_SoftmaxOutputRules):
         if label.shape == output.shape:
             return (output - label) * self.grad_scale
         n, k, positions = self.layout(output.shape)
-        o, ids = output.reshape(n, k, positions), label.reshape(n, positions)
+        o, ids = output.reshape(n, k, positions), self.class_ids(label, n, positions)
         alpha = 0.0 if self.multi_output else self.smooth_alpha
         g, valid = np.zeros_like(o), 0
         for i in range(n):
@@ -290,10 +304,11 @@ class LogisticRegressionOutput(_RegressionOutput):
 
 @register("MAERegressionOutput")
 class MAERegressionOutput(_RegressionOutput):
-    """``data`` itself; backward ``sign(out - label)`` (the absolute loss's gradient)."""
+    """``data`` itself; backward the sign of ``out - label`` (the absolute loss's gradient),
+    -1 where they are equal, as MXNet's (``out - label > 0 ? 1 : -1``)."""
 
     def difference(self, d):
-        return T.sign(d)
+        return T._minus_scalar(T._mul_scalar(T._greater_scalar(d, scalar=0.0), scalar=2.0), scalar=1.0)
 
 
 @register("make_loss")

@@ -2,9 +2,12 @@
 and ``lp``), with ``kernel``, ``stride``, ``pad``, ``global_pool``, ``pooling_convention``
 (``valid``, ``full``, ``same``) and ``count_include_pad``, as MXNet 1.9 computes them:
 
-- a window starts at ``o * stride - pad``; ``max`` and ``lp`` read its entries inside the
-  data (padding never wins a max), ``avg`` divides by the window's size counted up to the
-  padded edge (``count_include_pad``) or by its entries inside the data;
+- a window starts at ``o * stride - pad`` and reads its entries inside the data: ``max``
+  starts from the dtype's lowest finite value (a window of padding only, as ``full`` may
+  make past the data, gives that value; a ``sum`` or ``avg`` of it gives 0), ``avg``
+  divides by the window's size counted up to the padded edge (``count_include_pad``) or by
+  its entries inside the data, ``lp`` (p = 1, 2 or 3) is ``sum(x ** p) ** (1 / p)`` with
+  the signed powers and roots (p = 1: the plain sum; p = 3: the cube root);
 - ``valid`` gives ``1 + (x + 2 pad - k) // stride`` windows, ``full`` rounds that division
   up, ``same`` (1-d, no padding, as in MXNet) gives ``ceil(x / stride)``;
 - the gradient of ``max`` goes to the first largest entry of each window (row-major), as
@@ -36,15 +39,15 @@ class _PoolParams(Op):
     pooling_convention = Param(str, "valid", "how many windows: valid, full (rounding up) or same",
                                choices=("valid", "full", "same"))
     count_include_pad = Param(bool, True, "avg divides by the window's size with its padding")
-    p_value = Param(int, None, "the p of lp pooling")
+    p_value = Param(int, None, "the p of lp pooling: 1, 2 or 3")
     cudnn_off = Param(bool, False, "accepted for MXNet compatibility; no effect")
     layout = Param(str, "None", "only NCW / NCHW (MXNet's default) is supported")
 
     def check_params(self):
         if self.layout not in ("None", "NCW", "NCHW"):
             raise ValueError(f"Pooling supports the NCW / NCHW layout only, got layout={self.layout!r}")
-        if self.pool_type == "lp" and (self.p_value is None or self.p_value < 1):
-            raise ValueError(f"lp pooling needs a positive p_value, got {self.p_value}")
+        if self.pool_type == "lp" and self.p_value not in (1, 2, 3):
+            raise ValueError(f"lp pooling needs p_value 1, 2 or 3 (as MXNet), got {self.p_value}")
 
     def geometry(self, shape: tuple) -> tuple:
         """(kernel, stride, pad, output sizes), each per spatial axis, of data of ``shape``."""
@@ -104,8 +107,13 @@ class _PoolParams(Op):
         index = (slice(None), slice(None)) + tuple(slice(0, o * st, st) for o, st in zip(out, s))
         return win[index]
 
+    def _lowest(self, dtype: np.dtype) -> float:
+        """Where a max starts: the lowest finite value of the data's dtype (MXNet's)."""
+        return float(np.finfo(dtype).min)
+
     def _pool_size(self, shape: tuple, geo: tuple) -> np.ndarray:
-        """The divisor of ``avg`` for each output position (1 for the other pool types)."""
+        """The divisor of ``avg`` for each output position (1 for the other pool types; 1 for
+        a window of padding only too, whose sum is 0)."""
         k, s, p, out = geo
         if self.pool_type != "avg":
             return np.ones(out)
@@ -116,7 +124,7 @@ class _PoolParams(Op):
             if not self.count_include_pad:
                 start, end = np.maximum(start, 0), np.minimum(end, n)
             sizes.append(end - start)
-        return functools.reduce(np.multiply.outer, sizes).astype(float)
+        return np.maximum(functools.reduce(np.multiply.outer, sizes), 1).astype(float)
 
 
 @register("Pooling")
@@ -143,14 +151,14 @@ class PoolingOp(_PoolParams):
         reduce_axes = tuple(range(-nd, 0))
         x = data.astype(np.promote_types(data.dtype, np.float32), copy=False)
         if self.pool_type == "max":
-            win = self._windows(self._padded(x, geo, -np.inf), geo)
-            out[...] = win.max(axis=reduce_axes)
+            low = self._lowest(data.dtype)
+            win = self._windows(self._padded(x, geo, low), geo)
+            out[...] = np.maximum(win.max(axis=reduce_axes), low)
             return
         win = self._windows(self._padded(x, geo, 0.0), geo)
         if self.pool_type == "lp":
-            p = self.p_value
-            total = (np.abs(win) ** p).sum(axis=reduce_axes)
-            out[...] = total if p == 1 else total ** (1.0 / p)
+            total = (win ** self.p_value).sum(axis=reduce_axes)
+            out[...] = total if self.p_value == 1 else np.sqrt(total) if self.p_value == 2 else np.cbrt(total)
             return
         out[...] = win.sum(axis=reduce_axes) / self._pool_size(data.shape, geo)
 
@@ -167,12 +175,13 @@ class PoolingOp(_PoolParams):
             bounds = [(max(b, 0), min(b + kk, n)) for b, kk, n in zip(starts, k, data.shape[2:])]
             window = data[(Ellipsis,) + tuple(slice(a, b) for a, b in bounds)].reshape(data.shape[:2] + (-1,))
             if self.pool_type == "max":
-                v = window.max(axis=-1)
+                v = np.maximum(window.max(axis=-1, initial=-np.inf), self._lowest(data.dtype))
             elif self.pool_type == "lp":
-                v = ((np.abs(window) ** self.p_value).sum(axis=-1)) ** (1.0 / self.p_value)
+                total = (window ** self.p_value).sum(axis=-1)
+                v = np.sign(total) * np.abs(total) ** (1.0 / self.p_value)  # the signed root
             else:
                 v = window.sum(axis=-1)
-                if self.pool_type == "avg":
+                if self.pool_type == "avg" and window.shape[-1]:
                     if self.count_include_pad:
                         size = math.prod(min(b + kk, n + pa) - b for b, kk, n, pa in zip(starts, k, data.shape[2:], p))
                     else:
@@ -228,17 +237,17 @@ class PoolingBackward(_PoolParams):
         nd = len(k)
         x = data.astype(np.promote_types(data.dtype, np.float32), copy=False)
         g = out_grad.astype(x.dtype, copy=False)
-        padded = self._padded(x, geo, -np.inf if self.pool_type == "max" else 0.0)
+        padded = self._padded(x, geo, self._lowest(data.dtype) if self.pool_type == "max" else 0.0)
         win = self._windows(padded, geo)  # (N, C, *out, *k)
         if self.pool_type == "max":
             flat = win.reshape(win.shape[:2 + nd] + (-1,))
             first = flat.argmax(axis=-1)  # the first largest entry, row-major
             share = (np.arange(flat.shape[-1]) == first[..., None]).reshape(win.shape) * g[(...,) + (None,) * nd]
-        elif self.pool_type == "lp":
+        elif self.pool_type == "lp":  # d out / d x = (x / out) ** (p - 1), 0 where out is 0 (MXNet's lp_grad)
             pv, y = self.p_value, output.astype(x.dtype, copy=False)
             with np.errstate(divide="ignore", invalid="ignore"):
                 scale = np.where(y != 0, g / y ** (pv - 1), 0.0) if pv > 1 else g
-            share = np.sign(win) * np.abs(win) ** (pv - 1) * scale[(...,) + (None,) * nd]
+            share = (win ** (pv - 1) if pv > 1 else np.ones_like(win)) * scale[(...,) + (None,) * nd]
         else:
             share = np.broadcast_to((g / self._pool_size(data.shape, geo))[(...,) + (None,) * nd], win.shape)
         acc = np.zeros(padded.shape, dtype=x.dtype)

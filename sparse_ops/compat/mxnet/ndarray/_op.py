@@ -195,7 +195,8 @@ def make_function(mx_name: str, target: str) -> Callable[..., Any]:
                     plan = None                                  # native function says so
                 if plan is not None:
                     res = plan.call(args, None, "write")
-            fits = len(args) <= len(opdef.arguments) + len(opdef.params)  # (more: split_call refuses them)
+            # (fewer than its inputs, or more than inputs and parameters: split_call refuses them)
+            fits = len(opdef.arguments) <= len(args) <= len(opdef.arguments) + len(opdef.params)
             if res is _NO_PLAN and opdef.function is not None and fits:  # inputs, then parameters, by position
                 res = opdef.function(*args)
             if res.__class__ is NDArray:  # then MXNet's no-0-d rule, and the face's class

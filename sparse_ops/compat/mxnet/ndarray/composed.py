@@ -5,20 +5,71 @@ normalisation layers ``LayerNorm``, ``BatchNorm`` and ``L2Normalization``.
 
 Sequence lengths and block sizes decide which entries are read; they are read on the host
 (``op._host_ids``) and checked first, since a position out of range would be a read out
-of bounds in MXNet's kernels. Arguments, results and refusals follow MXNet 1.9.1.
+of bounds in MXNet's kernels. Arguments, results and refusals follow MXNet 1.9.1: each
+function takes its arguments as the face's registered operators do (``mxnet_call``), so a
+parameter's string reads as MXNet reads it (``transpose_a='False'`` is false) and every
+refusal names the function the user called.
 """
 from __future__ import annotations
 
+import functools
+import inspect
 import operator
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
+from ....errors import OperatorError
 from ....ndarray import NDArray
+from ....registry import Param
 from ....tape import is_training, pause
 from ..base import MXNetArgumentError, MXNetValueError
 from . import _op
 from .op import _host_ids
+
+
+def mxnet_call(**params: Param) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A face function called as MXNet's operators are: its arguments bound as Python binds
+    them, a missing or unknown one an ``MXNetArgumentError`` naming the function; the
+    parameters in ``params`` read by their ``Param`` as a registered operator's are (MXNet
+    hands every keyword on as a string: ``'False'`` and ``'0'`` are false), a value that does
+    not read a ``ParameterError`` naming the function and the argument; and a refusal of an
+    operator the function runs for the user worded as the function's."""
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        signature, fname = inspect.signature(fn), fn.__name__
+        for name, p in params.items():
+            p.name = name
+
+        @functools.wraps(fn)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                bound = signature.bind(*args, **kwargs)
+            except TypeError as exc:
+                raise MXNetArgumentError(f"{fname}: {exc}") from None
+            given = bound.arguments
+            for name, p in params.items():
+                if name in given:
+                    given[name] = p.parse(given[name], fname)
+            try:
+                return fn(*bound.args, **bound.kwargs)
+            except OperatorError as exc:  # an operator it ran refused: the user called fname
+                if exc.args and isinstance(exc.args[0], str) and not exc.args[0].startswith(fname):
+                    exc.args = (f"{fname}: {exc.args[0]}", *exc.args[1:])
+                raise
+
+        return call
+
+    return wrap
+
+
+def _floating(fname: str, *arrays: tuple[str, NDArray]) -> None:
+    """Refuse arrays that are not floating point (MXNet's real-type operators), naming the
+    argument."""
+    for name, x in arrays:
+        if isinstance(x, NDArray) and x.dtype.kind != "f":
+            raise MXNetValueError(f"{fname}: {name} must be a floating-point array (float16, float32 or float64), "
+                                  f"got {x.dtype} (argument {name})")
 
 
 def _constant(like: NDArray, values: np.ndarray) -> NDArray:
@@ -26,12 +77,17 @@ def _constant(like: NDArray, values: np.ndarray) -> NDArray:
     return _op.as_face(NDArray(like.device.xp.asarray(values), like.device))
 
 
+@mxnet_call(transpose_a=Param(bool, False), transpose_b=Param(bool, False))
 def batch_dot(lhs: NDArray, rhs: NDArray, transpose_a: bool = False, transpose_b: bool = False,
               forward_stype: Any = None, out: NDArray | None = None, name: str | None = None) -> NDArray:
     """The matrix products of the last two axes of N-d arrays (N >= 3) whose leading axes are
     equal: ``(B..., n, m) x (B..., m, k) -> (B..., n, k)``, either side transposed."""
     if forward_stype not in (None, "default"):
         raise MXNetValueError(f"batch_dot: forward_stype {forward_stype!r} is not supported (dense arrays only)")
+    _floating("batch_dot", ("lhs", lhs), ("rhs", rhs))
+    if lhs.dtype != rhs.dtype:
+        raise MXNetValueError(f"batch_dot: lhs and rhs must have one dtype, got {lhs.dtype} and {rhs.dtype} "
+                              "(argument rhs)")
     if lhs.ndim < 3 or rhs.ndim != lhs.ndim:
         raise MXNetValueError(f"batch_dot: lhs and rhs must be N-d arrays of one N >= 3, got shapes "
                               f"{tuple(lhs.shape)} and {tuple(rhs.shape)}")
@@ -41,8 +97,7 @@ def batch_dot(lhs: NDArray, rhs: NDArray, transpose_a: bool = False, transpose_b
         raise MXNetValueError(f"batch_dot: shapes {tuple(lhs.shape)} and {tuple(rhs.shape)} (transpose_a="
                               f"{bool(transpose_a)}, transpose_b={bool(transpose_b)}) need equal leading batch axes "
                               f"and inner sizes")
-    return _op.call("_linalg_gemm2", [lhs, rhs], {"transpose_a": bool(transpose_a), "transpose_b": bool(transpose_b)},
-                    out=out)
+    return _op.call("_linalg_gemm2", [lhs, rhs], {"transpose_a": transpose_a, "transpose_b": transpose_b}, out=out)
 
 
 def _lengths(fname: str, data: NDArray, sequence_length: Any, use_sequence_length: bool, axis: int,
@@ -77,6 +132,7 @@ def _rows(data: NDArray) -> NDArray:
     return _op.call("reshape", [data], {"shape": (-1,) + tuple(data.shape[2:])})
 
 
+@mxnet_call(use_sequence_length=Param(bool, False), value=Param(float, 0.0), axis=Param(int, 0))
 def SequenceMask(data: NDArray, sequence_length: Any = None, use_sequence_length: bool = False, value: float = 0.0,
                  axis: int = 0, out: NDArray | None = None, name: str | None = None) -> NDArray:
     """``data`` with every step at or past its sequence's length set to ``value`` (the
@@ -94,6 +150,7 @@ def SequenceMask(data: NDArray, sequence_length: Any = None, use_sequence_length
     return _op.call("where", [cond, data, fill], out=out)
 
 
+@mxnet_call(use_sequence_length=Param(bool, False), axis=Param(int, 0))
 def SequenceLast(data: NDArray, sequence_length: Any = None, use_sequence_length: bool = False, axis: int = 0,
                  out: NDArray | None = None, name: str | None = None) -> NDArray:
     """The last step of each sequence: ``data[length - 1]`` along ``axis`` for each batch
@@ -110,6 +167,7 @@ def SequenceLast(data: NDArray, sequence_length: Any = None, use_sequence_length
     return _op.call("take", [_rows(data), _constant(data, positions)], {"axis": 0, "mode": "raise"}, out=out)
 
 
+@mxnet_call(use_sequence_length=Param(bool, False), axis=Param(int, 0))
 def SequenceReverse(data: NDArray, sequence_length: Any = None, use_sequence_length: bool = False, axis: int = 0,
                     out: NDArray | None = None, name: str | None = None) -> NDArray:
     """Each sequence's first ``length`` steps in reverse order, the steps after them kept
@@ -126,6 +184,7 @@ def SequenceReverse(data: NDArray, sequence_length: Any = None, use_sequence_len
     return _op.call("reshape", [rows], {"shape": tuple(data.shape)}, out=out)
 
 
+@mxnet_call(axes=Param("axis", None), keepdims=Param(bool, False))
 def moments(data: NDArray, axes: Any = None, keepdims: bool = False, name: str | None = None) -> list:
     """[mean, variance] of ``data`` over ``axes`` (every axis when None): the population
     variance, ``mean((x - mean) ** 2)``."""
@@ -146,6 +205,7 @@ def _blocks(fname: str, data: NDArray, block_size: int) -> tuple[int, int, int, 
     return tuple(int(d) for d in data.shape)
 
 
+@mxnet_call(block_size=Param(int))
 def depth_to_space(data: NDArray, block_size: int, out: NDArray | None = None, name: str | None = None) -> NDArray:
     """(N, C, H, W) -> (N, C / b^2, H * b, W * b): blocks of channels moved into b x b
     spatial blocks (ONNX's DepthToSpace, DCR order, as MXNet)."""
@@ -158,6 +218,7 @@ def depth_to_space(data: NDArray, block_size: int, out: NDArray | None = None, n
     return _op.call("reshape", [x], {"shape": (n, c // (b * b), h * b, w * b)}, out=out)
 
 
+@mxnet_call(block_size=Param(int))
 def space_to_depth(data: NDArray, block_size: int, out: NDArray | None = None, name: str | None = None) -> NDArray:
     """(N, C, H, W) -> (N, C * b^2, H / b, W / b): the inverse of ``depth_to_space``."""
     n, c, h, w = _blocks("space_to_depth", data, block_size)
@@ -169,6 +230,7 @@ def space_to_depth(data: NDArray, block_size: int, out: NDArray | None = None, n
     return _op.call("reshape", [x], {"shape": (n, c * b * b, h // b, w // b)}, out=out)
 
 
+@mxnet_call(k=Param(int, 0), axis1=Param(int, 0), axis2=Param(int, 1))
 def diag(data: NDArray, k: int = 0, axis1: int = 0, axis2: int = 1, out: NDArray | None = None,
          name: str | None = None) -> NDArray:
     """The ``k``-th diagonal of ``data`` over ``axis1`` and ``axis2`` (appended as the last
@@ -253,12 +315,14 @@ def _finished(x: NDArray, gamma: NDArray | None, beta: NDArray, dtype: Any, out:
     return result
 
 
+@mxnet_call(axis=Param(int, -1), eps=Param(float, 1e-5), output_mean_var=Param(bool, False))
 def LayerNorm(data: NDArray, gamma: NDArray, beta: NDArray, axis: int = -1, eps: float = 1e-5,
               output_mean_var: bool = False, out: NDArray | None = None, name: str | None = None) -> Any:
     """``(data - mean) / sqrt(var + eps) * gamma + beta``, the moments taken along ``axis``
     for each position of the other axes, in the data's dtype (computed in float32 at least);
     with ``output_mean_var`` also the mean and the standard deviation (``axis`` kept with
     length 1, in the parameters' dtype), through which no gradient passes."""
+    _floating("LayerNorm", ("data", data))
     a = _axis("LayerNorm", data, axis)
     ct = _computing(data, gamma, beta)
     g, b = (_per_channel("LayerNorm", n, v, data, a, ct) for n, v in (("gamma", gamma), ("beta", beta)))
@@ -270,6 +334,9 @@ def LayerNorm(data: NDArray, gamma: NDArray, beta: NDArray, axis: int = -1, eps:
     return [result, _op.call("BlockGrad", [_cast(mean, gamma.dtype)]), _op.call("BlockGrad", [_cast(std, gamma.dtype)])]
 
 
+@mxnet_call(eps=Param(float, 1e-3), momentum=Param(float, 0.9), fix_gamma=Param(bool, True),
+            use_global_stats=Param(bool, False), output_mean_var=Param(bool, False), axis=Param(int, 1),
+            cudnn_off=Param(bool, False))
 def BatchNorm(data: NDArray, gamma: NDArray, beta: NDArray, moving_mean: NDArray, moving_var: NDArray,
               eps: float = 1e-3, momentum: float = 0.9, fix_gamma: bool = True, use_global_stats: bool = False,
               output_mean_var: bool = False, axis: int = 1, cudnn_off: bool = False, min_calib_range: Any = None,
@@ -278,11 +345,12 @@ def BatchNorm(data: NDArray, gamma: NDArray, beta: NDArray, moving_mean: NDArray
     (computed in float32 at least: float16 data with float32 parameters is MXNet's mixed
     precision): in training (``autograd.record()``/``train_mode``) with the batch's mean and
     (biased) variance, which also move ``moving_mean`` and ``moving_var`` in place
-    (``moving * momentum + batch * (1 - momentum)``, as MXNet's oneDNN and GPU builds do in
-    the forward pass); otherwise, or with ``use_global_stats``, with the moving statistics.
+    (``moving * momentum + batch * (1 - momentum)``, in the forward pass as MXNet's cuDNN
+    build does; its CPU builds do it in the backward pass); otherwise, or with ``use_global_stats``, with the moving statistics.
     ``fix_gamma`` takes gamma as ones (gamma's gradient is zero). With ``output_mean_var``
     also the mean and the inverse standard deviation used, in the parameters' dtype (no
     gradient passes through them)."""
+    _floating("BatchNorm", ("data", data))
     a = _axis("BatchNorm", data, axis)
     if not 0.0 <= float(momentum) <= 1.0:
         raise MXNetValueError(f"BatchNorm: momentum must be in [0, 1], got {momentum}")
@@ -314,10 +382,12 @@ def BatchNorm(data: NDArray, gamma: NDArray, beta: NDArray, moving_mean: NDArray
             _op.call("BlockGrad", [_cast(_op.call("reshape", [invstd], flat), gamma.dtype)])]
 
 
+@mxnet_call(eps=Param(float, 1e-10), mode=Param(str, "instance", choices=("instance", "channel", "spatial")))
 def L2Normalization(data: NDArray, eps: float = 1e-10, mode: str = "instance", out: NDArray | None = None,
                     name: str | None = None) -> NDArray:
     """``data / sqrt(sum(data ** 2) + eps)``, the sum over every axis but the first
     (``instance``), over axis 1 (``channel``) or over the axes after the second (``spatial``)."""
+    _floating("L2Normalization", ("data", data))
     axes = {"instance": tuple(range(1, data.ndim)), "channel": (1,), "spatial": tuple(range(2, data.ndim))}.get(mode)
     if axes is None:
         raise MXNetValueError(f"L2Normalization: mode must be 'instance', 'channel' or 'spatial', got {mode!r}")

@@ -41,7 +41,7 @@ import numpy as np
 from .... import creation as _core
 from .... import device as _dev
 from ....autograd import Function as _Function
-from ....dtypes import value_dtype
+from ....dtypes import truncated_ids, value_dtype
 from ....sdk.csr import index_add
 from ....ndarray import NDArray as _LibNDArray
 from ....ndarray import bump_version, kernel_form, share_version, shares_memory
@@ -78,9 +78,24 @@ class FaceClass(type):
 
 def mx_dtype(dtype: Any) -> np.dtype:
     """``dtype`` as a dtype the face holds: the library's value dtypes and MXNet's int8 and
-    uint8; a TypeError worded as the library's otherwise."""
-    dt = np.dtype(dtype) if dtype is not None else np.dtype(mx_real_t)
-    return dt if dt in EXTRA_DTYPES else value_dtype(dt)
+    uint8; an ``MXNetArgumentError`` (a TypeError) worded as the library's otherwise."""
+    try:
+        dt = np.dtype(dtype) if dtype is not None else np.dtype(mx_real_t)
+        return dt if dt in EXTRA_DTYPES else value_dtype(dt)
+    except TypeError as exc:
+        raise MXNetArgumentError(f"{exc} (argument dtype)") from None
+
+
+def held_sparse(make: Callable[[Any], _LibNDArray], dtype: Any) -> _LibNDArray:
+    """The sparse array ``make(dtype)`` makes, for MXNet's int8 and uint8 too: the library
+    holds neither, so those are made in int32 and their values then converted as ``astype``
+    converts them (values wrap as a C cast does)."""
+    dt = None if dtype is None else mx_dtype(dtype)
+    if dt in EXTRA_DTYPES:
+        x = make(np.int32)
+        x.check_format()  # (the structure, validated in a dtype the library checks)
+        return x._with_values(x._data.astype(dt), copy_aux=False)
+    return make(dtype)
 
 
 def _needs_grad(x: Any) -> bool:
@@ -113,7 +128,7 @@ def _index_values(a: _LibNDArray) -> Any:
     """An NDArray used as an index: its values, floats cast to int64 (MXNet casts index
     arrays to integers)."""
     v = (a if a.stype == "default" else kernel_form(a).tostype("default"))._data
-    return v.astype(np.int64) if v.dtype.kind == "f" else v
+    return truncated_ids(a.device.xp, v) if v.dtype.kind == "f" else v
 
 
 def _numpy_key(key: Any) -> Any:
@@ -599,11 +614,12 @@ def sparse_copy(source: Any, ctx: Any = None, dtype: Any = None) -> _LibNDArray:
     dev = _device(ctx)
     dt = source.dtype if dtype is None else dtype
     if isinstance(source, _LibNDArray):
-        return as_face(_core.array(kernel_form(source), dtype=dt, device=dev))
+        return as_face(held_sparse(lambda d: _core.array(kernel_form(source), dtype=d, device=dev), dt))
     m = source.tocsr().sorted_indices()  # a copy: the caller's matrix is left alone
     m.sum_duplicates()
-    return as_face(_core.csr_matrix((m.data, m.indices.astype(np.int64), m.indptr.astype(np.int64)), shape=m.shape,
-                                    dtype=dt, device=dev, copy=True))
+    return as_face(held_sparse(lambda d: _core.csr_matrix((m.data, m.indices.astype(np.int64),
+                                                            m.indptr.astype(np.int64)), shape=m.shape, dtype=d,
+                                                           device=dev, copy=True), dt))
 
 
 def _filled(out: NDArray | None, value: float, make: Callable[[], NDArray]) -> NDArray:

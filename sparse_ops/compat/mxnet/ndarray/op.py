@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ....custom import Custom as _core_custom
+from ....dtypes import truncated_ids
 from ....errors import InvalidIndexError
 from ....ndarray import NDArray
 from ....registry import get_op
@@ -106,7 +107,7 @@ def _host_ids(indices: Any, what: str) -> np.ndarray:
     ids = indices.asnumpy() if isinstance(indices, NDArray) else np.asarray(indices)
     if ids.dtype.kind == "f" and not np.isfinite(ids).all():
         raise InvalidIndexError(f"{what}: indices must be finite, got {ids[~np.isfinite(ids)][0]}")
-    return ids.astype(np.int64)
+    return truncated_ids(np, ids) if ids.dtype.kind == "f" else ids.astype(np.int64)
 
 
 def gather_nd(data: NDArray, indices: NDArray, out: NDArray | None = None, name: str | None = None) -> NDArray:

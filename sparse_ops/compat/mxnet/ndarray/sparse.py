@@ -30,7 +30,7 @@ from ....ndarray import kernel_form, take_storage
 from ..base import MXNetValueError, integer_types, mx_real_t
 from . import _op
 from ._op import as_face
-from .ndarray import FaceClass, sparse_copy
+from .ndarray import FaceClass, held_sparse, sparse_copy
 from .ndarray import NDArray as _FaceNDArray
 
 _INDEX = np.int64
@@ -192,8 +192,9 @@ def csr_matrix(arg1: Any, shape: Any = None, ctx: Any = None, dtype: Any = None)
     if isinstance(arg1, tuple):
         if len(arg1) == 2 and isinstance(arg1[1], tuple) and len(arg1[1]) == 2:
             data, (row, col) = arg1
-            return as_face(_core.csr_matrix((_host(data), (_index(row), _index(col))), shape=shape,
-                                            dtype=_default_dtype(data, dtype), device=dev))
+            return as_face(held_sparse(lambda d: _core.csr_matrix((_host(data), (_index(row), _index(col))),
+                                                                  shape=shape, dtype=d, device=dev),
+                                       _default_dtype(data, dtype)))
         if len(arg1) == 2:
             _check_shape(arg1, shape)
             return zeros("csr", arg1, ctx=ctx, dtype=dtype)
@@ -201,17 +202,18 @@ def csr_matrix(arg1: Any, shape: Any = None, ctx: Any = None, dtype: Any = None)
             data, indices, indptr = arg1
             indices = _index(indices)
             _inferable(indices, shape, "csr")
-            return as_face(_core.csr_matrix((_host(data), indices, _index(indptr)), shape=shape,
-                                            dtype=_default_dtype(data, dtype), device=dev, copy=True, check=False))
+            return as_face(held_sparse(lambda d: _core.csr_matrix((_host(data), indices, _index(indptr)), shape=shape,
+                                                                  dtype=d, device=dev, copy=True, check=False),
+                                       _default_dtype(data, dtype)))
         raise MXNetValueError(f"csr_matrix: Unexpected length of input tuple: {len(arg1)} (argument arg1)")
     if isinstance(arg1, CSRNDArray) or _is_scipy_sparse(arg1):
         _check_shape(arg1.shape, shape)
         return array(arg1, ctx=ctx, dtype=dtype)
     if isinstance(arg1, RowSparseNDArray):
         raise MXNetValueError("csr_matrix: Unexpected input type: RowSparseNDArray (argument arg1)")
-    dense = _core.array(arg1, dtype=_default_dtype(arg1, dtype), device=dev)
-    _check_shape(dense.shape, shape)
-    return as_face(dense.tostype("csr"))
+    _check_shape(np.shape(arg1), shape)
+    return as_face(held_sparse(lambda d: _core.array(arg1, dtype=d, device=dev).tostype("csr"),
+                               _default_dtype(arg1, dtype)))
 
 
 def row_sparse_array(arg1: Any, shape: Any = None, ctx: Any = None, dtype: Any = None) -> RowSparseNDArray:
@@ -227,22 +229,23 @@ def row_sparse_array(arg1: Any, shape: Any = None, ctx: Any = None, dtype: Any =
         data, indices = arg1
         indices = _index(indices)
         _inferable(indices, shape, "row_sparse")
-        return as_face(_core.row_sparse_array((_host(data), indices), shape=shape,
-                                              dtype=_default_dtype(data, dtype), device=dev, copy=True, check=False))
+        return as_face(held_sparse(lambda d: _core.row_sparse_array((_host(data), indices), shape=shape, dtype=d,
+                                                                    device=dev, copy=True, check=False),
+                                   _default_dtype(data, dtype)))
     if isinstance(arg1, RowSparseNDArray):
         _check_shape(arg1.shape, shape, "row_sparse_array")
         return array(arg1, ctx=ctx, dtype=dtype)
     if isinstance(arg1, CSRNDArray):
         raise MXNetValueError("row_sparse_array: Unexpected input type: CSRNDArray (argument arg1)")
-    dense = _core.array(arg1, dtype=_default_dtype(arg1, dtype), device=dev)
-    _check_shape(dense.shape, shape, "row_sparse_array")
-    return as_face(dense.tostype("row_sparse"))
+    _check_shape(np.shape(arg1), shape, "row_sparse_array")
+    return as_face(held_sparse(lambda d: _core.array(arg1, dtype=d, device=dev).tostype("row_sparse"),
+                               _default_dtype(arg1, dtype)))
 
 
 def zeros(stype: str, shape: Any, ctx: Any = None, dtype: Any = None) -> NDArray:
     """An all-zero array of storage type ``stype`` (stype comes first, as in MXNet)."""
-    return as_face(_core.zeros(shape, stype=stype, dtype=mx_real_t if dtype is None else dtype,
-                               device=_dev.as_device(ctx)))
+    return as_face(held_sparse(lambda d: _core.zeros(shape, stype=stype, dtype=d, device=_dev.as_device(ctx)),
+                               mx_real_t if dtype is None else dtype))
 
 
 def empty(stype: str, shape: Any, ctx: Any = None, dtype: Any = None) -> BaseSparseNDArray:
