@@ -16,6 +16,7 @@ pass freely between this face and sparse-ops.
 """
 from . import autograd, base, context, name, ndarray, operator, random, test_utils, util  # noqa: F401
 from . import io, kvstore  # noqa: F401  (mx.io, mx.kv: single-machine store)
+from . import metric  # noqa: F401
 from .base import MXNetError
 from .context import Context, cpu, current_context, gpu, num_gpus
 from .util import is_np_shape, np_shape, set_np_shape, use_np_shape
