@@ -186,7 +186,8 @@ def _ensure_plugin(target: str | None, path: str | None = None) -> tuple[str | N
         info = so.load_plugins([target])  # an installed plugin that is not loaded yet
     if target in info["loaded"]:
         return target, ""
-    hint = (f"; to check the folder {target!r}, write it as a path: `sparse-ops check ./{target}` "
+    what = "folder" if os.path.isdir(target) else "file"
+    hint = (f"; to check the {what} {target!r}, write it as a path: `sparse-ops check ./{target}` "
             f"or `sparse-ops check --path {target}`") if os.path.exists(target) else ""
     return None, f"plugin {target!r} is not loaded: {info['failed'].get(target, {}).get('reason')}{hint}"
 

@@ -7,6 +7,7 @@ repeated call costs a few dictionary look-ups plus the kernel.
 from __future__ import annotations
 
 import contextlib
+import numbers
 import warnings
 from typing import Any, Sequence
 
@@ -215,19 +216,49 @@ def _infer(opdef: OpDef, inst: Op, what: str, values: list, nout: int) -> list:
         result = list(rule(*values))
     except OperatorError:
         raise
-    except (TypeError, ValueError, IndexError) as exc:
+    except (TypeError, ValueError, IndexError) as exc:  # the rule's own refusal of these inputs
         raise InferenceError(f"{opdef.label}: {what.replace('_', ' ')} inference failed: {exc}") from None
+    except Exception as exc:  # a slip in the rule (a KeyError, a RuntimeError): named, with its cause
+        raise InferenceError(f"{opdef.label}: infer_{what} raised {type(exc).__name__}: {exc}") from exc
     if len(result) != nout:
         raise InferenceError(f"{opdef.label}: infer_{what} returned {len(result)} values for {nout} outputs")
     return result
 
 
-def _output_shape(opdef: OpDef, i: int, shape: Any) -> tuple[int, ...]:
+def infer_shapes(opdef: OpDef, inst: Op, in_shapes: Sequence[Any], traced: bool = False) -> list[tuple]:
+    """The output shapes the op's shape rule infers from ``in_shapes``, each checked as
+    non-negative ints (an ``InferenceError`` naming the op otherwise). ``traced``: the shapes
+    may hold a tracer's symbolic sizes (torch.compile's, jax.export's), kept as they are;
+    the concrete entries are checked. Every face plans with this."""
+    shapes = _infer(opdef, inst, "shape", list(in_shapes), inst.output_count())
+    return [_output_shape(opdef, i, s, traced) for i, s in enumerate(shapes)]
+
+
+def infer_dtypes(opdef: OpDef, inst: Op, in_dtypes: Sequence[np.dtype]) -> list[np.dtype]:
+    """The output dtypes the op's type rule infers from ``in_dtypes``, each one the library
+    holds or an input's (``_output_dtype``). Every face plans with this."""
+    in_dtypes = list(in_dtypes)
+    return [_output_dtype(opdef, i, d, in_dtypes)
+            for i, d in enumerate(_infer(opdef, inst, "type", in_dtypes, inst.output_count()))]
+
+
+def _symbolic(d: Any) -> bool:
+    """Whether a shape entry is a tracer's symbolic size (torch's SymInt, JAX's dimension
+    expression): anything but a number, a text or None."""
+    return d is not None and not isinstance(d, (numbers.Number, np.generic, str, bytes))
+
+
+def _output_shape(opdef: OpDef, i: int, shape: Any, traced: bool = False) -> tuple:
     """An output shape from the op's rule, as non-negative ints (a rule of C or Python code
-    may answer anything)."""
+    may answer anything); ``traced``: symbolic entries kept, the others checked."""
     try:
+        if traced and not isinstance(shape, (str, bytes)):
+            dims = tuple(shape)
+            if any(_symbolic(d) for d in dims):
+                normalize_shape([d for d in dims if not _symbolic(d)])
+                return dims
         return normalize_shape(shape)
-    except SparseFormatError as exc:
+    except (SparseFormatError, TypeError) as exc:
         raise InferenceError(f"{opdef.label}: infer_shape gave output {i} the shape {shape!r}: {exc}") from None
 
 
@@ -332,6 +363,10 @@ def infer_stypes(opdef: OpDef, inst: Op, in_stypes: list, out_shapes: Sequence[t
     shape a sparse layout cannot hold (a csr that is not 2-d, a 0-d row_sparse: ``dot`` of a
     1-d vector and a csr) is dense. Every face plans with this."""
     stypes = _infer(opdef, inst, "storage_type", in_stypes, inst.output_count())
+    for s in stypes:
+        if s not in STYPES:
+            raise InferenceError(f"{opdef.label}: infer_storage_type returned unknown storage type {s!r} "
+                                 f"(one of {', '.join(STYPES)})")
     return stypes if out_shapes is None else fitted_stypes(stypes, out_shapes)
 
 
@@ -355,15 +390,9 @@ def make_plan(opdef: OpDef, inst: Op, inputs: Sequence[NDArray]) -> Plan:
     plan = Plan()
     plan.opdef, plan.inst, plan.device, plan.in_stypes = opdef, inst, device, in_stypes
     plan.nout, plan.nvis = inst.output_count(), inst.visible_output_count()
-    plan.out_shapes = [_output_shape(opdef, i, s)
-                       for i, s in enumerate(_infer(opdef, inst, "shape", [x.shape for x in inputs], plan.nout))]
-    in_dtypes = [x.dtype for x in inputs]
-    plan.out_dtypes = [_output_dtype(opdef, i, d, in_dtypes)
-                       for i, d in enumerate(_infer(opdef, inst, "type", in_dtypes, plan.nout))]
+    plan.out_shapes = infer_shapes(opdef, inst, [x.shape for x in inputs])
+    plan.out_dtypes = infer_dtypes(opdef, inst, [x.dtype for x in inputs])
     plan.out_stypes = infer_stypes(opdef, inst, list(in_stypes), plan.out_shapes)
-    for s in plan.out_stypes:
-        if s not in STYPES:
-            raise InferenceError(f"{opdef.label}: infer_storage_type returned unknown storage type {s!r}")
     plan.mode, plan.kernel = choose_dispatch(opdef, device, in_stypes, plan.out_stypes)
     # how hard the outputs are checked (see _check_outputs): our own kernels cheaply, others
     # more, and in debug mode (SPARSE_OPS_BOUNDSCHECK=1) fully, with unset values detected

@@ -59,7 +59,7 @@ def call_gradient(op: Op, out_grads: Sequence[Any], inputs: Sequence[Any], outpu
     if not opdef.differentiable:
         require_gradient(op, needs, face=face, prefix=prefix, error=error)
     if opdef.backward_kernels:  # the backward declared as rules and kernels on the op
-        return _declared_backward(op, out_grads, inputs, outputs)
+        return _shapes_checked(opdef, _declared_backward(op, out_grads, inputs, outputs), inputs)
     try:  # (the rule gets lists of its own: it may change them)
         if opdef.gradient_takes_needs:
             grads = op.gradient(list(out_grads), list(inputs), list(outputs), needs=list(needs))
@@ -77,9 +77,20 @@ def call_gradient(op: Op, out_grads: Sequence[Any], inputs: Sequence[Any], outpu
     for i, g in enumerate(grads):
         if g is not None and not isinstance(g, NDArray):
             raise not_an_array(opdef.label, i, g)
+    _shapes_checked(opdef, grads, inputs)
     why = op.gradient_not_recorded
     if why is not None and is_recording():  # create_graph: what differentiates these must refuse
         mark_no_derivative(grads, f"the gradient of {opdef.label}: {why}")
+    return grads
+
+
+def _shapes_checked(opdef: Any, grads: list, inputs: Sequence[Any]) -> list:
+    """``grads``, each of its input's shape: a rule's gradient of another shape is refused,
+    naming the op (a face would otherwise broadcast it into a wrong gradient)."""
+    for i, (g, x) in enumerate(zip(grads, inputs)):
+        if g is not None and g.shape != x.shape:
+            raise OperatorError(f"backward of {opdef.label} gave input {i} (shape {x.shape}) a gradient of shape "
+                                f"{g.shape}")
     return grads
 
 

@@ -50,6 +50,8 @@ def save(file: File, data: Saved, attrs: dict[str, Any] | None = None) -> None:
     earlier file there as it was; nothing is written to a file object unless every entry
     is an NDArray.
     """
+    if attrs is not None and not isinstance(attrs, dict):
+        raise TypeError(f"save: attrs must be a dict of the file's attributes, got a {type(attrs).__name__}")
     if isinstance(data, NDArray):
         kind, names, items = "single", ["0"], [data]
     elif isinstance(data, (list, tuple)):
@@ -86,7 +88,7 @@ def save(file: File, data: Saved, attrs: dict[str, Any] | None = None) -> None:
     if hasattr(file, "write"):
         np.savez(file, **arrays)
         return
-    path = os.fspath(file)
+    path = _path("save", file)
     folder = os.path.dirname(os.path.abspath(path))
     import tempfile  # here: not a cost of sparse_ops' import
 
@@ -137,7 +139,7 @@ def load(file: File, device: Any = None, attrs: dict[str, Any] | None = None,
             raise ValueError(f"{label}: load needs a seekable binary file object (io.BytesIO, "
                              f"open(path, 'rb')): {exc}") from exc
         return _load(file, start, size, label, device, attrs, extra_dtypes)
-    path = os.fspath(file)
+    path = _path("load", file)
     try:
         f = open(path, "rb")
     except FileNotFoundError:
@@ -152,6 +154,20 @@ class UnheldDtypeError(TypeError):
     """A well-formed file whose values have a dtype the arrays do not hold."""
 
 
+class UnsupportedFileError(ValueError):
+    """An intact file of a kind or layout ``load`` does not read (a NumPy ``savez`` archive,
+    a SciPy 1-d or 3-d sparse array): nothing is damaged."""
+
+
+def _path(who: str, file: Any) -> str:
+    """A path argument (str, bytes or os.PathLike) as text, or a TypeError naming ``who``."""
+    try:
+        return os.fsdecode(os.fspath(file))
+    except TypeError:
+        raise TypeError(f"{who}: file must be a path (str, bytes, os.PathLike) or a binary file object, got a "
+                        f"{type(file).__name__}") from None
+
+
 def _label(f: Any) -> str:
     """How messages name a file object: its file name when it has one."""
     name = getattr(f, "name", None)
@@ -162,9 +178,12 @@ def _load(f: IO[bytes], start: int, size: int, label: str, device: Any, attrs: d
           extra: tuple = ()) -> Saved:
     """``load`` from the open binary file ``f`` whose ``size`` bytes from ``start`` hold the file."""
     try:
-        if f.read(len(_NPY_MAGIC)) == _NPY_MAGIC:
+        magic = f.read(len(_NPY_MAGIC))
+        if magic == _NPY_MAGIC:
             f.seek(start)
             _check_npy(f, size)
+        elif not magic.startswith(b"PK"):  # (np.load would take anything else for a pickle)
+            raise ValueError("no zip or NumPy header")
         f.seek(start)
         loaded = np.load(f, allow_pickle=False)
     except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
@@ -178,11 +197,13 @@ def _load(f: IO[bytes], start: int, size: int, label: str, device: Any, attrs: d
             if _HEADER in files:
                 return _load_ours(loaded, files, device, attrs, extra, label)
             if "format" in files and "shape" in files:
-                return _load_scipy(loaded, f, start, device, size)
-            raise ValueError("neither a sparse_ops file nor a SciPy save_npz file")
+                return _load_scipy(loaded, f, start, device, size, label)
+            raise UnsupportedFileError(f"{label}: a .npz archive neither sparse_ops.save nor scipy.sparse.save_npz "
+                                       f"wrote (members {', '.join(sorted(files)[:5])}); load reads those, and .npy "
+                                       "files")
         except SparseFormatError as exc:
             raise SparseFormatError(f"{label}: {exc}") from exc
-        except UnheldDtypeError:
+        except (UnheldDtypeError, UnsupportedFileError):
             raise
         except (KeyError, TypeError, ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
             raise ValueError(f"{label}: corrupt sparse_ops file ({exc})") from exc
@@ -342,7 +363,7 @@ def _check_rows(shape: Any, size: int) -> None:
                          f"from a {size}-byte file")
 
 
-def _load_scipy(loaded: Any, f: IO[bytes], start: int, device: Any, size: int) -> NDArray:
+def _load_scipy(loaded: Any, f: IO[bytes], start: int, device: Any, size: int, label: str) -> NDArray:
     """A file of SciPy's ``save_npz``. csr and csc members are read here and handed to
     ``csr_matrix`` as they are (SciPy's reader would first cast index arrays of any dtype,
     NaN included, to integers); non-canonical ones are made canonical, as from SciPy."""
@@ -350,6 +371,10 @@ def _load_scipy(loaded: Any, f: IO[bytes], start: int, device: Any, size: int) -
 
     fmt = _member(loaded, "format")
     fmt = fmt.item().decode() if fmt.dtype.kind == "S" and fmt.ndim == 0 else str(fmt)
+    shape = _member(loaded, "shape")
+    if shape.dtype.kind in "iu" and shape.ndim == 1 and shape.shape != (2,):
+        raise UnsupportedFileError(f"{label}: a SciPy sparse array of shape {tuple(int(d) for d in shape)}: "
+                                   "load reads SciPy's 2-d sparse matrices and arrays")
     if fmt in ("csr", "csc"):
         shape = _member(loaded, "shape")
         if shape.dtype.kind not in "iu" or shape.shape != (2,):
@@ -358,6 +383,7 @@ def _load_scipy(loaded: Any, f: IO[bytes], start: int, device: Any, size: int) -
         if fmt == "csc":  # its csr's row pointers come from the shape alone
             _check_rows(_member(loaded, "shape"), size)
         data, indices, indptr = (_member(loaded, k) for k in ("data", "indices", "indptr"))
+        _held(data.dtype, (), label)
         for name, a in (("indices", indices), ("indptr", indptr)):
             if a.dtype.kind not in "iu":
                 raise SparseFormatError(f"{fmt} {name} must have an integer dtype, got {a.dtype}")
@@ -376,4 +402,5 @@ def _load_scipy(loaded: Any, f: IO[bytes], start: int, device: Any, size: int) -
     f.seek(start)
     with np.errstate(all="ignore"):
         m = sp.load_npz(f)  # other layouts (coo, bsr, dia): SciPy reads them, allow_pickle=False
+    _held(m.dtype, (), label)
     return csr_matrix(m, device=device)

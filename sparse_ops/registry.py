@@ -447,6 +447,13 @@ def is_name(n: str) -> bool:
     return n.isascii() and n.isidentifier() and not keyword.iskeyword(n)
 
 
+def no_input_rules(op: str) -> str:
+    """The refusal of an op without inputs that leaves its outputs' shape or dtype to the
+    default rules, which take them from the inputs."""
+    return (f"operator {op!r} takes no inputs, so its outputs' shapes and dtypes follow none: declare infer_shape "
+            "and infer_type")
+
+
 def _distinct_names(op: str, attr: str, names: tuple[str, ...], reserved: tuple[str, ...] = ()) -> None:
     """Refuse a repeated name, one that is no Python identifier (each input is a keyword of
     the op's function), or a ``reserved`` one, in the class attribute ``attr``."""
@@ -506,6 +513,9 @@ class OpDef:
                              f"an int from 1 to {len(self.outputs)}, the number of outputs {self.outputs!r}")
         self.num_visible_outputs = n_vis or len(self.outputs)
         self.variadic = bool(cls.variadic)
+        if not self.arguments and not self.variadic and (cls.infer_shape is Op.infer_shape
+                                                         or cls.infer_type is Op.infer_type):
+            raise ValueError(no_input_rules(name))
         self.mutate = _declared_names(name, "mutate", cls.mutate, "mutated input ", args)
         self.resources = _declared_names(name, "resources", cls.resources, "resource ",
                                          ("resources", RESOURCES, " a kernel may ask for"))

@@ -205,6 +205,13 @@ BAD = [
                           r"SO_RESOURCE_WORKSPACE, SO_RESOURCE_RANDOM"),
     ("INIT_FAILS", r"sparse_ops_library_init returned SO_ERR_INTERNAL: could not find the license file"),
     ("NOTHING", r"sparse_ops_library_init registered no operators"),
+    ("SAMPLE_DENSE_NNZ", r"operator 'bad_sample': samples\[0\]\.inputs\[0\]: a dense sample's nnz \(6\) must be its "
+                         r"number of elements, 1000000 for shape \(1000, 1000\)"),
+    ("SAMPLE_RSP_NNZ", r"operator 'bad_sample': samples\[0\]\.inputs\[0\]: a row_sparse sample of shape \(2, 3\) "
+                       r"stores at most 2 rows, its nnz is 10000000"),
+    ("SAMPLE_CSR_END", r"operator 'bad_sample': samples\[0\]\.inputs\[0\]: indptr\[3\] = 5, but nnz is 6"),
+    ("NO_INPUT_RULES", r"operator 'bad_no_inputs' takes no inputs, so its outputs' shapes and dtypes follow none: "
+                       r"declare infer_shape and infer_type"),
 ]
 
 

@@ -440,6 +440,16 @@ def test_the_headers_example_compiles_warning_free_and_passes_the_check(tmp_path
     assert line_of(out, "ex_step").endswith(f"not compared: gradient (skipped: {NOT_DIFFERENTIABLE})")
 
 
+@pytest.mark.parametrize("minor", [0, 1])
+def test_the_headers_example_builds_for_each_older_abi_minor(tmp_path, minor):
+    """The guide says `#define SPARSE_OPS_TARGET_MINOR 0` builds for ABI 1.0: the example's
+    fields of later minors are guarded as the structs' are."""
+    source = tmp_path / "example.c"
+    source.write_text(f'#define SPARSE_OPS_TARGET_MINOR {minor}\n#define SPARSE_OPS_HEADER_EXAMPLE\n'
+                      '#include "sparse_ops.h"\n')
+    compile_library([source], tmp_path / f"libheader_example_{minor}.so", flags=STRICT)
+
+
 def test_a_partial_initialiser_warns_under_wextra_and_so_init_does_not(tmp_path):
     """Why the header documents SO_INIT: ``{SO_HEADER(so_op_decl)}`` leaves fields to the
     compiler's zeroing, which -Wextra reports."""

@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 from plugin_venv import PIP_INSTALL_OFFLINE, ROOT, clean_env, fresh_venv, run
 
+import sparse_ops as so
 from sparse_ops.sdk import SDK_VERSION
-from sparse_ops.sdk.cbuild import nvcc
+from sparse_ops.sdk.cbuild import c_compiler, nvcc
 from sparse_ops.sdk.scaffold import LANG_FILES, TEMPLATE, create, next_step
 
 try:
@@ -54,6 +55,16 @@ def test_the_templates_ship(projects):
         assert {TEMPLATE / src for lang in NAMES for src in LANG_FILES[lang]} <= shipped
     with pytest.raises(ValueError, match="unknown plugin language 'fortran'"):
         create("myfortran", projects["c"].parent, lang="fortran")
+
+
+def test_the_c_template_compiles_clean_under_wall_wextra(projects, tmp_path):
+    """The generated source follows the header's advice (SO_INIT, never a partial
+    ``{SO_HEADER(...)}`` initialiser), so it builds under the strictest usual warnings."""
+    source = projects["c"] / "csrc" / f"{NAMES['c']}.c"
+    result = subprocess.run([c_compiler(), "-std=c99", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared",
+                             f"-I{so.sdk.include_dir()}", str(source), "-o", str(tmp_path / "lib.so")],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
 
 
 @pytest.mark.parametrize("lang", list(NAMES))

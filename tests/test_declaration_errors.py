@@ -89,6 +89,12 @@ CASES = [
     ({"k": so.kernel(stypes=[("csr",), ("coo",)])(lambda self, ctx, x, y: None)},
      "operator 'de_op': kernel k: stypes ('coo',) names 'coo'; allowed: 'default', 'row_sparse', 'csr', '*', or "
      "('...',) for any inputs"),
+    ({"arguments": ()},
+     "operator 'de_op' takes no inputs, so its outputs' shapes and dtypes follow none: declare infer_shape and "
+     "infer_type"),
+    ({"arguments": (), "infer_shape": lambda self: [(2,)]},
+     "operator 'de_op' takes no inputs, so its outputs' shapes and dtypes follow none: declare infer_shape and "
+     "infer_type"),
 ]
 
 

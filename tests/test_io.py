@@ -411,3 +411,39 @@ def test_scipy_file_index_dtypes_become_ours(index_dtype):
     assert x.indices.dtype in (np.int32, np.int64) and x.indptr.dtype in (np.int32, np.int64)
     np.testing.assert_array_equal((x + x).asnumpy(), 2 * m.toarray())
     np.testing.assert_array_equal(x.asscipy().toarray(), m.toarray())
+
+
+def test_intact_files_load_does_not_read_are_named_for_what_they_are(tmp_path):
+    """Refused, but never called corrupt: a NumPy savez archive, a SciPy 1-d or 3-d sparse
+    array (no csr form), values of a dtype the arrays do not hold; a file that is no archive
+    at all is said to be one (never taken for a pickle)."""
+    from sparse_ops.io import UnheldDtypeError, UnsupportedFileError
+
+    np.savez(tmp_path / "savez.npz", a=np.ones(3))
+    with pytest.raises(UnsupportedFileError, match="savez.npz: a .npz archive neither sparse_ops.save nor "
+                                                   "scipy.sparse.save_npz wrote \\(members a\\)"):
+        so.load(tmp_path / "savez.npz")
+    sp.save_npz(tmp_path / "one_d.npz", sp.csr_array(np.array([1.0, 0.0, 2.0])))
+    with pytest.raises(UnsupportedFileError, match="a SciPy sparse array of shape \\(3,\\)"):
+        so.load(tmp_path / "one_d.npz")
+    for kind, dtype in (("csr", np.int8), ("coo", np.bool_)):
+        m = sp.random(4, 3, 0.5, format=kind, random_state=0).astype(dtype)
+        sp.save_npz(tmp_path / f"{kind}.npz", m)
+        with pytest.raises(UnheldDtypeError, match=f"the file holds values its arrays cannot: arrays of dtype "
+                                                   f"{np.dtype(dtype).name}"):
+            so.load(tmp_path / f"{kind}.npz")
+    (tmp_path / "text.npz").write_text("hello")
+    with pytest.raises(ValueError, match="text.npz: not a readable .npz/.npy file \\(no zip or NumPy header\\)"):
+        so.load(tmp_path / "text.npz")
+
+
+def test_save_takes_every_path_load_takes_and_refuses_bad_attrs_by_name(tmp_path):
+    x = so.array(np.arange(3.0))
+    path = os.fsencode(tmp_path / "bytes.npz")
+    so.save(path, x)
+    np.testing.assert_array_equal(so.load(path).asnumpy(), [0, 1, 2])
+    with pytest.raises(TypeError, match="save: attrs must be a dict of the file's attributes, got a list"):
+        so.save(tmp_path / "a.npz", x, attrs=[1, 2])
+    with pytest.raises(TypeError, match="save: file must be a path .* got a int"):
+        so.save(3, x)
+    assert not (tmp_path / "a.npz").exists()

@@ -465,7 +465,8 @@ def test_a_row_sparse_result_converts_and_scales():
     for scaled, factor in ((r * 2.0, 2.0), (3 * r, 3.0), (r / 4, 0.25), (-r, -1.0), (r * jnp.float64(0.5), 0.5)):
         assert isinstance(scaled, RowSparse)
         np.testing.assert_allclose(np.asarray(scaled.todense()), factor * want, rtol=1e-12)
-    for bad in (lambda: r + 1, lambda: 1.0 - r, lambda: r ** 2, lambda: 2 / r):
+    for bad in (lambda: r + 1, lambda: 1.0 - r, lambda: r ** 2, lambda: 2 / r,
+                lambda: r / 0.0, lambda: r * np.nan, lambda: np.inf * r):  # 0 / 0, 0 * nan: NaN rows
         with pytest.raises(TypeError, match=re.escape("r.todense() or jnp.asarray(r)") + ".*forward_stype='default'"):
             bad()
     jitted = jax.jit(lambda a, x: jnp.asarray(soj.ops.dot(a, x, transpose_a=True)) * 2)(a, x)

@@ -109,11 +109,19 @@ def test_embedding_sparse_gradient_converts_to_row_sparse():
     np.testing.assert_allclose(x.asnumpy(), emb.weight.grad.to_dense().numpy())
 
 
-def test_non_contiguous_tensor_is_copied_to_contiguous():
+def test_a_non_contiguous_tensor_is_shared_as_laid_out():
+    """As from_dlpack: a transposed tensor's memory is shared (a write shows in the tensor,
+    operators read it as it is laid out), and an expanded one refuses writes."""
     t = torch.arange(12.0).reshape(3, 4).t()
     x = st.from_torch(t)
     np.testing.assert_array_equal(x.asnumpy(), t.numpy())
-    assert x.data.flags.c_contiguous
+    np.testing.assert_allclose(so.exp(x).asnumpy(), np.exp(t.numpy().astype(np.float64)), rtol=1e-6)
+    x[:] = 1.0
+    assert float(t.sum()) == 12.0
+    e = torch.ones(1, 3).expand(4, 3)
+    with pytest.raises(ValueError, match="entries share memory"):
+        st.from_torch(e)[:] = 2.0
+    np.testing.assert_array_equal(e.numpy(), 1.0)
 
 
 @pytest.mark.parametrize("make, layout", [

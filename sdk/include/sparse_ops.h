@@ -556,14 +556,18 @@ SO_EXPORT int32_t sparse_ops_library_init(uint32_t host_abi_version, const so_re
   op.n_gradients = 1; op.gradients = &grad;
   op.n_samples = 1; op.samples = &sample;
   op.partition = SO_PARTITION_ROWS;
-  op.reference = "negative"; /* opcheck compares with the built-in */
+#if SPARSE_OPS_TARGET_MINOR >= 1
+  op.reference = "negative"; /* opcheck compares with the built-in (an ABI 1.1 field) */
+#endif
   if ((status = reg->register_op(reg->host, &op, err)) != SO_OK) return status;
 
   op.name = "ex_step";
   op.doc = "1 where x > 0, else 0";
   op.kernels = &kernels[1];
   op.n_gradients = 0; op.gradients = NULL; /* not differentiable */
+#if SPARSE_OPS_TARGET_MINOR >= 1
   op.reference = NULL;
+#endif
   return reg->register_op(reg->host, &op, err);
 }
 #endif /* SPARSE_OPS_HEADER_EXAMPLE */

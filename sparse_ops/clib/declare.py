@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..registry import REQUIRED, Op, Param, is_name
+from ..registry import REQUIRED, Op, Param, is_name, no_input_rules
 from . import abi
 
 
@@ -264,6 +264,8 @@ def decode(address: int, load_samples: Callable[[list, Any], list]) -> OpSpec:
     if d.flags & abi.OP_CONSTANT and gradients:
         raise DeclarationError(f"{where}: declared SO_OP_CONSTANT (no gradient) and {len(gradients)} gradient "
                                "term(s); allowed: one of them")
+    if not n_in and not (d.infer_shape and d.infer_type):
+        raise DeclarationError(no_input_rules(name))
     spec = OpSpec(name, _text(d.doc, "", required=False) if d.doc is not None else "", arguments, outputs, aux,
                   tuple(params), d.infer_shape or None, d.infer_type or None, d.infer_storage_type or None,
                   tuple(kernels), tuple(gradients), int(d.resources), bool(d.flags & abi.OP_CONSTANT))

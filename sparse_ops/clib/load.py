@@ -16,7 +16,6 @@ from __future__ import annotations
 import ctypes as C
 import os
 import shutil
-import sys
 import tempfile
 import threading
 from dataclasses import dataclass, field
@@ -86,8 +85,14 @@ def _sample_input(s: abi.Array, what: str) -> Any:
     shape = tuple(int(d) for d in s.shape[:s.ndim])
     if any(d < 0 for d in shape):
         raise DeclarationError(f"{what}: negative shape {shape}")
+    size = int(np.prod(shape, dtype=object))  # (Python ints: no wrap past int64)
+    # the declaration's own numbers must agree before any buffer is read: the buffers' real
+    # sizes are unknown, and a read past one is a crash
     if s.stype == abi.STYPE_CODES["default"]:
-        return array(_host_array(s.data, int(np.prod(shape, dtype=np.int64)), dtype, f"{what}.data").reshape(shape))
+        if s.nnz != size:
+            raise DeclarationError(f"{what}: a dense sample's nnz ({s.nnz}) must be its number of elements, "
+                                   f"{size} for shape {shape}")
+        return array(_host_array(s.data, size, dtype, f"{what}.data").reshape(shape))
     index = {4: np.dtype(np.int32), 6: np.dtype(np.int64)}.get(s.index_dtype)
     if index is None:
         raise DeclarationError(f"{what}: index dtype code {s.index_dtype} is neither int32 nor int64")
@@ -97,12 +102,21 @@ def _sample_input(s: abi.Array, what: str) -> Any:
     if s.stype == abi.STYPE_CODES["csr"]:
         if len(shape) != 2:
             raise DeclarationError(f"{what}: a csr sample needs 2 dimensions, got {shape}")
+        if nnz > size:
+            raise DeclarationError(f"{what}: a csr sample of shape {shape} stores at most {size} values, "
+                                   f"its nnz is {nnz}")
+        indptr = _host_array(s.indptr, shape[0] + 1, index, f"{what}.indptr")
+        if int(indptr[-1]) != nnz:
+            raise DeclarationError(f"{what}: indptr[{shape[0]}] = {int(indptr[-1])}, but nnz is {nnz}")
         parts = (_host_array(s.data, nnz, dtype, f"{what}.data"), _host_array(s.indices, nnz, index, f"{what}.indices"),
-                 _host_array(s.indptr, shape[0] + 1, index, f"{what}.indptr"))
+                 indptr)
         return csr_matrix(parts, shape=shape)
     if s.stype == abi.STYPE_CODES["row_sparse"]:
         if not shape:
             raise DeclarationError(f"{what}: a row_sparse sample needs at least 1 dimension")
+        if nnz > shape[0]:
+            raise DeclarationError(f"{what}: a row_sparse sample of shape {shape} stores at most {shape[0]} rows, "
+                                   f"its nnz is {nnz}")
         row = int(np.prod(shape[1:], dtype=np.int64))
         values = _host_array(s.data, nnz * row, dtype, f"{what}.data").reshape((nnz, *shape[1:]))
         return row_sparse_array((values, _host_array(s.indices, nnz, index, f"{what}.indices")), shape=shape)

@@ -15,7 +15,7 @@ from typing import Any
 
 from dask.base import tokenize
 
-from ..dispatch import InferenceError, _infer, infer_stypes, invoke
+from ..dispatch import InferenceError, infer_dtypes, infer_shapes, infer_stypes, invoke
 from ..errors import OperatorError
 from ..ndarray import NDArray
 from ..registry import OpDef, get_op
@@ -173,9 +173,8 @@ def _whole_value(x: Any) -> Any:
 
 
 def _infer_block(opdef: OpDef, inst: Any, infos: list[BlockInfo]) -> BlockInfo:
-    nout = inst.output_count()
-    shape = _infer(opdef, inst, "shape", [i.shape for i in infos], nout)[0]
-    dtype = _infer(opdef, inst, "type", [i.dtype for i in infos], nout)[0]
+    shape = infer_shapes(opdef, inst, [i.shape for i in infos])[0]
+    dtype = infer_dtypes(opdef, inst, [i.dtype for i in infos])[0]
     stype = infer_stypes(opdef, inst, [i.stype for i in infos], [shape])[0]
     return BlockInfo(shape, stype, dtype)
 
@@ -198,7 +197,7 @@ def _summed(op: str, parts: list, infos: list[BlockInfo], hint: str, token: str)
                                        name=(f"add_n-{op}-{token}-{level}", n))
                  for n, g in enumerate(groups)]
         stypes = [stypes[g[0]] if len(g) == 1 else
-                  _infer(add_n, add_n.instance({}), "storage_type", [stypes[k] for k in g], 1)[0] for g in groups]
+                  infer_stypes(add_n, add_n.instance({}), [stypes[k] for k in g], None)[0] for g in groups]
         level += 1
     return DistributedArray(parts, [BlockInfo(first.shape, stypes[0], first.dtype)])
 

@@ -50,7 +50,7 @@ call emits one ``jax.ffi.ffi_call`` of the op's FFI target, and XLA calls our ha
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -144,6 +144,8 @@ class RowSparse:
             return op("elemwise_mul")(self, other)
         if not _is_scalar(other):
             return NotImplemented
+        if _changes_zero(lambda z: z * other):
+            return self._refuse("r * s")(other)
         return RowSparse(self.values * other, self.indices, self._shape)
 
     __rmul__ = __mul__
@@ -152,6 +154,8 @@ class RowSparse:
         """``r / s`` for a scalar ``s``: a RowSparse (the stored rows divided)."""
         if not _is_scalar(other):
             return NotImplemented
+        if _changes_zero(lambda z: z / other):
+            return self._refuse("r / s")(other)
         return RowSparse(self.values / other, self.indices, self._shape)
 
     def __neg__(self) -> "RowSparse":
@@ -192,6 +196,17 @@ class RowSparse:
 
     def __repr__(self) -> str:
         return f"RowSparse(shape={self.shape}, nse={self.nse}, dtype={self.values.dtype})"
+
+
+def _changes_zero(f: Callable[[np.float64], Any]) -> bool:
+    """Whether ``f`` of a concrete scalar turns 0 into something else (``0 * nan``, ``0 / 0``,
+    ``0 * inf``): then the rows a RowSparse does not store would change. A traced scalar's
+    value is unknown here: taken as keeping 0."""
+    try:
+        with np.errstate(all="ignore"):
+            return bool(f(np.float64(0.0)) != 0)
+    except (TypeError, jax.errors.ConcretizationTypeError, jax.errors.TracerBoolConversionError):
+        return False
 
 
 def _is_scalar(x: Any) -> bool:

@@ -46,7 +46,7 @@ import numpy as np
 
 from .. import registry
 from ..bridging import PARTS, param_key, result_capacity
-from ..dispatch import _infer, infer_stypes
+from ..dispatch import infer_dtypes, infer_shapes, infer_stypes
 from ..errors import OperatorError
 from ..sdk.capacity import Capacity, Stored, rule_for, slot_names
 
@@ -414,10 +414,10 @@ def spec_for(opdef: registry.OpDef, params: dict, ins: tuple[ArgLayout, ...], ma
     try:
         inst = opdef.instance(params) if params else (opdef._default_instance or opdef.instance({}))
         nout = inst.output_count()
-        shapes = _infer(opdef, inst, "shape", [a.shape for a in ins], nout)
+        shapes = infer_shapes(opdef, inst, [a.shape for a in ins], traced=bool(symbols))
         if symbols:
             shapes = [tuple(as_dim(d) for d in shape) for shape in shapes]
-        dtypes = _infer(opdef, inst, "type", [a.dtype for a in ins], nout)
+        dtypes = infer_dtypes(opdef, inst, [a.dtype for a in ins])
         stypes = infer_stypes(opdef, inst, [a.stype for a in ins], shapes)
     except OperatorError as exc:
         if symbols:

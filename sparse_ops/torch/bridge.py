@@ -44,7 +44,7 @@ import torch
 
 from .. import registry
 from ..bridging import BoundedCache, BridgedTable, arg_names, param_key
-from ..dispatch import _infer, fitted_stypes, infer_stypes
+from ..dispatch import fitted_stypes, infer_shapes, infer_stypes
 from ..errors import OperatorError, quoting
 from ..ndarray import STYPES
 from ..tape import _state as _tape_state
@@ -409,9 +409,8 @@ def plan_call(name: str, stypes: tuple, shapes: tuple | None, items: tuple) -> t
     try:
         ptext = encode_params(dict(items))
         inst = _instance(opdef, ptext)  # what the operator parses: the decoded string (torch dtypes as names)
-        nout = inst.output_count()
         out_shapes = None if shapes is None else \
-            tuple(tuple(s) for s in _infer(opdef, inst, "shape", list(shapes), nout))
+            tuple(tuple(s) for s in infer_shapes(opdef, inst, shapes))
         out_stypes = tuple(infer_stypes(opdef, inst, list(stypes), out_shapes))
         ov = overload_for(opdef, tuple(stypes), out_stypes)
     except (OperatorError, TypeError, ValueError) as exc:
@@ -434,7 +433,7 @@ def _traced_shapes(opdef: registry.OpDef, ptext: str, shapes: tuple) -> tuple:
     """The output shapes of a traced call whose input shapes are symbolic: the op's shape
     rule run on them (torch guards what it compares), for the shapes of sparse results."""
     inst = _INSTANCES[(opdef.name, ptext)]  # made by plan_call: parsing parameters is not traced
-    return tuple(tuple(s) for s in _infer(opdef, inst, "shape", list(shapes), inst.output_count()))
+    return tuple(tuple(s) for s in infer_shapes(opdef, inst, shapes, traced=True))
 
 
 def _host_parts(parts: list) -> bool:
@@ -808,7 +807,7 @@ def define_declared(opdef: registry.OpDef) -> list[Overload]:
     for stypes in combos:
         try:
             inst = opdef._default_instance or _sample_instance(opdef)
-            out = tuple(_infer(opdef, inst, "storage_type", list(stypes), inst.output_count()))
+            out = tuple(infer_stypes(opdef, inst, list(stypes), None))
             made.append(overload_for(opdef, tuple(stypes), out))
         except (OperatorError, TypeError, ValueError):
             continue

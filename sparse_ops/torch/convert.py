@@ -261,8 +261,9 @@ def array_from_components(stype: str, parts: tuple[torch.Tensor, ...], shape: tu
 
 
 def from_torch(t: torch.Tensor) -> NDArray:
-    """The container of a torch tensor, sharing its memory: strided → dense (a
-    non-contiguous tensor is copied to contiguous), ``sparse_csr`` → csr (index dtype kept),
+    """The container of a torch tensor, sharing its memory: strided → dense (laid out as the
+    tensor is, strides included, as ``from_dlpack`` shares it: a write shows in the tensor,
+    and one into an expanded tensor, whose entries share memory, is refused), ``sparse_csr`` → csr (index dtype kept),
     COO with ``sparse_dim=1`` → row_sparse (an uncoalesced one is coalesced: a copy).
     Sparse components are validated (``SparseFormatError`` naming the broken invariant):
     lengths, dtypes and ``indptr``'s ends here, in O(1); index ranges and order on the
@@ -271,6 +272,10 @@ def from_torch(t: torch.Tensor) -> NDArray:
     if not isinstance(t, torch.Tensor):
         raise TorchBridgeError(f"from_torch takes a torch.Tensor, got a {type(t).__name__}")
     try:
+        if t.layout == torch.strided and not t.is_nested:
+            if t.dtype not in _VALUE_TORCH_DTYPES:
+                numpy_dtype(t.dtype)  # raises, naming the dtype
+            return admit("default", [array_of(t)], tuple(t.shape), device_of(t), DEFERRED)
         stype, parts, shape = components(t)
         return array_from_components(stype, parts, shape)
     except SparseFormatError as exc:

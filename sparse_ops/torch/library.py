@@ -56,7 +56,7 @@ from ..bridging import encode_params  # noqa: F401  (re-exported: the bridge and
 from ..bridging import decode_params as _decode_params
 from ..bridging import register_param_type
 from ..device import Device, as_device
-from ..dispatch import STORAGE_AWARE, _infer, plan_for
+from ..dispatch import STORAGE_AWARE, infer_dtypes, infer_shapes, plan_for
 from ..errors import OperatorError, quoting
 from ..boundary import FULL, OURS, admit
 from ..ndarray import NDArray
@@ -862,9 +862,8 @@ def infer_meta(ov: Overload, args: Sequence[Any]) -> tuple[registry.Op, list, li
     if not getattr(opdef.cls, "symbolic_shapes", True):  # rules on concrete sizes only (C callbacks):
         shapes = [tuple(int(d) for d in s) for s in shapes]  # symbolic sizes specialized, guarded
     inst = _instance(opdef, params)
-    nout = inst.output_count()
-    out_shapes = _infer(opdef, inst, "shape", shapes, nout)
-    out_dtypes = [torch_dtype(d) for d in _infer(opdef, inst, "type", dtypes, nout)]
+    out_shapes = infer_shapes(opdef, inst, shapes, traced=True)
+    out_dtypes = [torch_dtype(d) for d in infer_dtypes(opdef, inst, dtypes)]
     if dev is None:  # no inputs: the op's device parameter
         d = getattr(inst, "device", None)
         dev = torch_device(as_device(d)) if d is not None else torch.device("cpu")

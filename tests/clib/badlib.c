@@ -80,6 +80,40 @@ SO_EXPORT int32_t sparse_ops_library_init(uint32_t host_abi_version, const so_re
   return reg->register_op(reg->host, &resourced, err);
 #elif defined(INIT_FAILS)
   return so_error_set(err, SO_ERR_INTERNAL, "could not find the license file");
+#elif defined(SAMPLE_DENSE_NNZ) || defined(SAMPLE_RSP_NNZ) || defined(SAMPLE_CSR_END)
+  /* a sample whose own numbers disagree: read as declared, its 6 values would be overrun */
+  static double values[6] = {1, 2, 3, 4, 5, 6};
+  static int64_t idx[6] = {0, 1, 0, 1, 0, 1}, ptr[4] = {0, 2, 4, 5};
+  so_array x;
+  SO_INIT(x);
+  x.dtype = SO_DTYPE_FLOAT64;
+  x.data = values;
+#if defined(SAMPLE_DENSE_NNZ)
+  x.stype = SO_STYPE_DEFAULT;
+  x.index_dtype = -1;
+  x.ndim = 2, x.shape[0] = 1000, x.shape[1] = 1000, x.nnz = 6;
+#elif defined(SAMPLE_RSP_NNZ)
+  x.stype = SO_STYPE_ROW_SPARSE;
+  x.index_dtype = SO_DTYPE_INT64;
+  x.indices = idx;
+  x.ndim = 2, x.shape[0] = 2, x.shape[1] = 3, x.nnz = 10000000;
+#else
+  x.stype = SO_STYPE_CSR;
+  x.index_dtype = SO_DTYPE_INT64;
+  x.indices = idx, x.indptr = ptr;
+  x.ndim = 2, x.shape[0] = 3, x.shape[1] = 2, x.nnz = 6; /* indptr ends at 5 */
+#endif
+  so_sample samples[] = {{SO_HEADER(so_sample), 1, 0, &x, NULL, NULL}};
+  so_op_decl sampled = first;
+  sampled.name = "bad_sample";
+  sampled.n_samples = 1;
+  sampled.samples = samples;
+  return reg->register_op(reg->host, &sampled, err);
+#elif defined(NO_INPUT_RULES)
+  so_op_decl bare = first;
+  bare.name = "bad_no_inputs";
+  bare.n_arguments = 0;
+  return reg->register_op(reg->host, &bare, err);
 #endif
   return SO_OK;
 }
