@@ -320,3 +320,21 @@ def test_huge_float_lengths_and_indices_hold_at_int64s_bounds():
                                   [[4, 5], [0, 1]])
     with pytest.raises(IndexError, match="out of bounds"):
         y[mx.nd.array([1e20])]
+
+
+def test_the_faces_other_python_functions_take_arguments_as_operators_do():
+    """linspace, eye, concatenate, boolean_mask, rand_zipfian, ...: strings read as MXNet reads
+    them, and a missing argument an MXNetArgumentError naming the function."""
+    np.testing.assert_allclose(mx.nd.linspace(0, 1, "5", endpoint="False").asnumpy(), [0, 0.2, 0.4, 0.6, 0.8],
+                               rtol=1e-6)
+    np.testing.assert_array_equal(mx.nd.eye("3", k="1").asnumpy(), np.eye(3, k=1))
+    x = mx.nd.array([[1.0, 2.0], [3.0, 4.0]])
+    assert mx.nd.concatenate([x, x], axis="1").shape == (2, 4)
+    np.testing.assert_array_equal(mx.nd.contrib.boolean_mask(x, mx.nd.array([0, 1]), axis="0").asnumpy(), [[3, 4]])
+    assert mx.nd.contrib.rand_zipfian(mx.nd.array([1]), "4", "10")[0].shape == (4,)
+    for call, name in ((lambda: mx.nd.moveaxis(x), "moveaxis"), (lambda: mx.nd.Activation(x), "Activation"),
+                       (lambda: mx.nd.gather_nd(x), "gather_nd"), (lambda: mx.nd.onehot_encode(x), "onehot_encode")):
+        with pytest.raises(mx.base.MXNetArgumentError, match=f"^{name}: missing a required argument"):
+            call()
+    with pytest.raises(mx.base.MXNetError, match="linspace: bad value 'x' for parameter 'endpoint'"):
+        mx.nd.linspace(0, 1, 5, endpoint="x")

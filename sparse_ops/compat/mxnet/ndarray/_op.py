@@ -11,6 +11,8 @@ never at import, so this module imports while some built-in is missing and follo
 """
 from __future__ import annotations
 
+import functools
+import inspect
 import numbers
 from typing import Any, Callable
 
@@ -19,7 +21,7 @@ import numpy as np
 from ....dispatch import invoke, plan_key
 from ....errors import OperatorError, SparseFormatError
 from ....ndarray import NDArray
-from ....registry import OpDef, find_op, get_op
+from ....registry import OpDef, Param, find_op, get_op
 from ..base import MXNetArgumentError
 from ....tape import is_recording
 
@@ -292,3 +294,38 @@ def known_names() -> list[str]:
     names = set(list_ops())
     names.update(a for a, t in ALIASES.items() if t in names)
     return sorted(names)
+
+
+def mxnet_call(**params: Param) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A face function called as MXNet's operators are: its arguments bound as Python binds
+    them, a missing or unknown one an ``MXNetArgumentError`` naming the function; the
+    parameters in ``params`` read by their ``Param`` as a registered operator's are (MXNet
+    hands every keyword on as a string: ``'False'`` and ``'0'`` are false), a value that does
+    not read a ``ParameterError`` naming the function and the argument; and a refusal of an
+    operator the function runs for the user worded as the function's."""
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        signature, fname = inspect.signature(fn), fn.__name__
+        for name, p in params.items():
+            p.name = name
+
+        @functools.wraps(fn)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                bound = signature.bind(*args, **kwargs)
+            except TypeError as exc:
+                raise MXNetArgumentError(f"{fname}: {exc}") from None
+            given = bound.arguments
+            for name, p in params.items():
+                if name in given:
+                    given[name] = p.parse(given[name], fname)
+            try:
+                return fn(*bound.args, **bound.kwargs)
+            except OperatorError as exc:  # an operator it ran refused: the user called fname
+                if exc.args and isinstance(exc.args[0], str) and not exc.args[0].startswith(fname):
+                    exc.args = (f"{fname}: {exc.args[0]}", *exc.args[1:])
+                raise
+
+        return call
+
+    return wrap

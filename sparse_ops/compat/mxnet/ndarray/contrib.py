@@ -13,6 +13,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ....registry import Param
 from ..base import MXNetArgumentError
 from . import _op
 from . import random as _random
@@ -27,6 +28,7 @@ def SparseEmbedding(*args: Any, **kwargs: Any) -> Any:
     return Embedding(*args, **kwargs)
 
 
+@_op.mxnet_call(axis=Param(int, 0))
 def boolean_mask(data: Any, index: Any, axis: int = 0, out: Any = None, name: Any = None) -> Any:
     """MXNet's ``contrib.boolean_mask``: the slices of ``data`` along ``axis`` where ``index``
     (1-d, one value per slice) is nonzero, in order; recorded as a ``take``, so the
@@ -39,6 +41,7 @@ def boolean_mask(data: Any, index: Any, axis: int = 0, out: Any = None, name: An
     return _op.call("take", [data, positions], {"axis": axis, "mode": "raise"}, out=out)
 
 
+@_op.mxnet_call()
 def index_copy(old_tensor: Any, index_vector: Any, new_tensor: Any, out: Any = None, name: Any = None) -> Any:
     """MXNet's ``contrib.index_copy``: a copy of ``old_tensor`` whose rows ``index_vector``
     (distinct, in range) hold the rows of ``new_tensor``. Recorded as ``old * keep`` plus the
@@ -138,6 +141,7 @@ def multi_mp_adamw_update(weights: Sequence[Any], grads: Sequence[Any], mean: Se
                   kwargs)
 
 
+@_op.mxnet_call(num_sampled=Param(int), range_max=Param(int))
 def rand_zipfian(true_classes: Any, num_sampled: int, range_max: int, ctx: Any = None) -> tuple:
     """(``num_sampled`` classes drawn with replacement from the log-uniform (Zipfian)
     distribution over [0, range_max) as int64, the expected count of each true class, the

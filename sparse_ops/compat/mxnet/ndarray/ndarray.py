@@ -47,7 +47,7 @@ from ....ndarray import NDArray as _LibNDArray
 from ....ndarray import bump_version, kernel_form, share_version, shares_memory
 from ....ops.methods import FLUENT as _LIB_FLUENT
 from ....ops.methods import FLUENT_ALIASES as _LIB_FLUENT_ALIASES
-from ....registry import get_op
+from ....registry import Param, get_op
 from ....tape import is_recording
 from ..base import MXNetArgumentError, MXNetError, MXNetValueError, integer_types, mx_real_t
 from . import _op
@@ -669,6 +669,7 @@ def empty(shape: Any, ctx: Any = None, dtype: Any = None, stype: str | None = No
     return as_face(_core.empty(shape, stype=stype or "default", dtype=dt, device=_device(ctx)))
 
 
+@_op.mxnet_call(step=Param(float, 1.0), repeat=Param(int, 1))
 def arange(start: float, stop: float | None = None, step: float = 1.0, repeat: int = 1,
            infer_range: Any = None, ctx: Any = None, dtype: Any = mx_real_t) -> NDArray:
     """Evenly spaced values in [start, stop) (``[0, start)`` without ``stop``), each
@@ -687,6 +688,7 @@ def arange(start: float, stop: float | None = None, step: float = 1.0, repeat: i
     return _from_values(values.astype(dt, copy=False), dt, _device(ctx))
 
 
+@_op.mxnet_call(start=Param(float), stop=Param(float), num=Param(int), endpoint=Param(bool, True))
 def linspace(start: float, stop: float, num: int, endpoint: bool = True, ctx: Any = None,
              dtype: Any = mx_real_t) -> NDArray:
     """``num`` evenly spaced values from ``start`` to ``stop`` (included when
@@ -702,6 +704,7 @@ def linspace(start: float, stop: float, num: int, endpoint: bool = True, ctx: An
     return _from_values(values.astype(dt), dt, _device(ctx))
 
 
+@_op.mxnet_call(N=Param(int), M=Param(int, 0), k=Param(int, 0))
 def eye(N: int, M: int = 0, k: int = 0, ctx: Any = None, dtype: Any = None, **kwargs: Any) -> NDArray:
     """An N x M (M = N when 0) array with ones on diagonal ``k`` (above the main one when
     positive) and zeros elsewhere."""
@@ -776,6 +779,7 @@ def from_dlpack(dlpack: Any) -> NDArray:
 
 
 # ---- functions of MXNet's ndarray module -----------------------------------------------------------------
+@_op.mxnet_call()
 def onehot_encode(indices: _LibNDArray, out: _LibNDArray) -> _LibNDArray:
     """Write the one-hot rows of ``indices`` (depth ``out.shape[1]``) into ``out``."""
     return _op.call("one_hot", [indices], {"depth": out.shape[1], "dtype": out.dtype}, out=out)
@@ -793,6 +797,7 @@ def fill_element_0index(lhs: _LibNDArray, mhs: _LibNDArray, rhs: _LibNDArray, ou
     return _op.call("where", [hot, values, lhs], out=out)
 
 
+@_op.mxnet_call()
 def moveaxis(tensor: _LibNDArray, source: Any, destination: Any) -> _LibNDArray:
     """``tensor`` with axes ``source`` moved to ``destination`` (ints or sequences of
     ints), the others in their order; ValueError for an axis out of range or repeated."""
@@ -903,6 +908,7 @@ lesser_equal = _ufunc("lesser_equal", "broadcast_lesser_equal", _flag(_pyop.le),
                       "_lesser_equal_scalar", "_greater_equal_scalar")
 
 
+@_op.mxnet_call(axis=Param(int, 0), always_copy=Param(bool, True))
 def concatenate(arrays: list, axis: int = 0, always_copy: bool = True) -> _LibNDArray:
     """Join arrays along ``axis`` (``concat`` with ``dim=axis``)."""
     if len(arrays) == 1 and not always_copy:

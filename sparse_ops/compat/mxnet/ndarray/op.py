@@ -71,6 +71,7 @@ def _custom_input_names(op_type: str, params: dict[str, Any]) -> list[str]:
 _ACTIVATIONS = {"relu": "relu", "sigmoid": "sigmoid", "tanh": "tanh", "softsign": "softsign"}
 
 
+@_op.mxnet_call()
 def Activation(data: NDArray, act_type: str, out: NDArray | None = None, name: str | None = None) -> NDArray:
     """MXNet's ``Activation`` for ``act_type`` relu, sigmoid, tanh or softsign."""
     op = _ACTIVATIONS.get(act_type)
@@ -93,6 +94,7 @@ def normal(loc: float = 0, scale: float = 1, shape: Any = None, ctx: Any = None,
     return random.normal(loc, scale, shape=shape, dtype=dtype, ctx=ctx, out=out)
 
 
+@_op.mxnet_call()
 def batch_take(a: NDArray, indices: NDArray, out: NDArray | None = None, name: str | None = None) -> NDArray:
     """MXNet's ``batch_take``: ``a[i, indices[i]]`` for each row ``i`` of a 2-d ``a``, indices
     clipped into range as MXNet's are (operator ``pick`` along axis 1)."""
@@ -110,6 +112,7 @@ def _host_ids(indices: Any, what: str) -> np.ndarray:
     return truncated_ids(np, ids) if ids.dtype.kind == "f" else ids.astype(np.int64)
 
 
+@_op.mxnet_call()
 def gather_nd(data: NDArray, indices: NDArray, out: NDArray | None = None, name: str | None = None) -> NDArray:
     """MXNet's ``gather_nd``: ``indices`` of shape ``(M, Y...)`` pick ``data[i_0, ..., i_{M-1}]``
     for each position of ``Y...``, giving shape ``Y... + data.shape[M:]``; negative indices
