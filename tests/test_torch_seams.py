@@ -486,3 +486,15 @@ def test_compiled_broadcasts_of_a_csr_and_a_dense_operand_give_the_eager_values(
             dense = (lambda r: r.to_dense() if isinstance(r, torch.Tensor) else
                      torch.sparse_csr_tensor(r.indptr, r.indices, r.values, r.shape).to_dense())
             np.testing.assert_allclose(dense(got).numpy(), dense(want).numpy(), rtol=1e-12)
+
+
+def test_a_call_refused_while_traced_is_a_bridge_error_not_dynamos_internal_error():
+    """Planning a traced call runs as plain Python under Dynamo, which turns any exception
+    there into its InternalTorchDynamoError (the type of Dynamo's own bugs); a refusal is
+    raised as a BridgeError that is also Dynamo's UserError, which reaches the user as it is."""
+    torch._dynamo.reset()
+    f = torch.compile(lambda t: st.ops.clip(t, a_min="x", a_max=1.0), fullgraph=True, backend="eager")
+    with pytest.raises(library.BridgeError, match="sparse_ops.torch.ops.clip: .*bad value 'x' for parameter 'a_min'"):
+        f(torch.ones(2, dtype=torch.float64))
+    g = torch.compile(lambda t: st.ops.clip(t, a_min=0.0, a_max=0.5), fullgraph=True, backend="eager")
+    np.testing.assert_array_equal(g(torch.ones(2, dtype=torch.float64)).numpy(), [0.5, 0.5])

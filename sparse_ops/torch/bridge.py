@@ -52,7 +52,8 @@ from .convert import TorchBridgeError, coalesced, components, numpy_dtype, spoke
 from .convert import _VALUE_TORCH_DTYPES as _VALUE_DTYPES
 from . import lowering
 from .lowering import _TABLE as _LOWERINGS
-from .library import (SPARSE_GRAD, TRAINING, BridgeError, DenseAutograd, HostCall, Overload, TransformAutograd,
+from .library import (SPARSE_GRAD, TRAINING, BridgeError, DenseAutograd, HostCall, Overload, TracedBridgeError,
+                      TransformAutograd,
                       _functorch_active, _instance, call_options, encode_params, forget, host_call,
                       eager_apply, host_plan_key, is_sparse_grad, overload_for, run_dense)
 from .structure import CSRParts, RowSparseParts, assemble_csr, assemble_rows, rows_values
@@ -331,7 +332,8 @@ class BridgedOp:
                 return self._eager_call(seen, args, flat)
         items = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in params.items()))
         ov_name, out_stypes, out_shapes, nvis, ptext = plan_call(opdef.name, tuple(stypes),
-                                                                 None if compiling and not concrete else shapes, items)
+                                                                 None if compiling and not concrete else shapes, items,
+                                                                 compiling)
         if compiling:  # the torch op by name: Dynamo follows torch.ops, not our objects
             torch_op = getattr(getattr(torch.ops.sparse_ops, opdef.name), ov_name)
             # dense results have their shapes; sparse ones are assembled with them (planned on
@@ -384,7 +386,7 @@ _INSTANCES: BoundedCache = BoundedCache(MAX_PLANS)  # (name, parameter string) -
 
 
 @torch._dynamo.assume_constant_result
-def plan_call(name: str, stypes: tuple, shapes: tuple | None, items: tuple) -> tuple:
+def plan_call(name: str, stypes: tuple, shapes: tuple | None, items: tuple, traced: bool = False) -> tuple:
     """What a call decides before running, from constants only (so that torch.compile runs it
     once, at trace time, and keeps the result): (overload name, output storage types, output
     shapes, visible outputs, parameter string). Defines the overload on first use. Symbolic
@@ -414,7 +416,7 @@ def plan_call(name: str, stypes: tuple, shapes: tuple | None, items: tuple) -> t
         out_stypes = tuple(infer_stypes(opdef, inst, list(stypes), out_shapes))
         ov = overload_for(opdef, tuple(stypes), out_stypes)
     except (OperatorError, TypeError, ValueError) as exc:
-        raise BridgeError(f"sparse_ops.torch.ops.{name}: {exc}") from exc
+        raise (TracedBridgeError if traced else BridgeError)(f"sparse_ops.torch.ops.{name}: {exc}") from exc
     result = (ov.name, out_stypes, out_shapes, inst.visible_output_count(), ptext)
     if key is not None:
         _PLANS.put(key, (opdef, result, inst))

@@ -73,6 +73,16 @@ class BridgeError(OperatorError, ValueError):
     op and the argument, the original error is ``__cause__``."""
 
 
+class TracedBridgeError(BridgeError, torch._dynamo.exc.UserError):
+    """The BridgeError of a call refused while ``torch.compile`` traces it, in the planning
+    Dynamo runs as plain Python: also Dynamo's ``UserError``, which Dynamo hands to the user
+    as it is (any other exception there comes out as its ``InternalTorchDynamoError``, the
+    type for Dynamo's own bugs)."""
+
+    def __init__(self, message: str) -> None:
+        torch._dynamo.exc.UserError.__init__(self, torch._dynamo.exc.UserErrorType.INVALID_INPUT, message)
+
+
 # ---- parameters as one string ------------------------------------------------------------------
 # The encoding is the one both bridges share (``bridging.encode_params``): JSON that keeps
 # every value's type, non-finite floats and huge integers included; torch dtypes and devices
