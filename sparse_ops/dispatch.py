@@ -346,11 +346,12 @@ def _warn_fallback(plan: Plan) -> None:
 def _device_of(opdef: OpDef, inst: Op, inputs: Sequence[NDArray]) -> Device:
     if inputs:
         dev = inputs[0]._device
-        for x in inputs[1:]:
-            if x._device is not dev:
+        for x in inputs[1:]:  # (cpu(0) and cpu(1) are one memory: MXNet mixes them, giving the first's)
+            if x._device is not dev and not (x._device.device_type == dev.device_type == "cpu"):
                 raise OperatorError(
                     f"{opdef.label}: inputs live on different devices "
-                    f"({', '.join(str(y._device) for y in inputs)}); move them with .to(device)"
+                    f"({', '.join(str(y._device) for y in inputs)}); move them with .to(device) "
+                    "(MXNet face: .as_in_context(ctx))"
                 )
         return dev
     dev = getattr(inst, "device", None)

@@ -630,3 +630,52 @@ def test_sparse_arrays_of_mxnets_narrow_integer_dtypes(make, dt):
 def test_an_unknown_dtype_is_an_mxnet_argument_error():
     with pytest.raises(mx.base.MXNetArgumentError, match="not understood \\(argument dtype\\)"):
         mx.nd.sparse.zeros("csr", (2, 2), dtype="nonsense")
+
+
+def test_attach_grad_on_an_intermediate_makes_a_new_leaf_as_mxnet():
+    """MXNet's MarkVariables gives the array a fresh variable node: gradients stop there (what
+    used it before still reaches its inputs)."""
+    x = mx.nd.array([1.0, 2.0, 3.0])
+    x.attach_grad()
+    with mx.autograd.record():
+        y = x * 2
+        before = (y * 3).sum()
+        y.attach_grad()
+        z = (y * y).sum()
+    z.backward()
+    np.testing.assert_array_equal(y.grad.asnumpy(), [4, 8, 12])
+    np.testing.assert_array_equal(x.grad.asnumpy(), [0, 0, 0])
+    before.backward()
+    np.testing.assert_array_equal(x.grad.asnumpy(), [6, 6, 6])
+
+
+def test_cpu_contexts_mix_and_moves_between_them_are_recorded():
+    a = mx.nd.array([1.0, 2.0], ctx=mx.cpu(1))
+    b = mx.nd.array([2.0, 3.0], ctx=mx.cpu(0))
+    c = a + b
+    assert c.context == mx.cpu(1)
+    np.testing.assert_array_equal(c.asnumpy(), [3, 5])
+    for move in (lambda v: v.as_in_context(mx.cpu(1)), lambda v: v.copyto(mx.cpu(1))):
+        v = mx.nd.array([1.0, 2.0])
+        v.attach_grad()
+        with mx.autograd.record():
+            w = move(v)
+            loss = (w * 2).sum()
+        assert w.context == mx.cpu(1)
+        loss.backward()
+        np.testing.assert_array_equal(v.grad.asnumpy(), [2, 2])
+
+
+def test_arithmetic_with_numpy_arrays_is_refused_as_mxnet():
+    """MXNet's operators take NDArrays and numbers only: a NumPy operand is a TypeError, never
+    a NumPy result that leaves autograd (y += ndarray would rebind y to NumPy)."""
+    x = mx.nd.array([1.0, 2.0])
+    for bad in (lambda: x + np.ones(2), lambda: np.ones(2) + x, lambda: x * np.ones(2)):
+        with pytest.raises(TypeError, match="not supported"):
+            bad()
+    y = mx.nd.array([1.0, 2.0])
+    with pytest.raises(TypeError, match="not supported"):
+        y += np.ones(2)
+    assert isinstance(y, mx.nd.NDArray)
+    np.testing.assert_array_equal((x + np.float32(1)).asnumpy(), [2, 3])  # NumPy scalars are numbers
+    assert mx.nd.zeros(2).writable

@@ -163,6 +163,11 @@ def _round_half_away(x: Any) -> Any:
     return jnp.sign(x) * jnp.floor(jnp.abs(x) + 0.5)
 
 
+def _rint_half_down(x: Any) -> Any:
+    low, high = jnp.floor(x), jnp.ceil(x)
+    return jnp.where(x - low <= high - x, low, high)
+
+
 # the special functions at the points where jax.scipy parts from SciPy (the native kernels' values)
 def _gammaln(x: Any) -> Any:
     return jnp.where(x == -jnp.inf, x, jax.scipy.special.gammaln(x))  # log|Gamma| -> -inf there, as SciPy
@@ -183,7 +188,7 @@ _relu = _with_slope(lambda x: jnp.maximum(x, jnp.zeros((), x.dtype)), lambda x, 
 _UNARY = {
     "negative": jnp.negative, "abs": _abs, "sign": jnp.sign, "square": jnp.square, "sqrt": jnp.sqrt,
     "exp": jnp.exp, "log": jnp.log, "log1p": jnp.log1p, "tanh": jnp.tanh, "sigmoid": _sigmoid,
-    "round": _round_half_away, "rint": jnp.rint, "fix": jnp.trunc, "floor": jnp.floor, "ceil": jnp.ceil,
+    "round": _round_half_away, "rint": _rint_half_down, "fix": jnp.trunc, "floor": jnp.floor, "ceil": jnp.ceil,
     "trunc": jnp.trunc, "sin": jnp.sin, "cos": jnp.cos, "tan": jnp.tan, "arcsin": jnp.arcsin,
     "arccos": jnp.arccos, "arctan": jnp.arctan, "sinh": jnp.sinh, "cosh": jnp.cosh, "arcsinh": jnp.arcsinh,
     "arccosh": jnp.arccosh, "arctanh": jnp.arctanh, "degrees": jnp.degrees, "radians": jnp.radians,

@@ -56,7 +56,8 @@ def _trigamma(x: Any, out: Any = None, casting: str = "unsafe") -> Any:
 
 _SPEC = {
     "round": (None, True, "any", _zero, "Round to the nearest integer, halves away from zero (C's round)"),
-    "rint": (np.rint, True, "any", _zero, "Round to the nearest integer (half to even)"),
+    "rint": (None, True, "any", _zero, "Round to the nearest integer, halves down (MXNet's rint: the floor "
+                                       "where it is no farther than the ceiling)"),
     "fix": (np.trunc, True, "any", _zero, "Round toward zero"),
     "floor": (np.floor, True, "any", _zero, "The largest integer <= x"),
     "ceil": (np.ceil, True, "any", _zero, "The smallest integer >= x"),
@@ -111,6 +112,12 @@ def _round(x, out=None, casting="unsafe"):
     return np.copyto(out, np.sign(x) * np.floor(np.abs(x) + 0.5), casting=casting)
 
 
+def _rint(x, out=None, casting="unsafe"):
+    low, high = np.floor(x), np.ceil(x)
+    with np.errstate(invalid="ignore"):  # inf - inf: the ceiling, inf, is taken
+        return np.copyto(out, np.where(x - low <= high - x, low, high), casting=casting)
+
+
 def _rsqrt(x, out=None, casting="unsafe"):
     with np.errstate(divide="ignore"):
         return np.divide(1.0, np.sqrt(x), out=out, casting=casting)
@@ -159,7 +166,7 @@ class _MathUnary(_Unary):
 for _name, (_fn, _keeps, _domain, _grad, _doc) in _SPEC.items():
     _cls = type(_name.capitalize(), (_MathUnary,), {
         "__doc__": f"{_doc}, elementwise; " + ("keeps the storage type." if _keeps else "dense result."),
-        "ufunc": staticmethod(_fn if _fn is not None else {"round": _round, "rsqrt": _rsqrt, "rcbrt": _rcbrt}[_name]), "zero_preserving": _keeps,
+        "ufunc": staticmethod(_fn if _fn is not None else {"round": _round, "rint": _rint, "rsqrt": _rsqrt, "rcbrt": _rcbrt}[_name]), "zero_preserving": _keeps,
         "domain": _domain, "grad_rule": staticmethod(_grad), "__module__": __name__,
     })
     globals()[_cls.__name__] = register(_name)(_cls)

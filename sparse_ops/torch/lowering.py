@@ -106,6 +106,11 @@ def _round_half_away(x: torch.Tensor) -> torch.Tensor:
     return torch.sign(x) * torch.floor(torch.abs(x) + 0.5)
 
 
+def _rint_half_down(x: torch.Tensor) -> torch.Tensor:
+    low, high = torch.floor(x), torch.ceil(x)
+    return torch.where(x - low <= high - x, low, high)
+
+
 def _sign(x: torch.Tensor) -> torch.Tensor:
     """NumPy's sign: NaN at NaN (torch.sign gives 0 there)."""
     s = torch.sign(x)
@@ -119,7 +124,7 @@ def _lgamma(x: torch.Tensor) -> torch.Tensor:
 
 _UNARY = {
     "sqrt": torch.sqrt, "exp": torch.exp, "log": torch.log, "log1p": torch.log1p, "tanh": torch.tanh,
-    "sigmoid": _sigmoid, "round": _round_half_away, "rint": torch.round, "fix": torch.trunc,
+    "sigmoid": _sigmoid, "round": _round_half_away, "rint": _rint_half_down, "fix": torch.trunc,
     "floor": torch.floor, "ceil": torch.ceil, "trunc": torch.trunc, "sin": torch.sin, "cos": torch.cos,
     "tan": torch.tan, "arcsin": torch.asin, "arccos": torch.acos, "arctan": torch.atan, "sinh": torch.sinh,
     "cosh": torch.cosh, "arcsinh": torch.asinh, "arccosh": torch.acosh, "arctanh": torch.atanh,

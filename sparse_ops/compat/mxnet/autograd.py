@@ -32,11 +32,16 @@ from .ndarray._op import as_face
 def mark_variables(variables: Any, gradients: Any, grad_reqs: Any = "write") -> None:
     """Make ``variables`` differentiable leaves whose gradients go into ``gradients``; a face
     csr array's gradient holds every nonzero the rules give, as MXNet's (a native one's,
-    its stored values')."""
+    its stored values'). An array computed in a graph becomes a new leaf (MXNet's
+    ``MarkVariables``), as ``attach_grad`` makes it."""
+    face = [v for v in (variables if isinstance(variables, (list, tuple)) else [variables])
+            if type(v).__module__.startswith(__package__)]
+    for v in face:
+        if v._ag is not None and v._ag.node is not None:
+            v._ag = None
     _mark_variables(variables, gradients, grad_reqs)
-    for v in variables if isinstance(variables, (list, tuple)) else [variables]:
-        if type(v).__module__.startswith(__package__):  # the face's arrays: MXNet's rule
-            v._ag.structure = None
+    for v in face:  # the face's arrays: MXNet's rule
+        v._ag.structure = None
 
 
 def grad(heads: Any, variables: Any, head_grads: Any = None, retain_graph: bool | None = None,

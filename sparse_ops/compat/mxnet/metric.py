@@ -15,7 +15,8 @@ Classification: ``Accuracy`` (``acc``), ``TopKAccuracy`` (``top_k_accuracy``, ``
 ``get_config()``; ``register`` / ``alias`` add user classes to it.
 
 Values follow MXNet's code: batch statistics are computed in the predictions' dtype with NumPy
-(a float32 batch gives a float32 cross-entropy; counts and Pearson correlations are float64)
+(a float32 batch gives a float32 cross-entropy; counts and Pearson correlations are float64;
+perplexity is a Python float, ``math.exp`` of the mean, as MXNet's)
 and added to the running sums by NumPy's rules.
 Where this module differs from MXNet 1.9.1, on purpose:
 
@@ -35,6 +36,7 @@ Bad inputs raise ``MetricError``: a ``ValueError`` (as MXNet's shape checks) tha
 from __future__ import annotations
 
 import json
+import math
 import warnings
 from collections import OrderedDict
 from typing import Any, Callable, Sequence
@@ -537,12 +539,12 @@ class Perplexity(EvalMetric):
     def get(self) -> tuple[str, Any]:
         if self.num_inst == 0:
             return self.name, float("nan")
-        return self.name, numpy.exp(self.sum_metric / self.num_inst)
+        return self.name, math.exp(self.sum_metric / self.num_inst)  # a Python float, as MXNet's
 
     def get_global(self) -> tuple[str, Any]:
         if self.global_num_inst == 0:
             return self.name, float("nan")
-        return self.name, numpy.exp(self.global_sum_metric / self.global_num_inst)
+        return self.name, math.exp(self.global_sum_metric / self.global_num_inst)
 
 
 class _LogLoss(EvalMetric):

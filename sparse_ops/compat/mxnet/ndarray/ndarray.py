@@ -44,7 +44,7 @@ from ....autograd import Function as _Function
 from ....dtypes import truncated_ids, value_dtype
 from ....sdk.csr import index_add
 from ....ndarray import NDArray as _LibNDArray
-from ....ndarray import bump_version, kernel_form, share_version, shares_memory
+from ....ndarray import bump_version, kernel_form, share_version, shares_memory, unwritable
 from ....ops.methods import FLUENT as _LIB_FLUENT
 from ....ops.methods import FLUENT_ALIASES as _LIB_FLUENT_ALIASES
 from ....registry import Param, get_op
@@ -275,16 +275,23 @@ class NDArray(_LibNDArray, metaclass=FaceClass):
             if other is not self:
                 other[:] = self
             return other
-        return as_face(_lib(self, "to", other, True))
+        return self.to(other, copy=True)
 
     def as_in_context(self, context: Any) -> "NDArray":
         """This array on ``context``: itself when already there, else a copy."""
         return self.to(context)
 
     def to(self, device: Any, copy: bool = False) -> "NDArray":
-        """This array on ``device``: itself when already there (unless ``copy``), else a copy."""
-        if _dev.as_device(device) == self._device and not copy:
+        """This array on ``device``: itself when already there (unless ``copy``), else a copy;
+        recorded, as MXNet records ``_copyto``, when it moves between cpu contexts (one
+        memory: ``cpu(1)`` is MXNet's name for another worker's share of it)."""
+        dev = _dev.as_device(device)
+        if dev == self._device and not copy:
             return self
+        if _recorded(self) and dev.device_type == self._device.device_type == "cpu":
+            moved = _op.call("identity", [self])  # its gradient reaches self
+            moved._device = dev
+            return moved
         return as_face(_lib(self, "to", device, copy))
 
     def tostype(self, stype: str) -> "NDArray":
@@ -307,10 +314,20 @@ class NDArray(_LibNDArray, metaclass=FaceClass):
     def attach_grad(self, grad_req: str = "write", stype: str | None = None) -> None:
         """Attach a gradient buffer (of storage type ``stype``, default this array's); a csr
         array's gradient holds every nonzero the rules give, as MXNet's, not only its own
-        stored entries."""
+        stored entries. An array computed in a graph becomes a new leaf, as MXNet's
+        ``MarkVariables`` makes it: what uses it from now on stops there (what used it before
+        still reaches its inputs)."""
+        if self._ag is not None and self._ag.node is not None:
+            self._ag = None
         _LibNDArray.attach_grad(self, grad_req, stype)
         self._ag.structure = None
         as_face(self._ag.grad)
+
+    @property
+    def writable(self) -> bool:
+        """Whether writes into this array are taken (MXNet's ``writable``): False for read-only
+        values (``to_dlpack_for_read``'s, a JAX array's) and broadcast views."""
+        return unwritable(self._data) is None
 
     @property
     def _fresh_grad(self) -> bool:
@@ -487,11 +504,24 @@ _DENSE_LHS = {"__add__": "broadcast_add", "__sub__": "broadcast_sub", "__mul__":
               "__truediv__": "broadcast_div"}
 
 
+def _operand(other: Any) -> bool:
+    """Whether ``other`` is an operand of MXNet's arithmetic (an NDArray or a number, as its
+    ``_ufunc_helper`` takes): a NumPy array is a TypeError, never a silent NumPy result outside
+    autograd; anything else is left to its own reflected operator (Python's TypeError if none)."""
+    if isinstance(other, (_LibNDArray, numbers.Number, np.generic)):
+        return True
+    if isinstance(other, np.ndarray):
+        raise TypeError(f"type {type(other)} not supported")
+    return False
+
+
 def _binary_operator(name: str) -> Callable:
     lib = getattr(_LibNDArray, name)
     dense_lhs = _DENSE_LHS.get(name)
 
     def method(self: NDArray, other: Any) -> Any:
+        if not _operand(other):
+            return NotImplemented
         if dense_lhs is not None and self.stype == "default" and isinstance(other, _LibNDArray) \
                 and other.stype != "default":
             return _op.call(dense_lhs, [self, other])
@@ -505,6 +535,8 @@ def _in_place_operator(name: str) -> Callable:
     lib = getattr(_LibNDArray, name)
 
     def method(self: NDArray, other: Any) -> Any:
+        if not _operand(other):
+            return NotImplemented
         _refuse_recorded_write(self, (other,), whole=False)
         return lib(self, other)
 
