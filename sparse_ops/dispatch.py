@@ -210,6 +210,9 @@ def _host_dense_call(plan: Plan) -> Any:
     return call
 
 
+_TRACERS = ("torch", "jax", "jaxlib")  # packages whose exceptions a traced rule lets through
+
+
 def _infer(opdef: OpDef, inst: Op, what: str, values: list, nout: int) -> list:
     rule = getattr(inst, f"infer_{what}")
     try:
@@ -219,6 +222,8 @@ def _infer(opdef: OpDef, inst: Op, what: str, values: list, nout: int) -> list:
     except (TypeError, ValueError, IndexError) as exc:  # the rule's own refusal of these inputs
         raise InferenceError(f"{opdef.label}: {what.replace('_', ' ')} inference failed: {exc}") from None
     except Exception as exc:  # a slip in the rule (a KeyError, a RuntimeError): named, with its cause
+        if type(exc).__module__.split(".")[0] in _TRACERS:  # a tracer's own signal (a guard on a
+            raise                                           # data-dependent size): the tracer handles it
         raise InferenceError(f"{opdef.label}: infer_{what} raised {type(exc).__name__}: {exc}") from exc
     if len(result) != nout:
         raise InferenceError(f"{opdef.label}: infer_{what} returned {len(result)} values for {nout} outputs")
