@@ -7,7 +7,6 @@ repeated call costs a few dictionary look-ups plus the kernel.
 from __future__ import annotations
 
 import contextlib
-import numbers
 import warnings
 from typing import Any, Sequence
 
@@ -247,21 +246,21 @@ def infer_dtypes(opdef: OpDef, inst: Op, in_dtypes: Sequence[np.dtype]) -> list[
             for i, d in enumerate(_infer(opdef, inst, "type", in_dtypes, inst.output_count()))]
 
 
-def _symbolic(d: Any) -> bool:
-    """Whether a shape entry is a tracer's symbolic size (torch's SymInt, JAX's dimension
-    expression): anything but a number, a text or None."""
-    return d is not None and not isinstance(d, (numbers.Number, np.generic, str, bytes))
-
-
 def _output_shape(opdef: OpDef, i: int, shape: Any, traced: bool = False) -> tuple:
     """An output shape from the op's rule, as non-negative ints (a rule of C or Python code
-    may answer anything); ``traced``: symbolic entries kept, the others checked."""
+    may answer anything). ``traced``: entries that are no integer (a text, a float, None)
+    or negative are refused, the rest kept as they are: converting a symbolic size to an int, as the
+    full check does, would fix it to this call's value (Dynamo sees a SymInt as an int);
+    the call itself then plans with concrete sizes, fully checked."""
     try:
         if traced and not isinstance(shape, (str, bytes)):
             dims = tuple(shape)
-            if any(_symbolic(d) for d in dims):
-                normalize_shape([d for d in dims if not _symbolic(d)])
-                return dims
+            for d in dims:
+                if d is None or isinstance(d, (bool, np.bool_, float, np.floating, str, bytes)):
+                    raise TypeError(f"shape entries must be integers, got {shape!r}")
+                if d < 0:  # (a symbolic size's sign is a guard, not its value)
+                    raise TypeError(f"shape entries must be non-negative, got {shape!r}")
+            return dims
         return normalize_shape(shape)
     except (SparseFormatError, TypeError) as exc:
         raise InferenceError(f"{opdef.label}: infer_shape gave output {i} the shape {shape!r}: {exc}") from None
