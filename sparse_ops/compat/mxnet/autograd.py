@@ -27,6 +27,7 @@ from ...autograd import grad as _grad
 from ...autograd import mark_variables as _mark_variables
 from ...ndarray import NDArray
 from .ndarray._op import as_face
+from .ndarray.ndarray import as_new_leaf
 
 
 def mark_variables(variables: Any, gradients: Any, grad_reqs: Any = "write") -> None:
@@ -37,8 +38,7 @@ def mark_variables(variables: Any, gradients: Any, grad_reqs: Any = "write") -> 
     face = [v for v in (variables if isinstance(variables, (list, tuple)) else [variables])
             if type(v).__module__.startswith(__package__)]
     for v in face:
-        if v._ag is not None and v._ag.node is not None:
-            v._ag = None
+        as_new_leaf(v)
     _mark_variables(variables, gradients, grad_reqs)
     for v in face:  # the face's arrays: MXNet's rule
         v._ag.structure = None

@@ -98,6 +98,14 @@ def held_sparse(make: Callable[[Any], _LibNDArray], dtype: Any) -> _LibNDArray:
     return make(dtype)
 
 
+def as_new_leaf(x: _LibNDArray) -> None:
+    """Make an array computed in a graph a new leaf, as MXNet's ``MarkVariables`` does before
+    marking it: what uses it from now on stops there (what used it before still reaches its
+    inputs). A leaf is left as it is."""
+    if x._ag is not None and x._ag.node is not None:
+        x._ag = None
+
+
 def _needs_grad(x: Any) -> bool:
     info = getattr(x, "_ag", None)
     return info is not None and info.needs_grad()
@@ -317,8 +325,7 @@ class NDArray(_LibNDArray, metaclass=FaceClass):
         stored entries. An array computed in a graph becomes a new leaf, as MXNet's
         ``MarkVariables`` makes it: what uses it from now on stops there (what used it before
         still reaches its inputs)."""
-        if self._ag is not None and self._ag.node is not None:
-            self._ag = None
+        as_new_leaf(self)
         _LibNDArray.attach_grad(self, grad_req, stype)
         self._ag.structure = None
         as_face(self._ag.grad)
