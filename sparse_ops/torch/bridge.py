@@ -560,15 +560,17 @@ class LoweredOp(BridgedOp):
         needs a gradient that the lowering would not give (``lowering.gives_no_gradient``),
         or the op's rules refuse the signature: ``BridgedOp.__call__`` then runs it (and
         says what is wrong)."""
-        if args and not (_LOWERINGS.off or _compiling() or _modes() or _tape_state.recording):
+        if args and not (_LOWERINGS.off or _modes() or _tape_state.recording or _compiling()):
             try:
                 pkey = param_key(params) if params else ()
                 if len(args) == 1:
                     a = args[0]
                     ok = a.__class__ in _PLAIN_CLASSES and a.layout is _STRIDED \
                         and not (a.requires_grad and (self._no_gradient or is_sparse_grad(a)))
-                    # an elementwise op serves any shape; the others' rules read it
-                    key: Any = (pkey, a.dtype) if self._any_shape else (pkey, a.dtype, a.shape)
+                    # an elementwise op serves any shape (a call without parameters keys by
+                    # the dtype alone); the others' rules read it
+                    key: Any = (a.dtype if not pkey else (pkey, a.dtype)) if self._any_shape \
+                        else (pkey, a.dtype, a.shape)
                 else:
                     ok, key, first = True, [pkey], args[0].device
                     for a in args:
