@@ -569,7 +569,7 @@ class _SampleCheck:
         check = "inference"  # parsing the parameters, planning and the first run serve this check
         try:
             self.inst = self.opdef.instance(self.params)
-            self.plan = make_plan(self.opdef, self.inst, self.inputs)
+            self.plan = make_plan(self.opdef, self.inst, self.inputs, debug=True)
             self.outs = self.execute(self.plan, self.fresh_inputs())
             for step in (self.inference, self.format, self.determinism, self.reference, self.gradient, self.gpu):
                 check = step.__name__
@@ -672,7 +672,7 @@ class _SampleCheck:
                          "or opcheck(..., reference=fn)) or a dense kernel")
         else:
             dense_inputs = [x if x.stype == "default" else x.tostype("default") for x in self.fresh_inputs()]
-            dense_outs = self.execute(make_plan(self.opdef, self.inst, dense_inputs), dense_inputs)
+            dense_outs = self.execute(make_plan(self.opdef, self.inst, dense_inputs, debug=True), dense_inputs)
             self.compare("reference", self.outs, dense_outs, o.rtol, o.atol,
                          "storage-aware kernel and dense path disagree on output {i}", ("storage-aware", "dense"))
             self.sample.add("reference", PASSED, f"{','.join(plan.in_stypes)} kernel vs the dense kernel")
@@ -724,7 +724,7 @@ class _SampleCheck:
                                                    "same seed gives other numbers on the gpu")
         else:
             dev_inputs = [x.to(gpu(0)) for x in self.fresh_inputs()]
-            gpu_outs = self.execute(make_plan(self.opdef, self.inst, dev_inputs), dev_inputs)
+            gpu_outs = self.execute(make_plan(self.opdef, self.inst, dev_inputs, debug=True), dev_inputs)
             self.compare("gpu", gpu_outs, self.outs, self.o.rtol, self.o.atol, "cpu and gpu disagree on output {i}",
                          ("gpu", "cpu"))
             compared = "gpu outputs equal the cpu outputs"

@@ -175,6 +175,7 @@ class OpContext:
         The index arrays are int64 unless ``index_dtype`` says otherwise, whatever the inputs'
         (pass ``index_dtype=x.indices.dtype`` to keep an int32 input's). More values than the
         output has entries is refused: it would leave values no index could address."""
+        self._check_stype(out, "csr", "alloc_csr")
         self._check_room(out, nnz, out.shape[0] * out.shape[1], "values", "entries")
         xp = self.device.xp
         with _dev.allocating_on(self.device):
@@ -184,6 +185,17 @@ class OpContext:
         self._fresh(data, indices, indptr)
         out._data, out._indices, out._indptr = data, indices, indptr
         return data, indices, indptr
+
+    def _check_stype(self, out: Any, stype: str, method: str) -> None:
+        """Refuse handing ``stype`` arrays to an output of another storage type (its storage
+        type comes from the op's storage rule, ``infer_storage_type`` or
+        ``backward_storage_type``), naming the op."""
+        if getattr(out, "stype", None) != stype:
+            got = f"a {out.stype!r} output" if isinstance(out, NDArray) else f"a {type(out).__name__}, not an output"
+            raise OperatorError(f"{self.op.label}: ctx.{method} needs a {stype} output, got {got} of shape "
+                                f"{getattr(out, 'shape', '?')} (output storage types come from the op's storage rule: "
+                                "infer_storage_type, or backward_storage_type for a backward); write a dense "
+                                "output as an array, or declare it " + stype)
 
     def _check_room(self, out: NDArray, n: Any, room: int, what: str, has: str) -> None:
         """Refuse a sparse output's allocation of ``n`` stored ``what`` beyond the ``room`` it
@@ -206,10 +218,12 @@ class OpContext:
 
     def set_csr(self, out: CSRNDArray, data: Any, indices: Any, indptr: Any) -> None:
         """Hand arrays the kernel built to csr output ``out`` (no copy; checked cheaply after the kernel)."""
+        self._check_stype(out, "csr", "set_csr")
         out._data, out._indices, out._indptr = plain(data, indices, indptr)
 
     def set_row_sparse(self, out: RowSparseNDArray, data: Any, indices: Any) -> None:
         """Hand arrays the kernel built to row_sparse output ``out`` (no copy)."""
+        self._check_stype(out, "row_sparse", "set_row_sparse")
         out._data, out._indices = plain(data, indices)
 
     def adopt(self, out: NDArray, result: NDArray) -> None:
@@ -240,6 +254,7 @@ class OpContext:
         """Give row_sparse output ``out`` arrays for ``nnz_rows`` rows; returns (data, indices)
         (indices int64 unless ``index_dtype`` says otherwise, as for ``alloc_csr``); more rows
         than the output has are refused."""
+        self._check_stype(out, "row_sparse", "alloc_row_sparse")
         self._check_room(out, nnz_rows, out.shape[0], "rows", "rows")
         xp = self.device.xp
         with _dev.allocating_on(self.device):

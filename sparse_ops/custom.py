@@ -219,8 +219,13 @@ def op_class_for_prop(name: str, prop_cls: type) -> type:
             if op is None:
                 op = ctx.state["custom_op"] = self.operator(ctx.device, [x.shape for x in arrays[:n_in]],
                                                             [x.dtype for x in arrays[:n_in]])
-            op.forward(is_train=ctx.is_train, req=["write"] * (len(arrays) - n_in), in_data=list(arrays[:n_args]),
-                       out_data=list(arrays[n_in:]), aux=list(arrays[n_args:n_in]))
+            try:
+                op.forward(is_train=ctx.is_train, req=["write"] * (len(arrays) - n_in), in_data=list(arrays[:n_args]),
+                           out_data=list(arrays[n_in:]), aux=list(arrays[n_args:n_in]))
+            except OperatorError:
+                raise
+            except Exception as exc:
+                raise _user_code_error(self._opdef, op, "forward", exc) from exc
 
         def _backward_plan(self, device: Any, out_grads: list, inputs: list, outputs: list) -> tuple:
             """(CustomOp, out_grad storage types, in_grad storage types) of one backward
@@ -259,8 +264,7 @@ def op_class_for_prop(name: str, prop_cls: type) -> type:
             except OperatorError:
                 raise
             except Exception as exc:
-                raise OperatorError(f"{_label(self._opdef)}: backward failed: {type(exc).__name__}: {exc}") \
-                    from exc
+                raise _user_code_error(self._opdef, op, "backward", exc) from exc
             return in_grad + [None] * len(aux)
 
     CustomAdapter.__name__ = CustomAdapter.__qualname__ = f"Custom[{name}]"
@@ -268,6 +272,16 @@ def op_class_for_prop(name: str, prop_cls: type) -> type:
     if hasattr(prop_cls, "samples"):  # opcheck samples, for `sparse-ops check`
         CustomAdapter.samples = prop_cls.samples
     return CustomAdapter
+
+
+def _user_code_error(opdef: Any, op: CustomOp, method: str, exc: Exception) -> OperatorError:
+    """The error of a CustomOp's own ``forward`` or ``backward`` raising: the op (and its
+    plugin), the user's class and method, where it was defined, and what it raised."""
+    fn = getattr(type(op), method, None)
+    code = getattr(fn, "__code__", None)
+    where = f" ({code.co_filename}:{code.co_firstlineno})" if code is not None else ""
+    return OperatorError(f"{opdef.label}: {type(op).__qualname__}.{method}{where} raised "
+                         f"{type(exc).__name__}: {exc}")
 
 
 def _zeros_like(x: Any, stype: str, device: Any) -> Any:

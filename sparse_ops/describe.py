@@ -13,6 +13,7 @@ from .backward_op import backward_instance, backward_of
 from .device import cpu
 from .dispatch import choose_dispatch
 from .errors import OperatorError
+from .ops.methods import attach_gradient_buffer
 from .registry import OpDef
 
 
@@ -135,8 +136,8 @@ def sample_gradients(opdef: OpDef) -> list[SampleGradient]:
         try:
             with warnings.catch_warnings():  # samples take fallbacks on purpose; values are not read
                 warnings.simplefilter("ignore")
-                for x in inputs:
-                    x.attach_grad()
+                for x in inputs:  # integer inputs too: their gradients' storage types are said
+                    attach_gradient_buffer(x)
                 with autograd.record():
                     res = opdef.function(*inputs, **params)
                 heads = list(res) if isinstance(res, (list, tuple)) else [res]

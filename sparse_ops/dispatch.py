@@ -215,7 +215,11 @@ _TRACERS = ("torch", "jax", "jaxlib")  # packages whose exceptions a traced rule
 def _infer(opdef: OpDef, inst: Op, what: str, values: list, nout: int) -> list:
     rule = getattr(inst, f"infer_{what}")
     try:
-        result = list(rule(*values))
+        answer = rule(*values)
+        if what == "shape" and _one_bare_shape(answer):
+            raise InferenceError(f"{opdef.label}: infer_shape must return a list with one shape per output, got "
+                                 f"{answer!r}, a single shape; return [{answer!r}]")
+        result = list(answer)
     except OperatorError:
         raise
     except (TypeError, ValueError, IndexError) as exc:  # the rule's own refusal of these inputs
@@ -227,6 +231,13 @@ def _infer(opdef: OpDef, inst: Op, what: str, values: list, nout: int) -> list:
     if len(result) != nout:
         raise InferenceError(f"{opdef.label}: infer_{what} returned {len(result)} values for {nout} outputs")
     return result
+
+
+def _one_bare_shape(answer: Any) -> bool:
+    """Whether a shape rule's answer is a tuple of ints: one shape where a list of them (one
+    per output) belongs (``return x`` for ``return [x]``)."""
+    return answer.__class__ is tuple and len(answer) > 0 and all(
+        isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in answer)
 
 
 def infer_shapes(opdef: OpDef, inst: Op, in_shapes: Sequence[Any], traced: bool = False) -> list[tuple]:
@@ -383,7 +394,10 @@ def fitted_stypes(stypes: Sequence[str], out_shapes: Sequence[tuple]) -> list:
             for s, shape in zip(stypes, out_shapes)]
 
 
-def make_plan(opdef: OpDef, inst: Op, inputs: Sequence[NDArray]) -> Plan:
+def make_plan(opdef: OpDef, inst: Op, inputs: Sequence[NDArray], debug: bool | None = None) -> Plan:
+    """The plan of one call (``plan_for`` memoises them). ``debug``: check an untrusted
+    kernel's outputs as debug mode does (values it never wrote found), whatever
+    ``SPARSE_OPS_BOUNDSCHECK`` says (``opcheck`` asks for it); None follows the setting."""
     if len(inputs) != len(opdef.arguments) and not opdef.variadic:
         raise OperatorError(
             f"{opdef.label} takes {len(opdef.arguments)} input(s) ({', '.join(opdef.arguments)}), "
@@ -402,7 +416,7 @@ def make_plan(opdef: OpDef, inst: Op, inputs: Sequence[NDArray]) -> Plan:
     # how hard the outputs are checked (see _check_outputs): our own kernels cheaply, others
     # more, and in debug mode (SPARSE_OPS_BOUNDSCHECK=1) fully, with unset values detected
     plan.trusted = plan.kernel in opdef.trusted_kernels
-    plan.debug = _settings.BOUNDSCHECK and not plan.trusted
+    plan.debug = (_settings.BOUNDSCHECK if debug is None else debug) and not plan.trusted
     plan.check = plan.mode in STORAGE_AWARE or plan.debug
     plan.contexts = (OpContext(device, False, opdef, plan.debug), OpContext(device, True, opdef, plan.debug))
     # storage types the kernel itself produces: dense ones when it runs on densified inputs

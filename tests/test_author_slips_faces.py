@@ -53,6 +53,8 @@ SLIPS = {
     "no dtype": (dict(dtype=lambda x: ["notadtype"]), "infer_type gave output 0 a dtype the library does not hold"),
     "a text shape": (dict(shape=lambda x: ["abc"]), "infer_shape gave output 0 the shape 'abc'"),
     "a negative shape": (dict(shape=lambda x: [(-1, 3)]), "infer_shape gave output 0 the shape \\(-1, 3\\)"),
+    "a bare shape": (dict(shape=lambda x: tuple(x)), "infer_shape must return a list with one shape per output, "
+                                                     "got \\(2, 3\\), a single shape"),
     "a KeyError in a rule": (dict(shape=lambda x: {}["rows"]), "infer_shape raised KeyError"),
     "a RuntimeError in a rule": (dict(dtype=lambda x: (_ for _ in ()).throw(RuntimeError("rule bug"))),
                                  "infer_type raised RuntimeError: rule bug"),
@@ -92,3 +94,39 @@ def test_a_gradient_of_the_wrong_shape_is_refused_on_every_face(isolated):
         jax.block_until_ready(jax.grad(lambda v: jnp.sum(soj.ops._slip_grad(v) * w))(jnp.ones((2, 3))))
     g = jax.grad(lambda v: jnp.sum(soj.ops.exp(v)))(jnp.zeros(3))  # gradients still work
     np.testing.assert_allclose(np.asarray(g), 1)
+
+
+def test_a_kernel_allocating_sparse_parts_for_a_dense_output_is_told_where_the_storage_type_comes_from(isolated):
+    """A backward kernel calling ``ctx.alloc_row_sparse`` on a gradient its
+    ``backward_storage_type`` declared dense: the refusal names the op and the rule, not an
+    attribute missing inside the container; the process keeps working."""
+    class Slip(so.Op):
+        arguments = ("a",)
+        backward_needs_inputs = ("a",)
+
+        @so.kernel(device="cpu")
+        def dense(self, ctx, a, y):
+            np.multiply(a, 3, out=y)
+
+        def backward_storage_type(self, og, a):
+            return ["default"]
+
+        @so.backward_kernel(device="cpu", stypes=("default", "default"))
+        def backward(self, ctx, g, a, da):
+            values, rows = ctx.alloc_row_sparse(da, a.shape[0])
+
+    so.register("_slip_alloc")(Slip)
+    a = so.array(np.ones((3, 2)))
+    a.attach_grad()
+    with so.autograd.record():
+        loss = so.sum(so.ops._slip_alloc(a))
+    with pytest.raises(so.OperatorError, match=r"operator '_backward__slip_alloc': ctx.alloc_row_sparse needs a "
+                                               r"row_sparse output, got a 'default' output of shape \(3, 2\) .*"
+                                               r"backward_storage_type"):
+        loss.backward()
+    x = so.array(np.ones(3))
+    x.attach_grad()
+    with so.autograd.record():
+        y = so.sum(so.exp(x))
+    y.backward()
+    np.testing.assert_allclose(x.grad.asnumpy(), np.e)

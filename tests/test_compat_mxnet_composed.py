@@ -175,6 +175,38 @@ def test_layer_norm_and_l2_normalization():
         mx.nd.L2Normalization(_a(d), mode="rows")
 
 
+def test_instance_norm_and_group_norm():
+    """Against torch's instance_norm and group_norm (MXNet 1.9's shapes: GroupNorm's gamma and
+    beta one value a group), gradients against finite differences, and the refusals."""
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    d = RNG.standard_normal((2, 6, 3, 4))
+    g6, b6, g3, b3 = (RNG.standard_normal(n) for n in (6, 6, 3, 3))
+    y = mx.nd.InstanceNorm(_a(d), _a(g6), _a(b6))
+    want = F.instance_norm(torch.from_numpy(d), weight=torch.from_numpy(g6), bias=torch.from_numpy(b6), eps=1e-3)
+    np.testing.assert_allclose(y.asnumpy(), want.numpy(), rtol=1e-10, atol=1e-12)
+    y, mean, std = mx.nd.GroupNorm(_a(d), _a(g3), _a(b3), num_groups=3, output_mean_var=True)
+    grouped = d.reshape(2, 3, -1)
+    norm = F.group_norm(torch.from_numpy(d), 3, eps=1e-5).numpy().reshape(2, 3, -1)
+    np.testing.assert_allclose(y.asnumpy(), (norm * g3[:, None] + b3[:, None]).reshape(d.shape), rtol=1e-10,
+                               atol=1e-12)
+    np.testing.assert_allclose(mean.asnumpy(), grouped.mean(-1), rtol=1e-12)
+    np.testing.assert_allclose(std.asnumpy(), np.sqrt(grouped.var(-1) + 1e-5), rtol=1e-12)
+    assert mx.nd.GroupNorm(mx.nd.array(d, dtype="float16"), mx.nd.ones(1), mx.nd.zeros(1)).dtype == np.float16
+    small = d[:, :4, :2, :3]
+    check_numeric_gradient(lambda x, gm, bt: mx.nd.InstanceNorm(x, gm, bt), [_a(small), _a(g6[:4]), _a(b6[:4])])
+    check_numeric_gradient(lambda x, gm, bt: mx.nd.GroupNorm(x, gm, bt, num_groups=2),
+                           [_a(small), _a(g3[:2]), _a(b3[:2])])
+    with pytest.raises(mx.base.MXNetValueError, match="GroupNorm: the 6 channels must split into num_groups=4"):
+        mx.nd.GroupNorm(_a(d), _a(g3), _a(b3), num_groups=4)
+    with pytest.raises(mx.base.MXNetValueError, match="GroupNorm: gamma must have shape \\(3,\\)"):
+        mx.nd.GroupNorm(_a(d), _a(g6), _a(b6), num_groups=3)
+    with pytest.raises(mx.base.MXNetValueError, match="InstanceNorm: data must have at least 3 axes"):
+        mx.nd.InstanceNorm(_a(d[0, 0]), _a(g6), _a(b6))
+    with pytest.raises(mx.base.MXNetValueError, match="InstanceNorm: data must be a floating-point array"):
+        mx.nd.InstanceNorm(mx.nd.ones((2, 6, 3), dtype="int32"), _a(g6), _a(b6))
+
+
 def test_normalisation_mixed_precision_and_fix_gamma():
     """float16 data with float32 parameters (MXNet's mixed precision): the output in float16,
     the statistics in float32; fix_gamma (the default) gives gamma a zero gradient; an empty

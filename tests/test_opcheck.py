@@ -70,6 +70,26 @@ def test_a_numpy_reference_catches_the_kernel_that_never_writes():
     assert "worst at index (2, 2): kernel 0, reference 3" in msg
 
 
+@so.register("opcheck_rebinding", replace=True)
+class Rebinding(so.Op):
+    """Meant to double its input; the kernel rebinds its output's name instead of writing into it."""
+
+    @so.kernel(device="cpu")
+    def dense(self, ctx, data, out):
+        out = data * 2  # noqa: F841 - the slip under test
+
+    def gradient(self, out_grads, inputs, outputs):
+        return [out_grads[0] * 2]
+
+
+def test_a_dense_kernel_that_never_writes_its_output_is_named_so_not_as_nondeterminism():
+    """opcheck marks untrusted kernels' outputs before each run, as debug mode does: an output
+    left unwritten is reported as such, whatever stale memory it happened to hold."""
+    with pytest.raises(OpcheckError, match=r"opcheck_rebinding sample 0 \(default\): inference: .*kernel "
+                                           r"Rebinding.dense produced a partly unset output 0"):
+        opcheck("opcheck_rebinding", [[so.array(X + 1.0)]])
+
+
 def test_a_declared_skip_passes_and_the_report_says_what_was_not_compared():
     report = opcheck("opcheck_lazy_csr", [[csr(X)]], skip={"reference": "checked in test_lazy.py", "gradient": "x"})
     assert isinstance(report, OpcheckReport) and report == 1 and int(report) == 1 and report.samples == 1

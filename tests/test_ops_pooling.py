@@ -72,6 +72,12 @@ def test_1d_full_convention_and_global_pool():
     out, _ = _ours(data, np.ones((2, 3, 3)), kernel=(3,), stride=(3,), pool_type="avg", pooling_convention="same")
     np.testing.assert_allclose(out, np.stack([data[..., 0:3].mean(-1), data[..., 3:6].mean(-1),
                                               data[..., 6:8].mean(-1)], axis=-1))  # cut at the end: 2 entries
+    # MXNet's own test passes pad=(0, 0, 0) with a 1-d kernel: 'same' checks only that the pad is zero
+    padded, _ = _ours(data, np.ones((2, 3, 3)), kernel=(3,), stride=(3,), pool_type="avg", pad=(0, 0, 0),
+                      pooling_convention="same")
+    np.testing.assert_array_equal(padded, out)
+    with pytest.raises(so.SparseOpsError, match="'same' supports 1-d pooling without pad"):
+        so.ops.Pooling(so.array(data), kernel=(3,), pad=(1,), pooling_convention="same")
 
 
 def test_max_gradient_goes_to_the_first_largest_entry():

@@ -36,6 +36,7 @@ from ..dispatch import plan_for
 from ..errors import OperatorError, SparseFormatError
 from ..gradients import call_gradient
 from ..ndarray import NDArray
+from ..ops.methods import attach_gradient_buffer
 from ..sdk.csr import index_add
 from ..tape import _scope
 from ..tape import _state as tape_state
@@ -338,7 +339,7 @@ def run_jvp(jspec: JvpSpec, args: Sequence[Any], rets: Sequence[Any], device: De
     heads = [_zero_on_structure(o, device) for o in outputs]  # u: zero, and a variable where it moves
     us = [heads[j] for j in spec.tangent_outs]
     for u in us:
-        u.attach_grad()
+        attach_gradient_buffer(u)
     try:
         with _scope(True, None):
             grads = call_gradient(spec.inst, heads, inputs, outputs, list(jspec.perturbed), face="JAX",
@@ -376,7 +377,7 @@ def run_hvp(hspec: HvpSpec, args: Sequence[Any], rets: Sequence[Any], device: De
     variables = inputs
     for x, p, n in zip(inputs, hspec.perturbed, hspec.needs):
         if p or n:
-            x.attach_grad()
+            attach_gradient_buffer(x)
     try:
         with _scope(True, None):
             plan = plan_for(spec.opdef, spec.inst, variables)

@@ -166,11 +166,22 @@ def attach_grad(self: NDArray, grad_req: str = "write", stype: str | None = None
     (``write``, ``add`` or ``null``). On a recorded intermediate result the gradient is
     kept as well (MXNet 2's retain-grad semantics). A csr array with a csr gradient gets the
     gradient of its stored values: a csr of its own structure."""
+    if self.dtype.kind not in "fc":
+        raise TypeError(f"attach_grad on an array of dtype {self.dtype.name}: integer and boolean arrays cannot be "
+                        f"differentiated (the gradient would be computed in {self.dtype.name} and truncated; torch "
+                        "refuses requires_grad on them too); attach the gradient to a floating-point copy, e.g. "
+                        "x.astype('float32')")
+    attach_gradient_buffer(self, grad_req, stype)
+
+
+def attach_gradient_buffer(x: NDArray, grad_req: str = "write", stype: str | None = None) -> None:
+    """``attach_grad`` for an array of any dtype (MXNet's faces attach integer arrays too,
+    whose gradients then are integers)."""
     if stype is not None and stype not in STYPES:
         raise ValueError(f"attach_grad: unknown storage type {stype!r} for the gradient (one of "
                          f"{', '.join(map(repr, STYPES))})")
-    buf = zeros(self.shape, stype=stype or self.stype, dtype=self.dtype, device=self._device)
-    _tape.mark_variables([self], [buf], grad_req)
+    buf = zeros(x.shape, stype=stype or x.stype, dtype=x.dtype, device=x._device)
+    _tape.mark_variables([x], [buf], grad_req)
 
 
 # ---- fluent methods ------------------------------------------------------------------------------

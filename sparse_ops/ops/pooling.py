@@ -68,7 +68,10 @@ class _PoolParams(Op):
                 raise ValueError(f"{name} must have {nd} entries as kernel does, got {v}")
             return v
 
-        stride, pad = per_axis("stride", self.stride, 1), per_axis("pad", self.pad, 0)
+        pad = tuple(self.pad)
+        if self.pooling_convention == "same" and not any(pad):
+            pad = ()  # MXNet's 'same' convention checks only that every pad entry is zero
+        stride, pad = per_axis("stride", self.stride, 1), per_axis("pad", pad, 0)
         if min(k) < 1 or min(stride) < 1 or min(pad) < 0:
             raise ValueError(f"kernel and stride must be positive and pad non-negative, got kernel={k}, "
                              f"stride={stride}, pad={pad}")

@@ -60,6 +60,7 @@ from ..dispatch import STORAGE_AWARE, infer_dtypes, infer_shapes, plan_for
 from ..errors import OperatorError, quoting
 from ..boundary import FULL, OURS, admit
 from ..ndarray import NDArray
+from ..ops.methods import attach_gradient_buffer
 from ..tape import _scope, _state
 from .convert import (_VALUE_TORCH_DTYPES, array_of, device_of, numpy_dtype, sparse_rows, tensor_of, torch_device,
                       spoken, torch_dtype)
@@ -1358,8 +1359,8 @@ class _Vjp(torch.autograd.Function):
 
         def vjp(*arrays: NDArray) -> list:
             xs, cs = [NDArray(a._data, a.device) for a in arrays[:n]], list(arrays[n:])
-            for x in xs:
-                x.attach_grad()
+            for x in xs:  # index inputs too (their gradients are asked for and dropped)
+                attach_gradient_buffer(x)
             with _ag.record():
                 ys = fn(*xs)
             why = next((y._ag.constant for y in ys if y._ag is not None and y._ag.constant), None)

@@ -1,7 +1,8 @@
 """MXNet operators the face writes with the table's operators, so that they differentiate
 through those operators' gradients: ``batch_dot``, ``SequenceMask``, ``SequenceLast``,
 ``SequenceReverse``, ``moments``, ``depth_to_space``, ``space_to_depth``, ``diag``, and the
-normalisation layers ``LayerNorm``, ``BatchNorm`` and ``L2Normalization``.
+normalisation layers ``LayerNorm``, ``BatchNorm``, ``InstanceNorm``, ``GroupNorm`` and
+``L2Normalization``.
 
 Sequence lengths and block sizes decide which entries are read; they are read on the host
 (``op._host_ids``) and checked first, since a position out of range would be a read out
@@ -12,6 +13,7 @@ refusal names the function the user called.
 """
 from __future__ import annotations
 
+import math
 import operator
 from typing import Any
 
@@ -345,6 +347,62 @@ def BatchNorm(data: NDArray, gamma: NDArray, beta: NDArray, moving_mean: NDArray
             _op.call("BlockGrad", [_cast(_op.call("reshape", [invstd], flat), gamma.dtype)])]
 
 
+def _spatial(fname: str, data: NDArray) -> None:
+    """Refuse data without spatial axes: (N, C, spatial...) as MXNet's instance and group
+    normalisations take it."""
+    if data.ndim < 3:
+        raise MXNetValueError(f"{fname}: data must have at least 3 axes (batch, channel, spatial...), got shape "
+                              f"{tuple(data.shape)}")
+
+
+@mxnet_call(eps=Param(float, 1e-3))
+def InstanceNorm(data: NDArray, gamma: NDArray, beta: NDArray, eps: float = 1e-3, out: NDArray | None = None,
+                 name: str | None = None) -> NDArray:
+    """``(data - mean) / sqrt(var + eps) * gamma + beta`` with the moments of each instance's
+    channel (every axis after the first two), gamma and beta one value a channel (axis 1);
+    in the data's dtype, computed in float32 at least."""
+    _floating("InstanceNorm", ("data", data))
+    _spatial("InstanceNorm", data)
+    ct = _computing(data, gamma, beta)
+    g, b = (_per_channel("InstanceNorm", n, v, data, 1, ct) for n, v in (("gamma", gamma), ("beta", beta)))
+    x = _cast(data, ct)
+    mean, var = moments(x, axes=tuple(range(2, data.ndim)), keepdims=True)
+    return _finished(_normalised(x, mean, var, eps)[0], g, b, data.dtype, out)
+
+
+@mxnet_call(num_groups=Param(int, 1), eps=Param(float, 1e-5), output_mean_var=Param(bool, False))
+def GroupNorm(data: NDArray, gamma: NDArray, beta: NDArray, num_groups: int = 1, eps: float = 1e-5,
+              output_mean_var: bool = False, out: NDArray | None = None, name: str | None = None) -> Any:
+    """The channels (axis 1) split into ``num_groups`` groups of equal size, each instance's
+    group normalised by its own moments (over its channels and the spatial axes), then
+    ``* gamma + beta`` with one value a group (MXNet 1.9's shapes: ``(num_groups,)``); in the
+    data's dtype, computed in float32 at least. With ``output_mean_var`` also the mean and
+    the standard deviation ``sqrt(var + eps)``, shape ``(N, num_groups)``, through which no
+    gradient passes."""
+    _floating("GroupNorm", ("data", data))
+    _spatial("GroupNorm", data)
+    n, c = data.shape[0], data.shape[1]
+    if num_groups < 1 or c % num_groups:
+        raise MXNetValueError(f"GroupNorm: the {c} channels must split into num_groups={num_groups} groups of "
+                              "equal size")
+    ct = _computing(data, gamma, beta)
+    grouped = _op.call("reshape", [_cast(data, ct)], {"shape": (n, num_groups, c // num_groups, math.prod(data.shape[2:]))})
+    g, b = (_per_channel("GroupNorm", name_, v, grouped, 1, ct) for name_, v in (("gamma", gamma), ("beta", beta)))
+    mean, var = moments(grouped, axes=(2, 3), keepdims=True)
+    x, std = _normalised(grouped, mean, var, eps)
+    x = _op.call("reshape", [_op.call("broadcast_add", [_op.call("broadcast_mul", [x, g]), b])],
+                 {"shape": tuple(data.shape)})
+    result = _cast(x, data.dtype)
+    if out is not None:
+        out[:] = result
+        result = out
+    if not output_mean_var:
+        return result
+    flat = {"shape": (n, num_groups)}
+    return [result, _op.call("BlockGrad", [_cast(_op.call("reshape", [mean], flat), gamma.dtype)]),
+            _op.call("BlockGrad", [_cast(_op.call("reshape", [std], flat), gamma.dtype)])]
+
+
 @mxnet_call(eps=Param(float, 1e-10), mode=Param(str, "instance", choices=("instance", "channel", "spatial")))
 def L2Normalization(data: NDArray, eps: float = 1e-10, mode: str = "instance", out: NDArray | None = None,
                     name: str | None = None) -> NDArray:
@@ -363,4 +421,4 @@ def L2Normalization(data: NDArray, eps: float = 1e-10, mode: str = "instance", o
 
 
 __all__ = ["batch_dot", "SequenceMask", "SequenceLast", "SequenceReverse", "moments", "depth_to_space",
-           "space_to_depth", "diag", "LayerNorm", "BatchNorm", "L2Normalization"]
+           "space_to_depth", "diag", "LayerNorm", "BatchNorm", "InstanceNorm", "GroupNorm", "L2Normalization"]

@@ -47,6 +47,7 @@ from ....ndarray import NDArray as _LibNDArray
 from ....ndarray import bump_version, kernel_form, share_version, shares_memory, unwritable
 from ....ops.methods import FLUENT as _LIB_FLUENT
 from ....ops.methods import FLUENT_ALIASES as _LIB_FLUENT_ALIASES
+from ....ops.methods import attach_gradient_buffer
 from ....registry import Param, get_op
 from ....tape import is_recording
 from ..base import MXNetArgumentError, MXNetError, MXNetValueError, integer_types, mx_real_t
@@ -326,7 +327,7 @@ class NDArray(_LibNDArray, metaclass=FaceClass):
         ``MarkVariables`` makes it: what uses it from now on stops there (what used it before
         still reaches its inputs)."""
         as_new_leaf(self)
-        _LibNDArray.attach_grad(self, grad_req, stype)
+        attach_gradient_buffer(self, grad_req, stype)  # integer arrays too, as MXNet's
         self._ag.structure = None
         as_face(self._ag.grad)
 
