@@ -169,8 +169,14 @@ class Plan:
                 raise OperatorError(f"{self.opdef.label}: req must be one of {REQS}, got {req!r}")
             if out is not None and req == "null":
                 return out
+        recording = _state.recording
+        if recording and req == "add" and self.opdef.differentiable and any(
+                x._ag is not None and x._ag.needs_grad() for x in inputs):
+            raise OperatorError(f"{self.opdef.label}: req='add' is not recorded by autograd (the gradient would "
+                                "read the buffer's sum, not this call's result); write out += the call's result, "
+                                "or make the call outside autograd.record()")
         results = self.execute(inputs, out, req)
-        if _state.recording:
+        if recording:
             _record(self, inputs, results)
         return results[0] if self.nvis == 1 else results[:self.nvis]
 

@@ -17,6 +17,8 @@ import threading
 import weakref
 from typing import Any, Sequence
 
+import numpy as np
+
 from .errors import OperatorError
 
 GRAD_REQS = ("write", "add", "null")
@@ -41,15 +43,25 @@ def is_training() -> bool:
     return _state.training
 
 
+def _flag(where: str, value: Any) -> bool:
+    """``value`` as a flag: a bool, NumPy's bool or the int 0 or 1 (MXNet passes its flags to C
+    as ints); anything else is refused, naming ``where`` (``bool('False')`` is True)."""
+    if value.__class__ is bool:
+        return value
+    if isinstance(value, (bool, np.bool_)) or (isinstance(value, (int, np.integer)) and value in (0, 1)):
+        return bool(value)
+    raise TypeError(f"{where} must be a bool, got {value!r} (a {type(value).__name__})")
+
+
 def set_recording(flag: bool) -> bool:
     """Set recording on or off; returns the previous value."""
-    prev, _state.recording = _state.recording, bool(flag)
+    prev, _state.recording = _state.recording, _flag("set_recording: the flag", flag)
     return prev
 
 
 def set_training(flag: bool) -> bool:
     """Set training mode on or off; returns the previous value."""
-    prev, _state.training = _state.training, bool(flag)
+    prev, _state.training = _state.training, _flag("set_training: the flag", flag)
     return prev
 
 
@@ -75,12 +87,12 @@ class _scope:
 
 def record(train_mode: bool = True) -> _scope:
     """Record operators inside the block (``with autograd.record():``)."""
-    return _scope(True, train_mode)
+    return _scope(True, _flag("record: train_mode", train_mode))
 
 
 def pause(train_mode: bool = False) -> _scope:
     """Stop recording inside the block."""
-    return _scope(False, train_mode)
+    return _scope(False, _flag("pause: train_mode", train_mode))
 
 
 def train_mode() -> _scope:
@@ -300,6 +312,13 @@ def mark_variables(variables: Any, gradients: Any, grad_reqs: Any = "write") -> 
     if not len(variables) == len(gradients) == len(reqs):
         raise ValueError(f"mark_variables: {len(variables)} variables, {len(gradients)} gradients, "
                          f"{len(reqs)} grad_reqs")
+    for i, g in enumerate(gradients):  # one buffer for two variables: the later write would win
+        for j in range(i):
+            a, b = getattr(g, "_data", None), getattr(gradients[j], "_data", None)
+            if g is gradients[j] or (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)
+                                     and np.may_share_memory(a, b)):
+                raise ValueError(f"mark_variables: gradient buffers {j} and {i} share memory, so one variable's "
+                                 "gradient would overwrite the other's; give each variable a buffer of its own")
     for v, g, r in zip(variables, gradients, reqs):
         if r not in GRAD_REQS:
             raise ValueError(f"grad_req must be one of {GRAD_REQS}, got {r!r}")

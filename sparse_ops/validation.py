@@ -14,6 +14,7 @@ code runs as written.
 from __future__ import annotations
 
 import operator
+import sys
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -102,6 +103,7 @@ def check_csr(data: Any, indices: Any, indptr: Any, shape: Sequence[int], full: 
         raise SparseFormatError(f"csr indptr must end at nnz = {nnz}, got {last}")
     if not full:
         return
+    _refuse_shared_values(data, (indices, "indices"), (indptr, "indptr"))
     code = _violation_check("csr", csr_violation, indices, indptr)(indices, indptr, cols, canonical)
     if code != OK:
         raise SparseFormatError(_csr_violation_detail(code, indices, indptr, cols))
@@ -173,6 +175,23 @@ def csr_is_canonical(indices: Any, indptr: Any) -> bool:
     return _csr_order_violation(indices, indptr) is None
 
 
+def _refuse_shared_values(data: Any, *index_arrays: tuple[Any, str]) -> None:
+    """Refuse values sharing memory with an index array: values are writable and index
+    arrays are not, so a write of the values would change indices already checked (a kernel
+    then reads out of bounds)."""
+    if isinstance(data, np.ndarray):
+        may_share = np.may_share_memory
+    else:  # CuPy's arrays: CuPy's test (the module is loaded: the arrays came from it)
+        may_share = getattr(sys.modules.get(type(data).__module__.split(".")[0]), "may_share_memory", None)
+        if may_share is None:
+            return
+    for a, name in index_arrays:
+        if may_share(data, a):
+            raise SparseFormatError(f"the values share memory with the {name}: values are writable and {name} "
+                                    "are not, so writing the values would change checked indices; pass a copy "
+                                    "of one of them")
+
+
 def check_row_sparse(data: Any, indices: Any, shape: Sequence[int], full: bool = True) -> None:
     """Raise SparseFormatError unless (data, indices) is a canonical row_sparse array of ``shape``."""
     if len(shape) < 1:
@@ -186,6 +205,7 @@ def check_row_sparse(data: Any, indices: Any, shape: Sequence[int], full: bool =
         )
     if not full:
         return
+    _refuse_shared_values(data, (indices, "indices"))
     rows = shape[0]
     code = _violation_check("row_sparse", row_sparse_violation, indices)(indices, rows)
     if code == OUT_OF_RANGE:

@@ -59,9 +59,11 @@ from jax.experimental.sparse import BCSR
 
 from .. import registry
 from ..dtypes import held_dtype
+from ..errors import SparseFormatError
 from ..gradients import require_gradient
 from ..sdk.capacity import NO_RULE
 from ..tape import _state as _tape_state
+from ..validation import normalize_shape
 from . import derivatives, lowering
 from .handlers import target  # noqa: F401  (re-exported: the FFI target of an op and kind)
 from ..bridging import PARTS, BridgedTable, arg_names
@@ -228,13 +230,22 @@ def nnz(x: Any) -> jax.Array:
 
 # ---- splitting arguments into components ------------------------------------------------------
 def _static_shape(shape: Any, what: str) -> tuple[int, ...]:
-    """A components tuple's shape as ints, or symbolic dimensions (``jax.export`` shape
-    polymorphism: ``indptr.shape[0] - 1``); never a traced value."""
+    """A components tuple's shape as non-negative ints (the native containers' rule: no float,
+    text or bool entries, 2-d for a csr, at least 1-d for a row_sparse), or symbolic
+    dimensions (``jax.export`` shape polymorphism: ``indptr.shape[0] - 1``); never a traced value."""
     try:
-        return tuple(as_dim(s) for s in shape)
-    except (TypeError, jax.errors.ConcretizationTypeError) as exc:
-        raise TypeError(f"the shape of a {what} must be static ints (or jax.export symbolic dimensions), "
-                        f"got {shape!r}") from exc
+        dims = tuple(shape)
+        for d in dims:
+            if not is_symbolic(d):
+                normalize_shape((d,))  # refuses 2.9, "3", True and -1 as native constructors do
+        dims = tuple(as_dim(d) for d in dims)
+    except (TypeError, SparseFormatError, jax.errors.ConcretizationTypeError) as exc:
+        raise TypeError(f"the shape of a {what} must be static non-negative ints (or jax.export symbolic "
+                        f"dimensions), got {shape!r}") from exc
+    if (what == "csr" and len(dims) != 2) or (what == "row_sparse" and not dims):
+        raise TypeError(f"the shape of a {what} must have {'2 dimensions' if what == 'csr' else 'at least 1 dimension'}"
+                        f", got {shape!r}")
+    return dims
 
 
 def split(a: Any) -> tuple[str, list, tuple[int, ...]]:

@@ -245,6 +245,10 @@ class NDArray:
         view = NDArray(values, self._device)
         return share_version(view, self) if shares_memory(values, self._data) else view
 
+    # ``x[key] = value`` while autograd records and ``value`` needs a gradient, as recorded
+    # operators (True when done); installed by sparse_ops.ops.methods, as _record_index
+    _record_write: Any = None
+
     def __setitem__(self, key: Any, value: Any) -> None:
         if self._ag is not None:
             self._check_writable(self)
@@ -252,6 +256,9 @@ class NDArray:
             why = unwritable(self._data)
             if why is not None:
                 raise ValueError(f"cannot write into this array: {why}; write into a copy (x.copy())")
+        if getattr(value, "_ag", None) is not None and self._record_write is not None \
+                and self._record_write(self, key, value):
+            return
         self._assign(key, value)
         bump_version(self)  # after the write: a refused one (a shape NumPy cannot broadcast) wrote nothing
 

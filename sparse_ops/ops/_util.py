@@ -139,10 +139,15 @@ def int_ids(xp: Any, ids: Any, op: str, argument: str) -> Any:
     cast would give the dtype's minimum, which clipping turned into row 0 without a word."""
     if ids.dtype.kind in "iu":
         return ids
+    refuse_nonfinite_ids(xp, ids, op, argument)
+    return truncated_ids(xp, ids)
+
+
+def refuse_nonfinite_ids(xp: Any, ids: Any, op: str, argument: str) -> None:
+    """Refuse NaN and infinite float indices, naming the op and the argument."""
     if ids.dtype.kind == "f" and ids.size:
         finite = xp.isfinite(ids)
         if not bool(finite.all()):
             bad = ids.ravel()[int(xp.argmin(finite.ravel()))].item()
             raise InvalidIndexError(f"operator {op!r}: argument {argument!r} holds {bad}, which is no index "
                                     "(float indices must be finite; they truncate toward zero)")
-    return truncated_ids(xp, ids)

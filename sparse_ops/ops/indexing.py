@@ -21,7 +21,7 @@ from ..sdk import capacity as cap
 from ..sdk import csr as sdk_csr
 from ..storage import cast_storage as _cast_storage
 from ..storage import densify_into
-from ._util import T, int_ids
+from ._util import T, int_ids, refuse_nonfinite_ids
 from .shape import _norm_axis, _prod
 
 _BOTH = ("cpu", "gpu")
@@ -328,6 +328,12 @@ class BackwardSlice(Op):
 def _take_positions(xp: Any, indices: Any, n: int, axis: int, mode: str) -> Any:
     """``indices`` as int64 positions in ``[0, n)`` under ``mode`` (floats truncate, as MXNet's
     cast does): clip into range, wrap around, or raise naming the first bad index."""
+    if mode == "wrap" and indices.dtype.kind == "f" and n > 0:
+        # wrapped before the cast: a float at or past 2**63 is an exact integer that int64 cannot hold
+        refuse_nonfinite_ids(xp, indices, "take", "indices")
+        wrapped = xp.fmod(xp.trunc(indices.astype(np.float64)), n)  # exact at any magnitude
+        wrapped[wrapped < 0] += n
+        return wrapped.astype(np.int64)
     idx = int_ids(xp, indices, "take", "indices").astype(np.int64)  # a copy: clipped or wrapped in place below
     if idx.size == 0:
         return idx

@@ -23,6 +23,7 @@ import numpy as np
 from .. import tape as _tape
 from ..creation import zeros
 from ..dtypes import promote_types
+from ..errors import OperatorError
 from ..ndarray import STYPES, NDArray
 from ._util import T
 
@@ -266,6 +267,26 @@ def recorded_index(x: NDArray, key: Any) -> NDArray | None:
     return T.reshape(picked, shape=positions.shape)
 
 
+def recorded_write(x: NDArray, key: Any, value: NDArray) -> bool:
+    """``x[key] = value`` when autograd records and ``value`` needs a gradient: a write of the
+    whole array (``x[:]``, ``x[...]``) is a recorded copy into ``x``, which becomes its output
+    in the graph (torch's ``copy_``, MXNet's recorded ``x[:] = y``); a write into part of ``x``
+    is refused, since no recorded operator would give the rest of ``x`` its origin. False
+    otherwise: the caller writes the values."""
+    info = value._ag
+    if not (_tape.is_recording() and info.needs_grad()):
+        return False
+    if not (key is Ellipsis or (isinstance(key, slice) and key == slice(None))):
+        raise OperatorError(f"x[{key!r}] = value: writing a value that needs a gradient into part of an array is "
+                            "not recorded by autograd; build the array from operators (concat, where, "
+                            "broadcast_to) instead, or write outside autograd.record()")
+    if value.shape == x.shape:
+        T.identity(value, out=x)
+    else:
+        T.broadcast_to(value, shape=x.shape, out=x)
+    return True
+
+
 def _flat_positions(x: NDArray, key: Any) -> Any:
     """The flat position in ``x`` of each entry of ``x[key]`` (int64, the result's shape), in
     memory of the result's size: each axis' coordinate read through a broadcast (stride-0)
@@ -298,6 +319,7 @@ def install(cls: type = NDArray) -> None:
     cls.attach_grad = attach_grad
     cls._check_writable = staticmethod(_tape.check_not_in_graph)
     cls._record_index = staticmethod(recorded_index)
+    cls._record_write = staticmethod(recorded_write)
     cls.reshape = _reshape_method
     for name in FLUENT:
         if not hasattr(cls, name):

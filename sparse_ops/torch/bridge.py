@@ -40,6 +40,7 @@ import operator
 import sys
 from typing import Any, NamedTuple
 
+import numpy as np
 import torch
 
 from .. import registry
@@ -454,6 +455,23 @@ def _cause(exc: BaseException) -> BaseException | None:
     return exc.__cause__ if isinstance(exc, BridgeError) else exc
 
 
+def _parts_shape(a: CSRParts | RowSparseParts) -> tuple:
+    """The shape of a ``CSRParts`` / ``RowSparseParts``: non-negative ints (or torch.compile's
+    symbolic sizes), 2 of them for a csr and at least one for a row_sparse, as the native
+    containers take shapes."""
+    try:
+        shape = tuple(a.shape)
+        ok = all(isinstance(d, torch.SymInt) or (not isinstance(d, (bool, np.bool_, float))
+                                                 and operator.index(d) >= 0) for d in shape)
+    except TypeError:
+        shape, ok = None, False
+    if not ok or (len(shape) != 2 if a.stype == "csr" else not shape):
+        rank = "2 entries" if a.stype == "csr" else "at least one entry"
+        raise TorchBridgeError(f"{type(a).__name__}: shape must be a tuple of non-negative ints with {rank}, "
+                               f"got {a.shape!r}")
+    return shape
+
+
 def _split(a: Any, updated: bool = False, past_transforms: bool = False) -> tuple[str, list, tuple]:
     """(storage type, component tensors, shape) of an argument whose values are of a dtype
     we hold (a TorchBridgeError otherwise: NumPy would compute some other dtype's answer).
@@ -468,9 +486,9 @@ def _split(a: Any, updated: bool = False, past_transforms: bool = False) -> tupl
     if updated and isinstance(a, torch.Tensor) and a.layout == _STRIDED:
         st, parts, shape = "default", [a], tuple(a.shape)
     elif isinstance(a, CSRParts):
-        st, parts, shape = "csr", [a.values, a.indices, a.indptr], tuple(a.shape)
+        st, parts, shape = "csr", [a.values, a.indices, a.indptr], _parts_shape(a)
     elif isinstance(a, RowSparseParts):
-        st, parts, shape = "row_sparse", [a.values, a.indices], tuple(a.shape)
+        st, parts, shape = "row_sparse", [a.values, a.indices], _parts_shape(a)
     elif not isinstance(a, torch.Tensor):
         raise TorchBridgeError(f"expected a torch.Tensor (or CSRParts / RowSparseParts), got a {type(a).__name__}")
     elif a.layout == torch.sparse_coo and a.sparse_dim() == 1:

@@ -63,6 +63,13 @@ CASES = {
     # the padding row id (shape[0]) marks the end of the stored rows: one inside is out of range
     "row_sparse padding inside": ("sum", "soj.RowSparse(jnp.ones((3, 2)), jnp.array([0, 5, 1]), (5, 2))",
                                   "row_sparse row index 5 at position 1 is out of range [0, 5)"),
+    # a components tuple's shape: non-negative ints, as the native constructors take it
+    "a float column count": ("sum", "(np.ones(3, np.float32), np.array([0, 1, 1], np.int32), "
+                                    "np.array([0, 1, 2, 3], np.int32), (3, 2.9))", "must be static non-negative ints"),
+    "a text row count": ("sum", "(np.ones((2, 2), np.float32), np.array([1, 3], np.int32), ('5', 2))",
+                         "must be static non-negative ints"),
+    "a row_sparse of no dimensions": ("sum", "(np.ones((2, 2), np.float32), np.array([1, 3], np.int32), ())",
+                                      "must have at least 1 dimension"),
     "row_sparse rows unsorted": ("sum", "soj.RowSparse(jnp.ones((3, 2)), jnp.array([3, 1, 2]), (5, 2))",
                                  "row_sparse indices must be sorted and unique: unsorted index 1 after 3"),
 }

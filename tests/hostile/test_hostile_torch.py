@@ -2,6 +2,8 @@
 invariant by default, so each case runs in a subprocess: a crash is a failed case."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from _subprocess import run_case
@@ -88,3 +90,28 @@ except st.TorchBridgeError as exc:
 """)
     assert r["outcome"] == "returned", r
     assert "tensors on device meta are not supported (cpu and cuda are)" in r["stdout"]
+
+
+@pytest.mark.parametrize("parts, words", [
+    ("st.CSRParts(torch.ones(3), torch.tensor([0, 1, 2]), torch.tensor([0, 1, 2, 3]), (3, '3'))",
+     "CSRParts: shape must be a tuple of non-negative ints with 2 entries, got (3, '3')"),
+    ("st.CSRParts(torch.ones(3), torch.tensor([0, 1, 2]), torch.tensor([0, 1, 2, 3]), (3, 3, 1))",
+     "with 2 entries"),
+    ("st.RowSparseParts(torch.ones(2, 2), torch.tensor([1, 3]), (5.5, 2))",
+     "RowSparseParts: shape must be a tuple of non-negative ints with at least one entry, got (5.5, 2)"),
+    ("st.RowSparseParts(torch.ones(2, 2), torch.tensor([1, 3]), (-5, 2))", "non-negative ints"),
+])
+def test_component_tuples_with_shapes_no_container_takes_are_refused(parts, words):
+    r = run_case(_HEAD + f"""
+import json
+try:
+    st.ops.sum({parts})
+    said = None
+except Exception as exc:
+    said = f"{{type(exc).__name__}}: {{exc}}"
+print(json.dumps(said))
+""")
+    assert r["outcome"] == "returned", r
+    said = json.loads(r["stdout"].strip().splitlines()[-1])
+    assert said is not None and said.startswith("BridgeError") and words in said, said
+
