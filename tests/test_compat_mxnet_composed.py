@@ -207,6 +207,42 @@ def test_instance_norm_and_group_norm():
         mx.nd.InstanceNorm(mx.nd.ones((2, 6, 3), dtype="int32"), _a(g6), _a(b6))
 
 
+def test_softmax_activation_cross_entropy_upsampling_and_hypot():
+    """Against torch (softmax, cross_entropy), NumPy's repeat and hypot; gradients against
+    finite differences; MXNet's refusals naming the function."""
+    torch = pytest.importorskip("torch")
+    d = RNG.standard_normal((2, 3, 4))
+    for mode, axis in (("instance", -1), ("channel", 1)):
+        np.testing.assert_allclose(mx.nd.SoftmaxActivation(_a(d), mode=mode).asnumpy(),
+                                   torch.softmax(torch.from_numpy(d), axis).numpy(), rtol=1e-12)
+    check_numeric_gradient(lambda x: mx.nd.SoftmaxActivation(x, mode="channel"), [_a(d)])
+    with pytest.raises(mx.base.MXNetValueError, match="SoftmaxActivation: mode='channel' needs data of at least 3"):
+        mx.nd.SoftmaxActivation(_a(d[0]), mode="channel")
+    logits, labels = RNG.standard_normal((4, 5)), np.array([0, 4, 2, 1])
+    loss = mx.nd.softmax_cross_entropy(_a(logits), _a(labels))
+    want = torch.nn.functional.cross_entropy(torch.from_numpy(logits), torch.from_numpy(labels), reduction="sum")
+    assert loss.shape == (1,)
+    np.testing.assert_allclose(loss.asnumpy(), [want.item()], rtol=1e-12)
+    check_numeric_gradient(lambda x: mx.nd.softmax_cross_entropy(x, _a(labels)), [_a(logits)])
+    with pytest.raises(mx.base.MXNetValueError, match="softmax_cross_entropy: data must be \\(batch, classes\\)"):
+        mx.nd.softmax_cross_entropy(_a(logits), _a(labels[:2]))
+    a, b = RNG.standard_normal((1, 2, 2, 3)), RNG.standard_normal((1, 2, 4, 6))
+    up = mx.nd.UpSampling(_a(a), _a(b), scale=2, sample_type="nearest", num_args=2)
+    np.testing.assert_array_equal(up.asnumpy(), np.concatenate([a.repeat(2, 2).repeat(2, 3), b], axis=1))
+    added = mx.nd.UpSampling(_a(a), _a(b), scale=2, sample_type="nearest", num_args=2, multi_input_mode="sum")
+    np.testing.assert_array_equal(added.asnumpy(), a.repeat(2, 2).repeat(2, 3) + b)
+    check_numeric_gradient(lambda x: mx.nd.UpSampling(x, scale=2, sample_type="nearest"), [_a(a)])
+    with pytest.raises(mx.base.MXNetValueError, match="UpSampling: sample_type='bilinear'"):
+        mx.nd.UpSampling(_a(a), scale=2, sample_type="bilinear")
+    with pytest.raises(mx.base.MXNetValueError, match="UpSampling: input 1 of height and width \\(3, 3\\)"):
+        mx.nd.UpSampling(_a(a), _a(b[:, :, :3, :3]), scale=2, sample_type="nearest", num_args=2)
+    with pytest.raises(mx.base.MXNetError, match="UpSampling: .*scale"):
+        mx.nd.UpSampling(_a(a), sample_type="nearest")
+    x, y = RNG.standard_normal((3, 4)) * 1e200, RNG.standard_normal((1, 4)) * 1e200  # no overflow of squares
+    np.testing.assert_allclose(mx.nd.broadcast_hypot(_a(x), _a(y)).asnumpy(), np.hypot(x, y), rtol=1e-14)
+    check_numeric_gradient(lambda p, q: mx.nd.broadcast_hypot(p, q), [_a(x[:, :2] * 1e-200), _a(y[:, :2] * 1e-200)])
+
+
 def test_normalisation_mixed_precision_and_fix_gamma():
     """float16 data with float32 parameters (MXNet's mixed precision): the output in float16,
     the statistics in float32; fix_gamma (the default) gives gamma a zero gradient; an empty

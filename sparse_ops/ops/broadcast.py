@@ -1,5 +1,5 @@
 """Broadcasting operators of two arrays (NumPy's broadcasting rules): arithmetic
-(``broadcast_add``/``sub``/``mul``/``div``/``power``/``maximum``/``minimum``), comparisons
+(``broadcast_add``/``sub``/``mul``/``div``/``power``/``hypot``/``maximum``/``minimum``), comparisons
 (``broadcast_equal``, ``broadcast_greater``, ... giving 1/0 in the promoted dtype), and
 ``broadcast_to``. Their gradients sum the broadcast axes back (``sum_to_shape``).
 """
@@ -222,6 +222,24 @@ class BroadcastPower(_Broadcast):
         dl = T.broadcast_mul(g, T.broadcast_mul(rhs, T.broadcast_power(lhs, T._minus_scalar(rhs, scalar=1.0))))
         dr = T.broadcast_mul(T.broadcast_mul(g, y), T.log(lhs))
         return [sum_to_shape(dl, lhs.shape), sum_to_shape(dr, rhs.shape)]
+
+
+@register("broadcast_hypot")
+class BroadcastHypot(_Broadcast):
+    """sqrt(lhs ** 2 + rhs ** 2) with NumPy broadcasting (dense), without the overflow of the
+    squares; integer inputs are computed in float64 and cast back, as MXNet casts them."""
+
+    backward_needs_outputs = ("output",)
+
+    @kernel(device=_BOTH)
+    def dense(self, ctx, lhs, rhs, out):
+        ctx.xp.hypot(lhs, rhs, out=out, dtype=float_math(lhs.dtype), casting="unsafe")
+
+    def gradient(self, out_grads, inputs, outputs):
+        g, (lhs, rhs), y = out_grads[0], inputs, outputs[0]
+        scaled = T.broadcast_div(g, y)  # d hypot / d lhs = lhs / hypot (NaN at the origin, as MXNet's)
+        return [sum_to_shape(T.broadcast_mul(scaled, lhs), lhs.shape),
+                sum_to_shape(T.broadcast_mul(scaled, rhs), rhs.shape)]
 
 
 class _Extremum(_Broadcast):

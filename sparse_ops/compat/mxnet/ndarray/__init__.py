@@ -25,8 +25,9 @@ from .utils import load, load_frombuffer, save  # noqa: F401
 from .op import (Activation, Custom, Embedding, batch_take, gather_nd, normal, random_exponential, random_gamma,  # noqa: F401
                  random_generalized_negative_binomial, random_negative_binomial, random_normal, random_poisson,
                  random_randint, random_uniform, uniform)
-from .composed import (BatchNorm, GroupNorm, InstanceNorm, L2Normalization, LayerNorm, SequenceLast, SequenceMask,  # noqa: F401
-                       SequenceReverse, batch_dot, depth_to_space, diag, moments, space_to_depth)
+from .composed import (BatchNorm, GroupNorm, InstanceNorm, L2Normalization, LayerNorm,  # noqa: F401
+                       SequenceLast, SequenceMask, SequenceReverse, SoftmaxActivation, UpSampling, batch_dot,
+                       depth_to_space, diag, moments, softmax_cross_entropy, space_to_depth)
 from . import _internal, composed, contrib, linalg, ndarray, op, random, sparse, utils  # noqa: F401,F811
 
 install_mxnet()  # x._num_aux, and x.indptr[0].asscalar() on the native API's arrays, as MXNet code reads them

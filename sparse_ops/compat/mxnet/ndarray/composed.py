@@ -2,7 +2,8 @@
 through those operators' gradients: ``batch_dot``, ``SequenceMask``, ``SequenceLast``,
 ``SequenceReverse``, ``moments``, ``depth_to_space``, ``space_to_depth``, ``diag``, and the
 normalisation layers ``LayerNorm``, ``BatchNorm``, ``InstanceNorm``, ``GroupNorm`` and
-``L2Normalization``.
+``L2Normalization``, ``SoftmaxActivation``, ``softmax_cross_entropy`` and nearest-neighbour
+``UpSampling``.
 
 Sequence lengths and block sizes decide which entries are read; they are read on the host
 (``op._host_ids``) and checked first, since a position out of range would be a read out
@@ -420,5 +421,80 @@ def L2Normalization(data: NDArray, eps: float = 1e-10, mode: str = "instance", o
     return _op.call("broadcast_div", [data, norm], out=out)
 
 
+# ---- activations, losses and upsampling -------------------------------------------------------------
+@mxnet_call(mode=Param(str, "instance", choices=("instance", "channel")))
+def SoftmaxActivation(data: NDArray, mode: str = "instance", out: NDArray | None = None,
+                      name: str | None = None) -> NDArray:
+    """MXNet's legacy softmax: over the last axis (``instance``), or over the channels, axis
+    1, at each position (``channel``, data of at least 3 axes)."""
+    _floating("SoftmaxActivation", ("data", data))
+    if mode == "channel" and data.ndim < 3:
+        raise MXNetValueError(f"SoftmaxActivation: mode='channel' needs data of at least 3 axes, got shape "
+                              f"{tuple(data.shape)}")
+    return _op.call("softmax", [data], {"axis": 1 if mode == "channel" else -1}, out=out)
+
+
+@mxnet_call()
+def softmax_cross_entropy(data: NDArray, label: NDArray, out: NDArray | None = None,
+                          name: str | None = None) -> NDArray:
+    """The summed cross-entropy of ``softmax(data)`` (batch, classes) against the integer
+    class ``label`` (batch,): ``-sum_i log softmax(data)[i, label[i]]``, shape (1,) as MXNet
+    gives it; differentiable in ``data`` (``softmax - one_hot(label)``)."""
+    _floating("softmax_cross_entropy", ("data", data))
+    if not isinstance(label, NDArray):
+        raise MXNetArgumentError(f"softmax_cross_entropy: label must be an NDArray, got a {type(label).__name__}")
+    if data.ndim != 2 or tuple(label.shape) != (data.shape[0],):
+        raise MXNetValueError(f"softmax_cross_entropy: data must be (batch, classes) and label (batch,), got "
+                              f"{tuple(data.shape)} and {tuple(label.shape)}")
+    picked = _op.call("pick", [_op.call("log_softmax", [data], {"axis": -1}), label], {"axis": -1})
+    return _op.call("negative", [_op.call("sum", [picked])], out=out)
+
+
+@mxnet_call(scale=Param(int), sample_type=Param(str, choices=("nearest", "bilinear")), num_args=Param(int, 1),
+            multi_input_mode=Param(str, "concat", choices=("concat", "sum")), num_filter=Param(int, 0),
+            workspace=Param(int, 512))
+def UpSampling(*data: NDArray, scale: int, sample_type: str, num_args: int = 1, multi_input_mode: str = "concat",
+               num_filter: int = 0, workspace: int = 512, out: NDArray | None = None,
+               name: str | None = None) -> NDArray:
+    """Nearest-neighbour upsampling of (N, C, H, W) arrays: the first to ``scale`` times its
+    height and width, every other one to that same size (its own factor, a whole number),
+    then joined along the channels (``concat``) or added (``sum``). MXNet's ``bilinear`` form
+    is a deconvolution with a weight input, which the face does not have."""
+    if sample_type == "bilinear":
+        raise MXNetValueError("UpSampling: sample_type='bilinear' runs MXNet's Deconvolution with a learned weight, "
+                              "which this face does not have; use sample_type='nearest'")
+    if scale < 1 or len(data) != num_args or not data:
+        raise MXNetValueError(f"UpSampling: needs num_args={num_args} arrays (got {len(data)}) and scale >= 1 "
+                              f"(got {scale})")
+    for i, x in enumerate(data):
+        if not isinstance(x, NDArray) or x.ndim != 4:
+            raise MXNetValueError(f"UpSampling: input {i} must be a 4-d (N, C, H, W) NDArray, got "
+                                  f"{tuple(getattr(x, 'shape', ())) or type(x).__name__}")
+    height, width = data[0].shape[2] * scale, data[0].shape[3] * scale
+    grown = []
+    for i, x in enumerate(data):
+        h, w = x.shape[2], x.shape[3]
+        if h == 0 or w == 0 or height % h or width % w or height // h != width // w:
+            raise MXNetValueError(f"UpSampling: input {i} of height and width {(h, w)} does not grow by one whole "
+                                  f"factor to {(height, width)}")
+        f = height // h
+        grown.append(_op.call("repeat", [_op.call("repeat", [x], {"repeats": f, "axis": 2})],
+                              {"repeats": f, "axis": 3}) if f > 1 else x)
+    if len(grown) == 1:
+        result = grown[0]
+    elif multi_input_mode == "sum":
+        if len({x.shape[1] for x in data}) != 1:
+            raise MXNetValueError("UpSampling: multi_input_mode='sum' needs the same number of channels in every "
+                                  "input")
+        result = _op.call("add_n", grown)
+    else:
+        result = _op.call("concat", grown, {"dim": 1})
+    if out is not None:
+        out[:] = result
+        return out
+    return result
+
+
 __all__ = ["batch_dot", "SequenceMask", "SequenceLast", "SequenceReverse", "moments", "depth_to_space",
-           "space_to_depth", "diag", "LayerNorm", "BatchNorm", "InstanceNorm", "GroupNorm", "L2Normalization"]
+           "space_to_depth", "diag", "LayerNorm", "BatchNorm", "InstanceNorm", "GroupNorm", "L2Normalization",
+           "SoftmaxActivation", "softmax_cross_entropy", "UpSampling"]
