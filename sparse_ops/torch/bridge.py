@@ -456,13 +456,15 @@ def _cause(exc: BaseException) -> BaseException | None:
 
 
 def _parts_shape(a: CSRParts | RowSparseParts) -> tuple:
-    """The shape of a ``CSRParts`` / ``RowSparseParts``: non-negative ints (or torch.compile's
-    symbolic sizes), 2 of them for a csr and at least one for a row_sparse, as the native
-    containers take shapes."""
+    """The shape of a ``CSRParts`` / ``RowSparseParts``: non-negative ints, 2 of them for a
+    csr and at least one for a row_sparse, as the native containers take shapes. Inside
+    torch.compile the sizes are the tracer's (comparing one would fix it to this call's
+    value): taken as they are."""
+    if _compiling():
+        return tuple(a.shape)
     try:
         shape = tuple(a.shape)
-        ok = all(isinstance(d, torch.SymInt) or (not isinstance(d, (bool, np.bool_, float))
-                                                 and operator.index(d) >= 0) for d in shape)
+        ok = all(not isinstance(d, (bool, np.bool_, float)) and operator.index(d) >= 0 for d in shape)
     except TypeError:
         shape, ok = None, False
     if not ok or (len(shape) != 2 if a.stype == "csr" else not shape):
@@ -578,7 +580,8 @@ class LoweredOp(BridgedOp):
         needs a gradient that the lowering would not give (``lowering.gives_no_gradient``),
         or the op's rules refuse the signature: ``BridgedOp.__call__`` then runs it (and
         says what is wrong)."""
-        if args and not (_LOWERINGS.off or _modes() or _tape_state.recording or _compiling()):
+        # (is_compiling first: Dynamo reads it as True and traces none of the others)
+        if args and not (_LOWERINGS.off or _compiling() or _modes() or _tape_state.recording):
             try:
                 pkey = param_key(params) if params else ()
                 if len(args) == 1:

@@ -387,7 +387,8 @@ def GroupNorm(data: NDArray, gamma: NDArray, beta: NDArray, num_groups: int = 1,
         raise MXNetValueError(f"GroupNorm: the {c} channels must split into num_groups={num_groups} groups of "
                               "equal size")
     ct = _computing(data, gamma, beta)
-    grouped = _op.call("reshape", [_cast(data, ct)], {"shape": (n, num_groups, c // num_groups, math.prod(data.shape[2:]))})
+    grouped = _op.call("reshape", [_cast(data, ct)],
+                       {"shape": (n, num_groups, c // num_groups, math.prod(data.shape[2:]))})
     g, b = (_per_channel("GroupNorm", name_, v, grouped, 1, ct) for name_, v in (("gamma", gamma), ("beta", beta)))
     mean, var = moments(grouped, axes=(2, 3), keepdims=True)
     x, std = _normalised(grouped, mean, var, eps)
