@@ -23,7 +23,7 @@ from .dispatch import accumulate_into, invoke
 from .errors import OperatorError
 from .ndarray import NDArray
 from .registry import Op, add_class_adapter, get_op, kernel
-from .tape import _state
+from .tape import _scope, _state
 
 _DEFAULT = "default"
 
@@ -259,8 +259,9 @@ def op_class_for_prop(name: str, prop_cls: type) -> type:
                 out_grads = [_Missing(g, "out_grad") for g in out_grads]
             in_grad = [_zeros_like(x, s, device) for x, s in zip(args, igrad_st)]
             try:
-                op.backward(req=["write"] * n_args, out_grad=out_grads, in_data=args, out_data=list(outputs),
-                            in_grad=in_grad, aux=aux)
+                with _scope(False, None):  # imperative code the graph does not record (gradient_not_recorded)
+                    op.backward(req=["write"] * n_args, out_grad=out_grads, in_data=args, out_data=list(outputs),
+                                in_grad=in_grad, aux=aux)
             except OperatorError:
                 raise
             except Exception as exc:
