@@ -163,12 +163,11 @@ def _run_backward(heads: list, head_grads: Any, retain_graph: bool, create_graph
             raise ValueError(f"head gradient of shape {g.shape} for a head of shape {h.shape}")
         grads[info] = _sum_grads(grads[info], g) if info in grads else g
     nodes = _topological(infos)
-    for node in nodes:
-        if node.freed:
-            raise OperatorError(
-                f"the graph through {node.label} was freed by an earlier backward; pass retain_graph=True "
-                "to the first backward to run backward again"
-            )
+    freed = list(dict.fromkeys(node.label for node in nodes if node.freed))  # from the heads back, once each
+    if freed:
+        through = ", ".join(freed[:3]) + (", ..." if len(freed) > 3 else "")
+        raise OperatorError(f"the graph through {through} was freed by an earlier backward; pass retain_graph=True "
+                            "to the first backward to run backward again")
 
     results: dict[AGInfo, Any] = {}
     with _scope(create_graph, train_mode):

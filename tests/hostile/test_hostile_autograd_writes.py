@@ -126,3 +126,19 @@ def test_an_integer_array_takes_no_gradient_natively_but_does_on_the_mxnet_face(
     y.backward()
     np.testing.assert_array_equal(m.grad.asnumpy(), [2, 2])
     assert m.grad.dtype == np.int32
+
+
+def test_a_second_backward_names_the_ops_the_user_called():
+    """The MXNet face's full reduction ends in an internal reshape to (1,): the refusal of a
+    second backward names the ops behind it too, not that step alone."""
+    from sparse_ops.compat import mxnet as mx
+
+    x = mx.nd.array(X)
+    x.attach_grad()
+    with mx.autograd.record():
+        y = mx.nd.exp(x).sum()
+    y.backward()
+    with pytest.raises(so.OperatorError, match="the graph through operator 'reshape', operator 'sum', operator "
+                                               "'exp' was freed by an earlier backward"):
+        y.backward()
+    _still_differentiates()
