@@ -207,15 +207,24 @@ class BroadcastLesserEqual(_BroadcastCompare):
     ufunc = np.less_equal
 
 
-@register("broadcast_power")
-class BroadcastPower(_Broadcast):
-    """lhs ** rhs with NumPy broadcasting (dense); integer inputs are computed in float64."""
+class _FloatMath(_Broadcast):
+    """A broadcasting function whose integer inputs are computed in float64 and cast back to
+    the result's dtype (``float_ufunc``: the name of NumPy's and CuPy's function); its
+    gradient reads the output."""
 
     backward_needs_outputs = ("output",)
+    float_ufunc: str
 
     @kernel(device=_BOTH)
     def dense(self, ctx, lhs, rhs, out):
-        ctx.xp.power(lhs, rhs, out=out, dtype=float_math(lhs.dtype), casting="unsafe")
+        getattr(ctx.xp, self.float_ufunc)(lhs, rhs, out=out, dtype=float_math(lhs.dtype), casting="unsafe")
+
+
+@register("broadcast_power")
+class BroadcastPower(_FloatMath):
+    """lhs ** rhs with NumPy broadcasting (dense); integer inputs are computed in float64."""
+
+    float_ufunc = "power"
 
     def gradient(self, out_grads, inputs, outputs):
         g, (lhs, rhs), y = out_grads[0], inputs, outputs[0]
@@ -225,15 +234,11 @@ class BroadcastPower(_Broadcast):
 
 
 @register("broadcast_hypot")
-class BroadcastHypot(_Broadcast):
+class BroadcastHypot(_FloatMath):
     """sqrt(lhs ** 2 + rhs ** 2) with NumPy broadcasting (dense), without the overflow of the
     squares; integer inputs are computed in float64 and cast back, as MXNet casts them."""
 
-    backward_needs_outputs = ("output",)
-
-    @kernel(device=_BOTH)
-    def dense(self, ctx, lhs, rhs, out):
-        ctx.xp.hypot(lhs, rhs, out=out, dtype=float_math(lhs.dtype), casting="unsafe")
+    float_ufunc = "hypot"
 
     def gradient(self, out_grads, inputs, outputs):
         g, (lhs, rhs), y = out_grads[0], inputs, outputs[0]
