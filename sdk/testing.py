@@ -562,6 +562,7 @@ class _SampleCheck:
         self.sample = SampleReport(f"{opdef.name} sample {k} ({stypes}" + (f"; {self.params}" if self.params else "")
                                    + ")")
         self.seeded = "random" in opdef.resources
+        self.c_op = bool(getattr(opdef.cls, "c_library", None))  # advice then speaks the C declaration
         # states the op updates in place (optimizer moments): every run starts from a copy
         self.pristine = {i: self.inputs[i].copy() for i in (opdef.arguments.index(m) for m in opdef.mutate)}
 
@@ -599,8 +600,10 @@ class _SampleCheck:
         if check in self.o.skips:
             self.sample.add(check, SKIPPED, self.o.skips[check])
         else:
+            declared = (f'so_opcheck_skip {{"{check}", "why"}} in the op\'s declaration' if self.c_op else
+                        "opcheck_skip on the op")
             self.fail(check, f"compared nothing: {why}; {fix}, or skip it with a reason "
-                             f"(opcheck(..., skip={{{check!r}: 'why'}}) or opcheck_skip on the op)")
+                             f"(opcheck(..., skip={{{check!r}: 'why'}}) or {declared})")
 
     def compare(self, check: str, got: list, want: list, rtol: float, atol: float, what: str,
                 names: tuple[str, str]) -> None:
@@ -668,8 +671,10 @@ class _SampleCheck:
             self.sample.add("reference", NOT_APPLICABLE, f"{plan.mode} ran the dense kernel, the reference itself")
         elif self.opdef.fcompute.get(plan.device.device_type) is None:
             self.nothing("reference", f"the {','.join(plan.in_stypes)} kernel ran and the op has no dense kernel and "
-                         "no NumPy reference to compare it with", "give a reference (a `reference` method on the op "
-                         "or opcheck(..., reference=fn)) or a dense kernel")
+                         "no NumPy reference to compare it with", "give a reference ("
+                         + ("so_op_decl.reference naming an op that computes the same outputs" if self.c_op else
+                            "a `reference` method on the op")
+                         + " or opcheck(..., reference=fn)) or a dense kernel")
         else:
             dense_inputs = [x if x.stype == "default" else x.tostype("default") for x in self.fresh_inputs()]
             dense_outs = self.execute(make_plan(self.opdef, self.inst, dense_inputs, debug=True), dense_inputs)
@@ -683,13 +688,15 @@ class _SampleCheck:
             self.sample.add("gradient", SKIPPED, "check_grad=False")
             return
         if not getattr(opdef.cls, "differentiable", True):
-            self.sample.add("gradient", NOT_APPLICABLE, "the op declares differentiable = False")
+            self.sample.add("gradient", NOT_APPLICABLE, f"the op declares {opdef.constant_declaration}")
             return
         if self.skipped("gradient"):
             return
         if not opdef.differentiable:  # neither gradient() nor backward kernels
-            self.nothing("gradient", "the op is differentiable (differentiable is not False) but declares no "
-                         "gradient", "write gradient() or declare differentiable = False")
+            declared = "no SO_OP_CONSTANT" if self.c_op else "differentiable is not False"
+            self.nothing("gradient", f"the op is differentiable ({declared}) but declares no gradient",
+                         "declare so_gradient terms or SO_OP_CONSTANT" if self.c_op else
+                         "write gradient() or declare differentiable = False")
             return
         wrt, not_wrt = _gradient_inputs(opdef, self.inputs, o.skips)
         for name, reason in not_wrt.items():

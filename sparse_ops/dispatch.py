@@ -603,10 +603,12 @@ def _allocated(plan: Plan, i: int) -> NDArray:
 
 
 def _allocation_error(plan: Plan, i: int, exc: Exception) -> OperatorError:
-    """An output the op's own shape rule sized past what memory can hold, named."""
+    """An output the op's own shape rule sized past what memory can hold, named. (NumPy's
+    MemoryError names the padded buffer it asked for, not the output: it is not quoted.)"""
+    why = "MemoryError: not enough memory" if isinstance(exc, MemoryError) else f"{type(exc).__name__}: {exc}"
     return OperatorError(f"{plan.opdef.label}: output {i} of shape {plan.out_shapes[i]} "
-                         f"({plan.out_dtypes[i].name}, {plan.kernel_stypes[i]}) from the op's infer_shape cannot be "
-                         f"allocated: {type(exc).__name__}: {exc}")
+                         f"({plan.out_dtypes[i].name}, {plan.kernel_stypes[i]}) from the op's shape rule cannot be "
+                         f"allocated: {why}")
 
 
 def _as_list(out: Any, n: int, opdef: OpDef) -> list:
@@ -876,7 +878,7 @@ def _describe_backward(plan: Plan) -> dict[str, Any]:
     nothing)."""
     opdef, inst = plan.opdef, plan.inst
     if opdef.constant:
-        return {"gradient": "none: the outputs are constants (differentiable = False)", "grad_stypes": None}
+        return {"gradient": f"none: the outputs are constants ({opdef.constant_declaration})", "grad_stypes": None}
     if not opdef.differentiable:
         return {"gradient": "none: the op declares no gradient (differentiating through it is refused)",
                 "grad_stypes": None}

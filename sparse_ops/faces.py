@@ -32,7 +32,7 @@ def unsupported(opdef: OpDef, inst: Op | None = None, shapes: Sequence[tuple[int
     reasons = {}
     if opdef.constant:
         for f in GRADIENT_FACES:
-            reasons[f] = "its outputs are constants (differentiable = False): no gradient to take"
+            reasons[f] = f"its outputs are constants ({opdef.constant_declaration}): no gradient to take"
     elif not opdef.differentiable:
         for f in GRADIENT_FACES:
             reasons[f] = "it declares no gradient"

@@ -683,6 +683,12 @@ class OpDef:
         """How messages name this operator: its name, and its plugin when it has one."""
         return f"operator {self.name!r}" + (f" (plugin {self.plugin})" if self.plugin else "")
 
+    @property
+    def constant_declaration(self) -> str:
+        """How the author declared the outputs constant, in the author's language: a C
+        library's flag, a Python op's attribute."""
+        return "SO_OP_CONSTANT" if getattr(self.cls, "c_library", None) else "differentiable = False"
+
     def describe(self) -> str:
         lines = [f"{self.name}({', '.join(self.arguments)}{', ...' if self.variadic else ''})"]
         if self.plugin:

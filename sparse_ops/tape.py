@@ -230,7 +230,7 @@ def _record(plan: Any, inputs: Sequence[Any], outputs: list) -> None:
         return
     opdef = plan.opdef
     if opdef.constant:
-        mark_constant(outputs, f"the output of operator {opdef.name!r}: it is declared differentiable = False, so "
+        mark_constant(outputs, f"the output of operator {opdef.name!r}: it is declared {opdef.constant_declaration}, so "
                                "its outputs are constants with no gradient")
         return
     if opdef.gradient_by_params:  # this parameter set's outputs may be constants (multinomial's ids alone)

@@ -210,6 +210,8 @@ BAD = [
     ("SAMPLE_RSP_NNZ", r"operator 'bad_sample': samples\[0\]\.inputs\[0\]: a row_sparse sample of shape \(2, 3\) "
                        r"stores at most 2 rows, its nnz is 10000000"),
     ("SAMPLE_CSR_END", r"operator 'bad_sample': samples\[0\]\.inputs\[0\]: indptr\[3\] = 5, but nnz is 6"),
+    ("SAMPLE_COUNT", r"operator 'bad_sample': samples\[0\]: n_inputs is 3, but the op takes 1 input\(s\) \(x: its "
+                     r"arguments, then its aux states\)"),
     ("NO_INPUT_RULES", r"operator 'bad_no_inputs' takes no inputs, so its outputs' shapes and dtypes follow none: "
                        r"declare infer_shape and infer_type"),
 ]
@@ -372,6 +374,21 @@ def test_workspace_resource(testops):
     got = so.ops.t_sum(so.array(x))
     assert got.shape == (1,)
     np.testing.assert_allclose(got.asnumpy(), [x.sum()])
+
+
+def test_a_constant_c_op_is_named_by_its_flag_not_the_python_attribute(testops):
+    """An SO_OP_CONSTANT op's constant outputs, and explain's account of them, name the C flag
+    the author wrote."""
+    x = so.array(dense((3, 4), seed=2))
+    x.attach_grad()
+    with so.autograd.record():
+        total = so.sum(so.ops.t_sum(x))
+    with pytest.raises(OperatorError, match=r"the output of operator 't_sum': it is declared SO_OP_CONSTANT, so its "
+                                            r"outputs are constants"):
+        total.backward()
+    described = so.explain("t_sum", x)
+    assert described["backward"]["gradient"] == "none: the outputs are constants (SO_OP_CONSTANT)"
+    assert described["faces"]["torch.grad"].startswith("its outputs are constants (SO_OP_CONSTANT)")
 
 
 def test_the_seed_follows_sparse_ops_random(testops):

@@ -239,7 +239,11 @@ SO_EXPORT int32_t sparse_ops_library_init(uint32_t host_abi_version, const so_re
   op.n_gradients = 2; op.gradients = grads;
 #if SPARSE_OPS_TARGET_MINOR >= 1
   op.n_opcheck_skips = 0; op.opcheck_skips = NULL;
-#if defined(CK_BAD_REFERENCE)
+#if defined(CK_AWARE_ONLY)
+  static const int32_t both_dense[] = {SO_STYPE_DEFAULT, SO_STYPE_DEFAULT};
+  kernel.stypes = both_dense; kernel.n_stypes = 2; /* storage-aware only, nothing to compare it with */
+  op.reference = NULL;
+#elif defined(CK_BAD_REFERENCE)
   op.reference = "no_such_op";
 #elif defined(CK_SELF_REFERENCE)
   op.reference = "ck_matmul";
@@ -309,6 +313,18 @@ def test_the_reference_op_is_what_opcheck_compares_with(build, isolated):
     report = opcheck("ck_matmul", cls.samples())
     [outcome] = [o for o in report.results[0].outcomes if o.check == "reference"]
     assert (outcome.status, outcome.detail) == ("passed", "outputs vs its reference op 'dot' (fcompute kernel)")
+
+
+def test_a_c_op_with_nothing_to_compare_is_told_the_c_declarations(build, isolated, capsys):
+    """A storage-aware C kernel with no dense kernel and no reference: the advice names the
+    so_op_decl fields a C author sets, not a Python method."""
+    code, out = check(capsys, build("ckaware", "-DCK_AWARE_ONLY"))
+    assert code == 1
+    assert ("reference: compared nothing: the default,default kernel ran and the op has no dense kernel and no "
+            "NumPy reference to compare it with; give a reference (so_op_decl.reference naming an op that computes "
+            "the same outputs or opcheck(..., reference=fn)) or a dense kernel, or skip it with a reason "
+            "(opcheck(..., skip={'reference': 'why'}) or so_opcheck_skip {\"reference\", \"why\"} in the op's "
+            "declaration)") in out
 
 
 def test_a_kernel_that_disagrees_with_its_reference_fails_the_check(build, isolated, capsys):

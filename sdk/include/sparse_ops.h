@@ -350,7 +350,10 @@ typedef struct so_gradient {
 
 /* ---- samples (for opcheck) ----------------------------------------------------------------- */
 /* One set of inputs (on the cpu; device fields ignored) and parameters that opcheck and the
-   gradient checks run the op on. */
+   gradient checks run the op on. n_inputs must equal the op's n_arguments + n_aux (checked
+   before any input is read). The inputs are copied when the library loads, so each array's
+   shape, nnz and pointers must describe memory the library really holds: a sample larger
+   than its data is read out of bounds there (and may crash the process). */
 typedef struct so_sample {
   uint32_t struct_size;
   uint32_t abi_version;

@@ -123,11 +123,18 @@ def _sample_input(s: abi.Array, what: str) -> Any:
     raise DeclarationError(f"{what}: unknown storage type code {s.stype}")
 
 
-def _samples(raw: list, spec_name: str) -> list:
+def _samples(raw: list, spec: OpSpec) -> list:
+    """(inputs, params) of each so_sample. Its ``n_inputs`` is checked against the op's
+    inputs before any array is read: a count the author's array does not hold would be
+    read past its end."""
     out = []
+    n_in = len(spec.inputs)
     for i, sample in enumerate(raw):
-        what = f"operator {spec_name!r}: samples[{i}]"
-        if sample.n_inputs < 0 or (sample.n_inputs and not sample.inputs):
+        what = f"operator {spec.name!r}: samples[{i}]"
+        if sample.n_inputs != n_in:
+            raise DeclarationError(f"{what}: n_inputs is {sample.n_inputs}, but the op takes {n_in} input(s) "
+                                   f"({', '.join(spec.inputs) or 'none'}: its arguments, then its aux states)")
+        if sample.n_inputs and not sample.inputs:
             raise DeclarationError(f"{what}: {sample.n_inputs} inputs but no array")
         inputs = []
         for j in range(sample.n_inputs):
@@ -205,7 +212,7 @@ def register_declaration(lib: Library, address: int, module: str) -> str | None:
     """Decode the so_op_decl at ``address`` and register its op for ``lib``; returns None, or
     what was wrong (also kept in ``lib.problems``): what the registrar's register_op does."""
     try:
-        spec = decode(address, lambda raw, s: _samples(raw, s.name))
+        spec = decode(address, _samples)
         _register(lib, spec, module)
         return None
     except Exception as exc:  # never let an exception reach C

@@ -512,7 +512,7 @@ def explain(name: str, *args: Any, **params: Any) -> dict[str, Any]:
             "ffi_target": None,
             "handler": lowered,
             "gradient": ("JAX's derivative of the jnp expression (equal to the op's gradient rule; "
-                         + ("constant: the op is declared differentiable = False)" if spec.opdef.constant
+                         + (f"constant: the op is declared {spec.opdef.constant_declaration})" if spec.opdef.constant
                             else "any order)")),
             "forward_mode": "JAX's own (jax.jvp, jacfwd, hessian: any order)",
             "batching": "JAX's own (vmap of the jnp expression)",
@@ -528,7 +528,7 @@ def explain(name: str, *args: Any, **params: Any) -> dict[str, Any]:
                      f"{spec.opdef.name}'s gradient rule; second order (grad of grad, jax.hessian) through "
                      f"sparse_ops_{name}_hvp: our engine differentiating the rule"
                      if differentiable else
-                     "none: constant outputs (declared differentiable = False)" if spec.opdef.constant else
+                     f"none: constant outputs (declared {spec.opdef.constant_declaration})" if spec.opdef.constant else
                      "none (the op declares no gradient)"),
         "forward_mode": (f"FFI target sparse_ops_{name}_jvp: J t as the transpose of the gradient rule (our engine "
                          "differentiates the rule in its head gradient); jacfwd of jacfwd is refused"

@@ -72,7 +72,9 @@ def _clip_gradient() -> Param:
 
 
 def _lazy() -> Param:
-    return Param(bool, True, "with a row_sparse grad, update only the rows it stores")
+    return Param(bool, True, "with a row_sparse grad, update only the rows it stores (a dense weight with dense "
+                             "states, or a row_sparse weight with row_sparse states; a row_sparse weight with dense "
+                             "states gets the standard update, as in MXNet 1.9)")
 
 
 _kernel_module: Any = None

@@ -80,7 +80,7 @@ SO_EXPORT int32_t sparse_ops_library_init(uint32_t host_abi_version, const so_re
   return reg->register_op(reg->host, &resourced, err);
 #elif defined(INIT_FAILS)
   return so_error_set(err, SO_ERR_INTERNAL, "could not find the license file");
-#elif defined(SAMPLE_DENSE_NNZ) || defined(SAMPLE_RSP_NNZ) || defined(SAMPLE_CSR_END)
+#elif defined(SAMPLE_DENSE_NNZ) || defined(SAMPLE_RSP_NNZ) || defined(SAMPLE_CSR_END) || defined(SAMPLE_COUNT)
   /* a sample whose own numbers disagree: read as declared, its 6 values would be overrun */
   static double values[6] = {1, 2, 3, 4, 5, 6};
   static int64_t idx[6] = {0, 1, 0, 1, 0, 1}, ptr[4] = {0, 2, 4, 5};
@@ -103,7 +103,12 @@ SO_EXPORT int32_t sparse_ops_library_init(uint32_t host_abi_version, const so_re
   x.indices = idx, x.indptr = ptr;
   x.ndim = 2, x.shape[0] = 3, x.shape[1] = 2, x.nnz = 6; /* indptr ends at 5 */
 #endif
+#if defined(SAMPLE_COUNT)
+  /* three inputs claimed for a one-argument op, one array given: refused before reading past it */
+  so_sample samples[] = {{SO_HEADER(so_sample), 3, 0, &x, NULL, NULL}};
+#else
   so_sample samples[] = {{SO_HEADER(so_sample), 1, 0, &x, NULL, NULL}};
+#endif
   so_op_decl sampled = first;
   sampled.name = "bad_sample";
   sampled.n_samples = 1;

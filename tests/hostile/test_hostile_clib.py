@@ -56,7 +56,7 @@ FAULTS = {
     4: "csr indptr must be non-decreasing",
     5: "csr column indices must be sorted and unique within each row: unsorted",
     6: "ctx->workspace called, but the op does not declare SO_RESOURCE_WORKSPACE",
-    7: "output 0 of shape (4611686018427387904, 4611686018427387904) (float64, csr) from the op's infer_shape "
+    7: "output 0 of shape (4611686018427387904, 4611686018427387904) (float64, csr) from the op's shape rule "
        "cannot be allocated",
     8: "unknown storage type",
     9: "negative nnz -5 for output 0",
