@@ -316,3 +316,17 @@ def test_float64_instructions_skip_parameter_loads_and_narrowing():
     add.f64 %fd3, %fd2, %fd1;
     """
     assert gpu_compile.float64_instructions(ptx) == ["cvt.f64.f32", "add.f64"]
+
+
+@pytest.mark.parametrize("ids", [numba.int64[::1], numba.float64[::1]], ids=["int64 ids", "float64 ids"])
+def test_the_prefetching_row_kernels_compile_for_cuda(ids):
+    """The embedding gather and the lazy optimizer updates prefetch the rows that ids pick
+    (``prefetch_row``) on the cpu; the same bodies compile for CUDA, where it does nothing,
+    with integer and float ids alike."""
+    from sparse_ops.kernels import nn, optimizer
+
+    words = numba.uint64[:, ::1]
+    assert ".entry" in gpu_compile.compile_kernel(nn.gather_row, (ids, words, words))
+    f64 = numba.float64[:, ::1]  # (the updates compute in float64 by design: their float64 variant)
+    assert ".entry" in gpu_compile.compile_kernel(
+        optimizer.adam_row, (f64, numba.int64[::1], f64, f64, f64, *(numba.float64,) * 7))

@@ -12,6 +12,9 @@ order of the ids: here serially (``scatter_add_rows``), or grouped by id
 """
 from ..sdk.rowkernel import row_kernel
 from . import jit
+from .prefetch import prefetch_row
+
+ROWS_AHEAD = 8  # the gather prefetches the row of the id this many ids ahead (rows picked by id: no stream)
 
 
 @row_kernel(total="int64")
@@ -24,6 +27,8 @@ def gather_row(i, ids, weight, out):
     """
     # rows indexed in place, not taken as views: numba reference-counts a view per row here
     # (1.6x the time of a 4,096-id batch)
+    if i + ROWS_AHEAD < ids.shape[0]:
+        prefetch_row(weight, ids[i + ROWS_AHEAD])
     v = ids[i]
     valid = v > -1 and v < weight.shape[0]
     if valid:

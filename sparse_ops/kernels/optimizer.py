@@ -11,6 +11,9 @@ import math
 
 from ..sdk.rowkernel import row_kernel
 from . import jit
+from .prefetch import prefetch_row
+
+ROWS_AHEAD = 8  # each update prefetches the weight row this many gradient rows ahead
 
 
 @jit()
@@ -25,6 +28,8 @@ def _clip(g, bound):
 
 @row_kernel
 def sgd_row(i, out, idx, grad, lr, wd, rescale, clip):
+    if i + ROWS_AHEAD < idx.shape[0]:  # the rows a later gradient row updates
+        prefetch_row(out, idx[i + ROWS_AHEAD])
     decay = 1.0 - lr * wd
     r = idx[i]
     if clip < 0:  # the same arithmetic, without a branch per value (vectorises)
@@ -37,6 +42,9 @@ def sgd_row(i, out, idx, grad, lr, wd, rescale, clip):
 
 @row_kernel
 def sgd_mom_row(i, out, idx, grad, mom, lr, momentum, wd, rescale, clip):
+    if i + ROWS_AHEAD < idx.shape[0]:  # the rows a later gradient row updates
+        prefetch_row(out, idx[i + ROWS_AHEAD])
+        prefetch_row(mom, idx[i + ROWS_AHEAD])
     r = idx[i]
     for j in range(grad.shape[1]):
         w = out[r, j]
@@ -47,6 +55,10 @@ def sgd_mom_row(i, out, idx, grad, mom, lr, momentum, wd, rescale, clip):
 
 @row_kernel
 def adam_row(i, out, idx, grad, mean, var, lr, beta1, beta2, epsilon, wd, rescale, clip):
+    if i + ROWS_AHEAD < idx.shape[0]:  # the rows a later gradient row updates
+        prefetch_row(out, idx[i + ROWS_AHEAD])
+        prefetch_row(mean, idx[i + ROWS_AHEAD])
+        prefetch_row(var, idx[i + ROWS_AHEAD])
     r = idx[i]
     for j in range(grad.shape[1]):
         w = out[r, j]
@@ -60,6 +72,9 @@ def adam_row(i, out, idx, grad, mean, var, lr, beta1, beta2, epsilon, wd, rescal
 
 @row_kernel
 def adagrad_row(i, out, idx, grad, history, lr, epsilon, wd, rescale, clip):
+    if i + ROWS_AHEAD < idx.shape[0]:  # the rows a later gradient row updates
+        prefetch_row(out, idx[i + ROWS_AHEAD])
+        prefetch_row(history, idx[i + ROWS_AHEAD])
     r = idx[i]
     for j in range(grad.shape[1]):
         w = out[r, j]
@@ -71,6 +86,10 @@ def adagrad_row(i, out, idx, grad, history, lr, epsilon, wd, rescale, clip):
 
 @row_kernel
 def ftrl_row(i, out, idx, grad, z, n, lr, lamda1, beta, wd, rescale, clip):
+    if i + ROWS_AHEAD < idx.shape[0]:  # the rows a later gradient row updates
+        prefetch_row(out, idx[i + ROWS_AHEAD])
+        prefetch_row(z, idx[i + ROWS_AHEAD])
+        prefetch_row(n, idx[i + ROWS_AHEAD])
     r = idx[i]
     for j in range(grad.shape[1]):
         w = out[r, j]
