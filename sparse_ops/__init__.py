@@ -27,7 +27,7 @@ from .malloc import tune as _tune_malloc  # noqa: E402
 
 _tune_malloc()  # steady training steps: freed temporaries stay mapped (SPARSE_OPS_MALLOC_TUNING=0: off)
 
-from .device import Device, cpu, current_device, gpu, num_gpus  # noqa: E402
+from .device import Device, cpu, current_device, gpu, num_gpus, set_default_device  # noqa: E402
 from .dtypes import INDEX_DTYPES, VALUE_DTYPES  # noqa: E402
 from .errors import (  # noqa: E402
     SparseOpsError,
@@ -93,7 +93,7 @@ RowSparseArray = RowSparseNDArray
 CSRArray = CSRNDArray
 
 __all__ = [
-    "Device", "cpu", "gpu", "current_device", "num_gpus",
+    "Device", "cpu", "gpu", "current_device", "set_default_device", "num_gpus",
     "VALUE_DTYPES", "INDEX_DTYPES",
     "SparseOpsError", "SparseFormatError", "DeviceUnavailableError", "StorageFallbackWarning", "OperatorError",
     "NDArray", "BaseSparseNDArray", "RowSparseNDArray", "CSRNDArray",

@@ -23,7 +23,21 @@ _DEVICE_TYPES = ("cpu", "gpu")
 _DEVICE_ALIASES = {"cpu_shared": "cpu"}
 
 
-class Device:
+class _DeviceClass(type):
+    """The class of ``Device``. ``Device.default_device`` reads this thread's default device,
+    and assigning it sets that default (``set_default_device``): a class attribute holding
+    one fixed device would be every thread's default."""
+
+    @property
+    def default_device(cls) -> "Device":
+        return current_device()
+
+    @default_device.setter
+    def default_device(cls, device: "Device") -> None:
+        set_default_device(device)
+
+
+class Device(metaclass=_DeviceClass):
     """A place where arrays live and kernels run: ``cpu(0)`` or ``gpu(i)``.
 
     Usable as a context manager to change the default device of the current thread,
@@ -95,6 +109,19 @@ def current_device() -> Device:
     """The default device of this thread: the innermost ``with device:`` block, else ``cpu(0)``."""
     stack = getattr(_local, "stack", None)
     return stack[-1] if stack else _CPU0
+
+
+def set_default_device(device: Device) -> None:
+    """Make ``device`` this thread's default device: inside a ``with`` block until it ends,
+    outside any for the thread (MXNet's ``Context.default_ctx = ctx``)."""
+    if not isinstance(device, Device):
+        raise TypeError(f"the default device must be a Device (sparse_ops.cpu(), sparse_ops.gpu(i)), got "
+                        f"{type(device).__name__}")
+    stack = _stack()
+    if stack:
+        stack[-1] = device
+    else:
+        stack.append(device)
 
 
 _DEVICE_RE = re.compile(r"^\s*(cpu|gpu|cuda)\s*(?:[(:]\s*(\d+)\s*\)?)?\s*$")

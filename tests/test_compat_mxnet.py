@@ -38,6 +38,38 @@ def test_contexts():
         assert mx.nd.ones((1,)).context == mx.cpu(0)
 
 
+def test_assigning_the_default_context_sets_this_threads_default_only():
+    """``Context.default_ctx = ctx`` (and ``Context._default_ctx.value = ctx``) set the
+    calling thread's default, as MXNet's class property does: the class attribute stays
+    per thread, a ``with`` block still overrides it, other threads keep theirs."""
+    import threading
+
+    seen = {}
+
+    def run():
+        try:
+            mx.Context.default_ctx = mx.cpu(11)
+            seen["set"] = (mx.Context.default_ctx, mx.nd.zeros((1,)).context, mx.cpu(3).default_ctx)
+            with mx.cpu(10):
+                seen["block"] = mx.Context.default_ctx
+            seen["after"] = mx.Context.default_ctx
+            mx.Context._default_ctx.value = mx.cpu(12)
+            seen["value"] = (mx.Context._default_ctx.value, mx.current_context())
+        except BaseException as exc:  # (reported below, in the main thread)
+            seen["error"] = exc
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    worker.join()
+    assert "error" not in seen, seen.get("error")
+    assert seen["set"] == (mx.cpu(11),) * 3
+    assert (seen["block"], seen["after"], seen["value"]) == (mx.cpu(10), mx.cpu(11), (mx.cpu(12),) * 2)
+    assert mx.Context.default_ctx == mx.current_context() == so.current_device() == mx.cpu(0)  # this thread's
+    assert mx.Context is so.Device and mx.Context.default_ctx is mx.cpu(0)
+    with pytest.raises(TypeError, match=r"the default device must be a Device"):
+        mx.Context.default_ctx = "cpu"
+
+
 def test_mxnet_error_is_the_base_of_operator_error():
     assert mx.base.MXNetError is so.SparseOpsError and mx.MXNetError is so.SparseOpsError
     assert issubclass(so.OperatorError, mx.base.MXNetError)

@@ -37,6 +37,31 @@ def test_default_device_stack_is_per_block():
     assert so.current_device() == so.cpu()
 
 
+def test_the_default_device_is_set_per_thread_and_per_block():
+    """``set_default_device`` (or assigning ``Device.default_device``) sets the innermost
+    block's device, else the thread's; the class attribute is never replaced."""
+    import threading
+
+    got = []
+
+    def run():
+        so.Device.default_device = so.cpu(4)
+        got.append((so.current_device(), so.zeros(1).device))
+        with so.cpu(5):
+            so.set_default_device(so.cpu(6))
+            got.append(so.Device.default_device)
+        got.append(so.current_device())
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    worker.join()
+    assert got == [(so.cpu(4), so.cpu(4)), so.cpu(6), so.cpu(4)]
+    assert so.current_device() is so.Device.default_device is so.cpu()
+    assert "default_device" not in vars(so.Device)
+    with pytest.raises(TypeError, match="must be a Device"):
+        so.set_default_device("gpu(0)")
+
+
 @pytest.mark.skipif(so.num_gpus() > 0, reason="a gpu is present")
 def test_missing_gpu_is_a_clear_error():
     with pytest.raises(so.DeviceUnavailableError, match="CuPy is not installed.*SPARSE_OPS_CUDA_SIM"):

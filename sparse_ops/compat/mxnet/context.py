@@ -5,21 +5,37 @@
 """
 from __future__ import annotations
 
-from ...device import Device, cpu, current_device, gpu, num_gpus
+from ...device import Device, cpu, current_device, gpu, num_gpus, set_default_device
 
 Context = Device
 
 
 class _DefaultContext:
-    """``Context.default_ctx``: the current default device, read on the class (as MXNet's
-    class property) or on an instance."""
+    """``ctx.default_ctx`` on an instance: this thread's default device."""
 
     def __get__(self, obj: object, owner: type | None = None) -> Device:
         return current_device()
 
 
+class _ThreadDefault:
+    """``Context._default_ctx``, MXNet's thread-local holder: ``.value`` reads and sets this
+    thread's default device."""
+
+    @property
+    def value(self) -> Device:
+        return current_device()
+
+    @value.setter
+    def value(self, device: Device) -> None:
+        set_default_device(device)
+
+
 if not hasattr(Device, "default_ctx"):
     Device.default_ctx = _DefaultContext()
+    # on the class, MXNet's class property: read, and assigned, per thread (Device's class
+    # holds it, so an assignment sets the thread's default instead of replacing it)
+    type(Device).default_ctx = type(Device).default_device
+    Device._default_ctx = _ThreadDefault()
 # MXNet's device type codes (``Context.devtype2str[ctx.device_typeid]``)
 if not hasattr(Device, "devtype2str"):
     Device.devtype2str = {1: "cpu", 2: "gpu", 3: "cpu_pinned", 5: "cpu_shared"}

@@ -497,13 +497,9 @@ def same_array(array1: NDArray, array2: NDArray) -> bool:
 # ---- more of MXNet's helpers (tolerances, shapes, checks) ----------------------------------------
 def set_default_context(ctx: Device) -> None:
     """Make ``ctx`` this thread's default device (inside a ``with ctx:`` block: until it ends)."""
-    from ... import device as _device
+    from ...device import set_default_device
 
-    stack = _device._stack()
-    if stack:
-        stack[-1] = ctx
-    else:
-        stack.append(ctx)
+    set_default_device(ctx)
 
 
 def default_numeric_eps() -> dict:
