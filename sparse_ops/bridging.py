@@ -330,6 +330,8 @@ class BridgedTable:
         if held is not None and held.opdef is not opdef:  # the caller may hold it: it follows the table
             held.__class__ = _following(held.__class__)
             held._table = self
+            if opdef is not None:  # the new record's function, made now rather than inside a trace of the held one
+                self._made[name] = self._make(opdef)
 
 
 class _Follows:

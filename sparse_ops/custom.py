@@ -21,7 +21,7 @@ import numpy as np
 from .creation import array, zeros
 from .dispatch import accumulate_into, invoke
 from .errors import OperatorError
-from .ndarray import NDArray
+from .ndarray import NDArray, take_storage
 from .registry import Op, add_class_adapter, get_op, kernel
 from .tape import _scope, _state
 
@@ -120,6 +120,14 @@ def op_class_for_prop(name: str, prop_cls: type) -> type:
         __doc__ = prop_cls.__doc__ or f"Custom operator {name} ({prop_cls.__name__})."
         variadic = True
         arguments = ("data",)
+        # how the CustomOp's own code sees its arrays, whichever face calls the op: None, as
+        # they come; else a function giving each one's ``twin`` of the registering face's class
+        # (the MXNet face's: ``sum()`` of shape (1,), ...), what the code sets on a twin given back
+        array_form: Any = None
+
+        def _forms(self, arrays: list) -> list:
+            form = self.array_form
+            return list(arrays) if form is None else [form(x) for x in arrays]
 
         @classmethod
         def from_params(cls, opdef: Any, kwargs: dict) -> "CustomAdapter":
@@ -219,13 +227,17 @@ def op_class_for_prop(name: str, prop_cls: type) -> type:
             if op is None:
                 op = ctx.state["custom_op"] = self.operator(ctx.device, [x.shape for x in arrays[:n_in]],
                                                             [x.dtype for x in arrays[:n_in]])
+            forms = self._forms(arrays)
             try:
-                op.forward(is_train=ctx.is_train, req=["write"] * (len(arrays) - n_in), in_data=list(arrays[:n_args]),
-                           out_data=list(arrays[n_in:]), aux=list(arrays[n_args:n_in]))
+                with _scope(False, None):  # imperative code, unrecorded (as MXNet runs it): the call is the node
+                    op.forward(is_train=ctx.is_train, req=["write"] * (len(arrays) - n_in), in_data=forms[:n_args],
+                               out_data=forms[n_in:], aux=forms[n_args:n_in])
             except OperatorError:
                 raise
             except Exception as exc:
                 raise _user_code_error(self._opdef, op, "forward", exc) from exc
+            for x, form in zip(arrays[n_args:], forms[n_args:]):  # the aux states and outputs it wrote
+                take_storage(x, form)
 
         def _backward_plan(self, device: Any, out_grads: list, inputs: list, outputs: list) -> tuple:
             """(CustomOp, out_grad storage types, in_grad storage types) of one backward
@@ -255,17 +267,20 @@ def op_class_for_prop(name: str, prop_cls: type) -> type:
             device = out_grads[0].device
             op, ograd_st, igrad_st = self._backward_plan(device, out_grads, inputs, outputs)
             out_grads = [g if g.stype == s else g.tostype(s) for g, s in zip(out_grads, ograd_st)]
-            if not self.prop.need_top_grad_:
-                out_grads = [_Missing(g, "out_grad") for g in out_grads]
+            out_grads = self._forms(out_grads) if self.prop.need_top_grad_ else \
+                [_Missing(g, "out_grad") for g in out_grads]
             in_grad = [_zeros_like(x, s, device) for x, s in zip(args, igrad_st)]
+            ins, outs, grads, states = (self._forms(a) for a in (args, outputs, in_grad, aux))
             try:
                 with _scope(False, None):  # imperative code the graph does not record (gradient_not_recorded)
-                    op.backward(req=["write"] * n_args, out_grad=out_grads, in_data=args, out_data=list(outputs),
-                                in_grad=in_grad, aux=aux)
+                    op.backward(req=["write"] * n_args, out_grad=out_grads, in_data=ins, out_data=outs,
+                                in_grad=grads, aux=states)
             except OperatorError:
                 raise
             except Exception as exc:
                 raise _user_code_error(self._opdef, op, "backward", exc) from exc
+            for x, form in zip([*in_grad, *aux], [*grads, *states]):
+                take_storage(x, form)
             return in_grad + [None] * len(aux)
 
     CustomAdapter.__name__ = CustomAdapter.__qualname__ = f"Custom[{name}]"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import itertools
 import keyword
 import math
 import operator
@@ -490,6 +491,9 @@ def _check_kernel_stypes(op: str, method: str, stypes: tuple[tuple[str, ...], ..
                              f"type(s) for {len(inputs)} input(s) {inputs!r}; allowed: one per input, in order")
 
 
+_SERIALS = itertools.count(1)  # OpDef.serial: one number per record made
+
+
 class OpDef:
     """One record of the operator table (NNVM's attribute table, in Python)."""
 
@@ -601,6 +605,10 @@ class OpDef:
         self.function: Any = None  # the generated Python function (dispatch.op_function)
         # True while another record holds this one's name, or none does (``_retire``)
         self.retired = False
+        # which registration this record is, in digits: a replaced op's new record has another
+        # (what a traced call carries, so a compiled graph of the old record is told apart; a
+        # string, which tracers keep constant where they may make an int symbolic)
+        self.serial = str(next(_SERIALS))
         if not any(p.required for p in self.params.values()):
             try:
                 self._default_instance = self._make_instance({})

@@ -156,6 +156,39 @@ def test_batch_norm_training_and_inference(axis):
     np.testing.assert_allclose(invstd.asnumpy(), np.full(c, 1 / np.sqrt(1 + 1e-3)))
 
 
+def test_sync_batch_norm_is_batch_norm_on_one_device_and_reports_the_variance():
+    """``contrib.SyncBatchNorm`` on one device: BatchNorm's values, gradients and moving
+    statistics over channel axis 1; its third ``output_mean_var`` output is the batch's
+    variance (BatchNorm's is the inverse standard deviation)."""
+    d = RNG.standard_normal((4, 3, 5))
+    g, b = RNG.standard_normal(3), RNG.standard_normal(3)
+    stats = [(_a(np.zeros(3)), _a(np.ones(3))) for _ in range(2)]
+    outs = []
+    for op, (mm, mv) in zip((mx.nd.BatchNorm, mx.nd.contrib.SyncBatchNorm), stats):
+        x = _a(d)
+        x.attach_grad()
+        extra = {"key": "bn0", "ndev": 1} if op is mx.nd.contrib.SyncBatchNorm else {}
+        with mx.autograd.record():
+            y, mean, third = op(x, _a(g), _a(b), mm, mv, eps=1e-5, fix_gamma=False, output_mean_var=True, **extra)
+        y.backward(mx.nd.array(np.arange(d.size).reshape(d.shape) % 7, dtype="float64"))
+        outs.append((y.asnumpy(), mean.asnumpy(), third.asnumpy(), x.grad.asnumpy(), mm.asnumpy(), mv.asnumpy()))
+    (y0, m0, inv0, g0, mm0, mv0), (y1, m1, var1, g1, mm1, mv1) = outs
+    for a, b_ in ((y0, y1), (m0, m1), (g0, g1), (mm0, mm1), (mv0, mv1)):
+        np.testing.assert_allclose(a, b_, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(var1, d.var(axis=(0, 2)), rtol=1e-9)
+    np.testing.assert_allclose(inv0, 1 / np.sqrt(d.var(axis=(0, 2)) + 1e-5), rtol=1e-9)
+    with pytest.raises(mx.base.MXNetError, match="ndev must be a positive int"):
+        mx.nd.contrib.SyncBatchNorm(_a(d), _a(g), _a(b), *stats[0], ndev=0)
+
+
+def test_engine_bulk_is_a_scheduling_hint_that_changes_no_value():
+    with mx.engine.bulk(10):
+        x = mx.nd.ones((3,))
+        x *= 2
+        assert mx.engine.set_bulk_size(5) == 10
+    assert mx.engine.set_bulk_size(0) == 0 and (x.asnumpy() == 2).all()
+
+
 def test_layer_norm_and_l2_normalization():
     d = RNG.standard_normal((3, 4, 5))
     g, b = RNG.standard_normal(5), RNG.standard_normal(5)

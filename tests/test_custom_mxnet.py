@@ -258,3 +258,78 @@ def test_eight_threads_call_custom_ops_at_once():
     for t in threads:
         t.join()
     assert not errors
+
+
+def test_a_custom_op_registered_through_the_mxnet_face_sees_mxnet_arrays_from_every_face(isolated):
+    """A CustomOp registered with ``mx.operator.register`` runs MXNet code: its forward and
+    backward get the face's arrays (``sum()`` of shape (1,), a csr's ``data`` an NDArray)
+    whether the MXNet face, the native API or the torch bridge calls it, dense or csr, and
+    what it writes (a csr output, an aux state, the input gradient) reaches the caller. The
+    same class registered natively gets the native arrays."""
+    import scipy.sparse as sp
+    import torch
+
+    import sparse_ops.compat.mxnet as mx
+    import sparse_ops.torch as st
+
+    seen = []
+
+    class Scaled(so.CustomOp):
+        def forward(self, is_train, req, in_data, out_data, aux):
+            x = in_data[0]
+            face = type(x).__module__.startswith("sparse_ops.compat.mxnet")
+            total = x.sum().asnumpy()[0] if face else None  # MXNet's (1,)-shaped sum
+            seen.append((type(x).__module__.split(".")[1], x.stype, total))
+            self.assign(out_data[0], req[0], x * 3)
+            aux[0][:] = aux[0] + 1
+
+        def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
+            seen.append(("backward", *(type(a).__module__.startswith("sparse_ops.compat.mxnet")
+                                       for a in (out_grad[0], in_grad[0]))))
+            self.assign(in_grad[0], req[0], out_grad[0] * 3)
+
+    class ScaledProp(so.CustomOpProp):
+        def __init__(self):
+            super().__init__(need_top_grad=True)
+
+        def list_auxiliary_states(self):
+            return ["calls"]
+
+        def infer_shape(self, in_shape):
+            return in_shape[:1], [in_shape[0]], [[1]]
+
+        def infer_storage_type(self, in_stype):
+            return in_stype[:1], [in_stype[0]], ["default"]
+
+        def infer_storage_type_backward(self, ograd_stype, in_stype, out_stype, igrad_stype, aux_stype):
+            return ograd_stype, in_stype, out_stype, ["default"], aux_stype
+
+        def create_operator(self, ctx, shapes, dtypes):
+            return Scaled()
+
+    mx.operator.register("test_face_scaled")(ScaledProp)
+    m = sp.csr_matrix(np.array([[1.0, 0.0, 2.0], [0.0, 4.0, 0.0]]))
+    calls = so.zeros((1,))
+
+    got = mx.nd.Custom(mx.nd.sparse.csr_matrix(m), mx.nd.zeros((1,)), op_type="test_face_scaled")
+    assert got.stype == "csr" and np.allclose(got.asnumpy(), 3 * m.toarray())
+    native = so.ops.test_face_scaled(so.csr_matrix(m), calls)
+    assert type(native) is so.CSRNDArray and np.allclose(native.asnumpy(), 3 * m.toarray())
+    x = so.array(m.toarray())
+    x.attach_grad()
+    with ag.record():
+        y = so.ops.test_face_scaled(x, calls)
+        total = so.sum(y)
+    total.backward()
+    assert type(y) is so.NDArray and np.allclose(x.grad.asnumpy(), 3.0)
+    t = torch.tensor(m.toarray(), requires_grad=True)
+    st.ops.test_face_scaled(t, torch.zeros(1, dtype=torch.float64)).sum().backward()
+    assert torch.allclose(t.grad, torch.full_like(t, 3.0))
+    assert calls.asnumpy().tolist() == [2.0]  # the aux state written through the face's twin
+    assert seen[:3] == [("compat", "csr", 7.0), ("compat", "csr", 7.0), ("compat", "default", 7.0)]
+    assert ("backward", True, True) in seen and seen[-2] == ("compat", "default", 7.0)
+
+    seen.clear()
+    so.register("test_native_scaled")(ScaledProp)
+    so.ops.test_native_scaled(so.csr_matrix(m), so.zeros((1,)))
+    assert seen == [("ndarray", "csr", None)]

@@ -142,7 +142,7 @@ def test_true_is_refused_where_a_float_is_expected_after_the_float_was_parsed():
 # ---- 2. bounded caches -----------------------------------------------------------------------------
 def _cache_sizes(name: str) -> dict[str, int]:
     return {"dense fast path": len(st.op(name)._dense), "plans": len(bridge._PLANS),
-            "instances": len(bridge._INSTANCES), "decoded": len(library._DECODED),
+            "instances": max(len(bridge._HELD_ORDER), len(vars(bridge._HELD))), "decoded": len(library._DECODED),
             "parsed parameters": len(registry.get_op(name)._instances)}
 
 
@@ -498,3 +498,69 @@ def test_a_call_refused_while_traced_is_a_bridge_error_not_dynamos_internal_erro
         f(torch.ones(2, dtype=torch.float64))
     g = torch.compile(lambda t: st.ops.clip(t, a_min=0.0, a_max=0.5), fullgraph=True, backend="eager")
     np.testing.assert_array_equal(g(torch.ones(2, dtype=torch.float64)).numpy(), [0.5, 0.5])
+
+
+def test_a_compiled_function_follows_a_replaced_op_and_an_old_graph_is_refused_by_name(isolated):
+    """Replacing an op (a new record: other output dtype) after ``torch.compile`` traced a call
+    of it retraces that function, whether it reads the op from ``st.ops`` or holds the old
+    function; a graph that still calls the old record (its parameter string carries the
+    record's ``@serial``) is refused naming the op and the way out, never run with the new
+    record's outputs read as the old one's."""
+    def make(factor, dtype):
+        class Scaled(so.Op):
+            def infer_type(self, x):
+                return [np.dtype(dtype)]
+
+            @so.kernel(device="cpu")
+            def dense(self, ctx, x, y):
+                np.multiply(x, factor, out=y, casting="unsafe")
+
+        return Scaled
+
+    so.register("_seam_scaled")(make(2, "float32"))
+    held = st.ops._seam_scaled
+    looked_up = torch.compile(lambda t: st.ops._seam_scaled(t) * 1 + 1, fullgraph=True, backend="aot_eager")
+    holding = torch.compile(lambda t: held(t) * 1 + 1, fullgraph=True, backend="aot_eager")
+    x = torch.ones(2, 3)
+    for f in (looked_up, holding):
+        torch.testing.assert_close(f(x), torch.full((2, 3), 3.0))
+    old_serial = so.get_op("_seam_scaled").serial
+    so.register("_seam_scaled", replace=True)(make(3, "float64"))
+    for f in (looked_up, holding):
+        torch.testing.assert_close(f(x), torch.full((2, 3), 4.0, dtype=torch.float64))
+    with pytest.raises(bridge.BridgeError, match=r"operator '_seam_scaled' was registered again \(replaced, or its "
+                                                 r"plugin reloaded\) after this code was traced by torch.compile.*"
+                                                 r"torch.compiler.reset\(\)"):
+        torch.ops.sparse_ops._seam_scaled(x, encode_params({"@serial": old_serial}))
+    current = encode_params({"@serial": so.get_op("_seam_scaled").serial})
+    torch.testing.assert_close(torch.ops.sparse_ops._seam_scaled(x, current), torch.full((2, 3), 3.0,
+                                                                                      dtype=torch.float64))
+
+
+def test_a_function_calling_two_sparse_result_ops_compiles_before_any_eager_call(isolated):
+    """A compiled function whose trace meets two calls with sparse results, in a process that
+    never ran them eagerly (each planned while traced, the second after the trace first read
+    the planned instances): it compiles with no graph break and gives the eager values."""
+    @so.register("_seam_keep_big")
+    class KeepBig(so.Op):
+        threshold = so.Param(float, 0.5)
+
+        def infer_storage_type(self, x):
+            return ["csr"]
+
+        @so.kernel(device="cpu", stypes=("csr",))
+        def csr(self, ctx, x, y):
+            data = np.asarray(x.data)
+            m = sp.csr_matrix((data * (np.abs(data) > self.threshold), np.asarray(x.indices), np.asarray(x.indptr)),
+                              shape=x.shape)
+            m.eliminate_zeros()
+            ctx.set_csr(y, m.data, m.indices.astype(x.indices.dtype), m.indptr.astype(x.indptr.dtype))
+
+    m = sp.random(6, 5, density=0.6, format="csr", random_state=3, dtype=np.float64)
+    want = m.multiply(abs(m) > 0.5).multiply(abs(m) > 0.8).toarray()
+    compiled = torch.compile(lambda parts: st.ops._seam_keep_big(st.ops._seam_keep_big(parts), threshold=0.8),
+                             fullgraph=True, backend="aot_eager")
+    got = compiled(CSRParts(torch.from_numpy(m.data), torch.from_numpy(m.indices.astype(np.int64)),
+                            torch.from_numpy(m.indptr.astype(np.int64)), (6, 5)))
+    assert isinstance(got, CSRParts)
+    np.testing.assert_array_equal(got.to_torch().to_dense().numpy(), want)

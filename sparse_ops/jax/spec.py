@@ -280,12 +280,22 @@ def _new_id() -> int:
         return sid
 
 
+# ids of forgotten specs -> their op's name (the newest MAX_FORGOTTEN), so a stale program's
+# refusal names the op
+_FORGOTTEN: dict[int, str] = {}
+MAX_FORGOTTEN = 4096
+
+
 def lookup(sid: int) -> Any:
     """The spec of id ``sid`` (what the FFI handler does first)."""
     spec = _SPECS.get(sid)
     if spec is None:
-        raise JaxBridgeError(f"sparse_ops.jax: no bridged call with id {sid} (the op was re-registered "
-                             "or forgotten since this computation was traced; trace it again)")
+        name = _FORGOTTEN.get(sid)
+        which = f"operator {name!r} was registered again (replaced, or its plugin reloaded) or removed" \
+            if name is not None else "the op was registered again or removed"
+        raise JaxBridgeError(f"sparse_ops.jax: no bridged call with id {sid}: {which} after this computation "
+                             "was traced, and the compiled program calls the old version; jax.clear_caches() "
+                             "(or a new jax.jit of the function) traces it again")
     return spec
 
 
@@ -519,3 +529,6 @@ def forget(name: str) -> None:
             del _BY_KEY[key]
         for sid in [i for i, s in _SPECS.items() if getattr(s, "fwd", s).opdef.name == name]:
             del _SPECS[sid]
+            _FORGOTTEN[sid] = name
+        while len(_FORGOTTEN) > MAX_FORGOTTEN:
+            del _FORGOTTEN[next(iter(_FORGOTTEN))]

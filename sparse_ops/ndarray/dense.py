@@ -346,20 +346,25 @@ def kernel_form(x: NDArray) -> NDArray:
     tape and gradient rules read components through the library's own properties, which a
     subclass may show differently."""
     cls = x.__class__._kernel_class
-    if cls is None:
-        return x
-    x.shape  # a container built with check=False is validated first, so the form shares a checked one
-    twin = object.__new__(cls)
+    return x if cls is None else twin(x, cls)
+
+
+def twin(x: NDArray, cls: type) -> NDArray:
+    """A new ``cls`` object sharing ``x``'s storage and autograd record (O(1)); ``cls`` is a
+    class of the same storage as ``x``'s (a subclass adding no slots, or its base).
+    ``take_storage`` gives back what was set on the twin."""
+    x.shape  # a container built with check=False is validated first, so the twin shares a checked one
+    made = object.__new__(cls)
     for name in _storage_slots(cls):
         value = getattr(x, name, _UNSET)
         if value is not _UNSET:
-            setattr(twin, name, value)
-    return twin
+            setattr(made, name, value)
+    return made
 
 
 def take_storage(x: NDArray, form: NDArray) -> None:
-    """Give ``x`` what a kernel (or the tape) set on its ``kernel_form`` ``form``: new
-    component arrays of a sparse output, a validation, an autograd record."""
+    """Give ``x`` what a kernel (or the tape) set on its ``kernel_form`` (or other ``twin``)
+    ``form``: new component arrays of a sparse output, a validation, an autograd record."""
     if form is x:
         return
     for name in _storage_slots(form.__class__):

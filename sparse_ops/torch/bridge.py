@@ -35,6 +35,7 @@ MXNet-form ops registered at any time are bridged like the built-ins.
 """
 from __future__ import annotations
 
+import hashlib
 import itertools
 import operator
 import sys
@@ -44,7 +45,7 @@ import numpy as np
 import torch
 
 from .. import registry
-from ..bridging import BoundedCache, BridgedTable, arg_names, param_key
+from ..bridging import BoundedCache, BridgedTable, arg_names, decode_params, param_key
 from ..dispatch import fitted_stypes, infer_shapes, infer_stypes
 from ..errors import OperatorError, quoting
 from ..ndarray import STYPES
@@ -53,8 +54,8 @@ from .convert import TorchBridgeError, coalesced, components, numpy_dtype, spoke
 from .convert import _VALUE_TORCH_DTYPES as _VALUE_DTYPES
 from . import lowering
 from .lowering import _TABLE as _LOWERINGS
-from .library import (SPARSE_GRAD, TRAINING, BridgeError, DenseAutograd, HostCall, Overload, TracedBridgeError,
-                      TransformAutograd,
+from .library import (SERIAL, SPARSE_GRAD, TRAINING, BridgeError, DenseAutograd, HostCall, Overload,
+                      TracedBridgeError, TransformAutograd,
                       _functorch_active, _instance, call_options, encode_params, forget, host_call,
                       eager_apply, host_plan_key, is_sparse_grad, overload_for, run_dense)
 from .structure import CSRParts, RowSparseParts, assemble_csr, assemble_rows, rows_values
@@ -332,7 +333,7 @@ class BridgedOp:
             if seen is not None:
                 return self._eager_call(seen, args, flat)
         items = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in params.items()))
-        ov_name, out_stypes, out_shapes, nvis, ptext = plan_call(opdef.name, tuple(stypes),
+        ov_name, out_stypes, out_shapes, nvis, ptext, held = plan_call(opdef.name, tuple(stypes),
                                                                  None if compiling and not concrete else shapes, items,
                                                                  compiling)
         if compiling:  # the torch op by name: Dynamo follows torch.ops, not our objects
@@ -340,7 +341,7 @@ class BridgedOp:
             # dense results have their shapes; sparse ones are assembled with them (planned on
             # concrete sizes, or the op's shape rule traced on symbolic ones)
             if not concrete and any(s != "default" for s in out_stypes):
-                out_shapes = _traced_shapes(opdef, ptext, shapes)
+                out_shapes = _traced_shapes(opdef, held, shapes)
                 fitted = tuple(fitted_stypes(out_stypes, out_shapes))
                 if fitted != out_stypes:  # (dot of a vector and a csr): the kernel will plan it so
                     ov_name, out_stypes = fitted_overload(opdef.name, tuple(stypes), fitted), fitted
@@ -352,6 +353,8 @@ class BridgedOp:
             torch_op = ov.torch_op
         # torch.func transforms take autograd functions with setup_context only: ours
         if compiling or (ov.setup is not None and _functorch_active()):
+            if compiling:  # the record traced (Dynamo guards the serial read here): a replaced op's
+                ptext = with_serial(ptext, opdef.serial)  # old graph is retraced, or refused by name
             res = self._run(torch_op, flat, ptext, args, None if compiling else ov)
             return _assemble(out_stypes, (res,) if not isinstance(res, tuple) else res, out_shapes, nvis, parts=True)
         # a first eager call: the registered operator itself; later ones like it may skip the
@@ -383,14 +386,43 @@ class BridgedOp:
 
 
 _PLANS: BoundedCache = BoundedCache(MAX_PLANS)  # (name, stypes, shapes, parameter key) -> (opdef, plan, instance)
-_INSTANCES: BoundedCache = BoundedCache(MAX_PLANS)  # (name, parameter string) -> the instance plan_call made
+
+
+class _Held:
+    """The instances ``plan_call`` made, one attribute each, named by op and parameter string
+    (``_held_name``), for ``_traced_shapes``. An attribute a trace has not read before is read
+    from the object as it is then, where a dict is read as it was when the trace first read
+    it: plan_call runs untraced and may have added instances since (a trace calling two ops
+    with sparse results, in a process that never ran them eagerly)."""
+
+
+_HELD = _Held()
+_HELD_ORDER: dict[str, None] = {}  # attribute names, oldest first (at most MAX_PLANS kept)
+
+
+def _held_name(name: str, ptext: str) -> str:
+    return "i" + hashlib.blake2b(f"{name}\0{ptext}".encode(), digest_size=12).hexdigest()
+
+
+def _hold(name: str, ptext: str, inst: registry.Op) -> str:
+    """Keep ``inst`` on ``_HELD``; the name of its attribute."""
+    attr = _held_name(name, ptext)
+    setattr(_HELD, attr, inst)
+    _HELD_ORDER.pop(attr, None)
+    _HELD_ORDER[attr] = None
+    while len(_HELD_ORDER) > MAX_PLANS:
+        oldest = next(iter(_HELD_ORDER))
+        del _HELD_ORDER[oldest]
+        delattr(_HELD, oldest)
+    return attr
 
 
 @torch._dynamo.assume_constant_result
 def plan_call(name: str, stypes: tuple, shapes: tuple | None, items: tuple, traced: bool = False) -> tuple:
     """What a call decides before running, from constants only (so that torch.compile runs it
     once, at trace time, and keeps the result): (overload name, output storage types, output
-    shapes, visible outputs, parameter string). Defines the overload on first use. Symbolic
+    shapes, visible outputs, parameter string, and the attribute of ``_HELD`` holding the
+    op's instance for ``_traced_shapes``). Defines the overload on first use. Symbolic
     shapes (a compiled function's dynamic dimensions) are no constants: without ``shapes``
     the output shapes are None, and the traced code works out those it needs (an op whose
     rules take concrete sizes only, ``symbolic_shapes = False`` as C-library ops declare,
@@ -405,8 +437,7 @@ def plan_call(name: str, stypes: tuple, shapes: tuple | None, items: tuple, trac
         key, hit = None, None
     if hit is not None and registry.get_op(name) is hit[0]:
         result, inst = hit[1], hit[2]
-        if (name, result[4]) not in _INSTANCES:  # evicted apart from its plan: _traced_shapes reads it
-            _INSTANCES.put((name, result[4]), inst)
+        _hold(name, result[4], inst)  # (again: it may have been evicted apart from its plan)
         return result
     opdef = registry.get_op(name)
     try:
@@ -418,11 +449,17 @@ def plan_call(name: str, stypes: tuple, shapes: tuple | None, items: tuple, trac
         ov = overload_for(opdef, tuple(stypes), out_stypes)
     except (OperatorError, TypeError, ValueError) as exc:
         raise (TracedBridgeError if traced else BridgeError)(f"sparse_ops.torch.ops.{name}: {exc}") from exc
-    result = (ov.name, out_stypes, out_shapes, inst.visible_output_count(), ptext)
+    result = (ov.name, out_stypes, out_shapes, inst.visible_output_count(), ptext, _hold(name, ptext, inst))
     if key is not None:
         _PLANS.put(key, (opdef, result, inst))
-        _INSTANCES.put((name, ptext), inst)
     return result
+
+
+@torch._dynamo.assume_constant_result
+def with_serial(ptext: str, serial: str) -> str:
+    """The parameter string ``ptext`` carrying the op record's ``serial`` (``SERIAL``), for a
+    traced call: the operator refuses it once the op was registered again."""
+    return encode_params({**(decode_params(ptext) if ptext else {}), SERIAL: serial})
 
 
 @torch._dynamo.assume_constant_result
@@ -432,10 +469,10 @@ def fitted_overload(name: str, stypes: tuple, out_stypes: tuple) -> str:
     return overload_for(registry.get_op(name), stypes, out_stypes).name
 
 
-def _traced_shapes(opdef: registry.OpDef, ptext: str, shapes: tuple) -> tuple:
+def _traced_shapes(opdef: registry.OpDef, held: str, shapes: tuple) -> tuple:
     """The output shapes of a traced call whose input shapes are symbolic: the op's shape
     rule run on them (torch guards what it compares), for the shapes of sparse results."""
-    inst = _INSTANCES[(opdef.name, ptext)]  # made by plan_call: parsing parameters is not traced
+    inst = getattr(_HELD, held)  # made by plan_call: parsing parameters is not traced
     return tuple(tuple(s) for s in infer_shapes(opdef, inst, shapes, traced=True))
 
 
@@ -679,7 +716,7 @@ def _operator_call(name: str, args: tuple, params: dict, copies: bool = False) -
         if st != "default":
             flat.append(list(shape))
     items = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in params.items()))
-    _, out_stypes, out_shapes, _, ptext = plan_call(name, tuple(stypes), tuple(shapes), items)
+    _, out_stypes, out_shapes, _, ptext, _ = plan_call(name, tuple(stypes), tuple(shapes), items)
     return overload_for(opdef, tuple(stypes), out_stypes), flat, ptext, tuple(stypes), out_shapes
 
 

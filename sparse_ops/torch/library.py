@@ -114,13 +114,16 @@ def decode_params(text: str) -> dict[str, Any]:
 # what the op computes, so they never reach the op's instance.
 TRAINING = "@training"        # bool: the op's training flag (what Dropout reads); True when absent
 SPARSE_GRAD = "@sparse_grad"  # tuple of input positions: dense leaves whose gradient is sparse COO
+SERIAL = "@serial"  # str: the op record a torch.compile trace was made against (OpDef.serial, in digits)
 
 
 class CallOptions(NamedTuple):
-    """The bridge's options of one call (``TRAINING``, ``SPARSE_GRAD`` in its parameter string)."""
+    """The bridge's options of one call (``TRAINING``, ``SPARSE_GRAD``, ``SERIAL`` in its
+    parameter string)."""
 
     training: bool = True
     sparse_grad: tuple[int, ...] = ()
+    serial: str | None = None
 
 
 _DEFAULT_OPTIONS = CallOptions()
@@ -137,17 +140,20 @@ def split_params(text: str) -> tuple[dict[str, Any], CallOptions]:
     if not any(k.startswith("@") for k in d):
         return _SPLIT.put(text, (d, _DEFAULT_OPTIONS))
     params = {k: v for k, v in d.items() if not k.startswith("@")}
-    unknown = sorted(k for k in d if k.startswith("@") and k not in (TRAINING, SPARSE_GRAD))
+    unknown = sorted(k for k in d if k.startswith("@") and k not in (TRAINING, SPARSE_GRAD, SERIAL))
     if unknown:
         raise BridgeError(f"unknown bridge option(s) {', '.join(unknown)} in the parameter string (options: "
-                          f"{TRAINING} = a bool, {SPARSE_GRAD} = a tuple of input positions)")
+                          f"{TRAINING} = a bool, {SPARSE_GRAD} = a tuple of input positions, {SERIAL} = a string of digits)")
     training = d.get(TRAINING, True)
     rows = d.get(SPARSE_GRAD, ())
+    serial = d.get(SERIAL)
     if not isinstance(training, bool):
         raise BridgeError(f"{TRAINING} must be a bool, got {training!r}")
     if not isinstance(rows, tuple) or not all(type(i) is int and i >= 0 for i in rows):
         raise BridgeError(f"{SPARSE_GRAD} must be a tuple of input positions, got {rows!r}")
-    return _SPLIT.put(text, (params, CallOptions(training, rows)))
+    if serial is not None and not (type(serial) is str and serial.isdigit()):
+        raise BridgeError(f"{SERIAL} must be a string of digits, got {serial!r}")
+    return _SPLIT.put(text, (params, CallOptions(training, rows, serial)))
 
 
 def call_options(text: str) -> CallOptions:
@@ -156,10 +162,18 @@ def call_options(text: str) -> CallOptions:
 
 
 def _instance(opdef: registry.OpDef, params: str) -> registry.Op:
-    """The op's instance for a parameter string (its ``@`` options left out)."""
+    """The op's instance for a parameter string (its ``@`` options left out). A string
+    traced against another record of the op (``SERIAL``: the op was replaced, or its plugin
+    reloaded, after a ``torch.compile`` trace) is refused: the compiled graph was built for
+    the old record's output shapes and dtypes."""
     if not params:
         return opdef._default_instance or opdef.instance({})
-    return opdef.instance(split_params(params)[0])
+    values, options = split_params(params)
+    if options.serial is not None and options.serial != opdef.serial:
+        raise BridgeError(f"{opdef.label} was registered again (replaced, or its plugin reloaded) after this "
+                          "code was traced by torch.compile, so the compiled graph expects the old version's "
+                          "outputs; call torch.compiler.reset() and run it again to trace the new version")
+    return opdef.instance(values)
 
 
 # ---- overloads -------------------------------------------------------------------------------------

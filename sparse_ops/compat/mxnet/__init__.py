@@ -4,7 +4,7 @@ Covered: ``mx.nd`` (creation, every registered operator under its MXNet name, sa
 ``Custom``), ``mx.nd.sparse``, ``mx.nd.random`` / ``mx.random``, ``mx.autograd``,
 ``mx.operator`` (``CustomOp``, ``CustomOpProp``, ``register``), ``mx.cpu()``,
 ``mx.gpu()``, ``mx.Context``, ``mx.base.MXNetError``, ``mx.test_utils``, ``mx.name``,
-``mx.util``, ``mx.runtime``, ``mx.optimizer`` and ``mx.lr_scheduler``; ``mx.kv`` /
+``mx.util``, ``mx.runtime``, ``mx.engine``, ``mx.optimizer`` and ``mx.lr_scheduler``; ``mx.kv`` /
 ``mx.kvstore`` (an in-process, single-machine store) and ``mx.io`` (``NDArrayIter``,
 ``CSVIter``, ``MNISTIter``, ``LibSVMIter``). Values, output storage types and behaviour
 follow MXNet 1.9.1. The Symbol API, Module, Gluon (``mx.gluon`` only names what is
@@ -23,10 +23,11 @@ from .util import is_np_shape, np_shape, set_np_shape, use_np_shape
 from . import lr_scheduler, optimizer  # noqa: F401,E402  (mx.optimizer, mx.lr_scheduler)
 from . import gluon, runtime  # noqa: F401,E402  (mx.runtime.Features; gluon only names what is missing)
 from . import contrib  # noqa: F401,E402  (mx.contrib.autograd, mx.contrib.nd)
+from . import engine  # noqa: F401,E402  (mx.engine.bulk: a scheduling hint, operators run when called)
 
 nd = ndarray
 kv = kvstore
 
 __all__ = ["nd", "ndarray", "kv", "kvstore", "io", "autograd", "operator", "random", "base", "context", "name",
            "test_utils", "util", "runtime", "gluon", "use_np_shape", "np_shape", "is_np_shape", "set_np_shape",
-           "optimizer", "lr_scheduler", "cpu", "gpu", "Context", "current_context", "num_gpus", "MXNetError"]
+           "optimizer", "lr_scheduler", "engine", "cpu", "gpu", "Context", "current_context", "num_gpus", "MXNetError"]

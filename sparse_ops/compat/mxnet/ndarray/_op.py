@@ -20,7 +20,7 @@ import numpy as np
 
 from ....dispatch import invoke, plan_key
 from ....errors import OperatorError, SparseFormatError
-from ....ndarray import NDArray
+from ....ndarray import NDArray, twin
 from ....registry import OpDef, Param, find_op, get_op
 from ..base import MXNetArgumentError
 from ....tape import is_recording
@@ -126,6 +126,15 @@ def as_face(result: Any) -> Any:
         for r in result:
             as_face(r)
     return result
+
+
+def face_form(x: NDArray) -> NDArray:
+    """``x`` as the face's array for user code the face runs (a CustomOp's ``forward`` and
+    ``backward``, whichever face calls the op): ``x`` itself when it is one, else its twin of
+    the face's class, sharing its storage (``ndarray.twin``; what the code sets on the twin,
+    the caller gives back with ``take_storage``)."""
+    cls = FACE_CLASSES.get(x.__class__)
+    return x if cls is None else twin(x, cls)
 
 
 def no_scalar_shape(result: Any) -> Any:

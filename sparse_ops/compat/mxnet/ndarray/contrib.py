@@ -18,6 +18,7 @@ from ..base import MXNetArgumentError
 from . import _op
 from . import random as _random
 from .ndarray import array
+from .composed import BatchNorm
 from .op import Embedding, _host_ids
 
 
@@ -162,6 +163,31 @@ def rand_zipfian(true_classes: Any, num_sampled: int, range_max: int, ctx: Any =
     return sampled, expected(true_classes), expected(sampled)
 
 
+def SyncBatchNorm(data: Any, gamma: Any, beta: Any, moving_mean: Any, moving_var: Any, eps: float = 1e-3,
+                  momentum: float = 0.9, fix_gamma: bool = True, use_global_stats: bool = False,
+                  output_mean_var: bool = False, ndev: int = 1, key: Any = None, out: Any = None,
+                  name: Any = None) -> Any:
+    """MXNet's ``contrib.SyncBatchNorm``: ``BatchNorm`` over channel axis 1 whose statistics
+    MXNet shares between the ``ndev`` devices of one batch (by ``key``). Here a batch lives on
+    one device, so the statistics are the whole batch's: ``BatchNorm``'s values, gradients
+    and moving statistics. With ``output_mean_var`` the third output is the variance (where
+    ``BatchNorm`` gives the inverse standard deviation), as MXNet's SyncBatchNorm gives it."""
+    if isinstance(ndev, bool) or not isinstance(ndev, (int, np.integer)) or ndev < 1:
+        raise MXNetArgumentError(f"SyncBatchNorm: ndev must be a positive int, got {ndev!r}")
+    got = BatchNorm(data, gamma, beta, moving_mean, moving_var, eps=eps, momentum=momentum, fix_gamma=fix_gamma,
+                    use_global_stats=use_global_stats, output_mean_var=output_mean_var, axis=1,
+                    out=None if output_mean_var else out)
+    if not output_mean_var:
+        return got
+    result, mean, inv_std = got
+    var = _op.call("BlockGrad", [1.0 / (inv_std * inv_std) - float(eps)])
+    if out is None:
+        return [result, mean, var]
+    for o, r in zip(out, (result, mean, var)):
+        o[:] = r
+    return out
+
+
 def __getattr__(name: str) -> Any:
     if name.startswith("__"):
         raise AttributeError(name)
@@ -171,5 +197,5 @@ def __getattr__(name: str) -> Any:
         return _op.cached_function(name)
 
 
-__all__ = ["SparseEmbedding", "boolean_mask", "index_copy", "isinf", "isnan", "isfinite", "rand_zipfian", "adamw_update", "mp_adamw_update", "multi_adamw_update",
+__all__ = ["SparseEmbedding", "SyncBatchNorm", "boolean_mask", "index_copy", "isinf", "isnan", "isfinite", "rand_zipfian", "adamw_update", "mp_adamw_update", "multi_adamw_update",
            "multi_mp_adamw_update"]
