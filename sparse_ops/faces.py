@@ -51,8 +51,8 @@ def unsupported(opdef: OpDef, inst: Op | None = None, shapes: Sequence[tuple[int
     rule = inst.partitioning(*shapes)[0] if inst is not None and shapes is not None else opdef.partition
     if "dask" not in reasons and rule is None:
         reasons["dask"] = "its partitioning rule declines these parameters and input shapes"
-    if rule != "rows":
-        reasons["jax.vmap"] = "it has no batch dimension to map over (its partition rule is not 'rows')"
+    if not opdef.variadic and not opdef.arguments:
+        reasons["jax.vmap"] = "it takes no inputs to map over"
     elif opdef.mutate:
         reasons["jax.vmap"] = "it updates inputs in place, which a per-example map cannot express"
     elif stypes is not None and any(s != "default" for s in stypes):

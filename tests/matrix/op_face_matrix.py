@@ -521,12 +521,23 @@ def jax_grad(opdef, xs, params, weights) -> Result:
 @_x64
 def jax_vmapped(opdef, xs, params) -> Result:
     """``jax.jit(jax.vmap(...))`` of the bridged op applied to one example (one row of each
-    input the op cuts into row blocks) at a time; the rows stacked are the batch's result."""
+    input the op cuts into row blocks) at a time; the rows stacked are the batch's result.
+    An op that cuts no rows (its partition rule is not 'rows') is mapped over a batch of two
+    copies of the sample (every input stacked twice): each must give the native result."""
     import jax
+    import jax.numpy as jnp
     import sparse_ops.jax as soj
 
     f = getattr(soj.ops, opdef.name)
-    _, cut = opdef.instance(params).partitioning(*[x.shape for x in xs])
+    rule, cut = opdef.instance(params).partitioning(*[x.shape for x in xs])
+    if rule != "rows":
+        twice = [jnp.stack([a, a]) for a in _jax_inputs(xs)]
+        outs = _as_list(jax.jit(jax.vmap(lambda *a: f(*a, **params)))(*twice))
+        first, second = [_jax_result(o[0]) for o in outs], [_jax_result(o[1]) for o in outs]
+        if "random" not in opdef.resources:
+            for (s0, v0), (s1, v1) in zip(first, second):
+                np.testing.assert_array_equal(v0, v1)  # (the two examples are one)
+        return Result(first, [])
     names = opdef.arguments
     mapped = [cut is None or names[min(i, len(names) - 1)] in cut for i in range(len(xs))]
     args = _jax_inputs(xs)
