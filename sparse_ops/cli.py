@@ -225,6 +225,23 @@ def _cmd_check_gpu_compile(args: argparse.Namespace, argv: list[str]) -> int:
     return 1 if checked or not report.ok else 0
 
 
+def _bounds_unchecked(args: argparse.Namespace) -> bool:
+    """Whether ``check`` of a plugin (not the built-ins) is about to run without the
+    bounds-checking debug mode that the user did not turn off."""
+    from .settings import BOUNDSCHECK
+
+    builtin = args.plugin in BUILTIN_NAMES and args.path is None
+    return not (BOUNDSCHECK or builtin or args.no_boundscheck)
+
+
+def _cmd_check_bounds_checked() -> int:
+    """The command line's ``check`` again in a child process with ``SPARSE_OPS_BOUNDSCHECK=1``
+    (read at import: numba compiles every kernel bounds-checked, in a cache of its own, and
+    kernels' outputs start out marked): an out-of-bounds access fails the op's check by name."""
+    env = dict(os.environ, SPARSE_OPS_BOUNDSCHECK="1")
+    return subprocess.call([sys.executable, "-m", "sparse_ops", *sys.argv[1:]], env=env)
+
+
 def _cmd_check(args: argparse.Namespace) -> int:
     so = _ops_module()
     from .plugins import plugin_ops
@@ -289,6 +306,10 @@ def _check_ops(so: Any, ops: list[str]) -> int:
             continue
         print(f"  ok   {op}: {report.summary()}")
     checked = len(ops) - len(without) - len(broken)
+    from .settings import BOUNDSCHECK
+
+    print("kernels bounds-checked (SPARSE_OPS_BOUNDSCHECK=1)" if BOUNDSCHECK else
+          "kernels not bounds-checked (SPARSE_OPS_BOUNDSCHECK=1 checks them)")
     line = (f"{checked} operators checked ({samples_run} samples), {len(broken)} whose samples() raised, "
             f"{len(failed)} failed, {len(without)} without samples")
     if without or broken:
@@ -448,6 +469,10 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
                         "kernel launch, then compile those kernels for the real CUDA target (PTX, compute "
                         "capability --cc) with numba-cuda: no GPU needed (pip install 'sparse-ops[gpu-compile]')")
     p.add_argument("--cc", default="8.0", metavar="X.Y", help="compute capability for --gpu-compile (default 8.0)")
+    p.add_argument("--no-boundscheck", action="store_true",
+                   help="run a plugin's kernels without bounds checking (by default the checks of a plugin run "
+                        "in a child process with SPARSE_OPS_BOUNDSCHECK=1, so a kernel that reads or writes out "
+                        "of bounds fails its check instead of passing and corrupting memory)")
     subs["check"] = p
     p = sub.add_parser("warmup", help="compile every operator's kernels into numba's on-disk cache",
                        description="Run each operator on its samples() in each dtype (floating-point inputs "
@@ -523,6 +548,8 @@ def _main(argv: list[str] | None) -> int:
         subs["check"].error("name one plugin: PLUGIN or --path X")  # exits with 2
     if args.command == "check" and args.gpu_compile:
         return _cmd_check_gpu_compile(args, sys.argv[1:] if argv is None else list(argv))
+    if args.command == "check" and argv is None and _bounds_unchecked(args):
+        return _cmd_check_bounds_checked()
     handler = {"list": _cmd_list, "info": _cmd_info, "plugins": _cmd_plugins, "check": _cmd_check,
                "bench": _cmd_bench, "warmup": _cmd_warmup, "include-dir": _cmd_include_dir}[args.command]
     return handler(args)

@@ -146,6 +146,47 @@ def test_check_fails_on_a_wrong_op(tmp_path, isolated, capsys):
     assert "FAIL clibad_double: OpcheckError: clibad_double sample 0 (default): determinism: output 0 differs between two runs" in out
 
 
+def test_the_command_line_check_catches_a_kernel_writing_past_its_output(tmp_path):
+    """``sparse-ops check`` of a plugin runs its checks bounds-checked (a child process with
+    SPARSE_OPS_BOUNDSCHECK=1): a numba kernel writing past its output fails its check, named,
+    where unchecked it could pass and corrupt memory. Built-ins and --no-boundscheck are
+    checked in-process, as they are."""
+    path = tmp_path / "cli_oob.py"
+    path.write_text(textwrap.dedent("""\
+        import numba
+        import numpy as np
+        import sparse_ops as so
+
+
+        @numba.njit
+        def _fill_past(y):
+            for i in range(y.shape[0] + 3):  # three values past the end
+                y[i] = 1.0
+
+
+        @so.register("clioob_fill")
+        class Fill(so.Op):
+            differentiable = False
+
+            @so.kernel(device="cpu")
+            def dense(self, ctx, x, y):
+                _fill_past(y.reshape(-1))
+
+            def reference(self, x):
+                return [np.ones_like(x)]
+
+            @classmethod
+            def samples(cls):
+                return [[so.array(np.zeros(4))]]
+        """))
+    env = {k: v for k, v in os.environ.items() if k != "SPARSE_OPS_BOUNDSCHECK"}
+    run = subprocess.run([sys.executable, "-m", "sparse_ops", "check", str(path)], capture_output=True, text=True,
+                         env=env, timeout=600)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "FAIL clioob_fill:" in run.stdout and "IndexError" in run.stdout, run.stdout
+    assert "kernels bounds-checked (SPARSE_OPS_BOUNDSCHECK=1)" in run.stdout
+
+
 def test_check_without_samples_or_ops_fails(tmp_path, isolated, capsys):
     assert main(["check", str(write_plugin(tmp_path / "cli_nosamples.py", "clins", None))]) == 1
     out = capsys.readouterr().out
