@@ -285,8 +285,17 @@ def op_class_for_prop(name: str, prop_cls: type) -> type:
 
     CustomAdapter.__name__ = CustomAdapter.__qualname__ = f"Custom[{name}]"
     CustomAdapter.prop_class = prop_cls
-    if hasattr(prop_cls, "samples"):  # opcheck samples, for `sparse-ops check`
+    # what opcheck and `sparse-ops check` read, declared on the prop as on a kernel-first op:
+    # samples, the checks skipped (with why), a NumPy reference (called on the prop)
+    if hasattr(prop_cls, "samples"):
         CustomAdapter.samples = prop_cls.samples
+    if getattr(prop_cls, "opcheck_skip", None):
+        CustomAdapter.opcheck_skip = dict(prop_cls.opcheck_skip)
+    if callable(getattr(prop_cls, "reference", None)):
+        def reference(self, *arrays: np.ndarray) -> Any:
+            return self.prop.reference(*arrays)
+
+        CustomAdapter.reference = reference
     return CustomAdapter
 
 

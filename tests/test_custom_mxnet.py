@@ -333,3 +333,61 @@ def test_a_custom_op_registered_through_the_mxnet_face_sees_mxnet_arrays_from_ev
     so.register("test_native_scaled")(ScaledProp)
     so.ops.test_native_scaled(so.csr_matrix(m), so.zeros((1,)))
     assert seen == [("ndarray", "csr", None)]
+
+
+def test_a_prop_declares_what_opcheck_reads_as_a_kernel_first_op_does(isolated):
+    """An MXNet-form op with a storage-aware (csr) forward only has nothing to compare with
+    unless its CustomOpProp says: its ``reference`` (called on the prop, its parameters the
+    prop's attributes) is what opcheck compares with, and its ``opcheck_skip`` is honoured."""
+    import scipy.sparse as sp
+
+    from sparse_ops.sdk.testing import OpcheckError, opcheck
+
+    class Scale(so.CustomOp):
+        def __init__(self, factor):
+            super().__init__()
+            self.factor = factor
+
+        def forward(self, is_train, req, in_data, out_data, aux):
+            self.assign(out_data[0], req[0], in_data[0] * self.factor)
+
+        def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
+            self.assign(in_grad[0], req[0], out_grad[0] * self.factor)
+
+    def prop(reference=None, skip=None):
+        class ScaleProp(so.CustomOpProp):
+            def __init__(self, factor="2"):
+                super().__init__(need_top_grad=True)
+                self.factor = float(factor)
+
+            def infer_storage_type(self, in_stype):
+                return in_stype, [in_stype[0]], []
+
+            def infer_storage_type_backward(self, ograd_stype, in_stype, out_stype, igrad_stype, aux_stype):
+                return ograd_stype, in_stype, out_stype, [in_stype[0]], aux_stype
+
+            def create_operator(self, ctx, shapes, dtypes):
+                return Scale(self.factor)
+
+            @classmethod
+            def samples(cls):
+                return [([so.csr_matrix(sp.random(4, 3, density=0.5, random_state=1))], {"factor": 3.0})]
+
+        if reference is not None:
+            ScaleProp.reference = reference
+        if skip is not None:
+            ScaleProp.opcheck_skip = skip
+        return ScaleProp
+
+    so.register("test_prop_plain")(prop())
+    with pytest.raises(OpcheckError, match="reference: compared nothing"):
+        opcheck("test_prop_plain", so.get_op("test_prop_plain").cls.samples())
+    so.register("test_prop_ref")(prop(reference=lambda self, x: [x * self.factor]))
+    report = opcheck("test_prop_ref", so.get_op("test_prop_ref").cls.samples())
+    assert "reference" in {o.check for o in report.results[0].outcomes if o.status == "passed"}
+    so.register("test_prop_wrong")(prop(reference=lambda self, x: [x * (self.factor + 1)]))
+    with pytest.raises(OpcheckError, match="reference"):
+        opcheck("test_prop_wrong", so.get_op("test_prop_wrong").cls.samples())
+    so.register("test_prop_skip")(prop(skip={"reference": "compared with SciPy elsewhere"}))
+    report = opcheck("test_prop_skip", so.get_op("test_prop_skip").cls.samples())
+    assert report.skipped()["reference"] == {"skipped: compared with SciPy elsewhere"}
