@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from . import autograd, ops
+from .device import as_device
 from .dtypes import value_dtype
 from .ndarray import NDArray
 from .ndarray.view import ComponentView
@@ -34,8 +35,8 @@ def _backward(self: NDArray, out_grad: NDArray | None = None, retain_graph: bool
     autograd.backward([self], [out_grad], retain_graph=retain_graph, train_mode=train_mode)
 
 
-# the containers' own copies and conversions, which the recorded forms below fall back to
-_tostype, _copy, _astype = NDArray.tostype, NDArray.copy, NDArray.astype
+# the containers' own copies, conversions and moves, which the recorded forms below fall back to
+_tostype, _copy, _astype, _to = NDArray.tostype, NDArray.copy, NDArray.astype, NDArray.to
 
 
 def _recorded(x: NDArray) -> bool:
@@ -90,11 +91,40 @@ class _Converted(autograd.Function):
         return _astype(grad, self.source)
 
 
+def to(self: NDArray, device: Any, copy: bool = False) -> NDArray:
+    """This array on ``device``: itself when already there (unless ``copy``), else a copy
+    there. While recording, a move to another device joins the graph: its gradient goes back
+    to this array's device (as torch's ``x.to(device)`` and MXNet's ``_copyto``)."""
+    if not _recorded(self):
+        return _to(self, device, copy)
+    dev = as_device(device)
+    if dev == self._device:
+        return ops.identity(self) if copy else self
+    return _Moved(dev)(self)
+
+
+class _Moved(autograd.Function):
+    """An array copied to another device; the gradient is the copy's, moved back."""
+
+    trusted = True  # reads its head gradient as it comes (a move copies it)
+
+    def __init__(self, device: Any) -> None:
+        super().__init__()
+        self.device = device
+
+    def forward(self, x: NDArray) -> NDArray:
+        self.source = x._device
+        return _to(x, self.device)
+
+    def backward(self, grad: NDArray) -> NDArray:
+        return _to(grad, self.source)
+
+
 def install() -> None:
     """Attach the operator and engine methods to ``NDArray`` (and so to every container)."""
     _operator_methods.install(NDArray)
     NDArray.backward = _backward
-    NDArray.tostype, NDArray.copy, NDArray.astype = tostype, copy, astype
+    NDArray.tostype, NDArray.copy, NDArray.astype, NDArray.to = tostype, copy, astype, to
 
 
 # ---- the MXNet face's additions ------------------------------------------------------------------------

@@ -129,3 +129,38 @@ def test_import_is_light():
     """)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["False", "False"]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(so.num_gpus() == 0, reason="no gpu (set SPARSE_OPS_CUDA_SIM=1 to simulate one)")
+def test_a_move_between_devices_while_recording_joins_the_graph():
+    """``x.to(gpu)`` (MXNet's ``as_in_context``/``copyto``) of an array that needs a gradient
+    is recorded: the gradient of the copy goes back to x's device and adds to x's other
+    paths, for dense and csr arrays; a move outside recording stays a plain copy."""
+    import sparse_ops.compat.mxnet as mx
+    from sparse_ops import autograd
+
+    w = so.array(np.arange(4.0).reshape(2, 2))
+    w.attach_grad()
+    with autograd.record():
+        on_gpu = w.to(so.gpu(0))
+        loss = so.sum(on_gpu * on_gpu).to(so.cpu()) + so.sum(w)
+    loss.backward()
+    assert on_gpu.device == so.gpu(0) and w.grad.device == so.cpu()
+    np.testing.assert_allclose(w.grad.asnumpy(), 2 * np.arange(4.0).reshape(2, 2) + 1)
+    a = mx.nd.ones((2, 2))
+    a.attach_grad()
+    with mx.autograd.record():
+        total = (a.as_in_context(mx.gpu(0)) * 3).sum().as_in_context(mx.cpu()) + a.copyto(mx.gpu(0)).sum().copyto(
+            mx.cpu())
+    total.backward()
+    np.testing.assert_allclose(a.grad.asnumpy(), np.full((2, 2), 4.0))
+    c = so.array(np.eye(3)).tostype("csr")
+    c.attach_grad()
+    with autograd.record():
+        doubled = so.sum(c.to(so.gpu(0)) * 2.0)
+    doubled.backward()
+    assert c.grad.stype == "csr" and c.grad.device == so.cpu()
+    np.testing.assert_allclose(c.grad.asnumpy(), 2 * np.eye(3))
+    moved = w.to(so.gpu(0))
+    assert moved._ag is None and moved.device == so.gpu(0)
