@@ -94,8 +94,13 @@ def save(file: File, data: Saved, attrs: dict[str, Any] | None = None) -> None:
 
     if not os.path.isdir(folder):
         raise FileNotFoundError(errno.ENOENT, f"save: no folder {folder!r} to write into", path)
+    if os.path.isdir(path):
+        raise IsADirectoryError(errno.EISDIR, f"save: {path!r} is a folder, not a file to write", path)
     fd, tmp = tempfile.mkstemp(prefix=".sparse_ops-", suffix=".npz.tmp", dir=folder)
     try:
+        # the written file's permissions are what open() would give it (an existing file keeps
+        # its own): mkstemp makes it private to the owner
+        os.chmod(tmp, os.stat(path).st_mode & 0o7777 if os.path.exists(path) else 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
             np.savez(f, **arrays)
         os.replace(tmp, path)
@@ -103,6 +108,13 @@ def save(file: File, data: Saved, attrs: dict[str, Any] | None = None) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _umask() -> int:
+    """The process's umask (read by setting it and setting it back: there is no other way)."""
+    mask = os.umask(0o22)
+    os.umask(mask)
+    return mask
 
 
 _PARTS = {"default": ("values",), "row_sparse": ("data", "indices"), "csr": ("data", "indices", "indptr")}

@@ -283,3 +283,13 @@ def test_csv_refusals(tmp_path):
     ragged.write_text("1,2,3\n4,5\n")
     with pytest.raises(MXNetError, match="r.csv"):
         mx.io.CSVIter(data_csv=str(ragged), data_shape=(3,), batch_size=1)
+
+
+def test_csv_int32_refuses_a_value_it_would_wrap(tmp_path):
+    path = tmp_path / "big.csv"
+    path.write_text("1,2,3\n4,3000000000,6\n")
+    with pytest.raises(mx.base.MXNetError, match=r"CSVIter: data_csv .*big.csv.: value 3000000000 \(row 2, column "
+                                                 r"2\) does not fit dtype int32; read it as int64"):
+        mx.io.CSVIter(data_csv=str(path), data_shape=(3,), batch_size=2, dtype="int32")
+    batch = next(iter(mx.io.CSVIter(data_csv=str(path), data_shape=(3,), batch_size=2, dtype="int64")))
+    np.testing.assert_array_equal(batch.data[0].asnumpy(), [[1, 2, 3], [4, 3000000000, 6]])

@@ -447,3 +447,27 @@ def test_save_takes_every_path_load_takes_and_refuses_bad_attrs_by_name(tmp_path
     with pytest.raises(TypeError, match="save: file must be a path .* got a int"):
         so.save(3, x)
     assert not (tmp_path / "a.npz").exists()
+
+
+def test_a_saved_file_gets_the_permissions_open_gives_and_a_folder_is_refused_by_name(tmp_path):
+    """``save`` writes through a private temporary file: the file it leaves has the mode a
+    plain ``open()`` would give (the umask's), an overwritten file keeps its own, and a
+    folder in the file's place is refused naming ``save``."""
+    import os
+    import stat
+
+    old = os.umask(0o027)
+    try:
+        path = tmp_path / "a.npz"
+        so.save(str(path), so.array(np.ones(3)))
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o640
+        os.chmod(path, 0o604)
+        so.save(str(path), so.array(np.zeros(3)))
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o604
+        np.testing.assert_array_equal(so.load(str(path)).asnumpy(), np.zeros(3))
+    finally:
+        os.umask(old)
+    (tmp_path / "folder.npz").mkdir()
+    with pytest.raises(IsADirectoryError, match=r"save: .*folder.npz' is a folder, not a file to write"):
+        so.save(str(tmp_path / "folder.npz"), so.array(np.ones(2)))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.npz", "folder.npz"]

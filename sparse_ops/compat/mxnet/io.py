@@ -1110,6 +1110,12 @@ def _read_csv(path: str, who: str, arg: str, dtype: type, width: int, shape: tup
         if rows.size and rows.shape[1] != width:
             raise DataIterError(f"{who}: {arg} {f!r}: rows have {rows.shape[1]} values; the shape {shape} "
                                 f"needs {width}")
+        if dtype is np.int32 and rows.size:  # parsed as int64: a value past int32 would wrap
+            bad = np.flatnonzero((rows < np.iinfo(np.int32).min) | (rows > np.iinfo(np.int32).max))
+            if bad.size:
+                row, col = divmod(int(bad[0]), rows.shape[1])
+                raise DataIterError(f"{who}: {arg} {f!r}: value {int(rows.flat[bad[0]])} (row {row + 1}, column "
+                                    f"{col + 1}) does not fit dtype int32; read it as int64")
         parts.append(rows.reshape(-1, width).astype(dtype))
     return np.concatenate(parts) if parts else np.zeros((0, width), dtype)
 
