@@ -103,6 +103,16 @@ def test_concat_rows_keeps_storage_types(rng):
     as_csr = sd.concat_rows(mixed, x.shape, stype="csr")
     assert as_csr.stype == "csr"
     np.testing.assert_array_equal(as_csr.asnumpy(), dense)
+    # blocks that do not stack into the shape asked for are refused, whatever their storage
+    for stype in ("csr", "row_sparse", "default"):
+        a, b = (so.array(np.ones((2, n))).tostype(stype) for n in (5, 6))
+        for shape in ((4, 6), (4, 5)):
+            with pytest.raises(ValueError, match=r"concat_rows: block \d has shape \(2, [56]\), which does not "
+                                                 r"stack into shape"):
+                sd.concat_rows([a, b], shape)
+        with pytest.raises(ValueError, match=r"concat_rows: the blocks hold 4 rows, which does not stack into shape "
+                                             r"\(5, 6\)"):
+            sd.concat_rows([b, b], (5, 6))
 
 
 # ---- refusals: checked on the client, before any task ------------------------------------------------

@@ -280,7 +280,18 @@ def concat_rows(parts: list[NDArray], shape: tuple[int, ...], stype: str | None 
     """Stack the rows of containers into one of ``shape``: csr and row_sparse blocks are
     joined from their components (indices offset, never densified), dense ones with
     ``numpy.concatenate``. ``stype`` (default: the blocks' common storage type, dense
-    when they differ) converts blocks first where needed."""
+    when they differ) converts blocks first where needed. Blocks whose rows do not add up to
+    ``shape[0]``, or whose other dimensions are not ``shape[1:]``, are refused."""
+    shape = tuple(shape)
+    if len(parts) == 1:  # (one block, of any shape: a 0-d reduction too)
+        odd, rows = (None if tuple(parts[0].shape) == shape else 0), (shape[0] if shape else 0)
+    else:
+        rows = sum(p.shape[0] for p in parts)
+        odd = next((i for i, p in enumerate(parts) if tuple(p.shape[1:]) != shape[1:]), None)
+    if odd is not None or (shape and rows != shape[0]):
+        what = f"block {odd} has shape {tuple(parts[odd].shape)}" if odd is not None else f"the blocks hold {rows} rows"
+        raise ValueError(f"concat_rows: {what}, which does not stack into shape {shape} (blocks of shape "
+                         f"(rows, {', '.join(map(str, shape[1:]))}) whose rows add up to {shape[0]})")
     if len(parts) == 1 and (stype is None or parts[0].stype == stype):
         return parts[0]
     kinds = {p.stype for p in parts}
