@@ -113,7 +113,15 @@ def _node_backward(node: Node, out_grads: list) -> list:
     if not getattr(node.fn, "trusted", False):
         out_grads = [_materialized(g) for g in out_grads]
     if isinstance(node.fn, Function):
-        grads = node.fn.backward(*out_grads)
+        try:
+            grads = node.fn.backward(*out_grads)
+        except OperatorError:
+            raise
+        except Exception as exc:  # the user's own backward: named where it is written
+            code = getattr(type(node.fn).backward, "__code__", None)
+            where = f" ({code.co_filename}:{code.co_firstlineno})" if code is not None else ""
+            raise OperatorError(f"{type(node.fn).__qualname__}.backward{where} raised {type(exc).__name__}: "
+                                f"{exc}") from exc
         grads = list(grads) if isinstance(grads, (list, tuple)) else [grads]
     else:
         grads = _op_gradient(node, out_grads)

@@ -265,6 +265,30 @@ def test_function_in_a_chain_whose_first_input_has_no_grad():
     np.testing.assert_allclose(w.grad.asnumpy(), 3 * (np.array([1.0, 4.0]) + [0.5, -1.0]) ** 2)
 
 
+def test_a_function_whose_backward_raises_is_named_and_the_gradients_are_untouched():
+    class Broken(ag.Function):
+        def forward(self, x):
+            return so.elemwise_mul(x, x)
+
+        def backward(self, dy):
+            raise RuntimeError("boom")
+
+    w = arr([0.5, -1.0])
+    w.attach_grad()
+    with ag.record():
+        y = Broken()(w)
+    with pytest.raises(so.OperatorError, match=r"test_a_function_whose_backward_raises_is_named_and_the_gradients_are"
+                                               r"_untouched.<locals>.Broken.backward \(.*test_autograd.py:\d+\) "
+                                               r"raised RuntimeError: boom") as info:
+        y.backward()
+    assert isinstance(info.value.__cause__, RuntimeError)
+    np.testing.assert_array_equal(w.grad.asnumpy(), [0.0, 0.0])
+    with ag.record():
+        z = Cube()(w)
+    z.backward()
+    np.testing.assert_allclose(w.grad.asnumpy(), 3 * np.array([0.5, -1.0]) ** 2)
+
+
 def test_backward_dependency_keeps_only_declared_arrays():
     x = arr(A)
     x.attach_grad()
