@@ -566,6 +566,21 @@ def test_int8_and_uint8_arrays_the_face_holds_come_back_from_its_files(tmp_path,
             so.load(path)
 
 
+def test_load_refusals_are_mxnet_errors_naming_load(tmp_path):
+    """A missing file, a folder and a file that is no archive: each an ``MXNetError`` naming
+    ``load`` (and still the OSError or ValueError Python code expects)."""
+    with pytest.raises(mx.base.MXNetIOError, match=r"load: No such file or directory") as missing:
+        mx.nd.load(str(tmp_path / "missing.npz"))
+    assert isinstance(missing.value, OSError) and missing.value.filename == str(tmp_path / "missing.npz")
+    for bad, content in (("folder.npz", None), ("garbage.npz", b"PK\x03\x04not a zip")):
+        path = tmp_path / bad
+        path.mkdir() if content is None else path.write_bytes(content)
+        with pytest.raises(mx.base.MXNetValueError, match=r"load: .*not a readable .npz/.npy file"):
+            mx.nd.load(str(path))
+    mx.nd.save(str(tmp_path / "ok.npz"), [mx.nd.ones((2,))])
+    assert mx.nd.load(str(tmp_path / "ok.npz"))[0].asnumpy().tolist() == [1.0, 1.0]
+
+
 def test_native_save_keeps_attrs():
     buf = io.BytesIO()
     so.save(buf, [so.array(A)], attrs={"writer": "test", "mode": 2})

@@ -28,6 +28,12 @@ class MXNetValueError(MXNetError, ValueError):
     ``ValueError`` as Python's own calls raise. The message names the operator and the argument."""
 
 
+class MXNetIOError(MXNetError, OSError):
+    """A file the MXNet face cannot read or write (missing, a folder, unreadable): an
+    ``MXNetError`` as in MXNet, and an ``OSError`` (its ``errno`` and ``filename`` kept) as
+    Python's own file calls raise. The message names the function and the file."""
+
+
 def data_dir() -> str:
     """Where MXNet keeps downloaded data: ``$MXNET_HOME``, else ``~/.mxnet`` (``%APPDATA%\\mxnet``
     on Windows), as MXNet's ``base.data_dir``."""
@@ -74,4 +80,4 @@ def _as_list(obj: object) -> list:
     return list(obj) if isinstance(obj, (list, tuple)) else [obj]
 
 
-__all__ = ["py_str", "data_dir", "MXNetError", "MXNetArgumentError", "MXNetValueError", "mx_real_t", "numeric_types", "integer_types", "string_types"]
+__all__ = ["py_str", "data_dir", "MXNetError", "MXNetArgumentError", "MXNetValueError", "MXNetIOError", "mx_real_t", "numeric_types", "integer_types", "string_types"]

@@ -11,7 +11,7 @@ from .... import io as _io
 from ....ndarray import NDArray as _LibNDArray
 from ....ndarray import kernel_form
 from .. import util as _util
-from ..base import MXNetArgumentError, MXNetError, MXNetValueError
+from ..base import MXNetArgumentError, MXNetError, MXNetIOError, MXNetValueError
 from ._op import as_face
 from .ndarray import EXTRA_DTYPES
 
@@ -59,7 +59,14 @@ def load(fname: str | os.PathLike) -> list | dict:
     """What ``save`` wrote: a list of NDArrays or a dict of str -> NDArray (a file of
     one array written by ``sparse_ops.save`` also comes back as a list)."""
     attrs: dict = {}
-    data = _io.load(fname, attrs=attrs, extra_dtypes=EXTRA_DTYPES)
+    try:
+        data = _io.load(fname, attrs=attrs, extra_dtypes=EXTRA_DTYPES)
+    except MXNetError:
+        raise
+    except OSError as exc:  # missing, a folder, unreadable: MXNet's error, and still an OSError
+        raise MXNetIOError(exc.errno, f"load: {exc.strerror or exc}", exc.filename) from None
+    except ValueError as exc:  # truncated or not a file save wrote
+        raise MXNetValueError(f"load: {exc}") from None
     return _loaded(data, attrs)
 
 
