@@ -150,8 +150,9 @@ def test_chosen_ops_storage_rows_and_faces(pages, name):
 
 def test_faces_of_a_constant_op_cite_their_notes(pages):
     text = (pages / "builtins" / "_contrib_getnnz.md").read_text()
-    assert "| autograd | no (note 1) |" in text and "| dask | no (note 3) |" in text
-    assert "- note 1: its outputs are constants" in text and "- note 2: it has no batch dimension" in text
+    assert "| autograd | no (note 1) |" in text and "| dask | no (note 2) |" in text
+    assert "- note 1: its outputs are constants" in text and "- note 2: it declares no partition rule" in text
+    assert "| jax.vmap | no (note 6) |" in text and "- note 6: jax.vmap maps over dense arrays only" in text
     assert "Gradient: none: the outputs are constants" in text
 
 
