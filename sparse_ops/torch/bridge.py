@@ -333,9 +333,8 @@ class BridgedOp:
             if seen is not None:
                 return self._eager_call(seen, args, flat)
         items = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in params.items()))
-        ov_name, out_stypes, out_shapes, nvis, ptext, held = plan_call(opdef.name, tuple(stypes),
-                                                                 None if compiling and not concrete else shapes, items,
-                                                                 compiling)
+        ov_name, out_stypes, out_shapes, nvis, ptext, held = plan_call(
+            opdef.name, tuple(stypes), None if compiling and not concrete else shapes, items, compiling)
         if compiling:  # the torch op by name: Dynamo follows torch.ops, not our objects
             torch_op = getattr(getattr(torch.ops.sparse_ops, opdef.name), ov_name)
             # dense results have their shapes; sparse ones are assembled with them (planned on
